@@ -1,0 +1,40 @@
+# seglog — make run: the demo; make test: what CI runs.
+GO       ?= go
+PKGS     := ./...
+FUZZTIME ?= 3s
+
+.PHONY: run build test vet lint bench fuzz fuzz-smoke crash clean
+
+run: build
+	./bin/seglog demo --dir ./data/demo
+
+build:
+	$(GO) build -o bin/seglog ./cmd/seglog
+
+test: vet
+	$(GO) test -race -count=1 $(PKGS)
+	$(MAKE) fuzz-smoke FUZZTIME=3s
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint: vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# fuzz runs every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m).
+fuzz:
+	@./scripts/fuzz.sh $(FUZZTIME)
+
+fuzz-smoke:
+	@./scripts/fuzz.sh $(FUZZTIME)
+
+# crash runs the crash-simulator loops long; make test runs them short.
+crash:
+	SEGLOG_CRASH_ITERATIONS=2000 $(GO) test -count=1 -run 'Crash' $(PKGS)
+
+clean:
+	rm -rf bin data

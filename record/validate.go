@@ -1,0 +1,239 @@
+package record
+
+import (
+	"fmt"
+	"math"
+)
+
+// Origin says who is appending a batch; the checks differ (spec 1.6, 5.3).
+type Origin int8
+
+const (
+	// OriginClient is a producer. Its batches get every check.
+	OriginClient Origin = iota
+	// OriginCoordinator is a transaction coordinator writing markers.
+	OriginCoordinator
+	// OriginReplication is a follower copying a leader's batches, or
+	// recovery replaying the log: offsets and sequences are not checked.
+	OriginReplication
+)
+
+func (o Origin) String() string {
+	switch o {
+	case OriginClient:
+		return "client"
+	case OriginCoordinator:
+		return "coordinator"
+	case OriginReplication:
+		return "replication"
+	}
+	return fmt.Sprintf("origin(%d)", int8(o))
+}
+
+// DefaultMaxMessageBytes is Kafka's max.message.bytes default: 1 MiB + 12.
+const DefaultMaxMessageBytes = 1048588
+
+// ValidateOptions are the topic settings an append is checked against.
+type ValidateOptions struct {
+	// Origin selects the checks. The default is OriginClient.
+	Origin Origin
+	// MaxMessageBytes is the largest batch accepted (max.message.bytes).
+	// The default is 1048588.
+	MaxMessageBytes int
+	// TimestampType is the topic's message.timestamp.type. With
+	// LogAppendTime record timestamps are not checked. The default is
+	// CreateTime.
+	TimestampType TimestampType
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs bound how far a
+	// CreateTime record may lie before or after NowMs
+	// (message.timestamp.before.max.ms / after.max.ms). 0 means no bound,
+	// Kafka's default of Long.MAX. The default is 0.
+	TimestampBeforeMaxMs int64
+	TimestampAfterMaxMs  int64
+	// NowMs is the current time in milliseconds since the epoch.
+	NowMs int64
+	// Compacted refuses records without a key (a compacted topic). The
+	// default is false.
+	Compacted bool
+	// MaxUncompressed bounds the decompressed size of the records. The
+	// default is DefaultMaxUncompressed.
+	MaxUncompressed int
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *ValidateOptions) EnsureDefaults() {
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.TimestampBeforeMaxMs == 0 {
+		o.TimestampBeforeMaxMs = math.MaxInt64
+	}
+	if o.TimestampAfterMaxMs == 0 {
+		o.TimestampAfterMaxMs = math.MaxInt64
+	}
+	if o.MaxUncompressed == 0 {
+		o.MaxUncompressed = DefaultMaxUncompressed
+	}
+}
+
+// Validated is a batch that passed ValidateAppend.
+type Validated struct {
+	// Batch is the batch to append: the input itself, or a rebuilt copy
+	// when Rebuilt is set.
+	Batch Batch
+	// MaxTimestamp is the largest record timestamp, or -1 if no record has
+	// one.
+	MaxTimestamp int64
+	// MaxTimestampDelta is the offset delta of the first record that
+	// reached MaxTimestamp, or -1.
+	MaxTimestampDelta int32
+	// Rebuilt reports that the compressed batch's inner offsets were not
+	// 0..n-1 and it was rebuilt with the same codec, as Kafka does.
+	Rebuilt bool
+}
+
+// ValidateAppend checks the bytes of one append as Kafka's
+// analyzeAndValidateRecords and LogValidator do (spec 1.6): exactly one v2
+// batch, within the size limit, with a valid CRC, consistent counts, no
+// control batch and a sequence for idempotent data from clients, well-formed
+// records, keys on compacted topics, and CreateTime timestamps within
+// bounds. Failures are *Error values of kind ErrInvalidRecord,
+// ErrCorruptBatch, ErrUnsupportedMagic, ErrUnknownCompression,
+// ErrRecordTooLarge or ErrInvalidTimestamp, positioned in data. data is not
+// changed.
+func ValidateAppend(data []byte, opts ValidateOptions) (Validated, error) {
+	opts.EnsureDefaults()
+	if len(data) == 0 {
+		return Validated{}, errAt(ErrInvalidRecord, 0, "append has no batches at all")
+	}
+	b, rest, err := ParseBatch(data)
+	if err != nil {
+		return Validated{}, err
+	}
+	if len(rest) > 0 {
+		return Validated{}, errAt(ErrInvalidRecord, int64(b.Size()),
+			"%d bytes follow the batch; an append holds exactly one batch", len(rest))
+	}
+	if b.Size() > opts.MaxMessageBytes {
+		return Validated{}, errAt(ErrRecordTooLarge, 0, "batch of %d bytes, the limit is %d", b.Size(), opts.MaxMessageBytes)
+	}
+	if err := b.Verify(); err != nil {
+		return Validated{}, err
+	}
+	if opts.Origin == OriginClient {
+		if err := validateClientBatch(b); err != nil {
+			return Validated{}, err
+		}
+	}
+	if !b.Compression().Valid() {
+		return Validated{}, errAt(ErrUnknownCompression, attributesOff, "codec id %d", int8(b.Compression()))
+	}
+	return validateRecords(b, opts)
+}
+
+func validateClientBatch(b Batch) error {
+	fromOffsets := int64(b.LastOffsetDelta()) + 1
+	switch count := b.NumRecords(); {
+	case fromOffsets <= 0:
+		return errAt(ErrInvalidRecord, lastOffsetDeltaOff, "invalid offset range [%d, %d]", b.BaseOffset(), b.LastOffset())
+	case count <= 0:
+		return errAt(ErrInvalidRecord, recordsCountOff, "invalid record count %d", count)
+	case fromOffsets != int64(count):
+		return errAt(ErrInvalidRecord, recordsCountOff, "offset range [%d, %d] does not match the record count %d",
+			b.BaseOffset(), b.LastOffset(), count)
+	case b.IsControl():
+		return errAt(ErrInvalidRecord, attributesOff, "clients may not write control batches")
+	case b.HasProducerID() && b.BaseSequence() < 0:
+		return errAt(ErrInvalidRecord, baseSequenceOff, "invalid sequence %d for producer id %d", b.BaseSequence(), b.ProducerID())
+	}
+	return nil
+}
+
+// validateRecords iterates every record, collecting per-record errors the
+// way Kafka's validateRecord does.
+func validateRecords(b Batch, opts ValidateOptions) (Validated, error) {
+	v := Validated{Batch: b, MaxTimestamp: NoTimestamp, MaxTimestampDelta: -1}
+	var (
+		it         Iter
+		errs       []RecordError
+		timeErr    bool
+		sequential = true
+		index      int32
+	)
+	it.Reset(b, opts.MaxUncompressed)
+	for ; it.Next(); index++ {
+		r := it.Record()
+		if r.OffsetDelta != index {
+			sequential = false
+		}
+		if msg, isTime := checkRecord(b, r, &opts); msg != "" {
+			errs = append(errs, RecordError{Index: int(index), Message: msg})
+			timeErr = timeErr || isTime
+			continue
+		}
+		if r.Timestamp > v.MaxTimestamp {
+			v.MaxTimestamp, v.MaxTimestampDelta = r.Timestamp, r.OffsetDelta
+		}
+	}
+	if err := it.Err(); err != nil {
+		return Validated{}, err
+	}
+	if len(errs) > 0 {
+		kind, reason := ErrInvalidRecord, fmt.Sprintf("%d records rejected", len(errs))
+		if timeErr {
+			kind, reason = ErrInvalidTimestamp, "one or more records have an invalid timestamp"
+		}
+		return Validated{}, &Error{Pos: recordsOff, Reason: reason, Err: kind, Records: errs}
+	}
+	if b.Compression() != None && !sequential && !b.IsControl() {
+		return rebuild(b, opts)
+	}
+	return v, nil
+}
+
+// checkRecord returns why r is refused ("" if it is not) and whether the
+// reason is its timestamp.
+func checkRecord(b Batch, r *Record, o *ValidateOptions) (string, bool) {
+	if o.Compacted && r.Key == nil {
+		return "compacted topic cannot accept a record without a key", false
+	}
+	if o.TimestampType == CreateTime && r.Timestamp != NoTimestamp {
+		diff := o.NowMs - r.Timestamp
+		if diff > o.TimestampBeforeMaxMs || -diff > o.TimestampAfterMaxMs {
+			return fmt.Sprintf("timestamp %d of record with offset %d is out of range [%d, %d]",
+				r.Timestamp, r.Offset, o.NowMs-o.TimestampBeforeMaxMs, o.NowMs+o.TimestampAfterMaxMs), true
+		}
+	} else if b.TimestampType() == LogAppendTime {
+		return "producers may not set the timestamp type to LogAppendTime", true
+	}
+	return "", false
+}
+
+// rebuild re-encodes a compressed batch whose inner offsets are not 0..n-1
+// with offsets 0..n-1, the same codec and the same producer fields.
+func rebuild(b Batch, opts ValidateOptions) (Validated, error) {
+	bl := NewBuilder(b.Compression())
+	bl.SetProducer(b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
+	bl.SetTransactional(b.IsTransactional())
+	bl.SetPartitionLeaderEpoch(b.PartitionLeaderEpoch())
+	var it Iter
+	it.Reset(b, opts.MaxUncompressed)
+	for it.Next() {
+		if err := bl.Append(*it.Record()); err != nil {
+			return Validated{}, err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return Validated{}, err
+	}
+	nb, err := bl.Build()
+	if err != nil {
+		return Validated{}, err
+	}
+	if nb.Size() > opts.MaxMessageBytes {
+		return Validated{}, errAt(ErrRecordTooLarge, 0, "rebuilt batch of %d bytes, the limit is %d", nb.Size(), opts.MaxMessageBytes)
+	}
+	v, err := validateRecords(nb, opts)
+	v.Rebuilt = true
+	return v, err
+}
