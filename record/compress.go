@@ -110,7 +110,7 @@ func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error
 // than limit bytes have been appended. The buffer grows only as data
 // arrives, never on a length the input claims.
 func readAllLimit(dst []byte, r io.Reader, limit int) ([]byte, error) {
-	start := len(dst)
+	start, idle := len(dst), 0
 	for {
 		if len(dst) == cap(dst) {
 			grow := max(len(dst)-start, 4<<10)
@@ -127,6 +127,11 @@ func readAllLimit(dst []byte, r io.Reader, limit int) ([]byte, error) {
 		}
 		if err != nil {
 			return dst, err
+		}
+		if idle = idle + 1; n > 0 {
+			idle = 0
+		} else if idle == 100 {
+			return dst, io.ErrNoProgress
 		}
 	}
 }

@@ -8,6 +8,6 @@ for pkg in $(go list ./...); do
   targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' || true)
   for t in $targets; do
     echo "fuzz $pkg $t ($fuzztime)"
-    go test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" "$pkg"
+    go test -run "^$" -fuzz "^${t}\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s "$pkg"
   done
 done
