@@ -10,4 +10,8 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/edsrzf/mmap-go v1.2.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

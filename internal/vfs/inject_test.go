@@ -1,0 +1,143 @@
+package vfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestInjectorNth(t *testing.T) {
+	in := NewInjector(NewMem())
+	in.Add(Rule{Ops: OpWrite, Path: "*.log", Nth: 1})
+	f := create(t, in, "/00.log")
+	g := create(t, in, "/00.index")
+	write(t, f, 0, []byte("a"))
+	write(t, g, 0, []byte("x")) // not a .log: not counted
+	_, err := f.WriteAt([]byte("b"), 1)
+	require.ErrorIs(t, err, ErrInjected)
+	require.Contains(t, err.Error(), "00.log")
+	write(t, f, 1, []byte("c")) // only the Nth fails
+	require.Equal(t, 1, in.Injected())
+	got, _ := contents(t, in, "/00.log")
+	require.Equal(t, "ac", string(got))
+}
+
+func TestInjectorShortWrite(t *testing.T) {
+	in := NewInjector(NewMem())
+	custom := errors.New("no space left on device")
+	in.Add(Rule{Ops: OpWrite, Short: true, Err: custom})
+	f := create(t, in, "/f")
+	n, err := f.WriteVAt([][]byte{[]byte("abcd"), []byte("efgh")}, 0)
+	require.ErrorIs(t, err, custom)
+	require.Equal(t, 4, n)
+	got, _ := contents(t, in, "/f")
+	require.Equal(t, "abcd", string(got))
+}
+
+func TestInjectorSticky(t *testing.T) {
+	in := NewInjector(NewMem())
+	in.Add(Rule{Ops: OpSync, Sticky: true})
+	f := create(t, in, "/f")
+	write(t, f, 0, []byte("a"))
+	require.ErrorIs(t, f.Sync(), ErrInjected)
+	_, err := f.WriteAt([]byte("b"), 1)
+	require.ErrorIs(t, err, ErrInjected, "everything fails after a sticky fault")
+	_, err = in.List("/")
+	require.ErrorIs(t, err, ErrInjected)
+	require.Error(t, f.Close())
+	require.Equal(t, 4, in.Injected())
+	in.Reset()
+	_, err = in.List("/")
+	require.NoError(t, err)
+	require.Equal(t, 1, in.Ops())
+}
+
+func TestInjectorEveryKind(t *testing.T) {
+	steps := []struct {
+		op  Op
+		run func(fsys FS, f File, m Mapping) error
+	}{
+		{OpMkdir, func(fsys FS, _ File, _ Mapping) error { return fsys.MkdirAll("/d", 0o755) }},
+		{OpList, func(fsys FS, _ File, _ Mapping) error { _, err := fsys.List("/"); return err }},
+		{OpStat, func(fsys FS, _ File, _ Mapping) error { _, err := fsys.Stat("/f"); return err }},
+		{OpSyncDir, func(fsys FS, _ File, _ Mapping) error { return fsys.SyncDir("/") }},
+		{OpLock, func(fsys FS, _ File, _ Mapping) error { _, err := fsys.Lock("/lk"); return err }},
+		{OpRead, func(_ FS, f File, _ Mapping) error { _, err := f.ReadAt(make([]byte, 1), 0); return err }},
+		{OpTruncate, func(_ FS, f File, _ Mapping) error { return f.Truncate(4096) }},
+		{OpPreallocate, func(_ FS, f File, _ Mapping) error { return f.Preallocate(0, 4096) }},
+		{OpSync, func(_ FS, f File, _ Mapping) error { return f.Datasync() }},
+		{OpMap, func(_ FS, f File, _ Mapping) error { _, err := f.Map(10, false); return err }},
+		{OpFlush, func(_ FS, _ File, m Mapping) error { return m.Flush() }},
+		{OpRename, func(fsys FS, _ File, _ Mapping) error { return fsys.Rename("/g", "/h") }},
+		{OpRemove, func(fsys FS, _ File, _ Mapping) error { return fsys.Remove("/h") }},
+		{OpOpen, func(fsys FS, _ File, _ Mapping) error { _, err := fsys.Open("/f"); return err }},
+		{OpUnmap, func(_ FS, _ File, m Mapping) error { return m.Unmap() }},
+		{OpClose, func(_ FS, f File, _ Mapping) error { return f.Close() }},
+	}
+	for _, s := range steps {
+		t.Run(s.op.String(), func(t *testing.T) {
+			mem := NewMem()
+			in := NewInjector(mem)
+			f := create(t, in, "/f")
+			write(t, f, 0, make([]byte, 64))
+			require.NoError(t, create(t, in, "/g").Close())
+			m, err := f.Map(64, true)
+			require.NoError(t, err)
+			in.Add(Rule{Ops: s.op})
+			require.ErrorIs(t, s.run(in, f, m), ErrInjected)
+			require.Equal(t, 1, in.Injected())
+		})
+	}
+}
+
+// The fault loop the engine's tests use: fail operation i of a workload for
+// i = 0, 1, 2, … until a run injects nothing. Here the workload is the
+// atomic file replacement of a checkpoint, and after every failure the old
+// or the new contents survive a crash, never a mix.
+func TestFaultLoopAtomicReplace(t *testing.T) {
+	replace := func(fsys FS, data string) error {
+		f, err := fsys.OpenFile("/cp.tmp", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt([]byte(data), 0); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		if err := f.Sync(); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := fsys.Rename("/cp.tmp", "/cp"); err != nil {
+			return err
+		}
+		return fsys.SyncDir(filepath.Dir("/cp"))
+	}
+	for i := 0; ; i++ {
+		mem := NewMem()
+		require.NoError(t, replace(mem, "old"))
+		in := NewInjector(mem)
+		in.Add(Rule{Ops: OpMutating | OpOpen | OpClose, Nth: i, Short: true, Sticky: true})
+		err := replace(in, "new")
+		if in.Injected() == 0 {
+			require.NoError(t, err)
+			require.Greater(t, i, 4, "the loop covered every step")
+			break
+		}
+		require.Error(t, err)
+		for seed := range uint64(20) {
+			got := mustContents(t, mem.Crash(CrashRandom, seed), "/cp")
+			require.Contains(t, []string{"old", "new"}, string(got), "fault %d seed %d", i, seed)
+		}
+	}
+}
+
+func TestOpString(t *testing.T) {
+	require.Equal(t, "write|sync", (OpWrite | OpSync).String())
+	require.Equal(t, "none", Op(0).String())
+	require.Contains(t, OpAll.String(), "lock")
+}
