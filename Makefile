@@ -34,7 +34,7 @@ fuzz-smoke:
 
 # crash runs the crash-simulator loops long; make test runs them short.
 crash:
-	SEGLOG_CRASH_ITERATIONS=2000 $(GO) test -count=1 -run 'Crash' $(PKGS)
+	SEGLOG_CRASH_SEEDS=5000 $(GO) test -count=1 -run 'Crash|FaultLoop' $(PKGS)
 
 clean:
 	rm -rf bin data

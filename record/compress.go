@@ -184,36 +184,37 @@ func appendSnappyBlock(dst, block []byte, limit int) ([]byte, error) {
 
 // compress appends the compressed form of src to dst.
 func compress(dst []byte, c Compression, src []byte) ([]byte, error) {
-	buf := bytes.NewBuffer(dst)
 	switch c {
 	case Gzip:
-		w := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(w)
-		w.Reset(buf)
-		if _, err := w.Write(src); err != nil {
-			return dst, err
-		}
-		if err := w.Close(); err != nil {
-			return dst, err
-		}
-		return buf.Bytes(), nil
+		return compressStream(&gzipWriters, dst, src)
 	case Snappy:
 		return appendXerial(dst, src), nil
 	case LZ4:
-		w := lz4Writers.Get().(*lz4.Writer)
-		defer lz4Writers.Put(w)
-		w.Reset(buf)
-		if _, err := w.Write(src); err != nil {
-			return dst, err
-		}
-		if err := w.Close(); err != nil {
-			return dst, err
-		}
-		return buf.Bytes(), nil
+		return compressStream(&lz4Writers, dst, src)
 	case Zstd:
 		return zstdEncoder.EncodeAll(src, dst), nil
 	}
 	return dst, fmt.Errorf("%w: id %d", ErrUnknownCompression, c)
+}
+
+// streamWriter is a pooled compressing writer (gzip, lz4).
+type streamWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
+func compressStream(pool *sync.Pool, dst, src []byte) ([]byte, error) {
+	w := pool.Get().(streamWriter)
+	defer pool.Put(w)
+	buf := bytes.NewBuffer(dst)
+	w.Reset(buf)
+	if _, err := w.Write(src); err != nil {
+		return dst, err
+	}
+	if err := w.Close(); err != nil {
+		return dst, err
+	}
+	return buf.Bytes(), nil
 }
 
 func appendXerial(dst, src []byte) []byte {

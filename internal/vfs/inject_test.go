@@ -129,7 +129,7 @@ func TestFaultLoopAtomicReplace(t *testing.T) {
 			break
 		}
 		require.Error(t, err)
-		for seed := range uint64(20) {
+		for seed := range crashSeeds(t, 20) {
 			got := mustContents(t, mem.Crash(CrashRandom, seed), "/cp")
 			require.Contains(t, []string{"old", "new"}, string(got), "fault %d seed %d", i, seed)
 		}

@@ -4,10 +4,22 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
+
+// crashSeeds returns how many seeds a crash loop tries: def, or
+// SEGLOG_CRASH_SEEDS (make crash sets it high).
+func crashSeeds(t *testing.T, def uint64) uint64 {
+	if v := os.Getenv("SEGLOG_CRASH_SEEDS"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "SEGLOG_CRASH_SEEDS")
+		return n
+	}
+	return def
+}
 
 func create(t *testing.T, m FS, name string) File {
 	t.Helper()
@@ -54,7 +66,7 @@ func TestCrashModes(t *testing.T) {
 	require.Equal(t, all, got)
 
 	var sawDrop, sawKeep, sawTorn, sawZeros bool
-	for seed := range uint64(300) {
+	for seed := range crashSeeds(t, 300) {
 		got, ok := contents(t, m.Crash(CrashRandom, seed), "/d/log")
 		require.True(t, ok)
 		require.GreaterOrEqual(t, len(got), len(synced), "seed %d: a synced byte was lost", seed)
@@ -102,7 +114,7 @@ func TestCrashOverwrite(t *testing.T) {
 	require.NoError(t, f.Sync())
 	require.NoError(t, m.SyncDir("/"))
 	write(t, f, 600, bytes.Repeat([]byte("n"), 100)) // within sector 1
-	for seed := range uint64(100) {
+	for seed := range crashSeeds(t, 100) {
 		got := mustContents(t, m.Crash(CrashRandom, seed), "/f")
 		require.Len(t, got, 2048)
 		require.Equal(t, old[:600], got[:600])
@@ -127,7 +139,7 @@ func TestCrashNamespace(t *testing.T) {
 	_, oldOK := contents(t, c, "/new")
 	_, newOK := contents(t, c, "/renamed")
 	require.True(t, oldOK && !newOK, "an unsynced rename is undone")
-	for seed := range uint64(50) {
+	for seed := range crashSeeds(t, 50) {
 		c := m.Crash(CrashRandom, seed)
 		_, oldOK := contents(t, c, "/new")
 		_, newOK := contents(t, c, "/renamed")
@@ -160,7 +172,7 @@ func TestCrashKeepsDirectoryChangesInOrder(t *testing.T) {
 		require.NoError(t, create(t, m, n).Close())
 	}
 	seen := map[int]bool{}
-	for seed := range uint64(200) {
+	for seed := range crashSeeds(t, 200) {
 		names, err := m.Crash(CrashRandom, seed).List("/")
 		require.NoError(t, err)
 		require.Equal(t, []string{"a", "b", "c", "d"}[:len(names)], names)

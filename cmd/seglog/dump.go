@@ -1,0 +1,261 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+)
+
+type dumpOptions struct {
+	printData bool
+	json      bool
+}
+
+func newDumpCmd() *cobra.Command {
+	var o dumpOptions
+	cmd := &cobra.Command{
+		Use:   "dump FILE...",
+		Short: "Print the batches (and records) of .log files, like Kafka's dump tool",
+		Long: `dump prints one line per batch of each .log file, in the format of Kafka's
+DumpLogSegments tool. With --print-data-log it prints every record under its
+batch. A batch whose CRC does not match is shown with isvalid: false; a torn
+tail or corrupt region is reported with its position. The exit status is 1 if
+anything was wrong. dump never changes a file.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d := &dumper{w: cmd.OutOrStdout(), opts: o}
+			for _, path := range args {
+				if err := d.dumpFile(vfs.OS, path); err != nil {
+					return err
+				}
+			}
+			if d.problems > 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("%d problem(s) found", d.problems)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&o.printData, "print-data-log", false, "print every record, with its key and value")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print one JSON object per line instead of text")
+	return cmd
+}
+
+type dumper struct {
+	w        io.Writer
+	opts     dumpOptions
+	problems int
+	it       record.Iter
+}
+
+func (d *dumper) dumpFile(fsys vfs.FS, path string) error {
+	if filepath.Ext(path) != ".log" {
+		return fmt.Errorf("%s: unsupported file type %q (dump reads .log files)", path, filepath.Ext(path))
+	}
+	f, err := fsys.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	if !d.opts.json {
+		fmt.Fprintf(d.w, "Dumping %s\n", path)
+	}
+	s := record.NewScanner(f, 0, size)
+	for s.Next() {
+		b, err := s.Batch()
+		if err != nil {
+			break // the scanner stopped; reported below
+		}
+		d.batch(s.Pos(), b)
+	}
+	switch s.Stop() {
+	case record.AtEnd:
+	case record.TornTail:
+		d.problem(s.Pos(), fmt.Sprintf("found %d invalid bytes at the end of %s: %s",
+			size-s.Pos(), filepath.Base(path), s.Tail().Reason))
+	case record.ReadFailed:
+		return s.Err()
+	default:
+		d.problem(s.Pos(), fmt.Sprintf("%v: %v", s.Stop(), s.Err()))
+	}
+	return nil
+}
+
+type batchLine struct {
+	Kind                 string `json:"kind"`
+	BaseOffset           int64  `json:"baseOffset"`
+	LastOffset           int64  `json:"lastOffset"`
+	Count                int32  `json:"count"`
+	BaseSequence         int32  `json:"baseSequence"`
+	LastSequence         int32  `json:"lastSequence"`
+	ProducerID           int64  `json:"producerId"`
+	ProducerEpoch        int16  `json:"producerEpoch"`
+	PartitionLeaderEpoch int32  `json:"partitionLeaderEpoch"`
+	IsTransactional      bool   `json:"isTransactional"`
+	IsControl            bool   `json:"isControl"`
+	Position             int64  `json:"position"`
+	TimestampType        string `json:"timestampType"`
+	Timestamp            int64  `json:"timestamp"`
+	Size                 int    `json:"size"`
+	Magic                int8   `json:"magic"`
+	CompressCodec        string `json:"compresscodec"`
+	CRC                  uint32 `json:"crc"`
+	IsValid              bool   `json:"isvalid"`
+}
+
+func (l *batchLine) String() string {
+	return fmt.Sprintf("baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d "+
+		"producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t "+
+		"position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t",
+		l.BaseOffset, l.LastOffset, l.Count, l.BaseSequence, l.LastSequence, l.ProducerID, l.ProducerEpoch,
+		l.PartitionLeaderEpoch, l.IsTransactional, l.IsControl, l.Position, l.TimestampType, l.Timestamp,
+		l.Size, l.Magic, l.CompressCodec, l.CRC, l.IsValid)
+}
+
+type recordLine struct {
+	Kind             string   `json:"kind"`
+	Offset           int64    `json:"offset"`
+	TimestampType    string   `json:"timestampType"`
+	Timestamp        int64    `json:"timestamp"`
+	KeySize          int      `json:"keySize"`
+	ValueSize        int      `json:"valueSize"`
+	Sequence         int32    `json:"sequence"`
+	HeaderKeys       []string `json:"headerKeys"`
+	Key              *string  `json:"key,omitempty"`
+	Payload          *string  `json:"payload,omitempty"`
+	EndTxnMarker     string   `json:"endTxnMarker,omitempty"`
+	CoordinatorEpoch *int32   `json:"coordinatorEpoch,omitempty"`
+	ControlType      string   `json:"controlType,omitempty"`
+}
+
+func (l *recordLine) String() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "| offset: %d %s: %d keySize: %d valueSize: %d sequence: %d headerKeys: [%s]",
+		l.Offset, l.TimestampType, l.Timestamp, l.KeySize, l.ValueSize, l.Sequence, strings.Join(l.HeaderKeys, ","))
+	switch {
+	case l.EndTxnMarker != "":
+		fmt.Fprintf(&sb, " endTxnMarker: %s coordinatorEpoch: %d", l.EndTxnMarker, *l.CoordinatorEpoch)
+	case l.ControlType != "":
+		fmt.Fprintf(&sb, " controlType: %s", l.ControlType)
+	}
+	if l.Key != nil {
+		fmt.Fprintf(&sb, " key: %s", *l.Key)
+	}
+	if l.Payload != nil {
+		fmt.Fprintf(&sb, " payload: %s", *l.Payload)
+	}
+	return sb.String()
+}
+
+type problemLine struct {
+	Kind     string `json:"kind"`
+	Position int64  `json:"position"`
+	Reason   string `json:"reason"`
+}
+
+func (l *problemLine) String() string {
+	return fmt.Sprintf("error at position %d: %s", l.Position, l.Reason)
+}
+
+func (d *dumper) emit(line fmt.Stringer) {
+	if d.opts.json {
+		out, _ := json.Marshal(line)
+		fmt.Fprintf(d.w, "%s\n", out)
+		return
+	}
+	fmt.Fprintln(d.w, line.String())
+}
+
+func (d *dumper) problem(pos int64, reason string) {
+	d.problems++
+	d.emit(&problemLine{Kind: "error", Position: pos, Reason: reason})
+}
+
+func (d *dumper) batch(pos int64, b record.Batch) {
+	valid := b.Verify() == nil
+	d.emit(&batchLine{
+		Kind: "batch", BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(), Count: b.NumRecords(),
+		BaseSequence: b.BaseSequence(), LastSequence: b.LastSequence(), ProducerID: b.ProducerID(),
+		ProducerEpoch: b.ProducerEpoch(), PartitionLeaderEpoch: b.PartitionLeaderEpoch(),
+		IsTransactional: b.IsTransactional(), IsControl: b.IsControl(), Position: pos,
+		TimestampType: b.TimestampType().String(), Timestamp: b.MaxTimestamp(), Size: b.Size(),
+		Magic: b.Magic(), CompressCodec: b.Compression().String(), CRC: b.CRC(), IsValid: valid,
+	})
+	if !valid {
+		d.problems++
+		return // the records of a damaged batch are not to be trusted
+	}
+	if !d.opts.printData {
+		return
+	}
+	d.it.Reset(b, record.DefaultMaxUncompressed)
+	for d.it.Next() {
+		d.emit(d.recordLine(b, d.it.Record()))
+	}
+	if err := d.it.Err(); err != nil {
+		d.problem(pos, fmt.Sprintf("records of the batch at position %d: %v", pos, err))
+	}
+}
+
+func (d *dumper) recordLine(b record.Batch, r *record.Record) *recordLine {
+	l := &recordLine{Kind: "record", Offset: r.Offset, TimestampType: b.TimestampType().String(),
+		Timestamp: r.Timestamp, KeySize: fieldSize(r.Key), ValueSize: fieldSize(r.Value),
+		Sequence: r.Sequence, HeaderKeys: []string{}}
+	for _, h := range r.Headers {
+		l.HeaderKeys = append(l.HeaderKeys, printable(h.Key))
+	}
+	if !b.IsControl() {
+		l.Key, l.Payload = optPrintable(r.Key), optPrintable(r.Value)
+		return l
+	}
+	typ, err := record.ParseControlKey(r.Key)
+	switch {
+	case err != nil:
+		l.ControlType = "invalid (" + err.Error() + ")"
+	case typ == record.ControlCommit || typ == record.ControlAbort:
+		if epoch, err := record.ParseEndTxnMarker(r.Value); err != nil {
+			l.ControlType = typ.String() + " with an invalid value (" + err.Error() + ")"
+		} else {
+			l.EndTxnMarker, l.CoordinatorEpoch = typ.String(), &epoch
+		}
+	default:
+		l.ControlType = typ.String()
+	}
+	return l
+}
+
+func fieldSize(b []byte) int {
+	if b == nil {
+		return -1
+	}
+	return len(b)
+}
+
+func optPrintable(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := printable(b)
+	return &s
+}
+
+// printable returns UTF-8 text as it is and anything else as 0x-prefixed
+// hex.
+func printable(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return "0x" + hex.EncodeToString(b)
+}

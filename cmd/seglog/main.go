@@ -1,0 +1,60 @@
+// Command seglog writes, reads, inspects and verifies seglog (Kafka-format)
+// log directories.
+//
+//	seglog version
+//	seglog dump [--print-data-log] [--json] FILE...
+//	seglog demo [--dir DIR]
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ex *exitError
+	if errors.As(err, &ex) {
+		if ex.msg != "" {
+			fmt.Fprintln(stderr, "seglog:", ex.msg)
+		}
+		return ex.code
+	}
+	fmt.Fprintln(stderr, "seglog:", err)
+	return 1
+}
+
+// exitError ends the command with a status after its output is written.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "seglog",
+		Short:         "A Kafka-compatible local segment log engine",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCmd(), newDumpCmd(), newDemoCmd())
+	return root
+}

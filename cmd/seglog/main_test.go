@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// seglog runs the command in process and returns its status and output.
+func seglog(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// franzLog copies record/testdata/franz.log — batches franz-go encoded, of
+// every codec, idempotent, transactional and control — into a temporary
+// directory, as 00000000000000000000.log.
+func franzLog(t *testing.T) (string, []byte) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "record", "testdata", "franz.log"))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return path, data
+}
+
+func TestDumpFranzLogGolden(t *testing.T) {
+	path, _ := franzLog(t)
+	code, out, errOut := seglog(t, "dump", "--print-data-log", path)
+	require.Equal(t, 0, code, errOut)
+	out = strings.ReplaceAll(out, path, "FILE")
+	golden := filepath.Join("testdata", "franz.dump.txt")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(out), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), out)
+
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var batches, records, commits, aborts int
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "baseOffset:"):
+			batches++
+			require.Contains(t, l, "isvalid: true")
+		case strings.HasPrefix(l, "| offset:"):
+			records++
+		}
+		commits += strings.Count(l, "endTxnMarker: COMMIT coordinatorEpoch: 3")
+		aborts += strings.Count(l, "endTxnMarker: ABORT coordinatorEpoch: 3")
+	}
+	require.Equal(t, 9, batches)
+	require.Equal(t, 18, records)
+	require.Equal(t, 1, commits)
+	require.Equal(t, 1, aborts)
+	for _, codec := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		require.Contains(t, out, "compresscodec: "+codec)
+	}
+	require.Contains(t, out, "producerId: 1000 producerEpoch: 2")
+	require.Contains(t, out, "LogAppendTime: 1700000009999")
+	require.Contains(t, out, "| offset: 1 CreateTime: 1700000000002 keySize: -1 valueSize: 8 sequence: -1 headerKeys: [trace,empty] payload: null key")
+}
+
+func TestDumpFlippedByte(t *testing.T) {
+	path, data := franzLog(t)
+	data[200] ^= 0x01 // inside the second batch
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	code, out, errOut := seglog(t, "dump", "--print-data-log", path)
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(out, "isvalid: false"), out)
+	require.Equal(t, 8, strings.Count(out, "isvalid: true"), "the other batches are still shown")
+	require.Contains(t, errOut, "1 problem(s) found")
+}
+
+func TestDumpTornAndCorruptTails(t *testing.T) {
+	path, data := franzLog(t)
+	require.NoError(t, os.WriteFile(path, data[:len(data)-10], 0o644))
+	code, out, _ := seglog(t, "dump", path)
+	require.Equal(t, 1, code)
+	require.Equal(t, 8, strings.Count(out, "isvalid: true"))
+	require.Contains(t, out, "invalid bytes at the end")
+	require.Contains(t, out, "runs past the end")
+
+	require.NoError(t, os.WriteFile(path, append(bytes.Clone(data), make([]byte, 100)...), 0o644))
+	code, out, _ = seglog(t, "dump", path)
+	require.Equal(t, 1, code)
+	require.Equal(t, 9, strings.Count(out, "isvalid: true"))
+	require.Contains(t, out, "error at position 1185: corrupt")
+	require.Contains(t, out, "size field 0 is below the minimum 14")
+}
+
+func TestDumpJSON(t *testing.T) {
+	path, data := franzLog(t)
+	data[200] ^= 0x01
+	require.NoError(t, os.WriteFile(path, append(data, 1, 2, 3), 0o644))
+	code, out, _ := seglog(t, "dump", "--json", "--print-data-log", path)
+	require.Equal(t, 1, code)
+	kinds := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &obj), sc.Text())
+		kinds[obj["kind"].(string)]++
+		if obj["kind"] == "batch" {
+			require.Contains(t, obj, "crc")
+			require.Contains(t, obj, "isvalid")
+		}
+	}
+	require.Equal(t, 9, kinds["batch"])
+	require.Equal(t, 1, kinds["error"], "the torn tail is an error line; the damaged batch shows isvalid false")
+	require.Positive(t, kinds["record"])
+}
+
+func TestDumpRejects(t *testing.T) {
+	code, _, errOut := seglog(t, "dump", filepath.Join(t.TempDir(), "x.index"))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "unsupported file type")
+	code, _, errOut = seglog(t, "dump", filepath.Join(t.TempDir(), "missing.log"))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no such file")
+	code, _, _ = seglog(t, "dump")
+	require.Equal(t, 1, code)
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := seglog(t, "version")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(out, "seglog "), out)
+	require.Contains(t, out, "record format v2")
+}
+
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := seglog(t, "demo", "--dir", dir)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "wrote 8 batches")
+	require.Contains(t, out, "endTxnMarker: COMMIT")
+	require.Contains(t, out, "endTxnMarker: ABORT")
+	require.Contains(t, out, "LogAppendTime:")
+	require.NotContains(t, out, "isvalid: false")
+
+	// The file holds contiguous offsets and every batch is valid.
+	data, err := os.ReadFile(filepath.Join(dir, "00000000000000000000.log"))
+	require.NoError(t, err)
+	var next int64
+	for len(data) > 0 {
+		b, rest, err := record.ParseBatch(data)
+		require.NoError(t, err)
+		require.NoError(t, b.Verify())
+		require.Equal(t, next, b.BaseOffset())
+		next = b.NextOffset()
+		data = rest
+	}
+	require.Equal(t, int64(14), next)
+}
+
+// The demo's writes go through vfs: after a power cut the fsynced log is
+// whole.
+func TestDemoLogIsDurable(t *testing.T) {
+	mem := vfs.NewMem()
+	path, n, err := writeDemoLog(mem, "/demo", time.UnixMilli(1_700_000_000_000))
+	require.NoError(t, err)
+	require.NoError(t, mem.SyncDir("/demo"))
+	require.NoError(t, mem.SyncDir("/"))
+	data, err := vfs.ReadFile(mem.Crash(vfs.CrashDropAll, 0), path)
+	require.NoError(t, err)
+	count := 0
+	for len(data) > 0 {
+		b, rest, err := record.ParseBatch(data)
+		require.NoError(t, err)
+		require.NoError(t, b.Verify())
+		count++
+		data = rest
+	}
+	require.Equal(t, n, count)
+}
