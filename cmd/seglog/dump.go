@@ -13,23 +13,37 @@ import (
 
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
 )
 
 type dumpOptions struct {
-	printData bool
-	json      bool
+	printData   bool
+	json        bool
+	sanityCheck bool
+	verifyIndex bool
 }
 
 func newDumpCmd() *cobra.Command {
 	var o dumpOptions
 	cmd := &cobra.Command{
 		Use:   "dump FILE...",
-		Short: "Print the batches (and records) of .log files, like Kafka's dump tool",
-		Long: `dump prints one line per batch of each .log file, in the format of Kafka's
-DumpLogSegments tool. With --print-data-log it prints every record under its
-batch. A batch whose CRC does not match is shown with isvalid: false; a torn
-tail or corrupt region is reported with its position. The exit status is 1 if
-anything was wrong. dump never changes a file.`,
+		Short: "Print segment files (.log, .index, .timeindex, .txnindex), like Kafka's dump tool",
+		Long: `dump prints the contents of segment files in the format of Kafka's
+DumpLogSegments tool.
+
+A .log file gives one line per batch; with --print-data-log, every record
+under its batch. A batch whose CRC does not match is shown with isvalid:
+false; a torn tail or corrupt region is reported with its position.
+
+An .index, .timeindex or .txnindex file gives one line per entry. The file's
+name must carry the segment's base offset. --index-sanity-check checks the
+entries instead of printing them (order, bounds, a zero tail left by a
+crash); --verify-index-only checks them against the .log beside the index
+(every offset entry at the start of a batch ending at that offset, every time
+entry the running maximum first reached by the batch ending at its offset,
+every aborted transaction ending at an ABORT marker of its producer).
+
+The exit status is 1 if anything was wrong. dump never changes a file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d := &dumper{w: cmd.OutOrStdout(), opts: o}
@@ -46,6 +60,8 @@ anything was wrong. dump never changes a file.`,
 	}
 	cmd.Flags().BoolVar(&o.printData, "print-data-log", false, "print every record, with its key and value")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print one JSON object per line instead of text")
+	cmd.Flags().BoolVar(&o.sanityCheck, "index-sanity-check", false, "check index files instead of printing their entries")
+	cmd.Flags().BoolVar(&o.verifyIndex, "verify-index-only", false, "check index files against the .log beside them")
 	return cmd
 }
 
@@ -57,9 +73,26 @@ type dumper struct {
 }
 
 func (d *dumper) dumpFile(fsys vfs.FS, path string) error {
-	if filepath.Ext(path) != ".log" {
-		return fmt.Errorf("%s: unsupported file type %q (dump reads .log files)", path, filepath.Ext(path))
+	name, err := segment.ParseFilename(filepath.Base(path))
+	if err != nil {
+		if filepath.Ext(path) != ".log" {
+			return fmt.Errorf("%s: unsupported file (%w)", path, err)
+		}
+		name = segment.Name{Kind: segment.Log} // any .log file can be read
 	}
+	if !d.opts.json {
+		fmt.Fprintf(d.w, "Dumping %s\n", path)
+	}
+	switch name.Kind {
+	case segment.Log:
+		return d.dumpLog(fsys, path)
+	case segment.Index, segment.TimeIndex, segment.TxnIndex:
+		return d.dumpIndex(fsys, path, name)
+	}
+	return fmt.Errorf("%s: dump does not read %s files yet", path, name.Kind)
+}
+
+func (d *dumper) dumpLog(fsys vfs.FS, path string) error {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return err
@@ -68,9 +101,6 @@ func (d *dumper) dumpFile(fsys vfs.FS, path string) error {
 	size, err := f.Size()
 	if err != nil {
 		return err
-	}
-	if !d.opts.json {
-		fmt.Fprintf(d.w, "Dumping %s\n", path)
 	}
 	s := record.NewScanner(f, 0, size)
 	for s.Next() {
@@ -162,10 +192,14 @@ func (l *recordLine) String() string {
 type problemLine struct {
 	Kind     string `json:"kind"`
 	Position int64  `json:"position"`
+	Slot     *int   `json:"slot,omitempty"`
 	Reason   string `json:"reason"`
 }
 
 func (l *problemLine) String() string {
+	if l.Slot != nil {
+		return fmt.Sprintf("error at position %d (slot %d): %s", l.Position, *l.Slot, l.Reason)
+	}
 	return fmt.Sprintf("error at position %d: %s", l.Position, l.Reason)
 }
 

@@ -19,8 +19,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// seglog runs the command in process and returns its status and output.
-func seglog(t *testing.T, args ...string) (int, string, string) {
+// runSeglog runs the command in process and returns its status and output.
+func runSeglog(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(args, &stdout, &stderr)
@@ -40,7 +40,7 @@ func franzLog(t *testing.T) (string, []byte) {
 
 func TestDumpFranzLogGolden(t *testing.T) {
 	path, _ := franzLog(t)
-	code, out, errOut := seglog(t, "dump", "--print-data-log", path)
+	code, out, errOut := runSeglog(t, "dump", "--print-data-log", path)
 	require.Equal(t, 0, code, errOut)
 	out = strings.ReplaceAll(out, path, "FILE")
 	golden := filepath.Join("testdata", "franz.dump.txt")
@@ -80,7 +80,7 @@ func TestDumpFlippedByte(t *testing.T) {
 	path, data := franzLog(t)
 	data[200] ^= 0x01 // inside the second batch
 	require.NoError(t, os.WriteFile(path, data, 0o644))
-	code, out, errOut := seglog(t, "dump", "--print-data-log", path)
+	code, out, errOut := runSeglog(t, "dump", "--print-data-log", path)
 	require.Equal(t, 1, code)
 	require.Equal(t, 1, strings.Count(out, "isvalid: false"), out)
 	require.Equal(t, 8, strings.Count(out, "isvalid: true"), "the other batches are still shown")
@@ -90,14 +90,14 @@ func TestDumpFlippedByte(t *testing.T) {
 func TestDumpTornAndCorruptTails(t *testing.T) {
 	path, data := franzLog(t)
 	require.NoError(t, os.WriteFile(path, data[:len(data)-10], 0o644))
-	code, out, _ := seglog(t, "dump", path)
+	code, out, _ := runSeglog(t, "dump", path)
 	require.Equal(t, 1, code)
 	require.Equal(t, 8, strings.Count(out, "isvalid: true"))
 	require.Contains(t, out, "invalid bytes at the end")
 	require.Contains(t, out, "runs past the end")
 
 	require.NoError(t, os.WriteFile(path, append(bytes.Clone(data), make([]byte, 100)...), 0o644))
-	code, out, _ = seglog(t, "dump", path)
+	code, out, _ = runSeglog(t, "dump", path)
 	require.Equal(t, 1, code)
 	require.Equal(t, 9, strings.Count(out, "isvalid: true"))
 	require.Contains(t, out, "error at position 1185: corrupt")
@@ -108,7 +108,7 @@ func TestDumpJSON(t *testing.T) {
 	path, data := franzLog(t)
 	data[200] ^= 0x01
 	require.NoError(t, os.WriteFile(path, append(data, 1, 2, 3), 0o644))
-	code, out, _ := seglog(t, "dump", "--json", "--print-data-log", path)
+	code, out, _ := runSeglog(t, "dump", "--json", "--print-data-log", path)
 	require.Equal(t, 1, code)
 	kinds := map[string]int{}
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -127,18 +127,18 @@ func TestDumpJSON(t *testing.T) {
 }
 
 func TestDumpRejects(t *testing.T) {
-	code, _, errOut := seglog(t, "dump", filepath.Join(t.TempDir(), "x.index"))
+	code, _, errOut := runSeglog(t, "dump", filepath.Join(t.TempDir(), "x.index"))
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "unsupported file type")
-	code, _, errOut = seglog(t, "dump", filepath.Join(t.TempDir(), "missing.log"))
+	require.Contains(t, errOut, "unsupported file")
+	code, _, errOut = runSeglog(t, "dump", filepath.Join(t.TempDir(), "missing.log"))
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "no such file")
-	code, _, _ = seglog(t, "dump")
+	code, _, _ = runSeglog(t, "dump")
 	require.Equal(t, 1, code)
 }
 
 func TestVersion(t *testing.T) {
-	code, out, _ := seglog(t, "version")
+	code, out, _ := runSeglog(t, "version")
 	require.Equal(t, 0, code)
 	require.True(t, strings.HasPrefix(out, "seglog "), out)
 	require.Contains(t, out, "record format v2")
@@ -146,7 +146,7 @@ func TestVersion(t *testing.T) {
 
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errOut := seglog(t, "demo", "--dir", dir)
+	code, out, errOut := runSeglog(t, "demo", "--dir", dir)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "wrote 8 batches")
 	require.Contains(t, out, "endTxnMarker: COMMIT")

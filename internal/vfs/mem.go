@@ -560,10 +560,11 @@ func (f *memFile) Map(length int, writable bool) (Mapping, error) {
 }
 
 type memMapping struct {
-	fs   *MemFS
-	ino  *memInode
-	b    []byte
-	name string
+	fs       *MemFS
+	ino      *memInode
+	b        []byte
+	name     string
+	unmapped bool
 }
 
 func (m *memMapping) Bytes() []byte       { return m.b }
@@ -572,7 +573,7 @@ func (m *memMapping) Advise(Advice) error { return nil }
 func (m *memMapping) Flush() error {
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
-	if m.b == nil {
+	if m.unmapped {
 		return pathErr("msync", m.name, errors.New("unmapped"))
 	}
 	n := m.ino
@@ -588,10 +589,10 @@ func (m *memMapping) Flush() error {
 func (m *memMapping) Unmap() error {
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
-	if m.b == nil {
+	if m.unmapped {
 		return pathErr("munmap", m.name, errors.New("unmapped twice"))
 	}
-	m.b = nil
+	m.b, m.unmapped = nil, true
 	n := m.ino
 	if n.maps--; n.maps == 0 {
 		n.mapLen = 0

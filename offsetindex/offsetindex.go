@@ -1,0 +1,257 @@
+// Package offsetindex is a segment's .index file: a sparse map from offsets
+// to positions in the segment's .log, memory-mapped (spec 2.3).
+//
+//	entry (8 bytes, big-endian):
+//	┌──────────────────────┬──────────────────────┐
+//	│ relativeOffset int32 │ position int32       │
+//	└──────────────────────┴──────────────────────┘
+//	relativeOffset = offset - the segment's base offset, in [0, MaxInt32]
+//
+// Each entry maps the last offset of an append to the position where that
+// append starts. Offsets increase strictly from entry to entry.
+package offsetindex
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/internal/mmapfile"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// EntrySize is the size of an entry: part of the on-disk format; never
+// change.
+const EntrySize = 8
+
+// DefaultMaxIndexSize is Kafka's segment.index.bytes default, 10 MiB: room
+// for 1,310,720 entries.
+const DefaultMaxIndexSize = 10 << 20
+
+var (
+	key   = mmapfile.Column{Off: 0, Width: 4}
+	value = mmapfile.Column{Off: 4, Width: 4}
+)
+
+var (
+	// ErrFull is returned by Append on a full index.
+	ErrFull = mmapfile.ErrFull
+	// ErrInvalidOffset is returned by Append for an offset not above the
+	// last one (Kafka's InvalidOffsetException).
+	ErrInvalidOffset = errors.New("offsetindex: offset does not increase")
+	// ErrOffsetOverflow is returned for an offset that does not fit
+	// relative to the base offset (Kafka's IndexOffsetOverflowException).
+	ErrOffsetOverflow = errors.New("offsetindex: offset overflows the relative offset")
+)
+
+// Entry is an offset and the position in the .log where the append that
+// ends at that offset starts.
+type Entry struct {
+	Offset   int64
+	Position int32
+}
+
+// Options configure an Index.
+type Options struct {
+	// MaxIndexSize is the size a new index is preallocated to
+	// (segment.index.bytes), at least 8. The default is 10485760.
+	MaxIndexSize int
+	// ReadOnly opens an existing file without changing it. The default is
+	// false.
+	ReadOnly bool
+}
+
+// Index is an offset index. It is safe for concurrent lookups; changes
+// must come from one writer at a time. Its lifecycle methods (Open, Flush,
+// Resize, TrimToValidSize, Reset, Close, Rename, Delete, Entries,
+// MaxEntries, …) are those of the mapped file.
+type Index struct {
+	mmapfile.Lifecycle
+	base int64
+	f    *mmapfile.File
+}
+
+// Open returns the index of the segment at base offset base, stored at
+// path. The file is opened, or created, on first use.
+func Open(fsys vfs.FS, path string, base int64, opts Options) (*Index, error) {
+	if opts.MaxIndexSize == 0 {
+		opts.MaxIndexSize = DefaultMaxIndexSize
+	}
+	f, err := mmapfile.New(fsys, path, mmapfile.Options{EntrySize: EntrySize, MaxSize: opts.MaxIndexSize,
+		Key: key, Value: value, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("offsetindex: %w", err)
+	}
+	return &Index{Lifecycle: f, base: base, f: f}, nil
+}
+
+// BaseOffset returns the segment's base offset.
+func (x *Index) BaseOffset() int64 { return x.base }
+
+func (x *Index) decode(s mmapfile.Slot) Entry {
+	return Entry{
+		Offset:   x.base + int64(int32(binary.BigEndian.Uint32(s[0:]))),
+		Position: int32(binary.BigEndian.Uint32(s[4:])),
+	}
+}
+
+// relative returns offset - base, or ErrOffsetOverflow.
+func (x *Index) relative(offset int64) (int32, error) {
+	rel := offset - x.base
+	if rel < 0 || rel > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: offset %d, base %d", ErrOffsetOverflow, offset, x.base)
+	}
+	return int32(rel), nil
+}
+
+// CanAppendOffset reports whether offset fits relative to the base.
+func (x *Index) CanAppendOffset(offset int64) bool {
+	_, err := x.relative(offset)
+	return err == nil
+}
+
+// Append adds (offset, position). offset must be above the last entry's.
+func (x *Index) Append(offset int64, position int32) error {
+	rel, err := x.relative(offset)
+	if err != nil {
+		return err
+	}
+	var e [EntrySize]byte
+	binary.BigEndian.PutUint32(e[0:], uint32(rel))
+	binary.BigEndian.PutUint32(e[4:], uint32(position))
+	return x.f.AppendIf(e[:], func(last mmapfile.Slot, ok bool) (bool, error) {
+		if ok && offset <= x.decode(last).Offset {
+			return false, fmt.Errorf("%w: offset %d after %d", ErrInvalidOffset, offset, x.decode(last).Offset)
+		}
+		return true, nil
+	})
+}
+
+// Lookup returns the entry with the largest offset ≤ target, or
+// (base offset, 0) if there is none.
+func (x *Index) Lookup(target int64) (Entry, error) {
+	slot, s, err := x.f.Search(key, mmapfile.RelativeTarget(target, x.base), mmapfile.LargestLowerBound)
+	if err != nil || slot < 0 {
+		return Entry{Offset: x.base}, err
+	}
+	return x.decode(s), nil
+}
+
+// Entry returns entry i.
+func (x *Index) Entry(i int) (Entry, error) {
+	s, err := x.f.Entry(i)
+	if err != nil {
+		return Entry{}, fmt.Errorf("offsetindex: %w", err)
+	}
+	return x.decode(s), nil
+}
+
+// LastEntry returns the last entry, or (base offset, 0) if there is none.
+func (x *Index) LastEntry() (Entry, error) {
+	s, ok, err := x.f.Last()
+	if err != nil || !ok {
+		return Entry{Offset: x.base}, err
+	}
+	return x.decode(s), nil
+}
+
+// LastOffset returns the last entry's offset, or the base offset.
+func (x *Index) LastOffset() (int64, error) {
+	e, err := x.LastEntry()
+	return e.Offset, err
+}
+
+// FetchUpperBoundOffset returns the first entry whose position is at least
+// position + size: where a read of size bytes from position can stop. It
+// reports false if there is none.
+func (x *Index) FetchUpperBoundOffset(position int32, size int) (Entry, bool, error) {
+	slot, s, err := x.f.Search(value, int64(position)+int64(size), mmapfile.SmallestUpperBound)
+	if err != nil || slot < 0 {
+		return Entry{}, false, err
+	}
+	return x.decode(s), true, nil
+}
+
+// TruncateTo removes the entries with offsets ≥ offset.
+func (x *Index) TruncateTo(offset int64) error {
+	slot, s, err := x.f.Search(key, mmapfile.RelativeTarget(offset, x.base), mmapfile.LargestLowerBound)
+	if err != nil {
+		return err
+	}
+	keep := slot + 1
+	switch {
+	case slot < 0:
+		keep = 0
+	case x.decode(s).Offset == offset:
+		keep = slot
+	}
+	return x.f.TruncateToEntries(keep)
+}
+
+// IsFull reports whether no slot is left.
+func (x *Index) IsFull() (bool, error) {
+	n, err := x.f.Entries()
+	if err != nil {
+		return false, err
+	}
+	m, err := x.f.MaxEntries()
+	return n >= m, err
+}
+
+// SanityCheck runs Kafka's check: the last offset is not below the base and
+// the length is a whole number of entries. It fails with a
+// *seglog.CorruptionError.
+func (x *Index) SanityCheck() error {
+	n, err := x.f.Entries()
+	if err != nil {
+		return err
+	}
+	last, err := x.LastEntry()
+	if err != nil {
+		return err
+	}
+	if n > 0 && last.Offset < x.base {
+		return &seglog.CorruptionError{Path: x.f.Path(), Offset: int64(n-1) * EntrySize, Err: seglog.ErrCorruption,
+			Reason: fmt.Sprintf("last offset %d is below the base offset %d", last.Offset, x.base)}
+	}
+	length, err := x.f.Length()
+	if err != nil {
+		return err
+	}
+	if length%EntrySize != 0 {
+		return &seglog.CorruptionError{Path: x.f.Path(), Offset: int64(length), Err: seglog.ErrCorruption,
+			Reason: fmt.Sprintf("length %d is not a multiple of %d", length, EntrySize)}
+	}
+	return nil
+}
+
+// Check runs SanityCheck and then inspects every slot: offsets that do not
+// increase, positions that are negative or do not increase, and slots left
+// beyond the valid entries by a crash. Each problem is a
+// *seglog.CorruptionError at the slot's byte position. It changes nothing.
+func (x *Index) Check() ([]*seglog.CorruptionError, error) {
+	var out []*seglog.CorruptionError
+	var ce *seglog.CorruptionError
+	if err := x.SanityCheck(); errors.As(err, &ce) {
+		out = append(out, ce)
+	} else if err != nil {
+		return nil, err
+	}
+	more, err := x.f.Check(func(i int, cur, prev mmapfile.Slot) string {
+		e, p := x.decode(cur), x.decode(prev)
+		switch {
+		case e.Offset < x.base:
+			return fmt.Sprintf("offset %d is below the base offset %d", e.Offset, x.base)
+		case e.Position < 0:
+			return fmt.Sprintf("negative position %d", e.Position)
+		case i > 0 && e.Offset <= p.Offset:
+			return fmt.Sprintf("offset %d does not increase (previous %d)", e.Offset, p.Offset)
+		case i > 0 && e.Position <= p.Position:
+			return fmt.Sprintf("position %d does not increase (previous %d)", e.Position, p.Position)
+		}
+		return ""
+	})
+	return append(out, more...), err
+}
