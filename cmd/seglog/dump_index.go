@@ -30,7 +30,9 @@ type timeLine struct {
 	Offset    int64  `json:"offset"`
 }
 
-func (l *timeLine) String() string { return fmt.Sprintf("timestamp: %d offset: %d", l.Timestamp, l.Offset) }
+func (l *timeLine) String() string {
+	return fmt.Sprintf("timestamp: %d offset: %d", l.Timestamp, l.Offset)
+}
 
 type txnLine struct {
 	Kind             string `json:"kind"`

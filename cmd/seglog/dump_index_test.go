@@ -129,6 +129,7 @@ func TestDumpIndexChecksFlagDefects(t *testing.T) {
 	require.NoError(t, os.WriteFile(basePath+".index", bad, 0o644))
 	code, out, _ = runSeglog(t, "dump", "--index-sanity-check", basePath+".index")
 	require.Equal(t, 0, code, "the sanity check cannot see it")
+	require.Contains(t, out, "passed sanity check")
 	code, out, _ = runSeglog(t, "dump", "--verify-index-only", basePath+".index")
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "error at position 0 (slot 0): offset 6 position 126: not the start of a batch (inside the batch at 119)")
