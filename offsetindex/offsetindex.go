@@ -174,6 +174,16 @@ func (x *Index) FetchUpperBoundOffset(position int32, size int) (Entry, bool, er
 	return x.decode(s), true, nil
 }
 
+// LookupPosition returns the entry with the largest position ≤ position
+// (a batch start at or before it), or reports false if there is none.
+func (x *Index) LookupPosition(position int64) (Entry, bool, error) {
+	slot, s, err := x.f.Search(value, position, mmapfile.LargestLowerBound)
+	if err != nil || slot < 0 {
+		return Entry{}, false, err
+	}
+	return x.decode(s), true, nil
+}
+
 // TruncateTo removes the entries with offsets ≥ offset.
 func (x *Index) TruncateTo(offset int64) error {
 	slot, s, err := x.f.Search(key, mmapfile.RelativeTarget(offset, x.base), mmapfile.LargestLowerBound)

@@ -335,6 +335,19 @@ func TestModelAgainstLinearScan(t *testing.T) {
 			}
 			require.Equal(t, wantOK, gotOK, "round %d upper bound %d+%d", round, pos, size)
 			require.Equal(t, wantE, gotE)
+
+			gotE, gotOK, err = x.LookupPosition(int64(pos))
+			require.NoError(t, err)
+			wantOK = false
+			for i := range n {
+				if positions[i] <= int64(pos) {
+					wantE, wantOK = Entry{offsets[i], int32(positions[i])}, true
+				}
+			}
+			require.Equal(t, wantOK, gotOK, "round %d floor position %d", round, pos)
+			if wantOK {
+				require.Equal(t, wantE, gotE)
+			}
 		}
 		cut := base + rng.Int64N(offsets[n-1]-base+2)
 		require.NoError(t, x.TruncateTo(cut))

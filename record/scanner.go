@@ -1,8 +1,10 @@
 package record
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 )
 
@@ -20,9 +22,11 @@ const (
 	// Corrupt: a size field below 14, or a v2 batch too short to hold its
 	// header. Err returns the *Error.
 	Corrupt
-	// Unsupported: a batch of a message format other than v2. Err returns
-	// an *Error of kind ErrUnsupportedMagic. The data is not damaged and
-	// must not be cut.
+	// Unsupported: a legacy (v0 or v1) message whose CRC matches: a format
+	// seglog does not read. Err returns an *Error of kind
+	// ErrUnsupportedMagic. The data is not damaged and must not be cut. (A
+	// legacy message whose CRC does not match, or any other magic, is
+	// Corrupt.)
 	Unsupported
 	// ReadFailed: reading the region failed. Err returns the error.
 	ReadFailed
@@ -120,8 +124,23 @@ func (s *Scanner) Next() bool {
 		s.stopTorn("batch of %d bytes runs past the end at %d", size, s.end)
 		return false
 	}
-	if magic := int8(prefix[magicOff]); magic != Magic {
-		s.stop, s.err = Unsupported, errAt(ErrUnsupportedMagic, s.pos+magicOff, "magic %d", magic)
+	switch magic := int8(prefix[magicOff]); magic {
+	case Magic:
+	case 0, 1:
+		// A legacy message: genuine if its CRC-32 (over the magic and
+		// what follows) matches, damage otherwise.
+		entry, err := s.fill(s.pos, int(size))
+		if err != nil {
+			return s.fail(err)
+		}
+		if binary.BigEndian.Uint32(entry[leaderEpochOff:]) == crc32.ChecksumIEEE(entry[magicOff:]) {
+			s.stop, s.err = Unsupported, errAt(ErrUnsupportedMagic, s.pos+magicOff, "magic %d", magic)
+		} else {
+			s.stop, s.err = Corrupt, errAt(ErrCorruptBatch, s.pos+magicOff, "magic %d with a CRC that does not match", magic)
+		}
+		return false
+	default:
+		s.stop, s.err = Corrupt, errAt(ErrCorruptBatch, s.pos+magicOff, "unknown magic %d", magic)
 		return false
 	}
 	if size < HeaderSize {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -135,13 +136,25 @@ func TestScannerFileShorterThanRegion(t *testing.T) {
 
 func TestScannerStops(t *testing.T) {
 	data, pos := logOf(t, 3, None, 10)
+	// A legacy (v1) message with a valid CRC-32 is a format seglog does
+	// not read; with a bad one, or with an unknown magic, it is damage.
 	legacy := bytes.Clone(data)
 	legacy[pos[1]+magicOff] = 1
 	r := scanAll(t, legacy, 0, int64(len(legacy)))
 	require.Equal(t, pos[:1], r.positions)
+	require.Equal(t, Corrupt, r.stop)
+	require.ErrorContains(t, r.err, "magic 1 with a CRC that does not match")
+	end := pos[1] + int64(binary.BigEndian.Uint32(legacy[pos[1]+lengthOff:])) + LogOverhead
+	binary.BigEndian.PutUint32(legacy[pos[1]+leaderEpochOff:], crc32.ChecksumIEEE(legacy[pos[1]+magicOff:end]))
+	r = scanAll(t, legacy, 0, int64(len(legacy)))
 	require.Equal(t, Unsupported, r.stop)
 	require.ErrorIs(t, r.err, ErrUnsupportedMagic)
 	require.Equal(t, pos[1], r.end)
+	unknown := bytes.Clone(data)
+	unknown[pos[1]+magicOff] = 7
+	r = scanAll(t, unknown, 0, int64(len(unknown)))
+	require.Equal(t, Corrupt, r.stop)
+	require.ErrorContains(t, r.err, "unknown magic 7")
 
 	short := bytes.Clone(data)
 	binary.BigEndian.PutUint32(short[pos[2]+lengthOff:], 40) // ≥ 14 but no room for a v2 header

@@ -111,9 +111,6 @@ func (x *Index) empty() Entry { return Entry{Timestamp: record.NoTimestamp, Offs
 // (-1, base), so entries without timestamps leave it empty.
 func (x *Index) MaybeAppend(timestamp, offset int64, skipFull bool) error {
 	rel := offset - x.base
-	if rel < 0 || rel > math.MaxInt32 {
-		return fmt.Errorf("%w: offset %d, base %d", ErrOffsetOverflow, offset, x.base)
-	}
 	if !skipFull {
 		if full, err := x.IsFull(); err != nil || full {
 			if err == nil {
@@ -136,7 +133,13 @@ func (x *Index) MaybeAppend(timestamp, offset int64, skipFull bool) error {
 				return false, fmt.Errorf("%w: timestamp %d after %d", ErrTimestampDecreases, timestamp, last.Timestamp)
 			}
 		}
-		return timestamp > last.Timestamp, nil
+		if timestamp <= last.Timestamp {
+			return false, nil
+		}
+		if rel < 0 || rel > math.MaxInt32 {
+			return false, fmt.Errorf("%w: offset %d, base %d", ErrOffsetOverflow, offset, x.base)
+		}
+		return true, nil
 	})
 }
 

@@ -2,6 +2,7 @@ package timeindex
 
 import (
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -169,7 +170,9 @@ func TestEqualAndDecreasingTimestamps(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.ErrorIs(t, x.MaybeAppend(99, base+6, false), ErrTimestampDecreases)
 	require.ErrorIs(t, x.MaybeAppend(200, base, false), ErrInvalidOffset)
-	require.ErrorIs(t, x.MaybeAppend(300, base-1, false), ErrOffsetOverflow)
+	require.ErrorIs(t, x.MaybeAppend(300, base+math.MaxInt32+1, false), ErrOffsetOverflow)
+	require.ErrorIs(t, tempIndex(t).MaybeAppend(300, base-1, false), ErrOffsetOverflow)
+	require.NoError(t, tempIndex(t).MaybeAppend(-1, -1, true), "nothing to append, nothing to check")
 	require.NoError(t, x.MaybeAppend(200, base+1, false), "an equal offset with a larger timestamp")
 }
 

@@ -1,0 +1,264 @@
+package segment
+
+import (
+	"io"
+	"sync"
+
+	"github.com/seglog/seglog/record"
+)
+
+// scannerPool lends Scanners (and their read-ahead buffers), so that reads
+// allocate nothing.
+type scannerPool struct{ p sync.Pool }
+
+var scanners scannerPool
+
+func (sp *scannerPool) get(r io.ReaderAt, start, end int64) *record.Scanner {
+	sc, _ := sp.p.Get().(*record.Scanner)
+	if sc == nil {
+		sc = new(record.Scanner)
+	}
+	sc.Reset(r, start, end)
+	return sc
+}
+
+func (sp *scannerPool) put(sc *record.Scanner) {
+	sc.Reset(nil, 0, 0)
+	sp.p.Put(sc)
+}
+
+// logicalEnd returns the end of the last whole batch of a .log of the
+// given length: the batch headers are walked from the last offset index
+// entry (or from 0) until one does not fit.
+func (s *Segment) logicalEnd(length int64) (int64, error) {
+	start := int64(0)
+	if e, err := s.offsetIdx.LastEntry(); err == nil && int64(e.Position) < length {
+		start = int64(e.Position)
+	}
+	sc := scanners.get(s.log, start, length)
+	defer scanners.put(sc)
+	for sc.Next() {
+	}
+	if sc.Stop() == record.ReadFailed {
+		return 0, sc.Err()
+	}
+	return sc.Pos(), nil
+}
+
+// OffsetPosition locates a batch: its last offset, its position and its
+// size.
+type OffsetPosition struct {
+	Offset   int64
+	Position int64
+	Size     int64
+}
+
+// TranslateOffset finds the first batch at or after startingPosition whose
+// last offset is at least offset, starting from the offset index's entry
+// for offset (spec 3.3). It reports false if there is none.
+func (s *Segment) TranslateOffset(offset, startingPosition int64) (OffsetPosition, bool, error) {
+	end, err := s.end()
+	if err != nil {
+		return OffsetPosition{}, false, err
+	}
+	return s.translateOffset(offset, startingPosition, end)
+}
+
+func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPosition, bool, error) {
+	e, err := s.offsetIdx.Lookup(offset)
+	if err != nil {
+		return OffsetPosition{}, false, err
+	}
+	sc := scanners.get(s.log, max(int64(e.Position), startingPosition), end)
+	defer scanners.put(sc)
+	for sc.Next() {
+		h := sc.Header()
+		if last := h.BaseOffset + int64(h.LastOffsetDelta); last >= offset {
+			return OffsetPosition{Offset: last, Position: sc.Pos(), Size: sc.Size()}, true, nil
+		}
+	}
+	if sc.Stop() == record.ReadFailed {
+		return OffsetPosition{}, false, sc.Err()
+	}
+	return OffsetPosition{}, false, nil
+}
+
+// NoMaxPosition, as Read's maxPosition, says that the visible end is not
+// known: Read then returns no bytes, only where the offset is.
+const NoMaxPosition = -1
+
+// ReadResult is what Read found.
+type ReadResult struct {
+	// StartOffset is the offset asked for; BaseOffset is the segment's.
+	StartOffset int64
+	BaseOffset  int64
+	// Position is where the first batch holding StartOffset begins.
+	Position int64
+	// Records are whole batches from Position; the first may begin below
+	// StartOffset.
+	Records Slice
+	// FirstEntryIncomplete reports that the first batch is larger than the
+	// read allowed (and minOneMessage was not set): Records is empty.
+	FirstEntryIncomplete bool
+}
+
+// Read returns the batches from the one holding startOffset, at most
+// maxSize bytes (at least the first batch if minOneMessage) and never past
+// maxPosition (spec 3.3). Unlike Kafka, it never returns part of a batch.
+// It reports false if startOffset is beyond the segment.
+func (s *Segment) Read(startOffset int64, maxSize int, maxPosition int64, minOneMessage bool) (ReadResult, bool, error) {
+	if maxSize < 0 {
+		return ReadResult{}, false, errInvalidMaxSize(maxSize)
+	}
+	size, err := s.end()
+	if err != nil {
+		return ReadResult{}, false, err
+	}
+	end := size
+	if maxPosition >= 0 {
+		end = min(end, maxPosition)
+	}
+	first, ok, err := s.translateOffset(startOffset, 0, end)
+	if err != nil || !ok {
+		return ReadResult{}, false, err
+	}
+	r := ReadResult{StartOffset: startOffset, BaseOffset: s.base, Position: first.Position,
+		Records: Slice{f: s.log, pos: first.Position}}
+	limit := int64(maxSize)
+	if minOneMessage {
+		limit = max(limit, first.Size)
+	}
+	if limit == 0 || maxPosition < 0 {
+		return r, true, nil
+	}
+	if limit < first.Size {
+		r.FirstEntryIncomplete = true
+		return r, true, nil
+	}
+	stop := min(end, first.Position+limit)
+	last, err := s.wholeBatchesBefore(first.Position, stop, size)
+	if err != nil {
+		return ReadResult{}, false, err
+	}
+	r.Records.size = last - first.Position
+	return r, true, nil
+}
+
+// wholeBatchesBefore returns the end of the last whole batch that starts at
+// or after from and ends at or before stop. It walks batch headers from the
+// offset index entry at or before stop (a batch start), so a large read
+// looks at a few headers only.
+func (s *Segment) wholeBatchesBefore(from, stop, size int64) (int64, error) {
+	if stop >= size {
+		return size, nil // the logical end is a batch boundary
+	}
+	start := from
+	if e, ok, err := s.offsetIdx.LookupPosition(stop); err != nil {
+		return 0, err
+	} else if ok && int64(e.Position) > start {
+		start = int64(e.Position)
+	}
+	sc := scanners.get(s.log, start, stop)
+	defer scanners.put(sc)
+	for sc.Next() {
+	}
+	if sc.Stop() == record.ReadFailed {
+		return 0, sc.Err()
+	}
+	return sc.Pos(), nil
+}
+
+// ReadNextOffset returns the offset after the last batch: the last batch's
+// last offset + 1, or the base offset if the segment is empty.
+func (s *Segment) ReadNextOffset() (int64, error) {
+	e, err := s.offsetIdx.LastEntry()
+	if err != nil {
+		return 0, err
+	}
+	size, err := s.end()
+	if err != nil {
+		return 0, err
+	}
+	next := s.base
+	sc := scanners.get(s.log, int64(e.Position), size)
+	defer scanners.put(sc)
+	for sc.Next() {
+		h := sc.Header()
+		next = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+	}
+	if sc.Stop() == record.ReadFailed {
+		return 0, sc.Err()
+	}
+	return next, nil
+}
+
+// TimestampOffset is a record found by timestamp: its timestamp, offset and
+// the leader epoch of its batch (-1 if none).
+type TimestampOffset struct {
+	Timestamp   int64
+	Offset      int64
+	LeaderEpoch int32
+}
+
+// FindOffsetByTimestamp returns the first record at or after startingOffset
+// whose timestamp is at least ts (spec 3.3), or reports false.
+func (s *Segment) FindOffsetByTimestamp(ts, startingOffset int64) (TimestampOffset, bool, error) {
+	te, err := s.timeIdx.Lookup(ts)
+	if err != nil {
+		return TimestampOffset{}, false, err
+	}
+	oe, err := s.offsetIdx.Lookup(max(te.Offset, startingOffset))
+	if err != nil {
+		return TimestampOffset{}, false, err
+	}
+	size, err := s.end()
+	if err != nil {
+		return TimestampOffset{}, false, err
+	}
+	sc := scanners.get(s.log, int64(oe.Position), size)
+	defer scanners.put(sc)
+	var it record.Iter
+	for sc.Next() {
+		if sc.Header().MaxTimestamp < ts {
+			continue
+		}
+		b, err := sc.Batch()
+		if err != nil {
+			return TimestampOffset{}, false, err
+		}
+		it.Reset(b, record.DefaultMaxUncompressed)
+		for it.Next() {
+			if r := it.Record(); r.Timestamp >= ts && r.Offset >= startingOffset {
+				return TimestampOffset{Timestamp: r.Timestamp, Offset: r.Offset, LeaderEpoch: b.PartitionLeaderEpoch()}, true, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return TimestampOffset{}, false, err
+		}
+	}
+	if sc.Stop() == record.ReadFailed {
+		return TimestampOffset{}, false, sc.Err()
+	}
+	return TimestampOffset{}, false, nil
+}
+
+// largestTimestampAfter returns the largest batch max timestamp from
+// position on, with the last offset of the first batch reaching it.
+func (s *Segment) largestTimestampAfter(position int64) (timestampOffset, error) {
+	best := timestampOffset{record.NoTimestamp, -1}
+	size, err := s.end()
+	if err != nil {
+		return best, err
+	}
+	sc := scanners.get(s.log, position, size)
+	defer scanners.put(sc)
+	for sc.Next() {
+		if h := sc.Header(); h.MaxTimestamp > best.timestamp {
+			best = timestampOffset{h.MaxTimestamp, h.BaseOffset + int64(h.LastOffsetDelta)}
+		}
+	}
+	if sc.Stop() == record.ReadFailed {
+		return best, sc.Err()
+	}
+	return best, nil
+}

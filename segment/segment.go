@@ -1,0 +1,432 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/offsetindex"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/timeindex"
+	"github.com/seglog/seglog/txnindex"
+)
+
+// Defaults, Kafka's (spec 6).
+const (
+	DefaultIndexIntervalBytes = 4096
+	DefaultMaxIndexSize       = 10 << 20
+	DefaultSegmentBytes       = 1 << 30
+	DefaultSegmentMs          = 7 * 24 * 60 * 60 * 1000
+)
+
+// IndexEveryAppend, as Options.IndexIntervalBytes, adds an index entry for
+// every append after the first: Kafka's index.interval.bytes = 0.
+const IndexEveryAppend = -1
+
+// Options configure a segment.
+type Options struct {
+	// IndexIntervalBytes is how many bytes may be appended after the last
+	// index entry before the next append gets one (index.interval.bytes).
+	// IndexEveryAppend stands for Kafka's 0. The default is 4096.
+	IndexIntervalBytes int
+	// MaxIndexSize is the size the offset and time indexes are
+	// preallocated to (segment.index.bytes). The default is 10485760.
+	MaxIndexSize int
+	// SegmentBytes is the size a segment rolls at (segment.bytes), and the
+	// size a preallocated .log gets. At most MaxInt32, since positions are
+	// 32-bit. The default is 1073741824.
+	SegmentBytes int64
+	// Preallocate gives a new .log SegmentBytes of real blocks up front
+	// (fallocate), tracking its logical size; Seal and Close trim it
+	// (preallocate). The default is false.
+	Preallocate bool
+	// SegmentMs is the age a segment rolls at (segment.ms); it only bounds
+	// the jitter here. The default is 604800000 (7 days).
+	SegmentMs int64
+	// SegmentJitterMs is the largest random amount subtracted from SegmentMs
+	// for this segment, drawn once when it is created or opened
+	// (segment.jitter.ms). The default is 0.
+	SegmentJitterMs int64
+	// ReadOnly opens an existing segment without changing any file, for
+	// inspection. The default is false.
+	ReadOnly bool
+	// Now is the clock. The default is time.Now.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.IndexIntervalBytes == 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.MaxIndexSize == 0 {
+		o.MaxIndexSize = DefaultMaxIndexSize
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SegmentMs == 0 {
+		o.SegmentMs = DefaultSegmentMs
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate reports an option out of range.
+func (o *Options) Validate() error {
+	switch {
+	case o.IndexIntervalBytes < IndexEveryAppend:
+		return fmt.Errorf("segment: index interval %d is negative", o.IndexIntervalBytes)
+	case o.MaxIndexSize < timeindex.EntrySize:
+		return fmt.Errorf("segment: maximum index size %d holds no entry", o.MaxIndexSize)
+	case o.SegmentBytes < record.PrefixSize || o.SegmentBytes > 1<<31-1:
+		return fmt.Errorf("segment: segment size %d out of range [%d, %d]", o.SegmentBytes, record.PrefixSize, 1<<31-1)
+	case o.SegmentMs <= 0 || o.SegmentJitterMs < 0:
+		return fmt.Errorf("segment: segment.ms %d or jitter %d out of range", o.SegmentMs, o.SegmentJitterMs)
+	}
+	return nil
+}
+
+var (
+	// ErrOffsetOverflow is returned by Append and Recover for an offset
+	// that does not fit relative to the base offset (Kafka's
+	// LogSegmentOffsetOverflowException): the segment must be split.
+	ErrOffsetOverflow = errors.New("segment: offset overflows the segment's relative offsets")
+	// ErrReadOnly is returned by changes to a segment opened read-only.
+	ErrReadOnly = errors.New("segment: segment is read-only")
+	// ErrIndexFull is returned by an append that needs an index entry when
+	// an index is full: the segment should have rolled.
+	ErrIndexFull = offsetindex.ErrFull
+)
+
+// timestampOffset is the largest timestamp seen and the offset it belongs
+// to: the last offset of the first batch that reached it.
+type timestampOffset struct {
+	timestamp, offset int64
+}
+
+// Segment is a .log file with its offset, time and transaction indexes.
+//
+// One writer at a time may change it (Append, TruncateTo, Recover, Seal,
+// Close); reads (Read, TranslateOffset, FindOffsetByTimestamp) may run
+// concurrently with each other and with appends, and see the size
+// published by the last completed append.
+type Segment struct {
+	fsys vfs.FS
+	dir  string
+	base int64
+	opts Options
+
+	log       vfs.File
+	logPath   string
+	offsetIdx *offsetindex.Index
+	timeIdx   *timeindex.Index
+	txnIdx    *txnindex.Index
+
+	size    atomic.Int64 // logical size: the end of the last whole batch
+	endOnce sync.Once    // finds the logical end of an opened .log on first use
+	endErr  error
+
+	// The writer's state.
+	suffix                   string
+	bytesSinceLastIndexEntry int
+	created                  time.Time
+	rollJitterMs             int64
+	rollingBasedTimestamp    int64 // -1 until known
+	rollingBasedLoaded       bool
+	maxSoFar                 timestampOffset
+	maxSoFarLoaded           bool
+	failed                   error // sticky: set when a failed write could not be undone
+
+	closeOnce sync.Once
+}
+
+// Create makes a new, empty segment at base offset base in dir. The .log
+// must not exist yet; its indexes are created on first use.
+func Create(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	s, err := newSegment(fsys, dir, base, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ReadOnly {
+		return nil, fmt.Errorf("%w: cannot create %s", ErrReadOnly, s.logPath)
+	}
+	f, err := fsys.OpenFile(s.logPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("segment: creating %s: %w", s.logPath, err)
+	}
+	if s.opts.Preallocate {
+		if err := preallocate(f, s.opts.SegmentBytes); err != nil {
+			f.Close()
+			fsys.Remove(s.logPath)
+			return nil, fmt.Errorf("segment: preallocating %s: %w", s.logPath, err)
+		}
+	}
+	s.log = f
+	s.endOnce.Do(func() {}) // an empty file ends at 0
+	return s, nil
+}
+
+// preallocate reserves n bytes from 0, writing zeros where fallocate is not
+// supported.
+func preallocate(f vfs.File, n int64) error {
+	err := f.Preallocate(0, n)
+	if !errors.Is(err, vfs.ErrNotSupported) {
+		return err
+	}
+	zeros := make([]byte, min(n, 1<<20))
+	for off := int64(0); off < n; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Open opens the existing segment at base offset base in dir. Its size is
+// the end of the last whole batch, found on first use by walking the batch
+// headers from the last offset index entry: a preallocated .log's zeros, or
+// a partial batch a crash left, are not part of it.
+func Open(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	s, err := newSegment(fsys, dir, base, opts)
+	if err != nil {
+		return nil, err
+	}
+	flag := os.O_RDWR
+	if opts.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := fsys.OpenFile(s.logPath, flag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("segment: opening %s: %w", s.logPath, err)
+	}
+	s.log = f
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("segment: opening %s: %w", s.logPath, err)
+	}
+	s.size.Store(size)
+	if info, err := fsys.Stat(s.logPath); err == nil {
+		s.created = info.ModTime()
+	}
+	return s, nil
+}
+
+func newSegment(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if base < 0 {
+		return nil, fmt.Errorf("segment: negative base offset %d", base)
+	}
+	s := &Segment{fsys: fsys, dir: dir, base: base, opts: opts, created: opts.Now(),
+		logPath: filepath.Join(dir, Filename(base, Log)), rollingBasedTimestamp: record.NoTimestamp}
+	var err error
+	io := offsetindex.Options{MaxIndexSize: opts.MaxIndexSize, ReadOnly: opts.ReadOnly}
+	if s.offsetIdx, err = offsetindex.Open(fsys, filepath.Join(dir, Filename(base, Index)), base, io); err != nil {
+		return nil, err
+	}
+	ti := timeindex.Options{MaxIndexSize: opts.MaxIndexSize, ReadOnly: opts.ReadOnly}
+	if s.timeIdx, err = timeindex.Open(fsys, filepath.Join(dir, Filename(base, TimeIndex)), base, ti); err != nil {
+		return nil, err
+	}
+	s.txnIdx = txnindex.Open(fsys, filepath.Join(dir, Filename(base, TxnIndex)), base, txnindex.Options{ReadOnly: opts.ReadOnly})
+	if j := min(opts.SegmentJitterMs, opts.SegmentMs); j > 0 {
+		s.rollJitterMs = rand.Int64N(j)
+	}
+	return s, nil
+}
+
+// BaseOffset returns the offset the segment starts at.
+func (s *Segment) BaseOffset() int64 { return s.base }
+
+// Size returns the segment's logical size in bytes.
+func (s *Segment) Size() int64 {
+	n, _ := s.end()
+	return n
+}
+
+// end returns the logical size, finding it first for an opened segment.
+func (s *Segment) end() (int64, error) {
+	s.endOnce.Do(func() {
+		size, err := s.logicalEnd(s.size.Load())
+		if err != nil {
+			s.endErr = fmt.Errorf("segment: finding the end of %s: %w", s.logPath, err)
+			return
+		}
+		s.size.Store(size)
+	})
+	return s.size.Load(), s.endErr
+}
+
+// Dir returns the directory holding the segment's files.
+func (s *Segment) Dir() string { return s.dir }
+
+// LogPath returns the .log file's path.
+func (s *Segment) LogPath() string { return s.logPath }
+
+// OffsetIndex, TimeIndex and TxnIndex return the segment's indexes.
+func (s *Segment) OffsetIndex() *offsetindex.Index { return s.offsetIdx }
+
+// TimeIndex returns the segment's time index.
+func (s *Segment) TimeIndex() *timeindex.Index { return s.timeIdx }
+
+// TxnIndex returns the segment's transaction index.
+func (s *Segment) TxnIndex() *txnindex.Index { return s.txnIdx }
+
+// RollJitterMs returns the jitter drawn for this segment.
+func (s *Segment) RollJitterMs() int64 { return s.rollJitterMs }
+
+// Created returns when the segment was created (for an opened segment, the
+// .log's modification time).
+func (s *Segment) Created() time.Time { return s.created }
+
+func (s *Segment) writable() error {
+	if s.opts.ReadOnly {
+		return fmt.Errorf("%w: %s", ErrReadOnly, s.logPath)
+	}
+	return s.failed
+}
+
+// maxTimestampSoFar returns the largest timestamp and its offset, loading
+// them from the time index's last entry the first time.
+func (s *Segment) maxTimestampSoFar() (timestampOffset, error) {
+	if !s.maxSoFarLoaded {
+		e, err := s.timeIdx.LastEntry()
+		if err != nil {
+			return timestampOffset{}, err
+		}
+		s.maxSoFar, s.maxSoFarLoaded = timestampOffset{e.Timestamp, e.Offset}, true
+	}
+	return s.maxSoFar, nil
+}
+
+// LargestTimestamp returns the largest timestamp in the segment, or -1 if
+// none is known (retention then uses the file's modification time).
+func (s *Segment) LargestTimestamp() (int64, error) {
+	m, err := s.maxTimestampSoFar()
+	return m.timestamp, err
+}
+
+// Flush makes everything appended durable: fdatasync of the .log (enough:
+// the size is synced with the data), msync of both indexes, fsync of the
+// transaction index.
+func (s *Segment) Flush() error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	if err := s.log.Datasync(); err != nil {
+		return fmt.Errorf("segment: flushing %s: %w", s.logPath, err)
+	}
+	return errors.Join(s.offsetIdx.Flush(), s.timeIdx.Flush(), s.txnIdx.Flush())
+}
+
+// Seal makes the segment inactive after a roll: the final time index entry
+// (the largest timestamp, in the kept slot), both indexes trimmed to their
+// entries, and a preallocated .log trimmed to its logical size.
+func (s *Segment) Seal() error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	if err := s.appendFinalTimeEntry(); err != nil {
+		return err
+	}
+	if err := s.offsetIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	return s.trimLog()
+}
+
+func (s *Segment) appendFinalTimeEntry() error {
+	m, err := s.maxTimestampSoFar()
+	if err != nil {
+		return err
+	}
+	return s.timeIdx.MaybeAppend(m.timestamp, m.offset, true)
+}
+
+// trimLog truncates the .log to its logical size if it is longer.
+func (s *Segment) trimLog() error {
+	length, err := s.log.Size()
+	if err != nil {
+		return err
+	}
+	size, err := s.end()
+	if err != nil {
+		return err
+	}
+	if length > size {
+		if err := s.log.Truncate(size); err != nil {
+			return fmt.Errorf("segment: trimming %s: %w", s.logPath, err)
+		}
+	}
+	return nil
+}
+
+// Close writes the final time index entry if the largest timestamp is
+// known, closes (and trims) both indexes, trims and syncs the .log, and
+// closes everything. It returns the first error; the segment is closed
+// even then.
+func (s *Segment) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.maxSoFarLoaded && s.writable() == nil {
+			err = s.appendFinalTimeEntry()
+		}
+		err = errors.Join(err, s.offsetIdx.Close(), s.timeIdx.Close())
+		if s.writable() == nil {
+			err = errors.Join(err, s.trimLog(), s.log.Datasync())
+		}
+		err = errors.Join(err, s.log.Close(), s.txnIdx.Close())
+	})
+	return err
+}
+
+// ChangeSuffix renames every file of the segment from oldSuffix to
+// newSuffix (DeletedSuffix, CleanedSuffix, SwapSuffix or ""). Index files
+// that do not exist are skipped.
+func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
+	if s.opts.ReadOnly {
+		return fmt.Errorf("%w: %s", ErrReadOnly, s.logPath)
+	}
+	if oldSuffix != s.suffix {
+		return fmt.Errorf("segment: %s has suffix %q, not %q", s.logPath, s.suffix, oldSuffix)
+	}
+	path := func(k Kind) string { return filepath.Join(s.dir, FilenameWithSuffix(s.base, k, newSuffix)) }
+	if err := s.fsys.Rename(s.logPath, path(Log)); err != nil {
+		return fmt.Errorf("segment: renaming %s: %w", s.logPath, err)
+	}
+	s.logPath = path(Log)
+	s.suffix = newSuffix
+	return errors.Join(s.offsetIdx.Rename(path(Index)), s.timeIdx.Rename(path(TimeIndex)), s.txnIdx.Rename(path(TxnIndex)))
+}
+
+// Delete renames every file of the segment with DeletedSuffix: the first
+// step of deleting it. Its readers may go on; RemoveFiles unlinks the files
+// once they are gone.
+func (s *Segment) Delete() error { return s.ChangeSuffix(s.suffix, DeletedSuffix) }
+
+// RemoveFiles closes the segment without trimming anything and unlinks all
+// its files. Missing files are not an error.
+func (s *Segment) RemoveFiles() error {
+	var err error
+	s.closeOnce.Do(func() { err = s.log.Close() })
+	err = errors.Join(err, s.offsetIdx.Delete(), s.timeIdx.Delete(), s.txnIdx.Delete())
+	if rerr := s.fsys.Remove(s.logPath); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
