@@ -139,6 +139,25 @@ func (x *Index) Lookup(target int64) (Entry, error) {
 	return x.decode(s), nil
 }
 
+// Bounds returns the entry Lookup returns for target, and the entry after
+// it, if there is one: the append that ends at or after target starts
+// between the two positions.
+func (x *Index) Bounds(target int64) (floor, next Entry, hasNext bool, err error) {
+	slot, s, err := x.f.Search(key, mmapfile.RelativeTarget(target, x.base), mmapfile.LargestLowerBound)
+	if err != nil {
+		return Entry{}, Entry{}, false, err
+	}
+	floor = Entry{Offset: x.base}
+	if slot >= 0 {
+		floor = x.decode(s)
+	}
+	ns, err := x.f.Entry(slot + 1)
+	if err != nil {
+		return floor, Entry{}, false, nil // no entry after the floor
+	}
+	return floor, x.decode(ns), true, nil
+}
+
 // Entry returns entry i.
 func (x *Index) Entry(i int) (Entry, error) {
 	s, err := x.f.Entry(i)

@@ -321,6 +321,14 @@ func TestModelAgainstLinearScan(t *testing.T) {
 				}
 			}
 			require.Equal(t, want, got, "round %d lookup %d", round, target)
+			floor, next, hasNext, err := x.Bounds(target)
+			require.NoError(t, err)
+			require.Equal(t, want, floor)
+			i, _ := slices.BinarySearch(offsets, target+1)
+			require.Equal(t, i < n, hasNext, "round %d bounds %d", round, target)
+			if hasNext {
+				require.Equal(t, Entry{offsets[i], int32(positions[i])}, next)
+			}
 
 			pos, size := int32(rng.Int64N(positions[n-1]+5)), rng.IntN(20)
 			gotE, gotOK, err := x.FetchUpperBoundOffset(pos, size)

@@ -107,6 +107,27 @@ func ParseBatch(b []byte) (Batch, []byte, error) {
 	return Batch{b: b[:size:size]}, b[size:], nil
 }
 
+// ParseHeader reads the header of the batch at the start of b, which must
+// hold at least HeaderSize bytes (the records need not be there), and
+// returns it with the batch's total size. It checks the framing like
+// ParseBatch, but not that the whole batch is present, nor the CRC.
+func ParseHeader(b []byte) (BatchHeader, int64, error) {
+	if len(b) < HeaderSize {
+		return BatchHeader{}, 0, errAt(ErrCorruptBatch, 0, "%d bytes, fewer than a batch header (%d)", len(b), HeaderSize)
+	}
+	size, err := entrySize(b, 0)
+	if err != nil {
+		return BatchHeader{}, 0, err
+	}
+	if b[magicOff] != Magic {
+		return BatchHeader{}, 0, errAt(ErrUnsupportedMagic, magicOff, "magic %d", int8(b[magicOff]))
+	}
+	if size < HeaderSize {
+		return BatchHeader{}, 0, errAt(ErrCorruptBatch, lengthOff, "batch size %d is below the header size %d", size, HeaderSize)
+	}
+	return Batch{b: b[:HeaderSize]}.Header(), size, nil
+}
+
 // entrySize returns the total size declared by the prefix at b, failing if
 // the length field is below Kafka's minimum. pos is only for the error.
 func entrySize(b []byte, pos int64) (int64, error) {

@@ -316,6 +316,23 @@ func TestParseBatchFraming(t *testing.T) {
 	require.Equal(t, good, rest)
 }
 
+func TestParseHeader(t *testing.T) {
+	batch := build(t, Gzip, sampleRecords(), func(b *Builder) { b.SetProducer(3, 4, 5) })
+	h, size, err := ParseHeader(batch.Bytes()[:HeaderSize])
+	require.NoError(t, err)
+	require.Equal(t, batch.Header(), h)
+	require.Equal(t, int64(batch.Size()), size)
+	_, _, err = ParseHeader(batch.Bytes()[:HeaderSize-1])
+	require.ErrorIs(t, err, ErrCorruptBatch)
+	bad := bytes.Clone(batch.Bytes()[:HeaderSize])
+	bad[magicOff] = 1
+	_, _, err = ParseHeader(bad)
+	require.ErrorIs(t, err, ErrUnsupportedMagic)
+	binary.BigEndian.PutUint32(bad[lengthOff:], 5)
+	_, _, err = ParseHeader(bad)
+	require.ErrorIs(t, err, ErrCorruptBatch)
+}
+
 func TestControlMarkers(t *testing.T) {
 	for _, typ := range []ControlType{ControlCommit, ControlAbort} {
 		m := EndTxnMarker{Type: typ, ProducerID: 77, ProducerEpoch: 4, CoordinatorEpoch: 19, Timestamp: 123456}

@@ -59,7 +59,9 @@ func (s *Segment) Append(info AppendInfo, data ...[]byte) error {
 	if position+int64(total) > math.MaxInt32 {
 		return fmt.Errorf("%w: %d bytes after %d would pass the 2 GiB a segment can address", ErrOffsetOverflow, total, position)
 	}
-	n, err := s.log.WriteVAt(data, position)
+	s.iov = append(s.iov[:0], data...) // data itself stays on the caller's stack
+	n, err := s.log.WriteVAt(s.iov, position)
+	clear(s.iov)
 	if err == nil && n != total {
 		err = fmt.Errorf("short write: %d of %d bytes", n, total)
 	}

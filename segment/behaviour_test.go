@@ -423,3 +423,41 @@ func TestSealAndClose(t *testing.T) {
 	_, err = Create(mem, "/d", 0, Options{})
 	require.Error(t, err, "the .log exists")
 }
+
+// TranslateOffset against a linear scan on large batches with gaps, where
+// index entries are far apart and the next entry's batch is tried first.
+func TestTranslateOffsetLargeBatchesWithGaps(t *testing.T) {
+	s := createSegment(t, vfs.NewMem(), "/d", 0, Options{IndexIntervalBytes: 5000})
+	type placed struct{ base, last, pos, size int64 }
+	var batches []placed
+	next := int64(0)
+	for i := range 40 {
+		next += int64(i%3) * 7 // gaps
+		b := record.NewBuilder(record.None)
+		b.SetBaseOffset(next)
+		for range 1 + i%4 {
+			require.NoError(t, b.Append(record.Record{Timestamp: 1, Value: make([]byte, 3000)}))
+		}
+		batch, err := b.Build()
+		require.NoError(t, err)
+		pos := s.Size()
+		require.NoError(t, s.Append(infoOf(t, batch.Bytes()), batch.Bytes()))
+		batches = append(batches, placed{batch.BaseOffset(), batch.LastOffset(), pos, int64(batch.Size())})
+		next = batch.NextOffset()
+	}
+	for target := int64(-1); target <= next+1; target++ {
+		got, ok, err := s.TranslateOffset(target, 0)
+		require.NoError(t, err)
+		var want *placed
+		for i := range batches {
+			if batches[i].last >= target {
+				want = &batches[i]
+				break
+			}
+		}
+		require.Equal(t, want != nil, ok, "target %d", target)
+		if ok {
+			require.Equal(t, OffsetPosition{want.last, want.pos, want.size}, got, "target %d", target)
+		}
+	}
+}

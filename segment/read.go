@@ -45,6 +45,13 @@ func (s *Segment) logicalEnd(length int64) (int64, error) {
 	return sc.Pos(), nil
 }
 
+// headers lends buffers for single header reads.
+var headers = sync.Pool{New: func() any { return new([record.HeaderSize]byte) }}
+
+// farEntries is the distance between index entries beyond which
+// TranslateOffset first tries the batch at the next entry.
+const farEntries = 8 << 10
+
 // OffsetPosition locates a batch: its last offset, its position and its
 // size.
 type OffsetPosition struct {
@@ -65,9 +72,21 @@ func (s *Segment) TranslateOffset(offset, startingPosition int64) (OffsetPositio
 }
 
 func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPosition, bool, error) {
-	e, err := s.offsetIdx.Lookup(offset)
+	e, next, hasNext, err := s.offsetIdx.Bounds(offset)
 	if err != nil {
 		return OffsetPosition{}, false, err
+	}
+	// When index entries are far apart (large batches), the batch that
+	// starts at the next entry usually holds the offset: one header read
+	// instead of a scan that reads a window per batch.
+	if hasNext && int64(next.Position)-int64(e.Position) >= farEntries && int64(next.Position) >= startingPosition {
+		hdr := headers.Get().(*[record.HeaderSize]byte)
+		_, err := s.log.ReadAt(hdr[:], int64(next.Position))
+		h, size, perr := record.ParseHeader(hdr[:])
+		headers.Put(hdr)
+		if err == nil && perr == nil && h.BaseOffset <= offset && int64(next.Position)+size <= end {
+			return OffsetPosition{Offset: next.Offset, Position: int64(next.Position), Size: size}, true, nil
+		}
 	}
 	sc := scanners.get(s.log, max(int64(e.Position), startingPosition), end)
 	defer scanners.put(sc)

@@ -3,8 +3,11 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
+	"path/filepath"
 
 	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/txnindex"
 )
@@ -75,7 +78,33 @@ type Replayer interface {
 // An error from fn of kind record.ErrInvalidRecord ends the valid batches;
 // another error from fn, or a read error, is returned.
 func (s *Segment) ScanLog(size int64, fn func(b record.Batch, pos int64) error) (Tail, error) {
-	sc := scanners.get(s.log, 0, size)
+	return scanLog(s.log, s.logPath, s.base, size, fn)
+}
+
+// ScanLogFile is ScanLog for any .log file: it reads path up to its end
+// (the base offset, for the offset check, is the name's or else the first
+// batch's) and reports where and why recovery would end its valid batches.
+// fn may be nil. It changes nothing.
+func ScanLogFile(fsys vfs.FS, path string, fn func(b record.Batch, pos int64) error) (Tail, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return Tail{}, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return Tail{}, err
+	}
+	base := int64(-1)
+	if n, err := ParseFilename(filepath.Base(path)); err == nil && n.Kind == Log {
+		base = n.Base
+	}
+	return scanLog(f, path, base, size, fn)
+}
+
+// scanLog is ScanLog over f; a base of -1 is taken from the first batch.
+func scanLog(f vfs.File, path string, base, size int64, fn func(b record.Batch, pos int64) error) (Tail, error) {
+	sc := scanners.get(f, 0, size)
 	defer scanners.put(sc)
 	// corrupt reports damage found at offset in the file.
 	corrupt := func(offset int64, err error) Tail {
@@ -84,7 +113,7 @@ func (s *Segment) ScanLog(size int64, fn func(b record.Batch, pos int64) error) 
 			reason = re.Reason
 		}
 		return Tail{Kind: Corrupt, Position: sc.Pos(), Length: size,
-			Err: &seglog.CorruptionError{Path: s.logPath, Offset: offset, Reason: reason, Err: err}}
+			Err: &seglog.CorruptionError{Path: path, Offset: offset, Reason: reason, Err: err}}
 	}
 	for sc.Next() {
 		b, err := sc.Batch()
@@ -96,9 +125,15 @@ func (s *Segment) ScanLog(size int64, fn func(b record.Batch, pos int64) error) 
 			errors.As(err, &re)
 			return corrupt(sc.Pos()+re.Pos, err), nil // at the CRC field
 		}
-		if !s.offsetIdx.CanAppendOffset(b.LastOffset()) {
+		if base < 0 {
+			base = b.BaseOffset()
+		}
+		if rel := b.LastOffset() - base; rel < 0 || rel > math.MaxInt32 {
 			return Tail{}, fmt.Errorf("%w: a batch ending at offset %d at position %d of %s",
-				ErrOffsetOverflow, b.LastOffset(), sc.Pos(), s.logPath)
+				ErrOffsetOverflow, b.LastOffset(), sc.Pos(), path)
+		}
+		if fn == nil {
+			continue
 		}
 		if err := fn(b, sc.Pos()); err != nil {
 			if errors.Is(err, record.ErrInvalidRecord) {
@@ -113,7 +148,7 @@ func (s *Segment) ScanLog(size int64, fn func(b record.Batch, pos int64) error) 
 	case record.TornTail:
 		return Tail{Kind: TornTail, Position: sc.Pos(), Length: size}, nil
 	case record.Corrupt:
-		if zero, err := s.zerosFrom(sc.Pos(), size); err != nil {
+		if zero, err := zerosFrom(f, sc.Pos(), size); err != nil {
 			return Tail{}, err
 		} else if zero {
 			return Tail{Kind: ZeroTail, Position: sc.Pos(), Length: size}, nil
@@ -122,18 +157,18 @@ func (s *Segment) ScanLog(size int64, fn func(b record.Batch, pos int64) error) 
 		errors.As(sc.Err(), &re)
 		return corrupt(re.Pos, sc.Err()), nil // the scanner's positions are the file's
 	case record.Unsupported:
-		return Tail{}, &seglog.CorruptionError{Path: s.logPath, Offset: sc.Pos(),
+		return Tail{}, &seglog.CorruptionError{Path: path, Offset: sc.Pos(),
 			Reason: "a batch of a message format before v2, which seglog does not read", Err: sc.Err()}
 	default:
-		return Tail{}, fmt.Errorf("segment: reading %s: %w", s.logPath, sc.Err())
+		return Tail{}, fmt.Errorf("segment: reading %s: %w", path, sc.Err())
 	}
 }
 
 // zerosFrom reports whether the bytes from pos (up to zeroProbe of them)
 // are all zero.
-func (s *Segment) zerosFrom(pos, size int64) (bool, error) {
+func zerosFrom(f vfs.File, pos, size int64) (bool, error) {
 	buf := make([]byte, min(zeroProbe, size-pos))
-	if _, err := s.log.ReadAt(buf, pos); err != nil {
+	if _, err := f.ReadAt(buf, pos); err != nil {
 		return false, err
 	}
 	for _, c := range buf {

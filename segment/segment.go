@@ -136,6 +136,7 @@ type Segment struct {
 	endErr  error
 
 	// The writer's state.
+	iov                      [][]byte // Append's buffers, reused
 	suffix                   string
 	bytesSinceLastIndexEntry int
 	created                  time.Time

@@ -190,7 +190,8 @@ func (x *Index) loadLastLocked() error {
 
 // Scan calls fn with every whole entry and its byte position, in order,
 // until fn returns false. An entry of a version other than 0 stops the scan
-// with a *seglog.CorruptionError.
+// with a *seglog.CorruptionError. fn runs under the index's lock and must
+// not call its methods.
 func (x *Index) Scan(fn func(t AbortedTxn, pos int64) bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()

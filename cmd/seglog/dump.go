@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
@@ -18,6 +20,7 @@ import (
 
 type dumpOptions struct {
 	printData   bool
+	deep        bool
 	json        bool
 	sanityCheck bool
 	verifyIndex bool
@@ -31,9 +34,11 @@ func newDumpCmd() *cobra.Command {
 		Long: `dump prints the contents of segment files in the format of Kafka's
 DumpLogSegments tool.
 
-A .log file gives one line per batch; with --print-data-log, every record
-under its batch. A batch whose CRC does not match is shown with isvalid:
-false; a torn tail or corrupt region is reported with its position.
+A .log file gives one line per batch; with --deep-iteration, a line for every
+record under its batch; with --print-data-log, its key and value too. A batch
+whose CRC does not match is shown with isvalid: false. Then the file is read
+as recovery would read it, and a torn tail, a zero tail or damage is reported
+with its position and the bytes recovery would cut.
 
 An .index, .timeindex or .txnindex file gives one line per entry. The file's
 name must carry the segment's base offset. --index-sanity-check checks the
@@ -59,6 +64,7 @@ The exit status is 1 if anything was wrong. dump never changes a file.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.printData, "print-data-log", false, "print every record, with its key and value")
+	cmd.Flags().BoolVar(&o.deep, "deep-iteration", false, "print every record (without its key and value)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print one JSON object per line instead of text")
 	cmd.Flags().BoolVar(&o.sanityCheck, "index-sanity-check", false, "check index files instead of printing their entries")
 	cmd.Flags().BoolVar(&o.verifyIndex, "verify-index-only", false, "check index files against the .log beside them")
@@ -106,19 +112,29 @@ func (d *dumper) dumpLog(fsys vfs.FS, path string) error {
 	for s.Next() {
 		b, err := s.Batch()
 		if err != nil {
-			break // the scanner stopped; reported below
+			break // the verdict below says why
 		}
 		d.batch(s.Pos(), b)
 	}
-	switch s.Stop() {
-	case record.AtEnd:
-	case record.TornTail:
-		d.problem(s.Pos(), fmt.Sprintf("found %d invalid bytes at the end of %s: %s",
-			size-s.Pos(), filepath.Base(path), s.Tail().Reason))
-	case record.ReadFailed:
+	if s.Stop() == record.ReadFailed {
 		return s.Err()
-	default:
-		d.problem(s.Pos(), fmt.Sprintf("%v: %v", s.Stop(), s.Err()))
+	}
+	// The verdict comes from the code recovery runs.
+	tail, err := segment.ScanLogFile(fsys, path, nil)
+	if err != nil {
+		var ce *seglog.CorruptionError
+		if errors.As(err, &ce) {
+			d.problem(ce.Offset, ce.Reason+" (recovery stops here and changes nothing)")
+			return nil
+		}
+		return err
+	}
+	if tail.Kind != segment.CleanEnd {
+		reason := fmt.Sprintf("recovery would cut %d bytes of %s from position %d", tail.Bytes(), tail.Kind, tail.Position)
+		if tail.Err != nil {
+			reason += ": " + tail.Err.Error()
+		}
+		d.problem(tail.Position, reason)
 	}
 	return nil
 }
@@ -231,7 +247,7 @@ func (d *dumper) batch(pos int64, b record.Batch) {
 		d.problems++
 		return // the records of a damaged batch are not to be trusted
 	}
-	if !d.opts.printData {
+	if !d.opts.printData && !d.opts.deep {
 		return
 	}
 	d.it.Reset(b, record.DefaultMaxUncompressed)
@@ -251,7 +267,9 @@ func (d *dumper) recordLine(b record.Batch, r *record.Record) *recordLine {
 		l.HeaderKeys = append(l.HeaderKeys, printable(h.Key))
 	}
 	if !b.IsControl() {
-		l.Key, l.Payload = optPrintable(r.Key), optPrintable(r.Value)
+		if d.opts.printData {
+			l.Key, l.Payload = optPrintable(r.Key), optPrintable(r.Value)
+		}
 		return l
 	}
 	typ, err := record.ParseControlKey(r.Key)

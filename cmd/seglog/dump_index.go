@@ -3,12 +3,10 @@ package main
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/offsetindex"
-	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/timeindex"
 	"github.com/seglog/seglog/txnindex"
@@ -80,26 +78,49 @@ func (d *dumper) reportChecks(path string, entrySize int, problems []*seglog.Cor
 }
 
 func (d *dumper) dumpIndex(fsys vfs.FS, path string, name segment.Name) error {
-	var log *logSummary
-	if d.opts.verifyIndex {
-		logPath := filepath.Join(filepath.Dir(path), segment.FilenameWithSuffix(name.Base, segment.Log, name.Suffix))
-		var err error
-		if log, err = summarizeLog(fsys, logPath); err != nil {
-			return fmt.Errorf("--verify-index-only needs the log beside the index: %w", err)
-		}
-	}
-	printEntries := !d.opts.sanityCheck && !d.opts.verifyIndex
+	print := !d.opts.sanityCheck && !d.opts.verifyIndex
+	var err error
 	switch name.Kind {
 	case segment.Index:
-		return d.dumpOffsetIndex(fsys, path, name.Base, log, printEntries)
+		err = d.dumpOffsetIndex(fsys, path, name.Base, print)
 	case segment.TimeIndex:
-		return d.dumpTimeIndex(fsys, path, name.Base, log, printEntries)
+		err = d.dumpTimeIndex(fsys, path, name.Base, print)
 	default:
-		return d.dumpTxnIndex(fsys, path, name.Base, log, printEntries)
+		err = d.dumpTxnIndex(fsys, path, name.Base, print)
 	}
+	if err != nil || !d.opts.verifyIndex {
+		return err
+	}
+	return d.verifyIndex(fsys, path, name)
 }
 
-func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, log *logSummary, print bool) error {
+// verifyIndex checks an index against the .log beside it, through the
+// segment code.
+func (d *dumper) verifyIndex(fsys vfs.FS, path string, name segment.Name) error {
+	if name.Suffix != "" {
+		return fmt.Errorf("%s: --verify-index-only reads segments under their final names", path)
+	}
+	seg, err := segment.Open(fsys, filepath.Dir(path), name.Base, segment.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("--verify-index-only needs the log beside the index: %w", err)
+	}
+	defer seg.Close()
+	problems, err := seg.VerifyIndex(name.Kind)
+	if err != nil {
+		return err
+	}
+	size := map[segment.Kind]int{segment.Index: offsetindex.EntrySize, segment.TimeIndex: timeindex.EntrySize,
+		segment.TxnIndex: txnindex.EntrySize}[name.Kind]
+	for _, p := range problems {
+		d.slotProblem(p.Offset, size, p.Reason)
+	}
+	if len(problems) == 0 {
+		d.note("%s: every entry matches the log.", path)
+	}
+	return nil
+}
+
+func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, print bool) error {
 	x, err := offsetindex.Open(fsys, path, base, offsetindex.Options{ReadOnly: true})
 	if err != nil {
 		return err
@@ -115,19 +136,12 @@ func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, log *logS
 			return err
 		}
 	}
-	for i := range opened.Entries {
+	for i := 0; print && i < opened.Entries; i++ {
 		e, err := x.Entry(i)
 		if err != nil {
 			return err
 		}
-		if print {
-			d.emit(&offsetLine{Kind: "index", Offset: e.Offset, Position: e.Position})
-		}
-		if log != nil {
-			if reason := log.checkOffsetEntry(e); reason != "" {
-				d.slotProblem(int64(i)*offsetindex.EntrySize, offsetindex.EntrySize, reason)
-			}
-		}
+		d.emit(&offsetLine{Kind: "index", Offset: e.Offset, Position: e.Position})
 	}
 	if print && opened.Untrimmed() {
 		d.note("(%d slots after the valid entries were not read: the file was not trimmed)", opened.Slots-opened.Entries)
@@ -135,7 +149,7 @@ func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, log *logS
 	return nil
 }
 
-func (d *dumper) dumpTimeIndex(fsys vfs.FS, path string, base int64, log *logSummary, print bool) error {
+func (d *dumper) dumpTimeIndex(fsys vfs.FS, path string, base int64, print bool) error {
 	x, err := timeindex.Open(fsys, path, base, timeindex.Options{ReadOnly: true})
 	if err != nil {
 		return err
@@ -151,19 +165,12 @@ func (d *dumper) dumpTimeIndex(fsys vfs.FS, path string, base int64, log *logSum
 			return err
 		}
 	}
-	for i := range opened.Entries {
+	for i := 0; print && i < opened.Entries; i++ {
 		e, err := x.Entry(i)
 		if err != nil {
 			return err
 		}
-		if print {
-			d.emit(&timeLine{Kind: "timeindex", Timestamp: e.Timestamp, Offset: e.Offset})
-		}
-		if log != nil {
-			if reason := log.checkTimeEntry(e); reason != "" {
-				d.slotProblem(int64(i)*timeindex.EntrySize, timeindex.EntrySize, reason)
-			}
-		}
+		d.emit(&timeLine{Kind: "timeindex", Timestamp: e.Timestamp, Offset: e.Offset})
 	}
 	if print && opened.Untrimmed() {
 		d.note("(%d slots after the valid entries were not read: the file was not trimmed)", opened.Slots-opened.Entries)
@@ -171,7 +178,7 @@ func (d *dumper) dumpTimeIndex(fsys vfs.FS, path string, base int64, log *logSum
 	return nil
 }
 
-func (d *dumper) dumpTxnIndex(fsys vfs.FS, path string, base int64, log *logSummary, print bool) error {
+func (d *dumper) dumpTxnIndex(fsys vfs.FS, path string, base int64, print bool) error {
 	x := txnindex.Open(fsys, path, base, txnindex.Options{ReadOnly: true})
 	defer x.Close()
 	if _, err := fsys.Stat(path); err != nil {
@@ -183,111 +190,12 @@ func (d *dumper) dumpTxnIndex(fsys vfs.FS, path string, base int64, log *logSumm
 			return err
 		}
 	}
-	return x.Scan(func(t txnindex.AbortedTxn, pos int64) bool {
-		if print {
-			d.emit(&txnLine{Kind: "txnindex", Version: txnindex.Version, ProducerID: t.ProducerID,
-				FirstOffset: t.FirstOffset, LastOffset: t.LastOffset, LastStableOffset: t.LastStableOffset})
-		}
-		if log != nil {
-			if reason := log.checkAbortedTxn(t); reason != "" {
-				d.slotProblem(pos, txnindex.EntrySize, reason)
-			}
-		}
+	if !print {
+		return nil
+	}
+	return x.Scan(func(t txnindex.AbortedTxn, _ int64) bool {
+		d.emit(&txnLine{Kind: "txnindex", Version: txnindex.Version, ProducerID: t.ProducerID,
+			FirstOffset: t.FirstOffset, LastOffset: t.LastOffset, LastStableOffset: t.LastStableOffset})
 		return true
 	})
-}
-
-// logSummary is what index verification needs from a .log: each batch's
-// position, last offset and max timestamp, the running maximum, and the
-// markers.
-type logSummary struct {
-	path       string
-	batches    []batchSummary
-	end        int64 // where the valid batches end
-	firstReach map[int64]int64
-	aborts     map[int64]int64 // marker offset → producer id
-}
-
-type batchSummary struct {
-	pos, lastOffset, maxTimestamp int64
-}
-
-func summarizeLog(fsys vfs.FS, path string) (*logSummary, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	l := &logSummary{path: path, firstReach: map[int64]int64{}, aborts: map[int64]int64{}}
-	running := record.NoTimestamp
-	s := record.NewScanner(f, 0, size)
-	for s.Next() {
-		h := s.Header()
-		last := h.BaseOffset + int64(h.LastOffsetDelta)
-		l.batches = append(l.batches, batchSummary{pos: s.Pos(), lastOffset: last, maxTimestamp: h.MaxTimestamp})
-		if h.MaxTimestamp > running {
-			running = h.MaxTimestamp
-			l.firstReach[last] = running
-		}
-		if h.Attributes.IsControl() {
-			if b, err := s.Batch(); err == nil {
-				if m, err := b.EndTxnMarker(); err == nil && m.Type == record.ControlAbort {
-					l.aborts[last] = m.ProducerID
-				}
-			}
-		}
-	}
-	if s.Stop() == record.ReadFailed {
-		return nil, s.Err()
-	}
-	l.end = s.Pos()
-	return l, nil
-}
-
-// checkOffsetEntry returns why e does not match the log, or "".
-func (l *logSummary) checkOffsetEntry(e offsetindex.Entry) string {
-	i := sort.Search(len(l.batches), func(i int) bool { return l.batches[i].pos >= int64(e.Position) })
-	switch {
-	case int64(e.Position) >= l.end:
-		return fmt.Sprintf("offset %d position %d: beyond the last batch of %s (which ends at %d)",
-			e.Offset, e.Position, filepath.Base(l.path), l.end)
-	case l.batches[i].pos != int64(e.Position):
-		return fmt.Sprintf("offset %d position %d: not the start of a batch (inside the batch at %d)",
-			e.Offset, e.Position, l.batches[i-1].pos)
-	case l.batches[i].lastOffset != e.Offset:
-		return fmt.Sprintf("offset %d position %d: the batch there ends at offset %d",
-			e.Offset, e.Position, l.batches[i].lastOffset)
-	}
-	return ""
-}
-
-// checkTimeEntry returns why e does not match the log, or "".
-func (l *logSummary) checkTimeEntry(e timeindex.Entry) string {
-	reached, ok := l.firstReach[e.Offset]
-	switch {
-	case !ok:
-		return fmt.Sprintf("timestamp %d offset %d: no batch ending at offset %d raised the maximum timestamp",
-			e.Timestamp, e.Offset, e.Offset)
-	case reached != e.Timestamp:
-		return fmt.Sprintf("timestamp %d offset %d: the batch ending at offset %d raised the maximum to %d",
-			e.Timestamp, e.Offset, e.Offset, reached)
-	}
-	return ""
-}
-
-// checkAbortedTxn returns why t does not match the log, or "".
-func (l *logSummary) checkAbortedTxn(t txnindex.AbortedTxn) string {
-	pid, ok := l.aborts[t.LastOffset]
-	switch {
-	case !ok:
-		return fmt.Sprintf("aborted transaction of producer %d: no ABORT marker at offset %d", t.ProducerID, t.LastOffset)
-	case pid != t.ProducerID:
-		return fmt.Sprintf("aborted transaction of producer %d: the ABORT marker at offset %d is producer %d's",
-			t.ProducerID, t.LastOffset, pid)
-	}
-	return ""
 }

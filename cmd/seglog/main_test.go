@@ -84,7 +84,9 @@ func TestDumpFlippedByte(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Equal(t, 1, strings.Count(out, "isvalid: false"), out)
 	require.Equal(t, 8, strings.Count(out, "isvalid: true"), "the other batches are still shown")
-	require.Contains(t, errOut, "1 problem(s) found")
+	require.Contains(t, out, "error at position 119: recovery would cut 1066 bytes of corruption from position 119")
+	require.Contains(t, out, "at byte 136: crc mismatch", "the damage is named with its file position")
+	require.Contains(t, errOut, "2 problem(s) found")
 }
 
 func TestDumpTornAndCorruptTails(t *testing.T) {
@@ -93,15 +95,26 @@ func TestDumpTornAndCorruptTails(t *testing.T) {
 	code, out, _ := runSeglog(t, "dump", path)
 	require.Equal(t, 1, code)
 	require.Equal(t, 8, strings.Count(out, "isvalid: true"))
-	require.Contains(t, out, "invalid bytes at the end")
-	require.Contains(t, out, "runs past the end")
+	require.Contains(t, out, "error at position 932: recovery would cut 243 bytes of torn tail from position 932")
 
 	require.NoError(t, os.WriteFile(path, append(bytes.Clone(data), make([]byte, 100)...), 0o644))
 	code, out, _ = runSeglog(t, "dump", path)
 	require.Equal(t, 1, code)
 	require.Equal(t, 9, strings.Count(out, "isvalid: true"))
-	require.Contains(t, out, "error at position 1185: corrupt")
-	require.Contains(t, out, "size field 0 is below the minimum 14")
+	require.Contains(t, out, "error at position 1185: recovery would cut 100 bytes of zero tail from position 1185")
+
+	junk := append(make([]byte, 12), bytes.Repeat([]byte{7}, 88)...)
+	junk[11] = 5 // a size field of 5, then junk: damage, not a zero tail
+	garbage := append(bytes.Clone(data), junk...)
+	require.NoError(t, os.WriteFile(path, garbage, 0o644))
+	code, out, _ = runSeglog(t, "dump", path)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "recovery would cut 100 bytes of corruption from position 1185")
+
+	// Nothing was changed by any of it.
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, garbage, after)
 }
 
 func TestDumpJSON(t *testing.T) {
@@ -188,4 +201,13 @@ func TestDemoLogIsDurable(t *testing.T) {
 		data = rest
 	}
 	require.Equal(t, n, count)
+}
+
+func TestDumpDeepIteration(t *testing.T) {
+	path, _ := franzLog(t)
+	code, out, _ := runSeglog(t, "dump", "--deep-iteration", path)
+	require.Equal(t, 0, code)
+	require.Equal(t, 18, strings.Count(out, "| offset: "))
+	require.NotContains(t, out, "payload:", "deep iteration without --print-data-log shows no data")
+	require.Contains(t, out, "endTxnMarker: ABORT coordinatorEpoch: 3")
 }

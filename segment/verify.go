@@ -1,0 +1,141 @@
+package segment
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/internal/mmapfile"
+	"github.com/seglog/seglog/offsetindex"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/timeindex"
+	"github.com/seglog/seglog/txnindex"
+)
+
+// logSummary is what index verification needs from the .log: each batch's
+// position and last offset, which batches raised the running maximum
+// timestamp (and to what), and the ABORT markers.
+type logSummary struct {
+	positions  []int64
+	lasts      []int64
+	end        int64
+	firstReach map[int64]int64 // last offset → the maximum it raised
+	aborts     map[int64]int64 // marker offset → producer id
+}
+
+func (s *Segment) summarize() (*logSummary, error) {
+	size, err := s.end()
+	if err != nil {
+		return nil, err
+	}
+	l := &logSummary{firstReach: map[int64]int64{}, aborts: map[int64]int64{}}
+	running := record.NoTimestamp
+	sc := scanners.get(s.log, 0, size)
+	defer scanners.put(sc)
+	for sc.Next() {
+		h := sc.Header()
+		last := h.BaseOffset + int64(h.LastOffsetDelta)
+		l.positions, l.lasts = append(l.positions, sc.Pos()), append(l.lasts, last)
+		if h.MaxTimestamp > running {
+			running = h.MaxTimestamp
+			l.firstReach[last] = running
+		}
+		if h.Attributes.IsControl() {
+			if b, err := sc.Batch(); err == nil {
+				if m, err := b.EndTxnMarker(); err == nil && m.Type == record.ControlAbort {
+					l.aborts[last] = m.ProducerID
+				}
+			}
+		}
+	}
+	if sc.Stop() == record.ReadFailed {
+		return nil, sc.Err()
+	}
+	l.end = sc.Pos()
+	return l, nil
+}
+
+// VerifyIndex checks one of the segment's indexes (Index, TimeIndex or
+// TxnIndex) against its .log, changing nothing: every offset entry must be
+// at the start of a batch that ends at its offset; every time entry's
+// timestamp must be the running maximum first reached by the batch ending
+// at its offset; every aborted transaction must end at an ABORT marker of
+// its producer. Each mismatch is a *seglog.CorruptionError at the entry's
+// byte position in the index.
+func (s *Segment) VerifyIndex(k Kind) ([]*seglog.CorruptionError, error) {
+	l, err := s.summarize()
+	if err != nil {
+		return nil, err
+	}
+	var out []*seglog.CorruptionError
+	report := func(path string, pos int64, format string, args ...any) {
+		out = append(out, &seglog.CorruptionError{Path: path, Offset: pos, Err: seglog.ErrCorruption,
+			Reason: fmt.Sprintf(format, args...)})
+	}
+	logName := filepath.Base(s.logPath)
+	switch k {
+	case Index:
+		err = eachEntry(s.offsetIdx, s.offsetIdx.Entry, func(i int, e offsetindex.Entry) {
+			pos := int64(i) * offsetindex.EntrySize
+			j := sort.Search(len(l.positions), func(j int) bool { return l.positions[j] >= int64(e.Position) })
+			switch {
+			case int64(e.Position) >= l.end:
+				report(s.offsetIdx.Path(), pos, "offset %d position %d: beyond the last batch of %s (which ends at %d)",
+					e.Offset, e.Position, logName, l.end)
+			case l.positions[j] != int64(e.Position):
+				report(s.offsetIdx.Path(), pos, "offset %d position %d: not the start of a batch (inside the batch at %d)",
+					e.Offset, e.Position, l.positions[j-1])
+			case l.lasts[j] != e.Offset:
+				report(s.offsetIdx.Path(), pos, "offset %d position %d: the batch there ends at offset %d",
+					e.Offset, e.Position, l.lasts[j])
+			}
+		})
+	case TimeIndex:
+		err = eachEntry(s.timeIdx, s.timeIdx.Entry, func(i int, e timeindex.Entry) {
+			pos := int64(i) * timeindex.EntrySize
+			reached, ok := l.firstReach[e.Offset]
+			switch {
+			case !ok:
+				report(s.timeIdx.Path(), pos, "timestamp %d offset %d: no batch ending at offset %d raised the maximum timestamp",
+					e.Timestamp, e.Offset, e.Offset)
+			case reached != e.Timestamp:
+				report(s.timeIdx.Path(), pos, "timestamp %d offset %d: the batch ending at offset %d raised the maximum to %d",
+					e.Timestamp, e.Offset, e.Offset, reached)
+			}
+		})
+	case TxnIndex:
+		path := s.txnIdx.Path()
+		err = s.txnIdx.Scan(func(t txnindex.AbortedTxn, pos int64) bool {
+			pid, ok := l.aborts[t.LastOffset]
+			switch {
+			case !ok:
+				report(path, pos, "aborted transaction of producer %d: no ABORT marker at offset %d",
+					t.ProducerID, t.LastOffset)
+			case pid != t.ProducerID:
+				report(path, pos, "aborted transaction of producer %d: the ABORT marker at offset %d is producer %d's",
+					t.ProducerID, t.LastOffset, pid)
+			}
+			return true
+		})
+	default:
+		return nil, fmt.Errorf("segment: %v is not an index", k)
+	}
+	return out, err
+}
+
+// eachEntry calls fn with every entry of a mapped index.
+func eachEntry[E any](x mmapfile.Lifecycle, entry func(int) (E, error), fn func(int, E)) error {
+	n, err := x.Entries()
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		e, err := entry(i)
+		if err != nil {
+			return err
+		}
+		fn(i, e)
+	}
+	return nil
+}
