@@ -5,9 +5,14 @@
 // seglog itself is a local-disk segment log engine: the storage layer of a
 // Kafka-style partition log. Its packages are, from the bottom up:
 //
-//	internal/vfs   the filesystem layer (OS, crash simulator, error injector)
-//	record         Kafka RecordBatch v2: views, records, builder, validation
-//	cmd/seglog     the command: dump, demo, version
+//	internal/vfs       the filesystem layer (OS, crash simulator, error injector)
+//	record             Kafka RecordBatch v2: views, records, builder, validation
+//	internal/mmapfile  preallocated, memory-mapped files of fixed-width entries
+//	offsetindex        .index: offset → position
+//	timeindex          .timeindex: timestamp → offset
+//	txnindex           .txnindex: aborted transactions
+//	segment            a .log with its indexes: append, read, recover, truncate
+//	cmd/seglog         the command: dump, demo, version
 //
 // See README.md for the whole map and DESIGN.md for the architecture.
 package seglog

@@ -205,18 +205,7 @@ func (x *Index) LookupPosition(position int64) (Entry, bool, error) {
 
 // TruncateTo removes the entries with offsets ≥ offset.
 func (x *Index) TruncateTo(offset int64) error {
-	slot, s, err := x.f.Search(key, mmapfile.RelativeTarget(offset, x.base), mmapfile.LargestLowerBound)
-	if err != nil {
-		return err
-	}
-	keep := slot + 1
-	switch {
-	case slot < 0:
-		keep = 0
-	case x.decode(s).Offset == offset:
-		keep = slot
-	}
-	return x.f.TruncateToEntries(keep)
+	return x.f.TruncateAt(key, mmapfile.RelativeTarget(offset, x.base))
 }
 
 // IsFull reports whether no slot is left.
@@ -245,15 +234,7 @@ func (x *Index) SanityCheck() error {
 		return &seglog.CorruptionError{Path: x.f.Path(), Offset: int64(n-1) * EntrySize, Err: seglog.ErrCorruption,
 			Reason: fmt.Sprintf("last offset %d is below the base offset %d", last.Offset, x.base)}
 	}
-	length, err := x.f.Length()
-	if err != nil {
-		return err
-	}
-	if length%EntrySize != 0 {
-		return &seglog.CorruptionError{Path: x.f.Path(), Offset: int64(length), Err: seglog.ErrCorruption,
-			Reason: fmt.Sprintf("length %d is not a multiple of %d", length, EntrySize)}
-	}
-	return nil
+	return x.f.CheckLength()
 }
 
 // Check runs SanityCheck and then inspects every slot: offsets that do not

@@ -190,7 +190,7 @@ func TestCrash(t *testing.T) {
 		mem := vfs.NewMem()
 		require.NoError(t, mem.MkdirAll("/d", 0o755))
 		require.NoError(t, mem.SyncDir("/"))
-		opts := Options{IndexIntervalBytes: 100, Preallocate: rng.IntN(2) == 0, SegmentBytes: 1 << 20}
+		opts := Options{IndexIntervalBytes: 100, MaxIndexSize: 1 << 14, Preallocate: rng.IntN(2) == 0, SegmentBytes: 1 << 18}
 		s, err := Create(mem, "/d", 0, opts)
 		require.NoError(t, err)
 		require.NoError(t, mem.SyncDir("/d"))

@@ -318,3 +318,28 @@ func BenchmarkRecover(b *testing.B) {
 		b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/(1<<30), "GiB/s")
 	})
 }
+
+// BenchmarkReadOneBatch reads the batch holding a random offset of a 128
+// MiB segment into a buffer: the hot path of a random read.
+func BenchmarkReadOneBatch(b *testing.B) {
+	s := benchSegment(b, 1280)
+	targets := make([]int64, 4096)
+	for i := range targets {
+		var r [2]byte
+		_, _ = rand.Read(r[:])
+		targets[i] = int64(uint64(r[0])<<8|uint64(r[1])) % 128000
+	}
+	buf := make([]byte, 128<<10)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r, ok, err := s.Read(targets[i%len(targets)], 1, s.Size(), true)
+		if err != nil || !ok {
+			b.Fatal(err, ok)
+		}
+		if _, err := r.Records.ReadAt(buf[:r.Records.Size()], 0); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

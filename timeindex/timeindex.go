@@ -173,18 +173,7 @@ func (x *Index) LastEntry() (Entry, error) {
 
 // TruncateTo removes the entries with offsets ≥ offset.
 func (x *Index) TruncateTo(offset int64) error {
-	slot, s, err := x.f.Search(value, mmapfile.RelativeTarget(offset, x.base), mmapfile.LargestLowerBound)
-	if err != nil {
-		return err
-	}
-	keep := slot + 1
-	switch {
-	case slot < 0:
-		keep = 0
-	case x.decode(s).Offset == offset:
-		keep = slot
-	}
-	return x.f.TruncateToEntries(keep)
+	return x.f.TruncateAt(value, mmapfile.RelativeTarget(offset, x.base))
 }
 
 // IsFull reports whether only the slot kept for the roll entry is left.
@@ -203,7 +192,7 @@ func (x *Index) IsFull() (bool, error) {
 func (x *Index) SanityCheck() error {
 	n, err := x.f.Entries()
 	if err != nil || n == 0 {
-		return errors.Join(err, x.checkLength())
+		return errors.Join(err, x.f.CheckLength())
 	}
 	first, err := x.Entry(0)
 	if err != nil {
@@ -222,19 +211,7 @@ func (x *Index) SanityCheck() error {
 		return &seglog.CorruptionError{Path: x.f.Path(), Offset: at, Err: seglog.ErrCorruption,
 			Reason: fmt.Sprintf("last offset %d is below the base offset %d", last.Offset, x.base)}
 	}
-	return x.checkLength()
-}
-
-func (x *Index) checkLength() error {
-	length, err := x.f.Length()
-	if err != nil {
-		return err
-	}
-	if length%EntrySize != 0 {
-		return &seglog.CorruptionError{Path: x.f.Path(), Offset: int64(length), Err: seglog.ErrCorruption,
-			Reason: fmt.Sprintf("length %d is not a multiple of %d", length, EntrySize)}
-	}
-	return nil
+	return x.f.CheckLength()
 }
 
 // Check runs SanityCheck and then inspects every slot: timestamps that do

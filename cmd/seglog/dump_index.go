@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/segment"
@@ -120,11 +121,16 @@ func (d *dumper) verifyIndex(fsys vfs.FS, path string, name segment.Name) error 
 	return nil
 }
 
-func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, print bool) error {
-	x, err := offsetindex.Open(fsys, path, base, offsetindex.Options{ReadOnly: true})
-	if err != nil {
-		return err
-	}
+// mappedIndex is what dump needs of an .index or a .timeindex.
+type mappedIndex interface {
+	Open() (mmapfile.Opened, error)
+	Check() ([]*seglog.CorruptionError, error)
+	Close() error
+}
+
+// dumpMapped checks or prints a memory-mapped index; line returns entry i's
+// line.
+func (d *dumper) dumpMapped(path string, x mappedIndex, entrySize int, print bool, line func(i int) (fmt.Stringer, error)) error {
 	defer x.Close()
 	opened, err := x.Open()
 	if err != nil {
@@ -132,16 +138,16 @@ func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, print boo
 	}
 	if d.opts.sanityCheck {
 		problems, err := x.Check()
-		if err := d.reportChecks(path, offsetindex.EntrySize, problems, err); err != nil {
+		if err := d.reportChecks(path, entrySize, problems, err); err != nil {
 			return err
 		}
 	}
 	for i := 0; print && i < opened.Entries; i++ {
-		e, err := x.Entry(i)
+		l, err := line(i)
 		if err != nil {
 			return err
 		}
-		d.emit(&offsetLine{Kind: "index", Offset: e.Offset, Position: e.Position})
+		d.emit(l)
 	}
 	if print && opened.Untrimmed() {
 		d.note("(%d slots after the valid entries were not read: the file was not trimmed)", opened.Slots-opened.Entries)
@@ -149,33 +155,26 @@ func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, print boo
 	return nil
 }
 
+func (d *dumper) dumpOffsetIndex(fsys vfs.FS, path string, base int64, print bool) error {
+	x, err := offsetindex.Open(fsys, path, base, offsetindex.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	return d.dumpMapped(path, x, offsetindex.EntrySize, print, func(i int) (fmt.Stringer, error) {
+		e, err := x.Entry(i)
+		return &offsetLine{Kind: "index", Offset: e.Offset, Position: e.Position}, err
+	})
+}
+
 func (d *dumper) dumpTimeIndex(fsys vfs.FS, path string, base int64, print bool) error {
 	x, err := timeindex.Open(fsys, path, base, timeindex.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
-	defer x.Close()
-	opened, err := x.Open()
-	if err != nil {
-		return err
-	}
-	if d.opts.sanityCheck {
-		problems, err := x.Check()
-		if err := d.reportChecks(path, timeindex.EntrySize, problems, err); err != nil {
-			return err
-		}
-	}
-	for i := 0; print && i < opened.Entries; i++ {
+	return d.dumpMapped(path, x, timeindex.EntrySize, print, func(i int) (fmt.Stringer, error) {
 		e, err := x.Entry(i)
-		if err != nil {
-			return err
-		}
-		d.emit(&timeLine{Kind: "timeindex", Timestamp: e.Timestamp, Offset: e.Offset})
-	}
-	if print && opened.Untrimmed() {
-		d.note("(%d slots after the valid entries were not read: the file was not trimmed)", opened.Slots-opened.Entries)
-	}
-	return nil
+		return &timeLine{Kind: "timeindex", Timestamp: e.Timestamp, Offset: e.Offset}, err
+	})
 }
 
 func (d *dumper) dumpTxnIndex(fsys vfs.FS, path string, base int64, print bool) error {

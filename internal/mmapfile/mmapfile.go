@@ -561,6 +561,37 @@ func (f *File) binarySearchLocked(c Column, target int64, b Bound, lo, hi int) i
 	return lo + 1
 }
 
+// TruncateAt removes the entries whose column c is at or above target, as
+// Kafka's indexes truncate: the last entry ≤ target is kept only if it is
+// below it. It is done under one lock, so no append slips in between.
+func (f *File) TruncateAt(c Column, target int64) error {
+	if err := f.wlock(); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	slot := f.searchLocked(c, target, LargestLowerBound)
+	keep := slot + 1
+	if slot >= 0 && f.colLocked(slot, c) == target {
+		keep = slot
+	}
+	f.truncateLocked(keep)
+	return nil
+}
+
+// CheckLength reports a length that is not a whole number of entries as a
+// *seglog.CorruptionError, as Kafka's sanity checks do.
+func (f *File) CheckLength() error {
+	length, err := f.Length()
+	if err != nil {
+		return err
+	}
+	if length%f.opts.EntrySize != 0 {
+		return &seglog.CorruptionError{Path: f.Path(), Offset: int64(length), Err: seglog.ErrCorruption,
+			Reason: fmt.Sprintf("length %d is not a multiple of %d", length, f.opts.EntrySize)}
+	}
+	return nil
+}
+
 // TruncateToEntries keeps the first n entries and zeroes the slots after
 // them, so that a crash before the file is trimmed cannot bring them back.
 func (f *File) TruncateToEntries(n int) error {
@@ -568,12 +599,13 @@ func (f *File) TruncateToEntries(n int) error {
 		return err
 	}
 	defer f.mu.Unlock()
-	if n < 0 || n > f.entries {
-		n = max(0, min(n, f.entries))
-	}
+	f.truncateLocked(max(0, min(n, f.entries)))
+	return nil
+}
+
+func (f *File) truncateLocked(n int) {
 	clear(f.buf[n*f.opts.EntrySize : f.entries*f.opts.EntrySize])
 	f.entries = n
-	return nil
 }
 
 // Resize sets the file's length to size rounded down to a whole entry,
