@@ -281,3 +281,36 @@ func (s *Segment) largestTimestampAfter(position int64) (timestampOffset, error)
 	}
 	return best, nil
 }
+
+// Batches calls fn with each whole batch from the one holding offset from
+// (or the first after it) up to maxPosition (NoMaxPosition: the end), in
+// order, until fn returns an error. The batch is valid until fn returns;
+// its CRC is not checked.
+func (s *Segment) Batches(from, maxPosition int64, fn func(b record.Batch) error) error {
+	end, err := s.end()
+	if err != nil {
+		return err
+	}
+	if maxPosition >= 0 {
+		end = min(end, maxPosition)
+	}
+	first, ok, err := s.translateOffset(from, 0, end)
+	if err != nil || !ok {
+		return err
+	}
+	sc := scanners.get(s.log, first.Position, end)
+	defer scanners.put(sc)
+	for sc.Next() {
+		b, err := sc.Batch()
+		if err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	if sc.Stop() == record.ReadFailed {
+		return sc.Err()
+	}
+	return nil
+}

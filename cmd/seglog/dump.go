@@ -30,7 +30,7 @@ func newDumpCmd() *cobra.Command {
 	var o dumpOptions
 	cmd := &cobra.Command{
 		Use:   "dump FILE...",
-		Short: "Print segment files (.log, .index, .timeindex, .txnindex), like Kafka's dump tool",
+		Short: "Print segment files (.log, .index, .timeindex, .txnindex, .snapshot), like Kafka's dump tool",
 		Long: `dump prints the contents of segment files in the format of Kafka's
 DumpLogSegments tool.
 
@@ -39,6 +39,9 @@ record under its batch; with --print-data-log, its key and value too. A batch
 whose CRC does not match is shown with isvalid: false. Then the file is read
 as recovery would read it, and a torn tail, a zero tail or damage is reported
 with its position and the bytes recovery would cut.
+
+A .snapshot file gives one line per producer; a damaged one (bad version,
+CRC or length) is reported.
 
 An .index, .timeindex or .txnindex file gives one line per entry. The file's
 name must carry the segment's base offset. --index-sanity-check checks the
@@ -94,6 +97,8 @@ func (d *dumper) dumpFile(fsys vfs.FS, path string) error {
 		return d.dumpLog(fsys, path)
 	case segment.Index, segment.TimeIndex, segment.TxnIndex:
 		return d.dumpIndex(fsys, path, name)
+	case segment.Snapshot:
+		return d.dumpSnapshot(fsys, path)
 	}
 	return fmt.Errorf("%s: dump does not read %s files yet", path, name.Kind)
 }

@@ -211,3 +211,22 @@ func TestDumpDeepIteration(t *testing.T) {
 	require.NotContains(t, out, "payload:", "deep iteration without --print-data-log shows no data")
 	require.Contains(t, out, "endTxnMarker: ABORT coordinatorEpoch: 3")
 }
+
+func TestDumpSnapshot(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "writerstate", "testdata", "00000000000000000046.snapshot"))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "00000000000000000046.snapshot")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	code, out, _ := runSeglog(t, "dump", path)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "producerId: 1000 producerEpoch: 3 coordinatorEpoch: 7 currentTxnFirstOffset: 42 "+
+		"lastTimestamp: 1700000000123 firstSequence: 6 lastSequence: 9 lastOffset: 45 offsetDelta: 3 timestamp: 1700000000123\n")
+	require.Contains(t, out, "producerId: 2000 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: -1 "+
+		"lastTimestamp: 1700000000456 firstSequence: -1 lastSequence: -1 lastOffset: -1 offsetDelta: 0 timestamp: 1700000000456\n")
+
+	data[len(data)-1] ^= 1
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	code, out, _ = runSeglog(t, "dump", path)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "crc mismatch")
+}

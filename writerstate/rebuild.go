@@ -1,0 +1,97 @@
+package writerstate
+
+import (
+	"slices"
+
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+)
+
+// Rebuild brings the state to lastOffset from its snapshots and the log
+// (spec 5.6), as loading a tablet and truncating it do. segs are the
+// tablet's segments in base offset order.
+//
+// Without any snapshot after a clean shutdown it writes empty snapshots at
+// the bases of the last two segments and at lastOffset instead of reading
+// the log (the upgrade path). Otherwise it drops the snapshots outside
+// (logStart, lastOffset], reloads the newest, and replays the segments from
+// its offset to lastOffset, taking snapshots at the last two segment bases
+// on the way and one at lastOffset at the end.
+func (s *State) Rebuild(segs []*segment.Segment, logStart, lastOffset int64, cleanShutdown bool, nowMs int64) error {
+	toSnapshot := []int64{lastOffset}
+	if n := len(segs); n > 0 {
+		toSnapshot = append(toSnapshot, segs[n-1].BaseOffset())
+		if n > 1 {
+			toSnapshot = append(toSnapshot, segs[n-2].BaseOffset())
+		}
+	}
+	if _, ok := s.LatestSnapshotOffset(); !ok && cleanShutdown {
+		slices.Sort(toSnapshot)
+		for _, off := range toSnapshot {
+			s.UpdateMapEndOffset(off)
+			if err := s.TakeSnapshot(false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	emptyBefore := s.IsEmpty() && s.mapEnd >= lastOffset
+	if err := s.TruncateAndReload(logStart, lastOffset, nowMs); err != nil {
+		return err
+	}
+	if lastOffset > s.mapEnd && !emptyBefore {
+		if err := s.replay(segs, logStart, lastOffset, toSnapshot); err != nil {
+			return err
+		}
+	}
+	s.UpdateMapEndOffset(lastOffset)
+	return s.TakeSnapshot(false)
+}
+
+// replay applies the batches of the segments from the map end up to
+// lastOffset, segment by segment.
+func (s *State) replay(segs []*segment.Segment, logStart, lastOffset int64, toSnapshot []int64) error {
+	for i, seg := range segs {
+		if seg.BaseOffset() >= lastOffset {
+			break
+		}
+		if i+1 < len(segs) && segs[i+1].BaseOffset() <= s.mapEnd {
+			continue // wholly below the map end
+		}
+		start := max(seg.BaseOffset(), s.mapEnd, logStart)
+		s.UpdateMapEndOffset(start)
+		if slices.Contains(toSnapshot, seg.BaseOffset()) {
+			if err := s.TakeSnapshot(false); err != nil {
+				return err
+			}
+		}
+		maxPosition := int64(segment.NoMaxPosition)
+		if i+1 == len(segs) || segs[i+1].BaseOffset() > lastOffset {
+			// The segment holding lastOffset: stop at the batch holding it.
+			if at, ok, err := seg.TranslateOffset(lastOffset, 0); err != nil {
+				return err
+			} else if ok {
+				maxPosition = at.Position
+			}
+		}
+		a := s.NewAppend(record.OriginReplication)
+		var completed []CompletedTxn
+		err := seg.Batches(start, maxPosition, func(b record.Batch) error {
+			c, err := a.AddBatch(b)
+			if c != nil {
+				completed = append(completed, *c)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		s.Apply(a)
+		for _, c := range completed {
+			if err := s.CompleteTxn(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
