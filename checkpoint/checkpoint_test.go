@@ -198,3 +198,27 @@ func TestAtomicWriteFaultLoop(t *testing.T) {
 		}
 	}
 }
+
+func TestDirNames(t *testing.T) {
+	for name, want := range map[string]struct {
+		tp     TopicPartition
+		suffix string
+	}{
+		"orders-0":    {TopicPartition{"orders", 0}, ""},
+		"my-topic-12": {TopicPartition{"my-topic", 12}, ""},
+		"a.b_c-3.5f2a1c0e2b7a4ec1a1c3c1f0b6b1d2a9-delete": {TopicPartition{"a.b_c", 3}, DeleteDirSuffix},
+		"t-1.abc-future": {TopicPartition{"t", 1}, FutureDirSuffix},
+		"t-1.abc-stray":  {TopicPartition{"t", 1}, StrayDirSuffix},
+	} {
+		tp, suffix, err := ParseDirName(name)
+		require.NoError(t, err, name)
+		require.Equal(t, want.tp, tp, name)
+		require.Equal(t, want.suffix, suffix, name)
+	}
+	for _, bad := range []string{"orders", "-1", "orders-", "orders-x", "or ders-1", "..-1", "x-delete", "tier"} {
+		_, _, err := ParseDirName(bad)
+		require.Error(t, err, bad)
+	}
+	require.Equal(t, "orders-7", TopicPartition{"orders", 7}.DirName())
+	require.Error(t, ValidateTopic(string(make([]byte, 250))))
+}

@@ -120,3 +120,61 @@ func FormatEpochs(entries []EpochEntry) []byte {
 func WriteEpochs(fsys vfs.FS, path string, entries []EpochEntry) error {
 	return WriteAtomic(fsys, path, FormatEpochs(entries))
 }
+
+// Tablet directory suffixes: part of the on-disk format; never change.
+const (
+	// DeleteDirSuffix ends the name of a tablet directory being deleted
+	// (<topic>-<partition>.<uuid>-delete).
+	DeleteDirSuffix = "-delete"
+	// FutureDirSuffix ends the name of a tablet being moved between
+	// directories.
+	FutureDirSuffix = "-future"
+	// StrayDirSuffix ends the name of a tablet no longer assigned here.
+	StrayDirSuffix = "-stray"
+)
+
+// ValidateTopic checks Kafka's rule for topic names: 1 to 249 characters of
+// [a-zA-Z0-9._-], and neither "." nor "..".
+func ValidateTopic(topic string) error {
+	if topic == "" || len(topic) > 249 || topic == "." || topic == ".." {
+		return fmt.Errorf("checkpoint: invalid topic name %q", topic)
+	}
+	for _, c := range topic {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("checkpoint: invalid topic name %q: %q is not allowed", topic, c)
+		}
+	}
+	return nil
+}
+
+// DirName returns the name of a tablet's directory: <topic>-<partition>.
+func (tp TopicPartition) DirName() string { return tp.String() }
+
+// ParseDirName parses a tablet directory name. suffix is "" for a live
+// tablet, or DeleteDirSuffix, FutureDirSuffix or StrayDirSuffix (whose
+// names carry a .<uuid> before the suffix).
+func ParseDirName(name string) (tp TopicPartition, suffix string, err error) {
+	for _, s := range []string{DeleteDirSuffix, FutureDirSuffix, StrayDirSuffix} {
+		if strings.HasSuffix(name, s) {
+			dot := strings.LastIndexByte(name, '.')
+			if dot < 0 {
+				return TopicPartition{}, "", fmt.Errorf("checkpoint: %q is not a tablet directory", name)
+			}
+			name, suffix = name[:dot], s
+			break
+		}
+	}
+	dash := strings.LastIndexByte(name, '-')
+	if dash <= 0 {
+		return TopicPartition{}, "", fmt.Errorf("checkpoint: %q is not a tablet directory", name)
+	}
+	p, err := strconv.ParseInt(name[dash+1:], 10, 32)
+	if err != nil || p < 0 || strings.TrimLeft(name[dash+1:], "0123456789") != "" {
+		return TopicPartition{}, "", fmt.Errorf("checkpoint: %q is not a tablet directory", name)
+	}
+	tp = TopicPartition{Topic: name[:dash], Partition: int32(p)}
+	if err := ValidateTopic(tp.Topic); err != nil {
+		return TopicPartition{}, "", err
+	}
+	return tp, suffix, nil
+}
