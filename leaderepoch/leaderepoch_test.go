@@ -28,14 +28,14 @@ func TestAssign(t *testing.T) {
 	require.NoError(t, c.Assign(2, 6))
 	require.NoError(t, c.Assign(2, 10), "same epoch, later offset: no change")
 	require.NoError(t, c.Assign(3, 11))
-	require.Equal(t, []Entry{{2, 6}, {3, 11}}, c.Entries())
+	require.Equal(t, []Entry{{Epoch: 2, StartOffset: 6}, {Epoch: 3, StartOffset: 11}}, c.Entries())
 	require.Equal(t, c.Entries(), persisted(t, path))
 	require.NoError(t, c.Assign(3, 9), "same epoch, earlier offset: replaced")
-	require.Equal(t, []Entry{{2, 6}, {3, 9}}, c.Entries())
+	require.Equal(t, []Entry{{Epoch: 2, StartOffset: 6}, {Epoch: 3, StartOffset: 9}}, c.Entries())
 	require.NoError(t, c.Assign(4, 7), "drops entries that would break monotonicity")
-	require.Equal(t, []Entry{{2, 6}, {4, 7}}, c.Entries())
+	require.Equal(t, []Entry{{Epoch: 2, StartOffset: 6}, {Epoch: 4, StartOffset: 7}}, c.Entries())
 	require.NoError(t, c.Assign(1, 20))
-	require.Equal(t, []Entry{{1, 20}}, c.Entries())
+	require.Equal(t, []Entry{{Epoch: 1, StartOffset: 20}}, c.Entries())
 	require.Error(t, c.Assign(-1, 0))
 	require.Error(t, c.Assign(0, -1))
 	latest, ok := c.LatestEpoch()
@@ -44,7 +44,7 @@ func TestAssign(t *testing.T) {
 
 	reopened, err := Open(vfs.OS, path)
 	require.NoError(t, err)
-	require.Equal(t, []Entry{{1, 20}}, reopened.Entries())
+	require.Equal(t, []Entry{{Epoch: 1, StartOffset: 20}}, reopened.Entries())
 }
 
 func TestEndOffsetFor(t *testing.T) {
@@ -84,27 +84,27 @@ func TestEndOffsetFor(t *testing.T) {
 
 func TestTruncate(t *testing.T) {
 	c, path := newCache(t)
-	for _, e := range []Entry{{2, 6}, {3, 8}, {4, 11}} {
+	for _, e := range []Entry{{Epoch: 2, StartOffset: 6}, {Epoch: 3, StartOffset: 8}, {Epoch: 4, StartOffset: 11}} {
 		require.NoError(t, c.Assign(e.Epoch, e.StartOffset))
 	}
 	require.NoError(t, c.TruncateFromEnd(12))
 	require.Len(t, c.Entries(), 3, "nothing starts at or after 12")
 	require.NoError(t, c.TruncateFromEnd(8))
-	require.Equal(t, []Entry{{2, 6}}, c.Entries())
+	require.Equal(t, []Entry{{Epoch: 2, StartOffset: 6}}, c.Entries())
 	require.Equal(t, c.Entries(), persisted(t, path))
 
-	for _, e := range []Entry{{3, 8}, {4, 11}} {
+	for _, e := range []Entry{{Epoch: 3, StartOffset: 8}, {Epoch: 4, StartOffset: 11}} {
 		require.NoError(t, c.Assign(e.Epoch, e.StartOffset))
 	}
 	require.NoError(t, c.TruncateFromStart(5))
-	require.Equal(t, []Entry{{2, 6}, {3, 8}, {4, 11}}, c.Entries(), "nothing below 5")
+	require.Equal(t, []Entry{{Epoch: 2, StartOffset: 6}, {Epoch: 3, StartOffset: 8}, {Epoch: 4, StartOffset: 11}}, c.Entries(), "nothing below 5")
 	require.NoError(t, c.TruncateFromStart(9))
-	require.Equal(t, []Entry{{3, 9}, {4, 11}}, c.Entries(), "epoch 3 now starts at 9")
+	require.Equal(t, []Entry{{Epoch: 3, StartOffset: 9}, {Epoch: 4, StartOffset: 11}}, c.Entries(), "epoch 3 now starts at 9")
 	require.NoError(t, c.TruncateFromStart(11))
-	require.Equal(t, []Entry{{4, 11}}, c.Entries())
+	require.Equal(t, []Entry{{Epoch: 4, StartOffset: 11}}, c.Entries())
 	first, ok := c.EarliestEntry()
 	require.True(t, ok)
-	require.Equal(t, Entry{4, 11}, first)
+	require.Equal(t, Entry{Epoch: 4, StartOffset: 11}, first)
 	require.NoError(t, c.Clear())
 	require.Empty(t, c.Entries())
 	require.Empty(t, persisted(t, path))

@@ -32,7 +32,7 @@ func (sp *scannerPool) put(sc *record.Scanner) {
 // entry (or from 0) until one does not fit.
 func (s *Segment) logicalEnd(length int64) (int64, error) {
 	start := int64(0)
-	if e, err := s.offsetIdx.LastEntry(); err == nil && int64(e.Position) < length {
+	if e, err := s.offsetIdx.LastEntry(); err == nil && e.Position >= 0 && int64(e.Position) < length {
 		start = int64(e.Position)
 	}
 	sc := scanners.get(s.log, start, length)

@@ -57,6 +57,9 @@ type Options struct {
 	// ReadOnly opens an existing segment without changing any file, for
 	// inspection. The default is false.
 	ReadOnly bool
+	// FileSuffix opens a segment whose files carry a temporary suffix
+	// (SwapSuffix, CleanedSuffix, DeletedSuffix). The default is "".
+	FileSuffix string
 	// Now is the clock. The default is time.Now.
 	Now func() time.Time
 }
@@ -230,18 +233,19 @@ func newSegment(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, er
 	if base < 0 {
 		return nil, fmt.Errorf("segment: negative base offset %d", base)
 	}
-	s := &Segment{fsys: fsys, dir: dir, base: base, opts: opts, created: opts.Now(),
-		logPath: filepath.Join(dir, Filename(base, Log)), rollingBasedTimestamp: record.NoTimestamp}
+	path := func(k Kind) string { return filepath.Join(dir, FilenameWithSuffix(base, k, opts.FileSuffix)) }
+	s := &Segment{fsys: fsys, dir: dir, base: base, opts: opts, created: opts.Now(), suffix: opts.FileSuffix,
+		logPath: path(Log), rollingBasedTimestamp: record.NoTimestamp}
 	var err error
 	io := offsetindex.Options{MaxIndexSize: opts.MaxIndexSize, ReadOnly: opts.ReadOnly}
-	if s.offsetIdx, err = offsetindex.Open(fsys, filepath.Join(dir, Filename(base, Index)), base, io); err != nil {
+	if s.offsetIdx, err = offsetindex.Open(fsys, path(Index), base, io); err != nil {
 		return nil, err
 	}
 	ti := timeindex.Options{MaxIndexSize: opts.MaxIndexSize, ReadOnly: opts.ReadOnly}
-	if s.timeIdx, err = timeindex.Open(fsys, filepath.Join(dir, Filename(base, TimeIndex)), base, ti); err != nil {
+	if s.timeIdx, err = timeindex.Open(fsys, path(TimeIndex), base, ti); err != nil {
 		return nil, err
 	}
-	s.txnIdx = txnindex.Open(fsys, filepath.Join(dir, Filename(base, TxnIndex)), base, txnindex.Options{ReadOnly: opts.ReadOnly})
+	s.txnIdx = txnindex.Open(fsys, path(TxnIndex), base, txnindex.Options{ReadOnly: opts.ReadOnly})
 	if j := min(opts.SegmentJitterMs, opts.SegmentMs); j > 0 {
 		s.rollJitterMs = rand.Int64N(j)
 	}

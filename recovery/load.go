@@ -1,0 +1,253 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/writerstate"
+)
+
+// Options configure loading.
+type Options struct {
+	// Segment and WriterState configure the segments and writer states
+	// loaded. Their defaults are those packages' defaults.
+	Segment     segment.Options
+	WriterState writerstate.Options
+	// Parallelism is how many tablets load at once. The default is 2
+	// (Kafka 4's num.recovery.threads.per.data.dir).
+	Parallelism int
+	// Progress, when set, receives a progress bar while segment recovery
+	// reads more than ProgressThreshold bytes. The default is none.
+	Progress io.Writer
+	// ProgressThreshold is the size of a recovery that shows progress. The
+	// default is 256 MiB.
+	ProgressThreshold int64
+	// Now is the clock. The default is time.Now.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	o.Segment.EnsureDefaults()
+	o.WriterState.EnsureDefaults()
+	if o.Parallelism <= 0 {
+		o.Parallelism = min(2, runtime.GOMAXPROCS(0))
+	}
+	if o.ProgressThreshold == 0 {
+		o.ProgressThreshold = 256 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// tabletJob is a tablet directory to load.
+type tabletJob struct {
+	tp   checkpoint.TopicPartition
+	path string
+}
+
+// Result is a loaded data directory.
+type Result struct {
+	Dir           string
+	CleanShutdown bool
+	BrokerEpoch   int64 // from the clean-shutdown marker, -1 if none
+	// Tablets are sorted by topic and partition.
+	Tablets []*Tablet
+	// Report lists what loading changed at the data directory's level;
+	// each tablet has its own.
+	Report   []Change
+	Duration time.Duration
+}
+
+// Close closes every tablet.
+func (r *Result) Close() error {
+	var errs []error
+	for _, t := range r.Tablets {
+		errs = append(errs, t.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// RecoveredBytes is the bytes of .log recovery scanned across tablets.
+func (r *Result) RecoveredBytes() int64 {
+	var n int64
+	for _, t := range r.Tablets {
+		n += t.RecoveredBytes
+	}
+	return n
+}
+
+// Load loads every tablet of a data directory (spec 4.1). A tablet that
+// fails to load fails the whole directory, as a Kafka log directory goes
+// offline; everything loaded so far is closed then.
+func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
+	opts.EnsureDefaults()
+	start := opts.Now()
+	r := &Result{Dir: dataDir}
+	var err error
+	if r.CleanShutdown, r.BrokerEpoch, err = checkpoint.TakeCleanShutdown(fsys, dataDir); err != nil {
+		return nil, fmt.Errorf("recovery: %w", err)
+	}
+	recoveryPoints := r.readOffsets(fsys, checkpoint.RecoveryPointFile)
+	logStarts := r.readOffsets(fsys, checkpoint.LogStartOffsetFile)
+
+	names, err := fsys.List(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: listing %s: %w", dataDir, err)
+	}
+	var jobs []tabletJob
+	for _, name := range names {
+		path := filepath.Join(dataDir, name)
+		if info, err := fsys.Stat(path); err != nil || !info.IsDir() {
+			continue
+		}
+		tp, suffix, err := checkpoint.ParseDirName(name)
+		switch {
+		case err != nil:
+			continue // not a tablet
+		case suffix == checkpoint.DeleteDirSuffix:
+			if err := removeAll(fsys, path); err != nil {
+				return nil, err
+			}
+			r.Report = append(r.Report, Change{File: path, Action: Deleted, Why: "a tablet directory marked for deletion"})
+		case suffix != "":
+			r.Report = append(r.Report, Change{File: path, Action: Ignored, Why: "a " + strings.TrimPrefix(suffix, "-") + " tablet directory"})
+		default:
+			jobs = append(jobs, tabletJob{tp, path})
+		}
+	}
+
+	progress, done := r.progress(opts, fsys, jobs, recoveryPoints)
+	defer done()
+	tablets := make([]*Tablet, len(jobs))
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, opts.Parallelism)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			tablets[i], errs[i] = loadTablet(fsys, j.path, j.tp, r.CleanShutdown, recoveryPoints[j.tp], logStarts[j.tp], &opts, progress)
+		}()
+	}
+	wg.Wait()
+	for _, t := range tablets {
+		if t != nil {
+			r.Tablets = append(r.Tablets, t)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.Close()
+		return nil, err
+	}
+	slices.SortFunc(r.Tablets, func(a, b *Tablet) int {
+		if c := strings.Compare(a.TopicPartition.Topic, b.TopicPartition.Topic); c != 0 {
+			return c
+		}
+		return int(a.TopicPartition.Partition - b.TopicPartition.Partition)
+	})
+	r.Duration = opts.Now().Sub(start)
+	return r, nil
+}
+
+// readOffsets reads a checkpoint of the data directory; one that cannot be
+// read counts as empty (as in Kafka) and is reported.
+func (r *Result) readOffsets(fsys vfs.FS, name string) checkpoint.Offsets {
+	path := filepath.Join(r.Dir, name)
+	o, err := checkpoint.ReadOffsets(fsys, path)
+	if err != nil {
+		r.Report = append(r.Report, Change{File: path, Action: CheckpointBad, Why: err.Error() + "; every tablet starts from 0"})
+		return checkpoint.Offsets{}
+	}
+	return o
+}
+
+// progress returns the function recovery reports scanned bytes to: a
+// progress bar when the data to recover is large, nothing otherwise.
+func (r *Result) progress(opts Options, fsys vfs.FS, jobs []tabletJob, recoveryPoints checkpoint.Offsets) (func(int64), func()) {
+	noop := func(int64) {}
+	if opts.Progress == nil || r.CleanShutdown {
+		return noop, func() {}
+	}
+	var total int64
+	for _, j := range jobs {
+		total += unflushedBytes(fsys, j.path, recoveryPoints[j.tp])
+	}
+	if total < opts.ProgressThreshold {
+		return noop, func() {}
+	}
+	bar := progressbar.NewOptions64(total, progressbar.OptionSetWriter(opts.Progress),
+		progressbar.OptionSetDescription("recovering "+r.Dir), progressbar.OptionShowBytes(true),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	var mu sync.Mutex
+	return func(n int64) {
+			mu.Lock()
+			_ = bar.Add64(n)
+			mu.Unlock()
+		}, func() {
+			_ = bar.Finish()
+		}
+}
+
+// unflushedBytes estimates the bytes recovery will read in a tablet: the
+// .log files from the one holding the recovery point.
+func unflushedBytes(fsys vfs.FS, dir string, recoveryPoint int64) int64 {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return 0
+	}
+	type seg struct{ base, size int64 }
+	var segs []seg
+	for _, name := range names {
+		if n, err := segment.ParseFilename(name); err == nil && n.Kind == segment.Log && n.Suffix == "" {
+			if info, err := fsys.Stat(filepath.Join(dir, name)); err == nil {
+				segs = append(segs, seg{n.Base, info.Size()})
+			}
+		}
+	}
+	var total int64
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= recoveryPoint {
+			continue
+		}
+		total += s.size
+	}
+	return total
+}
+
+// removeAll deletes a directory tree through fsys.
+func removeAll(fsys vfs.FS, path string) error {
+	info, err := fsys.Stat(path)
+	if err != nil {
+		return nil
+	}
+	if info.IsDir() {
+		names, err := fsys.List(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := removeAll(fsys, filepath.Join(path, n)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fsys.Remove(path); err != nil {
+		return fmt.Errorf("recovery: deleting %s: %w", path, err)
+	}
+	return nil
+}

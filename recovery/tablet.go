@@ -1,0 +1,476 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/mmapfile"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/leaderepoch"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/writerstate"
+)
+
+// Tablet is a loaded tablet: its segments, offsets, writer state and epoch
+// cache, ready for appends and reads, and what loading changed.
+type Tablet struct {
+	Dir            string
+	TopicPartition checkpoint.TopicPartition
+	// Segments are open, in base offset order; the last is the active one
+	// (its indexes at full size). There is always at least one.
+	Segments       []*segment.Segment
+	LogStartOffset int64
+	RecoveryPoint  int64
+	LogEndOffset   int64
+	State          *writerstate.State
+	Epochs         *leaderepoch.Cache
+	Report         []Change
+	// RecoveredBytes is how many bytes of .log were scanned by segment
+	// recovery (CRC check and index rebuild).
+	RecoveredBytes int64
+}
+
+// Close closes the tablet's segments.
+func (t *Tablet) Close() error {
+	var errs []error
+	for _, s := range t.Segments {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// tabletLoader carries one tablet's load.
+type tabletLoader struct {
+	fsys          vfs.FS
+	opts          *Options
+	t             *Tablet
+	clean         bool
+	recoveryPoint int64 // from the checkpoint
+	logStart      int64 // from the checkpoint
+	nowMs         int64
+	progress      func(bytes int64)
+}
+
+func (l *tabletLoader) report(c Change) { l.t.Report = append(l.t.Report, c) }
+
+func (l *tabletLoader) path(name string) string { return filepath.Join(l.t.Dir, name) }
+
+// remove deletes a file and reports it.
+func (l *tabletLoader) remove(name string, why string) error {
+	p := l.path(name)
+	var size int64
+	if info, err := l.fsys.Stat(p); err == nil {
+		size = info.Size()
+	}
+	if err := l.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("recovery: deleting %s: %w", p, err)
+	}
+	l.report(Change{File: p, Action: Deleted, Bytes: size, Why: why})
+	return nil
+}
+
+// LoadTablet loads one tablet directory (spec 4.1 steps 3–12). clean says
+// whether the data directory was shut down cleanly; recoveryPoint and
+// logStart come from the data directory's checkpoints (0 if absent).
+func LoadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64, opts Options) (*Tablet, error) {
+	opts.EnsureDefaults()
+	return loadTablet(fsys, dir, tp, clean, recoveryPoint, logStart, &opts, func(int64) {})
+}
+
+func loadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64,
+	opts *Options, progress func(int64)) (*Tablet, error) {
+	l := &tabletLoader{fsys: fsys, opts: opts, clean: clean, recoveryPoint: recoveryPoint, logStart: logStart,
+		nowMs: opts.Now().UnixMilli(), t: &Tablet{Dir: dir, TopicPartition: tp}, progress: progress}
+	if err := l.load(); err != nil {
+		l.t.Close()
+		return nil, fmt.Errorf("recovery: loading %s: %w", dir, err)
+	}
+	return l.t, nil
+}
+
+func (l *tabletLoader) load() error {
+	swaps, err := l.removeTempFiles()
+	if err != nil {
+		return err
+	}
+	if err := l.completeSwaps(swaps); err != nil {
+		return err
+	}
+	if l.t.Epochs, err = leaderepoch.Open(l.fsys, l.path(checkpoint.LeaderEpochFile)); err != nil {
+		return err
+	}
+	if err := l.loadSegments(); err != nil {
+		return err
+	}
+	if !l.clean {
+		if err := l.recoverLog(); err != nil {
+			return err
+		}
+	}
+	logEnd, logEndKnown, err := l.checkLogStart()
+	if err != nil {
+		return err
+	}
+	if len(l.t.Segments) == 0 {
+		seg, err := segment.Create(l.fsys, l.t.Dir, l.logStart, l.opts.Segment)
+		if err != nil {
+			return err
+		}
+		l.t.Segments = []*segment.Segment{seg}
+		l.report(Change{File: seg.LogPath(), Action: Created, Why: "no segment left: an empty one at the log start"})
+	}
+	if !logEndKnown {
+		if logEnd, err = l.active().ReadNextOffset(); err != nil {
+			return err
+		}
+	}
+	l.t.LogEndOffset = logEnd
+	l.t.RecoveryPoint = logEnd
+	if !l.clean || !logEndKnown {
+		l.t.RecoveryPoint = min(l.recoveryPoint, logEnd)
+	}
+	if err := l.prepareActive(); err != nil {
+		return err
+	}
+	if err := l.t.Epochs.TruncateFromEnd(logEnd); err != nil {
+		return err
+	}
+	l.t.LogStartOffset = max(l.logStart, l.t.Segments[0].BaseOffset())
+	if err := l.t.Epochs.TruncateFromStart(l.logStart); err != nil {
+		return err
+	}
+	if l.t.State, err = writerstate.Open(l.fsys, l.t.Dir, l.opts.WriterState); err != nil {
+		return err
+	}
+	if err := l.t.State.RemoveStraySnapshots(l.bases()); err != nil {
+		return err
+	}
+	return l.t.State.Rebuild(l.t.Segments, l.t.LogStartOffset, logEnd, l.clean, l.nowMs)
+}
+
+func (l *tabletLoader) active() *segment.Segment { return l.t.Segments[len(l.t.Segments)-1] }
+
+func (l *tabletLoader) bases() []int64 {
+	out := make([]int64, len(l.t.Segments))
+	for i, s := range l.t.Segments {
+		out[i] = s.BaseOffset()
+	}
+	return out
+}
+
+// offsetOfName reads the offset a file name starts with (Kafka's
+// offsetFromFileName), or reports false.
+func offsetOfName(name string) (int64, bool) {
+	digits, _, _ := strings.Cut(name, ".")
+	o, err := strconv.ParseInt(digits, 10, 64)
+	return o, err == nil && digits != "" && strings.TrimLeft(digits, "0123456789") == ""
+}
+
+// removeTempFiles is step 3: it deletes stray .deleted files, the .swap
+// files of an unfinished split (at or above the lowest .cleaned offset) and
+// every .cleaned file, and returns the other .swap files.
+func (l *tabletLoader) removeTempFiles() ([]string, error) {
+	names, err := l.fsys.List(l.t.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var cleaned, swaps []string
+	minCleaned := int64(math.MaxInt64)
+	for _, name := range names {
+		switch {
+		case strings.HasSuffix(name, segment.DeletedSuffix) && !strings.HasSuffix(name, ".checkpoint"+segment.DeletedSuffix):
+			if err := l.remove(name, "left over from a deletion"); err != nil {
+				return nil, err
+			}
+		case strings.HasSuffix(name, segment.CleanedSuffix):
+			if o, ok := offsetOfName(name); ok {
+				minCleaned = min(minCleaned, o)
+			}
+			cleaned = append(cleaned, name)
+		case strings.HasSuffix(name, segment.SwapSuffix):
+			swaps = append(swaps, name)
+		}
+	}
+	var valid []string
+	for _, name := range swaps {
+		if o, ok := offsetOfName(name); ok && o >= minCleaned {
+			if err := l.remove(name, "part of an unfinished segment split"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		valid = append(valid, name)
+	}
+	for _, name := range cleaned {
+		if err := l.remove(name, "left over from an unfinished segment replacement"); err != nil {
+			return nil, err
+		}
+	}
+	return valid, nil
+}
+
+// completeSwaps is step 4: the segments the .swap logs replace (whose
+// offsets fall in the swaps' range) are deleted, and the .swap suffix is
+// dropped from every file.
+func (l *tabletLoader) completeSwaps(swaps []string) error {
+	minSwap, maxSwap := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, name := range swaps {
+		n, err := segment.ParseFilename(name)
+		if err != nil || n.Kind != segment.Log {
+			continue
+		}
+		seg, err := segment.Open(l.fsys, l.t.Dir, n.Base, segment.Options{ReadOnly: true, FileSuffix: segment.SwapSuffix})
+		if err != nil {
+			return err
+		}
+		next, err := seg.ReadNextOffset()
+		seg.Close()
+		if err != nil {
+			return err
+		}
+		minSwap, maxSwap = min(minSwap, n.Base), max(maxSwap, next)
+	}
+	names, err := l.fsys.List(l.t.Dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, segment.SwapSuffix) {
+			continue
+		}
+		if o, ok := offsetOfName(name); ok && o >= minSwap && o < maxSwap {
+			if err := l.remove(name, "replaced by a .swap segment whose replacement did not finish"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range swaps {
+		final := strings.TrimSuffix(name, segment.SwapSuffix)
+		if err := l.fsys.Rename(l.path(name), l.path(final)); err != nil {
+			return fmt.Errorf("recovery: completing %s: %w", name, err)
+		}
+		l.report(Change{File: l.path(final), Action: Renamed, Why: "completing an interrupted segment replacement"})
+	}
+	if len(swaps) > 0 {
+		return l.fsys.SyncDir(l.t.Dir)
+	}
+	return nil
+}
+
+func (l *tabletLoader) exists(name string) bool {
+	_, err := l.fsys.Stat(l.path(name))
+	return err == nil
+}
+
+// loadSegments is step 5.
+func (l *tabletLoader) loadSegments() error {
+	names, err := l.fsys.List(l.t.Dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		n, err := segment.ParseFilename(name)
+		if err != nil || n.Suffix != "" {
+			continue
+		}
+		switch n.Kind {
+		case segment.Index, segment.TimeIndex, segment.TxnIndex:
+			if !l.exists(segment.Filename(n.Base, segment.Log)) {
+				if err := l.remove(name, "an index without its .log"); err != nil {
+					return err
+				}
+			}
+		case segment.Log:
+			if err := l.openSegment(n.Base); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l *tabletLoader) openSegment(base int64) error {
+	indexMissing := !l.exists(segment.Filename(base, segment.Index))
+	timeIndexMissing := !l.exists(segment.Filename(base, segment.TimeIndex))
+	seg, err := segment.Open(l.fsys, l.t.Dir, base, l.opts.Segment)
+	if err != nil {
+		return err
+	}
+	l.t.Segments = append(l.t.Segments, seg)
+	switch {
+	case indexMissing:
+		_, err := l.recoverSegment(seg, "the .index is missing")
+		return err
+	case timeIndexMissing:
+		if _, err := seg.TimeIndex().Resize(0); err != nil {
+			return err
+		}
+		l.report(Change{File: seg.TimeIndex().Path(), Action: CreatedIndex, Why: "the .timeindex was missing"})
+	}
+	if err := seg.TxnIndex().SanityCheck(); err != nil {
+		if !errors.Is(err, seglog.ErrCorruption) {
+			return err
+		}
+		_, err := l.recoverSegment(seg, "the .txnindex is damaged: "+err.Error())
+		return err
+	}
+	return nil
+}
+
+// recoverSegment rebuilds a segment's indexes (and the writer state up to
+// it, and the epochs in it) from its .log, reports it, and snapshots the
+// writer state.
+func (l *tabletLoader) recoverSegment(seg *segment.Segment, why string) (segment.Tail, error) {
+	state, err := writerstate.Open(l.fsys, l.t.Dir, l.opts.WriterState)
+	if err != nil {
+		return segment.Tail{}, err
+	}
+	i := slices.Index(l.t.Segments, seg)
+	if err := state.Rebuild(l.t.Segments[:i], l.logStart, seg.BaseOffset(), false, l.nowMs); err != nil {
+		return segment.Tail{}, err
+	}
+	size := seg.Size()
+	tail, err := seg.Recover(&replayer{state: state, epochs: l.t.Epochs})
+	if err != nil {
+		return segment.Tail{}, err
+	}
+	l.t.RecoveredBytes += size
+	l.progress(size)
+	l.report(Change{File: seg.LogPath(), Action: RebuiltIndex, Why: why})
+	if tail.Bytes() > 0 {
+		c := Change{File: seg.LogPath(), Action: Truncated, Bytes: tail.Bytes(), Why: tail.Kind.String()}
+		if tail.Err != nil {
+			c.Why += ": " + tail.Err.Error()
+		}
+		l.report(c)
+	}
+	return tail, state.TakeSnapshot(false)
+}
+
+// replayer is the recovery hook: the writer state, and the leader epochs
+// seen in the batches.
+type replayer struct {
+	state  *writerstate.State
+	epochs *leaderepoch.Cache
+}
+
+func (r *replayer) Replay(b record.Batch) ([]txnindex.AbortedTxn, error) {
+	if e := b.PartitionLeaderEpoch(); e >= 0 {
+		if latest, ok := r.epochs.LatestEpoch(); !ok || e > latest {
+			if err := r.epochs.Assign(e, b.BaseOffset()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r.state.Replay(b)
+}
+
+// recoverLog is step 6: after an unclean shutdown, every segment from the
+// one holding the recovery point is recovered; at the first that loses
+// bytes, the rest are deleted.
+func (l *tabletLoader) recoverLog() error {
+	first := 0
+	for i, seg := range l.t.Segments {
+		if seg.BaseOffset() <= l.recoveryPoint {
+			first = i
+		}
+	}
+	for i := first; i < len(l.t.Segments); i++ {
+		seg := l.t.Segments[i]
+		tail, err := l.recoverSegment(seg, "recovering after an unclean shutdown")
+		if errors.Is(err, segment.ErrOffsetOverflow) {
+			return fmt.Errorf("%w (a segment whose offsets overflow must be split; seglog does not split segments)", err)
+		}
+		if err != nil {
+			return err
+		}
+		if tail.Bytes() == 0 {
+			continue
+		}
+		for _, later := range l.t.Segments[i+1:] {
+			if err := l.deleteSegment(later, "after a segment cut by recovery"); err != nil {
+				return err
+			}
+		}
+		l.t.Segments = l.t.Segments[:i+1]
+		break
+	}
+	return nil
+}
+
+// deleteSegment removes a segment's files and its snapshot, reporting the
+// offsets dropped.
+func (l *tabletLoader) deleteSegment(seg *segment.Segment, why string) error {
+	next, err := seg.ReadNextOffset()
+	if err != nil {
+		next = seg.BaseOffset()
+	}
+	l.report(Change{File: seg.LogPath(), Action: Deleted, Bytes: seg.Size(), FromOffset: seg.BaseOffset(), ToOffset: next, Why: why})
+	if err := seg.RemoveFiles(); err != nil {
+		return err
+	}
+	snap := l.path(segment.Filename(seg.BaseOffset(), segment.Snapshot))
+	if err := l.fsys.Remove(snap); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return l.fsys.SyncDir(l.t.Dir)
+}
+
+// checkLogStart is step 7: a log end below the log start checkpoint means
+// segments were lost; every segment is deleted and the epochs cleared.
+func (l *tabletLoader) checkLogStart() (int64, bool, error) {
+	if len(l.t.Segments) == 0 {
+		return 0, false, nil
+	}
+	end, err := l.active().ReadNextOffset()
+	if err != nil {
+		return 0, false, err
+	}
+	if end >= l.logStart {
+		return end, true, nil
+	}
+	for _, seg := range l.t.Segments {
+		why := fmt.Sprintf("the log end %d is below the log start %d: segment files were lost", end, l.logStart)
+		if err := l.deleteSegment(seg, why); err != nil {
+			return 0, false, err
+		}
+	}
+	l.t.Segments = nil
+	l.report(Change{File: l.t.Dir, Action: StateReset, Why: "the log restarts at the log start offset"})
+	return 0, false, l.t.Epochs.Clear()
+}
+
+// prepareActive gives the active segment's indexes their room back (it
+// takes appends) and reports indexes a crash left untrimmed.
+func (l *tabletLoader) prepareActive() error {
+	seg := l.active()
+	for _, x := range []interface {
+		Open() (mmapfile.Opened, error)
+		Resize(int) (bool, error)
+		Path() string
+	}{seg.OffsetIndex(), seg.TimeIndex()} {
+		opened, err := x.Open()
+		if err != nil {
+			return err
+		}
+		if opened.Untrimmed() {
+			l.report(Change{File: x.Path(), Action: Ignored, Why: fmt.Sprintf(
+				"%d slots after the %d valid entries were left untrimmed (ending at a %s)",
+				opened.Slots-opened.Entries, opened.Entries, opened.StopReason)})
+		}
+		if _, err := x.Resize(l.opts.Segment.MaxIndexSize); err != nil {
+			return err
+		}
+	}
+	return nil
+}
