@@ -30,7 +30,7 @@ func (e *CorruptionError) Error() string {
 		where = "data"
 	}
 	msg := fmt.Sprintf("seglog: corruption in %s at byte %d: %s", where, e.Offset, e.Reason)
-	if e.Err != nil {
+	if e.Err != nil && e.Err != ErrCorruption {
 		msg += ": " + e.Err.Error()
 	}
 	return msg
