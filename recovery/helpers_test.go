@@ -37,24 +37,75 @@ type testLog struct {
 	epoch   int32
 	seqs    map[int64]int32
 	now     int64
+	// keys holds what every appended offset holds (see offsetsOf).
+	keys map[int64]string
+	// durable is the log end as of the last flush that succeeded.
+	durable int64
+	// tolerant makes a failing operation stop the workload (through
+	// runUntilFault) instead of failing the test.
+	tolerant bool
+}
+
+// faultStop is the panic value with which must stops a tolerant workload.
+type faultStop struct{ err error }
+
+func (l *testLog) must(err error) {
+	if err == nil {
+		return
+	}
+	if l.tolerant {
+		panic(faultStop{err})
+	}
+	l.t.Helper()
+	require.NoError(l.t, err)
+}
+
+// runUntilFault runs a workload that stops at the first failing operation
+// and returns that failure, or nil.
+func runUntilFault(workload func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stop, ok := r.(faultStop)
+			if !ok {
+				panic(r)
+			}
+			err = stop.err
+		}
+	}()
+	workload()
+	return nil
 }
 
 func newTestLog(t *testing.T, fsys vfs.FS, dataDir string, opts segment.Options) *testLog {
 	opts.EnsureDefaults()
-	dir := filepath.Join(dataDir, tp.DirName())
-	require.NoError(t, fsys.MkdirAll(dir, 0o755))
-	require.NoError(t, fsys.SyncDir(dataDir))
-	l := &testLog{t: t, fsys: fsys, dataDir: dataDir, dir: dir, opts: opts, seqs: map[int64]int32{}, now: 1_700_000_000_000}
-	var err error
-	l.state, err = writerstate.Open(fsys, dir, writerstate.Options{Now: l.clock})
-	require.NoError(t, err)
-	l.epochs, err = leaderepoch.Open(fsys, filepath.Join(dir, checkpoint.LeaderEpochFile))
-	require.NoError(t, err)
-	seg, err := segment.Create(fsys, dir, 0, opts)
-	require.NoError(t, err)
-	l.segs = []*segment.Segment{seg}
-	require.NoError(t, fsys.SyncDir(dir))
+	l := &testLog{t: t, fsys: fsys, dataDir: dataDir, dir: filepath.Join(dataDir, tp.DirName()), opts: opts,
+		seqs: map[int64]int32{}, keys: map[int64]string{}, now: 1_700_000_000_000}
+	l.create()
 	return l
+}
+
+// newTolerantTestLog is newTestLog for a workload run by runUntilFault;
+// the directory is created by the workload's first call, create.
+func newTolerantTestLog(t *testing.T, fsys vfs.FS, dataDir string, opts segment.Options) *testLog {
+	opts.EnsureDefaults()
+	return &testLog{t: t, fsys: fsys, dataDir: dataDir, dir: filepath.Join(dataDir, tp.DirName()), opts: opts,
+		seqs: map[int64]int32{}, keys: map[int64]string{}, now: 1_700_000_000_000, tolerant: true}
+}
+
+// create makes the tablet directory, its first segment, writer state and
+// epoch cache.
+func (l *testLog) create() {
+	l.must(l.fsys.MkdirAll(l.dir, 0o755))
+	l.must(l.fsys.SyncDir(l.dataDir))
+	var err error
+	l.state, err = writerstate.Open(l.fsys, l.dir, writerstate.Options{Now: l.clock})
+	l.must(err)
+	l.epochs, err = leaderepoch.Open(l.fsys, filepath.Join(l.dir, checkpoint.LeaderEpochFile))
+	l.must(err)
+	seg, err := segment.Create(l.fsys, l.dir, 0, l.opts)
+	l.must(err)
+	l.segs = []*segment.Segment{seg}
+	l.must(l.fsys.SyncDir(l.dir))
 }
 
 func (l *testLog) clock() time.Time { return time.UnixMilli(l.now) }
@@ -63,43 +114,49 @@ func (l *testLog) active() *segment.Segment { return l.segs[len(l.segs)-1] }
 
 // roll seals the active segment and starts one at the log end.
 func (l *testLog) roll() {
-	require.NoError(l.t, l.active().Seal())
+	l.must(l.active().Seal())
 	seg, err := segment.Create(l.fsys, l.dir, l.next, l.opts)
-	require.NoError(l.t, err)
+	l.must(err)
 	l.segs = append(l.segs, seg)
 	l.state.UpdateMapEndOffset(l.next)
-	require.NoError(l.t, l.state.TakeSnapshot(false))
-	require.NoError(l.t, l.fsys.SyncDir(l.dir))
+	l.must(l.state.TakeSnapshot(false))
+	l.must(l.fsys.SyncDir(l.dir))
 }
 
 // appendBatch stamps the batch at the log end and appends it.
 func (l *testLog) appendBatch(data []byte) {
 	b, _, err := record.ParseBatch(data)
-	require.NoError(l.t, err)
+	l.must(err)
 	b.SetBaseOffset(l.next)
 	b.SetPartitionLeaderEpoch(l.epoch)
 	reason, err := l.active().ShouldRoll(segment.RollParams{SegmentBytes: l.opts.SegmentBytes, SegmentMs: 1 << 50,
 		MaxTimestamp: b.MaxTimestamp(), MaxOffset: b.LastOffset(), Size: int64(b.Size()), NowMs: l.now})
-	require.NoError(l.t, err)
+	l.must(err)
 	if reason != segment.RollNone && l.active().Size() > 0 {
 		l.roll()
 	}
 	if latest, ok := l.epochs.LatestEpoch(); !ok || l.epoch > latest {
-		require.NoError(l.t, l.epochs.Assign(l.epoch, b.BaseOffset()))
+		l.must(l.epochs.Assign(l.epoch, b.BaseOffset()))
 	}
 	a := l.state.NewAppend(record.OriginReplication)
 	completed, err := a.AddBatch(b)
-	require.NoError(l.t, err)
-	require.NoError(l.t, l.active().Append(segment.AppendInfo{LargestOffset: b.LastOffset(),
+	l.must(err)
+	l.must(l.active().Append(segment.AppendInfo{LargestOffset: b.LastOffset(),
 		LargestTimestamp: b.MaxTimestamp(), ShallowOffsetOfMaxTimestamp: b.LastOffset()}, data))
+	var it record.Iter
+	it.Reset(b, record.DefaultMaxUncompressed)
+	for it.Next() {
+		l.keys[it.Record().Offset] = string(it.Record().Key)
+	}
+	l.must(it.Err())
 	l.state.Apply(a)
 	if completed != nil {
 		if completed.IsAborted {
-			require.NoError(l.t, l.active().TxnIndex().Append(txnindex.AbortedTxn{ProducerID: completed.ProducerID,
+			l.must(l.active().TxnIndex().Append(txnindex.AbortedTxn{ProducerID: completed.ProducerID,
 				FirstOffset: completed.FirstOffset, LastOffset: completed.LastOffset,
 				LastStableOffset: l.state.LastStableOffsetOf(*completed)}))
 		}
-		require.NoError(l.t, l.state.CompleteTxn(*completed))
+		l.must(l.state.CompleteTxn(*completed))
 	}
 	l.next = b.NextOffset()
 	l.state.UpdateMapEndOffset(l.next)
@@ -110,11 +167,11 @@ func (l *testLog) appendBatch(data []byte) {
 func (l *testLog) records(n, size int) {
 	b := record.NewBuilder(record.None)
 	for i := range n {
-		require.NoError(l.t, b.Append(record.Record{Timestamp: l.now + int64(i), Key: []byte(fmt.Sprintf("k%d", l.next+int64(i))),
+		l.must(b.Append(record.Record{Timestamp: l.now + int64(i), Key: []byte(fmt.Sprintf("k%d", l.next+int64(i))),
 			Value: make([]byte, size)}))
 	}
 	batch, err := b.Build()
-	require.NoError(l.t, err)
+	l.must(err)
 	l.appendBatch(batch.Bytes())
 }
 
@@ -124,32 +181,36 @@ func (l *testLog) txn(pid int64, n int) {
 	b.SetProducer(pid, 0, l.seqs[pid])
 	b.SetTransactional(true)
 	for range n {
-		require.NoError(l.t, b.Append(record.Record{Timestamp: l.now, Value: []byte("txn")}))
+		l.must(b.Append(record.Record{Timestamp: l.now, Value: []byte("txn")}))
 	}
 	l.seqs[pid] += int32(n)
 	batch, err := b.Build()
-	require.NoError(l.t, err)
+	l.must(err)
 	l.appendBatch(batch.Bytes())
 }
 
 // marker appends a COMMIT or ABORT of producer pid.
 func (l *testLog) marker(pid int64, typ record.ControlType) {
 	data, err := record.EndTxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: 0, Timestamp: l.now}.AppendTo(nil)
-	require.NoError(l.t, err)
+	l.must(err)
 	l.appendBatch(data)
 }
 
 // flush makes everything durable and checkpoints the recovery point.
 func (l *testLog) flush() {
 	for _, s := range l.segs {
-		require.NoError(l.t, s.Flush())
+		l.must(s.Flush())
 	}
-	require.NoError(l.t, l.fsys.SyncDir(l.dir))
+	for _, o := range l.state.Snapshots() {
+		l.must(l.state.SyncSnapshot(o))
+	}
+	l.must(l.fsys.SyncDir(l.dir))
+	l.durable = l.next
 	l.checkpoint(checkpoint.RecoveryPointFile, l.next)
 }
 
 func (l *testLog) checkpoint(name string, offset int64) {
-	require.NoError(l.t, checkpoint.WriteOffsets(l.fsys, filepath.Join(l.dataDir, name), checkpoint.Offsets{tp: offset}))
+	l.must(checkpoint.WriteOffsets(l.fsys, filepath.Join(l.dataDir, name), checkpoint.Offsets{tp: offset}))
 }
 
 // closeClean shuts down cleanly: segments closed, a snapshot at the log
@@ -157,18 +218,18 @@ func (l *testLog) checkpoint(name string, offset int64) {
 func (l *testLog) closeClean() {
 	l.flush()
 	for _, s := range l.segs {
-		require.NoError(l.t, s.Close())
+		l.must(s.Close())
 	}
-	require.NoError(l.t, l.state.TakeSnapshot(true))
-	require.NoError(l.t, l.fsys.SyncDir(l.dir))
-	require.NoError(l.t, checkpoint.WriteCleanShutdown(l.fsys, l.dataDir, 1))
+	l.must(l.state.TakeSnapshot(true))
+	l.must(l.fsys.SyncDir(l.dir))
+	l.must(checkpoint.WriteCleanShutdown(l.fsys, l.dataDir, 1))
 }
 
 // closeDirty closes the files without the marker (a crash that lost
 // nothing: the page cache survived).
 func (l *testLog) closeDirty() {
 	for _, s := range l.segs {
-		require.NoError(l.t, s.Close())
+		l.must(s.Close())
 	}
 }
 

@@ -52,6 +52,11 @@ func renameSegment(t *testing.T, dir string, base int64, from, to string) {
 // segments do not overlap, and the last one ends at the log end.
 func checkTablet(t *testing.T, tab *Tablet) {
 	t.Helper()
+	checkTabletOn(t, vfs.OS, tab)
+}
+
+func checkTabletOn(t *testing.T, fsys vfs.FS, tab *Tablet) {
+	t.Helper()
 	prevNext := int64(-1)
 	for _, s := range tab.Segments {
 		for _, k := range []segment.Kind{segment.Index, segment.TimeIndex, segment.TxnIndex} {
@@ -59,7 +64,7 @@ func checkTablet(t *testing.T, tab *Tablet) {
 			require.NoError(t, err)
 			require.Empty(t, problems, "%s of %s", k, s.LogPath())
 		}
-		tail, err := segment.ScanLogFile(vfs.OS, s.LogPath(), nil)
+		tail, err := segment.ScanLogFile(fsys, s.LogPath(), nil)
 		require.NoError(t, err)
 		require.Equal(t, segment.CleanEnd, tail.Kind, "%s: %v", s.LogPath(), tail)
 		require.GreaterOrEqual(t, s.BaseOffset(), prevNext, "segments overlap at %s", s.LogPath())

@@ -17,6 +17,7 @@ const (
 	Recovered     Action = "recovered"
 	StateReset    Action = "reset writer state"
 	CheckpointBad Action = "ignored checkpoint"
+	Gap           Action = "offsets missing"
 )
 
 // Change is one thing recovery did: to which file, what, how much was

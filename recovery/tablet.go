@@ -18,6 +18,7 @@ import (
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/timeindex"
 	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -110,6 +111,11 @@ func (l *tabletLoader) load() error {
 	}
 	if err := l.completeSwaps(swaps); err != nil {
 		return err
+	}
+	if !l.clean {
+		if err := l.dropUnflushedSnapshots(); err != nil {
+			return err
+		}
 	}
 	if l.t.Epochs, err = leaderepoch.Open(l.fsys, l.path(checkpoint.LeaderEpochFile)); err != nil {
 		return err
@@ -283,6 +289,12 @@ func (l *tabletLoader) loadSegments() error {
 	if err != nil {
 		return err
 	}
+	lastBase := int64(-1)
+	for _, name := range names {
+		if n, err := segment.ParseFilename(name); err == nil && n.Suffix == "" && n.Kind == segment.Log {
+			lastBase = max(lastBase, n.Base)
+		}
+	}
 	for _, name := range names {
 		n, err := segment.ParseFilename(name)
 		if err != nil || n.Suffix != "" {
@@ -296,7 +308,7 @@ func (l *tabletLoader) loadSegments() error {
 				}
 			}
 		case segment.Log:
-			if err := l.openSegment(n.Base); err != nil {
+			if err := l.openSegment(n.Base, n.Base == lastBase); err != nil {
 				return err
 			}
 		}
@@ -304,7 +316,7 @@ func (l *tabletLoader) loadSegments() error {
 	return nil
 }
 
-func (l *tabletLoader) openSegment(base int64) error {
+func (l *tabletLoader) openSegment(base int64, active bool) error {
 	indexMissing := !l.exists(segment.Filename(base, segment.Index))
 	timeIndexMissing := !l.exists(segment.Filename(base, segment.TimeIndex))
 	seg, err := segment.Open(l.fsys, l.t.Dir, base, l.opts.Segment)
@@ -322,7 +334,7 @@ func (l *tabletLoader) openSegment(base int64) error {
 		}
 		l.report(Change{File: seg.TimeIndex().Path(), Action: CreatedIndex, Why: "the .timeindex was missing"})
 	}
-	if err := checkIndexes(seg); err != nil {
+	if err := checkIndexes(seg, active); err != nil {
 		if !errors.Is(err, seglog.ErrCorruption) {
 			return err
 		}
@@ -337,12 +349,18 @@ func (l *tabletLoader) openSegment(base int64) error {
 // offset and time indexes get the same O(1) checks here — whole entries, a
 // last entry at or above the base, a last position inside the .log, time
 // not going backwards from the first entry to the last — which catch a
-// torn, truncated or overwritten index without reading it whole. A mapping
-// opened for the check is closed again, so that loading a tablet does not
-// hold two descriptors per segment.
-func checkIndexes(seg *segment.Segment) error {
+// torn, truncated or overwritten index without reading it whole. Beyond
+// that, a sealed segment's indexes were trimmed when it was sealed, and a
+// flush made that durable before the recovery point passed it, so a zero
+// tail there means a rebuild or a write was cut short: it is rebuilt too.
+// A mapping opened for the check is closed again, so that loading a tablet
+// does not hold two descriptors per segment.
+func checkIndexes(seg *segment.Segment, active bool) error {
 	wasOpen := seg.OffsetIndex().IsOpen() || seg.TimeIndex().IsOpen()
 	err := errors.Join(seg.OffsetIndex().SanityCheck(), seg.TimeIndex().SanityCheck())
+	if !active {
+		err = errors.Join(err, untrimmed(seg.OffsetIndex(), offsetindex.EntrySize), untrimmed(seg.TimeIndex(), timeindex.EntrySize))
+	}
 	if err == nil {
 		err = checkLastPosition(seg)
 	}
@@ -351,6 +369,17 @@ func checkIndexes(seg *segment.Segment) error {
 		err = errors.Join(err, seg.OffsetIndex().Close(), seg.TimeIndex().Close())
 	}
 	return err
+}
+
+func untrimmed(x mmapfile.Lifecycle, entrySize int) error {
+	opened, err := x.Open()
+	if err != nil || !opened.Untrimmed() {
+		return err
+	}
+	return &seglog.CorruptionError{Path: x.Path(), Err: seglog.ErrCorruption,
+		Offset: int64(opened.Entries) * int64(entrySize),
+		Reason: fmt.Sprintf("a sealed index left untrimmed: %d slots after the %d valid entries (ending at a %s)",
+			opened.Slots-opened.Entries, opened.Entries, opened.StopReason)}
 }
 
 func checkLastPosition(seg *segment.Segment) error {
@@ -420,6 +449,44 @@ func (r *replayer) Replay(b record.Batch) ([]txnindex.AbortedTxn, error) {
 	return r.state.Replay(b)
 }
 
+// dropUnflushedSnapshots deletes, after an unclean shutdown, the writer
+// state snapshots above the recovery point. Beyond Kafka: such a snapshot
+// (written unsynced at a roll) may describe batches that the crash took
+// from the log; recovery takes it again from what the log holds.
+func (l *tabletLoader) dropUnflushedSnapshots() error {
+	state, err := writerstate.Open(l.fsys, l.t.Dir, l.opts.WriterState)
+	if err != nil {
+		return err
+	}
+	for _, o := range state.Snapshots() {
+		if o > l.recoveryPoint {
+			l.report(Change{File: l.path(segment.Filename(o, segment.Snapshot)), Action: Deleted,
+				Why: fmt.Sprintf("a writer-state snapshot above the recovery point %d, not trusted after a crash", l.recoveryPoint)})
+		}
+	}
+	return state.DeleteSnapshotsAfter(l.recoveryPoint)
+}
+
+// reportGaps reports recovered segments that end before the next one
+// starts: the crash took their unflushed tails while a later segment's
+// data survived. Kafka keeps such a gap too; seglog says so.
+func (l *tabletLoader) reportGaps() error {
+	for i, seg := range l.t.Segments {
+		if _, ok := l.recovered[seg]; !ok || i == len(l.t.Segments)-1 {
+			continue
+		}
+		next, err := seg.ReadNextOffset()
+		if err != nil {
+			return err
+		}
+		if following := l.t.Segments[i+1].BaseOffset(); next < following {
+			l.report(Change{File: seg.LogPath(), Action: Gap, FromOffset: next, ToOffset: following,
+				Why: "the segment ends before the next one starts: its unflushed tail was lost in the crash"})
+		}
+	}
+	return nil
+}
+
 // recoverLog is step 6: after an unclean shutdown, every segment from the
 // one holding the recovery point is recovered; at the first that loses
 // bytes, the rest are deleted.
@@ -450,7 +517,7 @@ func (l *tabletLoader) recoverLog() error {
 		l.t.Segments = l.t.Segments[:i+1]
 		break
 	}
-	return nil
+	return l.reportGaps()
 }
 
 // deleteSegment removes a segment's files and its snapshot, reporting the

@@ -190,7 +190,6 @@ func (s *Segment) Recover(r Replayer) (Tail, error) {
 	if err := s.writable(); err != nil {
 		return Tail{}, err
 	}
-	s.endOnce.Do(func() {}) // the scan below finds the end
 	if err := errors.Join(s.offsetIdx.Reset(), s.timeIdx.Reset(), s.txnIdx.Reset()); err != nil {
 		return Tail{}, err
 	}
@@ -198,6 +197,15 @@ func (s *Segment) Recover(r Replayer) (Tail, error) {
 	if err != nil {
 		return Tail{}, err
 	}
+	s.endKnown.Store(true) // the scan finds the end
+	tail, err := s.recover(r, length)
+	if err != nil {
+		s.endKnown.Store(false) // look for the end again on next use
+	}
+	return tail, err
+}
+
+func (s *Segment) recover(r Replayer, length int64) (Tail, error) {
 	var (
 		lastIndexed int64
 		maxSoFar    = timestampOffset{record.NoTimestamp, -1}

@@ -134,9 +134,11 @@ type Segment struct {
 	timeIdx   *timeindex.Index
 	txnIdx    *txnindex.Index
 
-	size    atomic.Int64 // logical size: the end of the last whole batch
-	endOnce sync.Once    // finds the logical end of an opened .log on first use
-	endErr  error
+	size atomic.Int64 // logical size: the end of the last whole batch
+	// endKnown says size is the logical end; an opened .log finds it on
+	// first use, under endMu, and tries again after a failed read.
+	endKnown atomic.Bool
+	endMu    sync.Mutex
 
 	// The writer's state.
 	iov                      [][]byte // Append's buffers, reused
@@ -175,7 +177,7 @@ func Create(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error)
 		}
 	}
 	s.log = f
-	s.endOnce.Do(func() {}) // an empty file ends at 0
+	s.endKnown.Store(true) // an empty file ends at 0
 	return s, nil
 }
 
@@ -255,23 +257,33 @@ func newSegment(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, er
 // BaseOffset returns the offset the segment starts at.
 func (s *Segment) BaseOffset() int64 { return s.base }
 
-// Size returns the segment's logical size in bytes.
+// Size returns the segment's logical size in bytes. If the end of an
+// opened .log cannot be read, it returns the file's size; the operations
+// that need the end report the failure.
 func (s *Segment) Size() int64 {
-	n, _ := s.end()
-	return n
+	if n, err := s.end(); err == nil {
+		return n
+	}
+	return s.size.Load()
 }
 
 // end returns the logical size, finding it first for an opened segment.
 func (s *Segment) end() (int64, error) {
-	s.endOnce.Do(func() {
-		size, err := s.logicalEnd(s.size.Load())
-		if err != nil {
-			s.endErr = fmt.Errorf("segment: finding the end of %s: %w", s.logPath, err)
-			return
-		}
-		s.size.Store(size)
-	})
-	return s.size.Load(), s.endErr
+	if s.endKnown.Load() {
+		return s.size.Load(), nil
+	}
+	s.endMu.Lock()
+	defer s.endMu.Unlock()
+	if s.endKnown.Load() {
+		return s.size.Load(), nil
+	}
+	size, err := s.logicalEnd(s.size.Load())
+	if err != nil {
+		return 0, fmt.Errorf("segment: finding the end of %s: %w", s.logPath, err)
+	}
+	s.size.Store(size)
+	s.endKnown.Store(true)
+	return size, nil
 }
 
 // Dir returns the directory holding the segment's files.
@@ -391,11 +403,10 @@ func (s *Segment) Close() error {
 		if s.maxSoFarLoaded && s.writable() == nil {
 			err = s.appendFinalTimeEntry()
 		}
-		err = errors.Join(err, s.offsetIdx.Close(), s.timeIdx.Close())
-		if s.writable() == nil {
+		if s.writable() == nil { // before the indexes close: finding the end reads the offset index
 			err = errors.Join(err, s.trimLog(), s.log.Datasync())
 		}
-		err = errors.Join(err, s.log.Close(), s.txnIdx.Close())
+		err = errors.Join(err, s.offsetIdx.Close(), s.timeIdx.Close(), s.log.Close(), s.txnIdx.Close())
 	})
 	return err
 }

@@ -625,14 +625,13 @@ func (f *File) resizeLocked(size int) (bool, error) {
 	if size == old {
 		return false, nil
 	}
-	if err := f.m.Unmap(); err != nil {
-		return false, fmt.Errorf("mmapfile: resizing %s: %w", f.path, err)
-	}
+	err := f.m.Unmap() // the mapping is released even when this fails
 	f.m, f.buf = nil, nil
-	var err error
-	if size < old {
+	switch {
+	case err != nil:
+	case size < old:
 		err = f.f.Truncate(int64(size))
-	} else {
+	default:
 		err = preallocate(f.f, int64(old), int64(size-old))
 	}
 	if err == nil {
