@@ -255,6 +255,22 @@ func WriteCleanShutdown(fsys vfs.FS, dir string, brokerEpoch int64) error {
 	return nil
 }
 
+// ParseCleanShutdown parses the clean-shutdown marker strictly (Kafka
+// reads it leniently: TakeCleanShutdown does too) and returns its broker
+// epoch.
+func ParseCleanShutdown(path string, data []byte) (int64, error) {
+	var m cleanShutdown
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", ErrMalformed, path, err)
+	}
+	if m.Version != 0 {
+		return 0, fmt.Errorf("%w: %s: version %d is not 0", ErrMalformed, path, m.Version)
+	}
+	return m.BrokerEpoch, nil
+}
+
 // TakeCleanShutdown reports whether the clean-shutdown marker is in dir,
 // with the broker epoch it holds (-1 if unreadable), and deletes it at once
 // (syncing the directory), so that a crash while loading counts as an

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,6 +14,14 @@ import (
 type TopicPartition struct {
 	Topic     string
 	Partition int32
+}
+
+// Compare orders by topic, then partition.
+func (tp TopicPartition) Compare(o TopicPartition) int {
+	if c := strings.Compare(tp.Topic, o.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(tp.Partition, o.Partition)
 }
 
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }

@@ -70,6 +70,8 @@ type Result struct {
 	// each tablet has its own.
 	Report   []Change
 	Duration time.Duration
+
+	fsys vfs.FS
 }
 
 // Close closes every tablet.
@@ -79,6 +81,38 @@ func (r *Result) Close() error {
 		errs = append(errs, t.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// CloseClean shuts the data directory down as Kafka's LogManager does, so
+// that the next Load skips recovery: every tablet is flushed, snapshots its
+// writer state at the log end and closes; the recovery-point and log-start
+// checkpoints are written; the clean-shutdown marker (with brokerEpoch) is
+// written last.
+func (r *Result) CloseClean(brokerEpoch int64) error {
+	recoveryPoints, logStarts := checkpoint.Offsets{}, checkpoint.Offsets{}
+	var errs []error
+	for _, t := range r.Tablets {
+		err := t.flush()
+		if err == nil {
+			err = t.State.TakeSnapshot(true)
+		}
+		if err = errors.Join(err, t.Close()); err != nil {
+			errs = append(errs, fmt.Errorf("recovery: closing %s: %w", t.Dir, err))
+			continue
+		}
+		recoveryPoints[t.TopicPartition] = t.LogEndOffset
+		logStarts[t.TopicPartition] = t.LogStartOffset
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err // no checkpoint and no marker: the next Load recovers
+	}
+	if err := checkpoint.WriteOffsets(r.fsys, filepath.Join(r.Dir, checkpoint.RecoveryPointFile), recoveryPoints); err != nil {
+		return err
+	}
+	if err := checkpoint.WriteOffsets(r.fsys, filepath.Join(r.Dir, checkpoint.LogStartOffsetFile), logStarts); err != nil {
+		return err
+	}
+	return checkpoint.WriteCleanShutdown(r.fsys, r.Dir, brokerEpoch)
 }
 
 // RecoveredBytes is the bytes of .log recovery scanned across tablets.
@@ -96,7 +130,7 @@ func (r *Result) RecoveredBytes() int64 {
 func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 	opts.EnsureDefaults()
 	start := opts.Now()
-	r := &Result{Dir: dataDir}
+	r := &Result{Dir: dataDir, fsys: fsys}
 	var err error
 	if r.CleanShutdown, r.BrokerEpoch, err = checkpoint.TakeCleanShutdown(fsys, dataDir); err != nil {
 		return nil, fmt.Errorf("recovery: %w", err)
@@ -154,12 +188,7 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 		r.Close()
 		return nil, err
 	}
-	slices.SortFunc(r.Tablets, func(a, b *Tablet) int {
-		if c := strings.Compare(a.TopicPartition.Topic, b.TopicPartition.Topic); c != 0 {
-			return c
-		}
-		return int(a.TopicPartition.Partition - b.TopicPartition.Partition)
-	})
+	slices.SortFunc(r.Tablets, func(a, b *Tablet) int { return a.TopicPartition.Compare(b.TopicPartition) })
 	r.Duration = opts.Now().Sub(start)
 	return r, nil
 }

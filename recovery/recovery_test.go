@@ -424,3 +424,46 @@ func TestRecoveryRebuildsEpochCache(t *testing.T) {
 	require.Equal(t, []leaderepoch.Entry{{Epoch: 0, StartOffset: 104}, {Epoch: 1, StartOffset: 106}, {Epoch: 2, StartOffset: 110}},
 		epochs.Entries())
 }
+
+// CloseClean leaves a directory that loads without recovery and to the same
+// state.
+func TestCloseCleanSkipsTheNextRecovery(t *testing.T) {
+	d := dataDir(t)
+	l := newTestLog(t, vfs.OS, d, segment.Options{SegmentBytes: 400})
+	for range 20 {
+		l.records(1, 50)
+	}
+	l.txn(7, 2)
+	l.closeDirty()
+	r, err := Load(vfs.OS, d, Options{Now: l.clock})
+	require.NoError(t, err)
+	require.False(t, r.CleanShutdown)
+	require.Positive(t, r.RecoveredBytes())
+	first := r.Tablets[0]
+	want, wantEnd, wantProducers := offsetsOf(t, first), first.LogEndOffset, first.State.Producers()
+	require.NoError(t, r.CloseClean(9))
+
+	r, err = Load(vfs.OS, d, Options{Now: l.clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	require.True(t, r.CleanShutdown)
+	require.Equal(t, int64(9), r.BrokerEpoch)
+	tab := r.Tablets[0]
+	require.Zero(t, r.RecoveredBytes())
+	require.Empty(t, tab.Report)
+	require.Equal(t, wantEnd, tab.LogEndOffset)
+	require.Equal(t, wantEnd, tab.RecoveryPoint)
+	require.Equal(t, want, offsetsOf(t, tab))
+	require.Equal(t, wantProducers, tab.State.Producers())
+	require.Equal(t, []int64{wantEnd}, snapshotsAbove(tab, tab.Segments[len(tab.Segments)-1].BaseOffset()))
+}
+
+func snapshotsAbove(tab *Tablet, o int64) []int64 {
+	var out []int64
+	for _, s := range tab.State.Snapshots() {
+		if s > o {
+			out = append(out, s)
+		}
+	}
+	return out
+}

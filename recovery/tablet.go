@@ -40,6 +40,8 @@ type Tablet struct {
 	// RecoveredBytes is how many bytes of .log were scanned by segment
 	// recovery (CRC check and index rebuild).
 	RecoveredBytes int64
+
+	fsys vfs.FS
 }
 
 // Close closes the tablet's segments.
@@ -49,6 +51,16 @@ func (t *Tablet) Close() error {
 		errs = append(errs, s.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// flush makes the tablet's segments and directory durable.
+func (t *Tablet) flush() error {
+	for _, s := range t.Segments {
+		if err := s.Flush(); err != nil {
+			return err
+		}
+	}
+	return t.fsys.SyncDir(t.Dir)
 }
 
 // tabletLoader carries one tablet's load.
@@ -95,7 +107,7 @@ func LoadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean boo
 func loadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64,
 	opts *Options, progress func(int64)) (*Tablet, error) {
 	l := &tabletLoader{fsys: fsys, opts: opts, clean: clean, recoveryPoint: recoveryPoint, logStart: logStart,
-		nowMs: opts.Now().UnixMilli(), t: &Tablet{Dir: dir, TopicPartition: tp}, progress: progress,
+		nowMs: opts.Now().UnixMilli(), t: &Tablet{Dir: dir, TopicPartition: tp, fsys: fsys}, progress: progress,
 		recovered: map[*segment.Segment]segment.Tail{}}
 	if err := l.load(); err != nil {
 		l.t.Close()

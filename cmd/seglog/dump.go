@@ -30,7 +30,7 @@ func newDumpCmd() *cobra.Command {
 	var o dumpOptions
 	cmd := &cobra.Command{
 		Use:   "dump FILE...",
-		Short: "Print segment files (.log, .index, .timeindex, .txnindex, .snapshot), like Kafka's dump tool",
+		Short: "Print segment, snapshot and checkpoint files, like Kafka's dump tool",
 		Long: `dump prints the contents of segment files in the format of Kafka's
 DumpLogSegments tool.
 
@@ -42,6 +42,13 @@ with its position and the bytes recovery would cut.
 
 A .snapshot file gives one line per producer; a damaged one (bad version,
 CRC or length) is reported.
+
+The checkpoint files — recovery-point-offset-checkpoint, log-start-offset-
+checkpoint, replication-offset-checkpoint, cleaner-offset-checkpoint (one line
+per tablet), leader-epoch-checkpoint (one line per epoch) — and
+partition.metadata, meta.properties and .kafka_cleanshutdown (one line per
+field) are read strictly; a malformed one is reported at the byte where it
+goes wrong.
 
 An .index, .timeindex or .txnindex file gives one line per entry. The file's
 name must carry the segment's base offset. --index-sanity-check checks the
@@ -82,6 +89,12 @@ type dumper struct {
 }
 
 func (d *dumper) dumpFile(fsys vfs.FS, path string) error {
+	if isCheckpointFile(filepath.Base(path)) {
+		if !d.opts.json {
+			fmt.Fprintf(d.w, "Dumping %s\n", path)
+		}
+		return d.dumpCheckpoint(fsys, path)
+	}
 	name, err := segment.ParseFilename(filepath.Base(path))
 	if err != nil {
 		if filepath.Ext(path) != ".log" {

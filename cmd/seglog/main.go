@@ -3,6 +3,7 @@
 //
 //	seglog version
 //	seglog dump [--print-data-log] [--json] FILE...
+//	seglog recover --data-dir DIR [--json]
 //	seglog demo [--dir DIR]
 package main
 
@@ -55,6 +56,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDumpCmd(), newDemoCmd())
+	root.AddCommand(newVersionCmd(), newDumpCmd(), newRecoverCmd(), newDemoCmd())
 	return root
 }

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+)
+
+// tabletDir writes a tablet of n one-record batches (leader epoch 4) in
+// data directory d, as a crash would leave it: no marker, no checkpoint,
+// and the first 30 bytes of one more batch at the end. It returns the size
+// of the whole batches.
+func tabletDir(t *testing.T, d string, n int) int64 {
+	dir := filepath.Join(d, "events-3")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	seg, err := segment.Create(vfs.OS, dir, 0, segment.Options{})
+	require.NoError(t, err)
+	for i := range n {
+		require.NoError(t, seg.Append(segment.AppendInfo{LargestOffset: int64(i), LargestTimestamp: 1_700_000_000_000 + int64(i),
+			ShallowOffsetOfMaxTimestamp: int64(i)}, oneRecordBatch(t, int64(i))))
+	}
+	size := seg.Size()
+	require.NoError(t, seg.Close())
+	f, err := os.OpenFile(filepath.Join(dir, segment.Filename(0, segment.Log)), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.Write(oneRecordBatch(t, int64(n))[:30])
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	return size
+}
+
+func oneRecordBatch(t *testing.T, offset int64) []byte {
+	b := record.NewBuilder(record.None)
+	b.SetBaseOffset(offset)
+	b.SetPartitionLeaderEpoch(4)
+	require.NoError(t, b.Append(record.Record{Timestamp: 1_700_000_000_000 + offset, Value: []byte(fmt.Sprint(offset))}))
+	batch, err := b.Build()
+	require.NoError(t, err)
+	return batch.Bytes()
+}
+
+func TestRecoverCommand(t *testing.T) {
+	d := t.TempDir()
+	size := tabletDir(t, d, 10)
+	code, out, errOut := runSeglog(t, "recover", "--data-dir", d)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "after an unclean shutdown: 1 tablet(s)")
+	require.Contains(t, out, "events-3: log start 0, log end 10, recovery point 0, 1 segment(s), 0 producer(s)")
+	require.Contains(t, out, fmt.Sprintf("00000000000000000000.log: truncated (30 bytes): torn tail at position %d", size))
+	require.Contains(t, out, "Closed cleanly")
+	info, err := os.Stat(filepath.Join(d, "events-3", segment.Filename(0, segment.Log)))
+	require.NoError(t, err)
+	require.Equal(t, size, info.Size())
+
+	// The second run finds a clean shutdown and changes nothing.
+	code, out, errOut = runSeglog(t, "recover", "--data-dir", d, "--json")
+	require.Equal(t, 0, code, errOut)
+	var rep recoverReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.True(t, rep.CleanShutdown)
+	require.Zero(t, rep.RecoveredBytes)
+	require.Len(t, rep.Tablets, 1)
+	require.Equal(t, tabletSummary{Tablet: "events-3", LogEndOffset: 10, RecoveryPoint: 10, Segments: 1,
+		Changes: []changeJSON{}}, rep.Tablets[0])
+
+	// The files recover wrote, read back by dump.
+	code, out, errOut = runSeglog(t, "dump",
+		filepath.Join(d, checkpoint.RecoveryPointFile), filepath.Join(d, checkpoint.LogStartOffsetFile),
+		filepath.Join(d, checkpoint.CleanShutdownFile), filepath.Join(d, "events-3", checkpoint.LeaderEpochFile))
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, strings.Join([]string{
+		"Dumping " + filepath.Join(d, checkpoint.RecoveryPointFile),
+		"topic: events partition: 3 offset: 10",
+		"Dumping " + filepath.Join(d, checkpoint.LogStartOffsetFile),
+		"topic: events partition: 3 offset: 0",
+		"Dumping " + filepath.Join(d, checkpoint.CleanShutdownFile),
+		"version: 0",
+		"brokerEpoch: -1",
+		"Dumping " + filepath.Join(d, "events-3", checkpoint.LeaderEpochFile),
+		"epoch: 4 startOffset: 0",
+	}, "\n")+"\n", out)
+}
+
+func TestRecoverCommandFails(t *testing.T) {
+	code, _, errOut := runSeglog(t, "recover")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "--data-dir is required")
+
+	// A batch whose offset does not fit its segment (one Kafka would
+	// split) cannot be loaded: the error names the file, and nothing is
+	// marked clean.
+	d := t.TempDir()
+	tabletDir(t, d, 3)
+	log := filepath.Join(d, "events-3", segment.Filename(0, segment.Log))
+	data, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(log, append(data[:len(data)-30], oneRecordBatch(t, 1<<40)...), 0o644))
+	code, _, errOut = runSeglog(t, "recover", "--data-dir", d)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "00000000000000000000.log")
+	require.Contains(t, errOut, "must be split")
+	_, err = os.Stat(filepath.Join(d, checkpoint.CleanShutdownFile))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestDumpCheckpointFiles(t *testing.T) {
+	d := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(d, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		return p
+	}
+	meta := write(checkpoint.MetaPropertiesFile, "#\n#Mon Nov 30 10:00:00 UTC 2026\nnode.id=1\nversion=1\ncluster.id=abc\n")
+	pm := write(checkpoint.PartitionMetadataFile, "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n")
+	offsets := write(checkpoint.ReplicationOffsetFile, "0\n2\nb 1 7\na 0 5\n")
+	code, out, errOut := runSeglog(t, "dump", "--json", meta, pm, offsets)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, strings.Join([]string{
+		`{"kind":"property","key":"cluster.id","value":"abc"}`,
+		`{"kind":"property","key":"node.id","value":"1"}`,
+		`{"kind":"property","key":"version","value":"1"}`,
+		`{"kind":"property","key":"version","value":"0"}`,
+		`{"kind":"property","key":"topic_id","value":"AAAAAAAAAAAAAAAAAAAAAQ"}`,
+		`{"kind":"offset","topic":"a","partition":0,"offset":5}`,
+		`{"kind":"offset","topic":"b","partition":1,"offset":7}`,
+	}, "\n")+"\n", out)
+
+	// Malformed files are problems at the byte where they go wrong.
+	epochs := write(checkpoint.LeaderEpochFile, "0\n2\n1 0\nx 5\n")
+	marker := write(checkpoint.CleanShutdownFile, `{"version":3,"brokerEpoch":1}`)
+	code, out, _ = runSeglog(t, "dump", epochs, marker)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, `error at position 8: line 4: "x 5" is not epoch, start offset`)
+	require.Contains(t, out, "error at position 0: "+marker+": version 3 is not 0")
+}
