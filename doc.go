@@ -12,7 +12,11 @@
 //	timeindex          .timeindex: timestamp → offset
 //	txnindex           .txnindex: aborted transactions
 //	segment            a .log with its indexes: append, read, recover, truncate
-//	cmd/seglog         the command: dump, demo, version
+//	writerstate        producer state and its .snapshot files
+//	checkpoint         checkpoint files, partition.metadata, meta.properties
+//	leaderepoch        the leader-epoch cache
+//	recovery           loading a data directory after a clean or unclean shutdown
+//	cmd/seglog         the command: dump, recover, demo, version
 //
 // See README.md for the whole map and DESIGN.md for the architecture.
 package seglog

@@ -6,9 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -238,15 +236,8 @@ type cleanShutdown struct {
 func WriteCleanShutdown(fsys vfs.FS, dir string, brokerEpoch int64) error {
 	path := filepath.Join(dir, CleanShutdownFile)
 	data, _ := json.Marshal(cleanShutdown{Version: 0, BrokerEpoch: brokerEpoch})
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
-	}
-	_, err = f.WriteAt(data, 0)
+	err := writeSynced(fsys, path, data)
 	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err == nil {
 		err = fsys.SyncDir(dir)
 	}
 	if err != nil {

@@ -119,15 +119,8 @@ func readFile(fsys vfs.FS, path string) ([]byte, error) {
 // old file or the new one, never a mix.
 func WriteAtomic(fsys vfs.FS, path string, data []byte) error {
 	tmp := path + tmpSuffix
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
-	}
-	_, err = f.WriteAt(data, 0)
+	err := writeSynced(fsys, tmp, data)
 	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err == nil {
 		err = fsys.Rename(tmp, path)
 	}
 	if err == nil {
@@ -137,4 +130,17 @@ func WriteAtomic(fsys vfs.FS, path string, data []byte) error {
 		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeSynced writes data as the whole of path and fsyncs it.
+func writeSynced(fsys vfs.FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
 }

@@ -5,6 +5,7 @@
 package leaderepoch
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -103,7 +104,7 @@ func (c *Cache) EarliestEntry() (Entry, bool) {
 func (c *Cache) EpochForOffset(offset int64) (int32, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	i, _ := slices.BinarySearchFunc(c.entries, offset+1, func(e Entry, o int64) int { return cmp(e.StartOffset, o) })
+	i, _ := slices.BinarySearchFunc(c.entries, offset+1, func(e Entry, o int64) int { return cmp.Compare(e.StartOffset, o) })
 	if i == 0 {
 		return Undefined, false
 	}
@@ -178,14 +179,4 @@ func (c *Cache) Clear() error {
 
 func (c *Cache) flushLocked() error {
 	return checkpoint.WriteEpochs(c.fsys, c.path, c.entries)
-}
-
-func cmp(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

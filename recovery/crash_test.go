@@ -6,28 +6,21 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog/internal/testenv"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/writerstate"
 )
 
-// crashSeeds is how many seeds a crash loop tries: def, or
-// SEGLOG_CRASH_SEEDS (make crash sets it high).
-func crashSeeds(t *testing.T, def uint64) uint64 {
-	if v := os.Getenv("SEGLOG_CRASH_SEEDS"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "SEGLOG_CRASH_SEEDS")
-		return max(def, n/100)
-	}
-	return def
-}
+// crashSeeds is how many seeds a crash loop tries; one seed here runs a
+// whole workload per crash point, a hundred of the simplest loops' seeds.
+func crashSeeds(t *testing.T, def uint64) uint64 { return testenv.CrashSeeds(t, def, 100) }
 
 const crashDataDir = "/data"
 
@@ -325,7 +318,7 @@ func replaceFirstSegment(fsys vfs.FS, dir string, kept []record.Batch, mid int64
 // the injected error, and a second Load gives the fault-free result. A
 // crash at every mutating operation of Load, too, is followed by a Load
 // that gives that result.
-func TestLoadFaults(t *testing.T) {
+func TestFaultLoopInLoad(t *testing.T) {
 	base := vfs.NewMem()
 	require.NoError(t, base.MkdirAll(crashDataDir, 0o755))
 	l := newTestLog(t, base, crashDataDir, crashOpts)

@@ -299,10 +299,4 @@ func loadAt(t *testing.T, d string, opts segment.Options) *Result {
 	return r
 }
 
-func producersOf(tab *Tablet) []writerstate.Entry {
-	var out []writerstate.Entry
-	for _, e := range tab.State.Producers() {
-		out = append(out, e)
-	}
-	return out
-}
+func producersOf(tab *Tablet) []writerstate.Entry { return tab.State.Producers() }

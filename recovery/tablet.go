@@ -37,8 +37,8 @@ type Tablet struct {
 	State          *writerstate.State
 	Epochs         *leaderepoch.Cache
 	Report         []Change
-	// RecoveredBytes is how many bytes of .log were scanned by segment
-	// recovery (CRC check and index rebuild).
+	// RecoveredBytes is how many bytes of .log segment recovery read (CRC
+	// check and index rebuild), a cut tail included.
 	RecoveredBytes int64
 
 	fsys vfs.FS
@@ -423,13 +423,12 @@ func (l *tabletLoader) recoverSegment(seg *segment.Segment, why string) (segment
 	if err := state.Rebuild(l.t.Segments[:i], l.logStart, seg.BaseOffset(), false, l.nowMs); err != nil {
 		return segment.Tail{}, err
 	}
-	size := seg.Size()
 	tail, err := seg.Recover(&replayer{state: state, epochs: l.t.Epochs})
 	if err != nil {
 		return segment.Tail{}, err
 	}
-	l.t.RecoveredBytes += size
-	l.progress(size)
+	l.t.RecoveredBytes += tail.Length
+	l.progress(tail.Length)
 	l.report(Change{File: seg.LogPath(), Action: RebuiltIndex, Why: why})
 	if tail.Bytes() > 0 {
 		c := Change{File: seg.LogPath(), Action: Truncated, Bytes: tail.Bytes(),

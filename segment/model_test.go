@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog/internal/testenv"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 )
@@ -45,21 +43,11 @@ func randomBatch(t testing.TB, rng *rand.Rand, offset int64) modelBatch {
 	return m
 }
 
-func seed(t *testing.T) uint64 {
-	if v := os.Getenv("SEGLOG_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err)
-		return s
-	}
-	return uint64(time.Now().UnixNano())
-}
-
 // A model test: random appends, reads, time lookups, truncations, flushes
 // and reopens against an in-memory list of batches. Replay a failure with
 // SEGLOG_SEED.
 func TestModel(t *testing.T) {
-	sd := seed(t)
-	t.Logf("seed %d (SEGLOG_SEED=%d replays it)", sd, sd)
+	sd := testenv.Seed(t)
 	rng := rand.New(rand.NewPCG(sd, 4))
 	mem := vfs.NewMem()
 	opts := Options{IndexIntervalBytes: 1 + rng.IntN(600), MaxIndexSize: 1 << 16}
@@ -179,12 +167,7 @@ func TestModel(t *testing.T) {
 // batch boundary, and what follows the flushed part is a prefix of what was
 // appended.
 func TestCrash(t *testing.T) {
-	seeds := uint64(40)
-	if v := os.Getenv("SEGLOG_CRASH_SEEDS"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err)
-		seeds = n
-	}
+	seeds := testenv.CrashSeeds(t, 40, 1)
 	for sd := range seeds {
 		rng := rand.New(rand.NewPCG(sd, 5))
 		mem := vfs.NewMem()

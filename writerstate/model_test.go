@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog/internal/testenv"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 )
@@ -119,22 +117,12 @@ func (r *reference) firstUnstable(hw int64) int64 {
 	return best
 }
 
-func modelSeed(t *testing.T) uint64 {
-	if v := os.Getenv("SEGLOG_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err)
-		return s
-	}
-	return uint64(time.Now().UnixNano())
-}
-
 // The writer state against the reference over random producers, epoch
 // bumps, retries of recent and older batches, sequence gaps, transactions,
 // markers with old and new coordinator epochs, and stale epochs. Replay a
 // failure with SEGLOG_SEED.
 func TestModelAgainstReference(t *testing.T) {
-	seed := modelSeed(t)
-	t.Logf("seed %d (SEGLOG_SEED=%d replays it)", seed, seed)
+	seed := testenv.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	s, err := Open(vfs.NewMem(), "/", Options{Now: newMockTime().Now})
 	require.NoError(t, err)

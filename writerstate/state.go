@@ -1,6 +1,7 @@
 package writerstate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -111,23 +112,13 @@ func (s *State) Apply(a *Append) {
 
 func insertTxn(txns []TxnMetadata, t TxnMetadata) []TxnMetadata {
 	i, found := slices.BinarySearchFunc(txns, t.FirstOffset, func(x TxnMetadata, first int64) int {
-		return cmpInt(x.FirstOffset, first)
+		return cmp.Compare(x.FirstOffset, first)
 	})
 	if found {
 		txns[i] = t
 		return txns
 	}
 	return slices.Insert(txns, i, t)
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s *State) updateOldestTxnTimestamp() {
@@ -219,7 +210,7 @@ func (s *State) Producers() []Entry {
 	for _, e := range s.producers {
 		out = append(out, *e.clone())
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return cmpInt(a.ProducerID, b.ProducerID) })
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	return out
 }
 

@@ -4,22 +4,14 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/internal/testenv"
 )
 
-// crashSeeds returns how many seeds a crash loop tries: def, or
-// SEGLOG_CRASH_SEEDS (make crash sets it high).
-func crashSeeds(t *testing.T, def uint64) uint64 {
-	if v := os.Getenv("SEGLOG_CRASH_SEEDS"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "SEGLOG_CRASH_SEEDS")
-		return n
-	}
-	return def
-}
+func crashSeeds(t *testing.T, def uint64) uint64 { return testenv.CrashSeeds(t, def, 1) }
 
 func create(t *testing.T, m FS, name string) File {
 	t.Helper()
