@@ -1,10 +1,12 @@
 package recovery
 
 import (
+	"bytes"
 	"crypto/rand"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -466,4 +468,32 @@ func snapshotsAbove(tab *Tablet, o int64) []int64 {
 		}
 	}
 	return out
+}
+
+// A recovery reading more than ProgressThreshold bytes draws a progress
+// bar on Options.Progress; a smaller one, or a clean load, draws nothing.
+func TestProgressBar(t *testing.T) {
+	d := dataDir(t)
+	l := newTestLog(t, vfs.OS, d, segment.Options{SegmentBytes: 400})
+	for range 20 {
+		l.records(1, 50)
+	}
+	l.closeDirty()
+	var small, large bytes.Buffer
+	r, err := Load(vfs.OS, d, Options{Progress: &small, ProgressThreshold: 1 << 30})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.Empty(t, small.String())
+
+	r, err = Load(vfs.OS, d, Options{Progress: &large, ProgressThreshold: 1})
+	require.NoError(t, err)
+	require.Contains(t, large.String(), "recovering "+d)
+	require.True(t, strings.HasSuffix(large.String(), "\r"), "the bar is cleared when recovery ends")
+	require.NoError(t, r.CloseClean(1))
+
+	var clean bytes.Buffer
+	r, err = Load(vfs.OS, d, Options{Progress: &clean, ProgressThreshold: 1})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.Empty(t, clean.String(), "a clean load reads no .log")
 }
