@@ -87,7 +87,7 @@ func checkRecovered(t *testing.T, fsys vfs.FS, tab *Tablet, keys map[int64]strin
 		_, present := got[o]
 		require.True(t, present || gaps[o] || !appended, "%s: offset %d is missing and no gap was reported", msg, o)
 	}
-	checkTabletOn(t, fsys, tab)
+	checkTabletOn(t, fsys, tab, msg)
 	require.Equal(t, replayState(t, tab), normalized(tab.State), "%s: the writer state differs from a replay", msg)
 }
 
@@ -245,7 +245,7 @@ func TestCrashDuringSwap(t *testing.T) {
 				} else {
 					require.Equal(t, l.keys, got, msg)
 				}
-				checkTabletOn(t, after, tab)
+				checkTabletOn(t, after, tab, msg)
 				require.NoError(t, r.Close())
 			}
 		}
@@ -357,7 +357,7 @@ func TestFaultLoopInLoad(t *testing.T) {
 		tab := r.Tablets[0]
 		require.Equal(t, refEnd, tab.LogEndOffset, msg)
 		require.Equal(t, refKeys, offsetsOf(t, tab), msg)
-		checkTabletOn(t, fsys, tab)
+		checkTabletOn(t, fsys, tab, msg)
 		require.NoError(t, r.Close())
 	}
 

@@ -52,17 +52,17 @@ func renameSegment(t *testing.T, dir string, base int64, from, to string) {
 // segments do not overlap, and the last one ends at the log end.
 func checkTablet(t *testing.T, tab *Tablet) {
 	t.Helper()
-	checkTabletOn(t, vfs.OS, tab)
+	checkTabletOn(t, vfs.OS, tab, "")
 }
 
-func checkTabletOn(t *testing.T, fsys vfs.FS, tab *Tablet) {
+func checkTabletOn(t *testing.T, fsys vfs.FS, tab *Tablet, msg string) {
 	t.Helper()
 	prevNext := int64(-1)
 	for _, s := range tab.Segments {
 		for _, k := range []segment.Kind{segment.Index, segment.TimeIndex, segment.TxnIndex} {
 			problems, err := s.VerifyIndex(k)
 			require.NoError(t, err)
-			require.Empty(t, problems, "%s of %s", k, s.LogPath())
+			require.Empty(t, problems, "%s: %s of %s; report %v", msg, k, s.LogPath(), tab.Report)
 		}
 		tail, err := segment.ScanLogFile(fsys, s.LogPath(), nil)
 		require.NoError(t, err)

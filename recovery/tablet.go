@@ -76,6 +76,10 @@ type tabletLoader struct {
 	// recovered holds the segments already recovered while opening, so
 	// that recoverLog does not scan them twice.
 	recovered map[*segment.Segment]segment.Tail
+	// recoverLater says whether recoverLog will recover the segment at a
+	// base; why holds the reasons found while opening such segments.
+	recoverLater func(base int64) bool
+	why          map[*segment.Segment]string
 }
 
 func (l *tabletLoader) report(c Change) { l.t.Report = append(l.t.Report, c) }
@@ -108,7 +112,7 @@ func loadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean boo
 	opts *Options, progress func(int64)) (*Tablet, error) {
 	l := &tabletLoader{fsys: fsys, opts: opts, clean: clean, recoveryPoint: recoveryPoint, logStart: logStart,
 		nowMs: opts.Now().UnixMilli(), t: &Tablet{Dir: dir, TopicPartition: tp, fsys: fsys}, progress: progress,
-		recovered: map[*segment.Segment]segment.Tail{}}
+		recovered: map[*segment.Segment]segment.Tail{}, why: map[*segment.Segment]string{}}
 	if err := l.load(); err != nil {
 		l.t.Close()
 		return nil, fmt.Errorf("recovery: loading %s: %w", dir, err)
@@ -301,12 +305,20 @@ func (l *tabletLoader) loadSegments() error {
 	if err != nil {
 		return err
 	}
-	lastBase := int64(-1)
+	lastBase, holder := int64(-1), int64(-1)
 	for _, name := range names {
 		if n, err := segment.ParseFilename(name); err == nil && n.Suffix == "" && n.Kind == segment.Log {
 			lastBase = max(lastBase, n.Base)
+			if n.Base <= l.recoveryPoint || holder < 0 {
+				holder = max(holder, n.Base)
+			}
 		}
 	}
+	// After an unclean shutdown the segments from the one holding the
+	// recovery point are recovered by recoverLog, in order; one of them
+	// rebuilt here would replay the writer state over segments not yet
+	// checked.
+	l.recoverLater = func(base int64) bool { return !l.clean && base >= holder }
 	for _, name := range names {
 		n, err := segment.ParseFilename(name)
 		if err != nil || n.Suffix != "" {
@@ -336,10 +348,17 @@ func (l *tabletLoader) openSegment(base int64, active bool) error {
 		return err
 	}
 	l.t.Segments = append(l.t.Segments, seg)
+	recover := func(why string) error {
+		if l.recoverLater(base) {
+			l.why[seg] = why
+			return nil
+		}
+		_, err := l.recoverSegment(seg, why)
+		return err
+	}
 	switch {
 	case indexMissing:
-		_, err := l.recoverSegment(seg, "the .index is missing")
-		return err
+		return recover("the .index is missing")
 	case timeIndexMissing:
 		if _, err := seg.TimeIndex().Resize(0); err != nil {
 			return err
@@ -350,8 +369,7 @@ func (l *tabletLoader) openSegment(base int64, active bool) error {
 		if !errors.Is(err, seglog.ErrCorruption) {
 			return err
 		}
-		_, err := l.recoverSegment(seg, "an index is damaged: "+err.Error())
-		return err
+		return recover("an index is damaged: " + err.Error())
 	}
 	return nil
 }
@@ -510,7 +528,11 @@ func (l *tabletLoader) recoverLog() error {
 	}
 	for i := first; i < len(l.t.Segments); i++ {
 		seg := l.t.Segments[i]
-		tail, err := l.recoverSegment(seg, "recovering after an unclean shutdown")
+		why := "recovering after an unclean shutdown"
+		if w, ok := l.why[seg]; ok {
+			why += "; " + w
+		}
+		tail, err := l.recoverSegment(seg, why)
 		if errors.Is(err, segment.ErrOffsetOverflow) {
 			return fmt.Errorf("%w (a segment whose offsets overflow must be split; seglog does not split segments)", err)
 		}

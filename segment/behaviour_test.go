@@ -158,6 +158,42 @@ func TestRecoverReportsCorruptionWithPosition(t *testing.T) {
 	require.Equal(t, []int64{0, 1}, logOffsets(t, s))
 }
 
+// The base offset is outside the CRC, so a write torn at a sector boundary
+// can leave a valid batch under a stale base offset (zeros, here). Offsets
+// that go backwards end the valid batches as damage; they neither pass
+// nor fail the recovery (Kafka empties the whole segment then).
+func TestRecoverEndsWhereOffsetsGoBackwards(t *testing.T) {
+	mem := vfs.NewMem()
+	s := createSegment(t, mem, "/d", 100, Options{})
+	var positions []int64
+	for i := int64(100); i < 104; i++ {
+		ms := records(t, i, "value")
+		positions = append(positions, s.Size())
+		require.NoError(t, s.Append(infoOf(t, ms), ms))
+	}
+	f, err := mem.OpenFile("/d/00000000000000000100.log", os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 8), positions[2]) // batch 2's base offset, zeroed
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	tail, err := s.Recover(nil)
+	require.NoError(t, err)
+	require.Equal(t, Corrupt, tail.Kind)
+	require.Equal(t, positions[2], tail.Position)
+	require.ErrorIs(t, tail.Err, record.ErrCorruptBatch)
+	require.Contains(t, tail.Err.Error(), "holds offsets 0 to 0, not from 102 on")
+	require.Equal(t, []int64{100, 101}, logOffsets(t, s))
+
+	// The same batch repeated (an older copy under a torn header) ends them
+	// too.
+	ms := records(t, 101, "again")
+	require.NoError(t, s.Append(infoOf(t, ms), ms))
+	tail, err = s.Recover(nil)
+	require.NoError(t, err)
+	require.Equal(t, Corrupt, tail.Kind)
+	require.Equal(t, []int64{100, 101}, logOffsets(t, s))
+}
+
 func TestZeroTailIsNotCorruption(t *testing.T) {
 	mem := vfs.NewMem()
 	s := createSegment(t, mem, "/d", 0, Options{Preallocate: true, SegmentBytes: 1 << 20})

@@ -213,7 +213,7 @@ func TestCrash(t *testing.T) {
 			}
 			want = append(want, m.data...)
 		}
-		require.Equal(t, want, data, "seed %d: the surviving log is a prefix of what was appended (%v)", sd, tail)
+		require.Equal(t, string(want), string(data), "seed %d: the surviving log is a prefix of what was appended (%v)", sd, tail)
 		if modes[sd%4] == vfs.CrashKeepAll {
 			require.Len(t, want, int(s.Size()), "seed %d: nothing is lost without a power cut", sd)
 		}

@@ -115,6 +115,7 @@ func scanLog(f vfs.File, path string, base, size int64, fn func(b record.Batch, 
 		return Tail{Kind: Corrupt, Position: sc.Pos(), Length: size,
 			Err: &seglog.CorruptionError{Path: path, Offset: offset, Reason: reason, Err: err}}
 	}
+	prevLast := int64(math.MinInt64)
 	for sc.Next() {
 		b, err := sc.Batch()
 		if err != nil {
@@ -128,7 +129,16 @@ func scanLog(f vfs.File, path string, base, size int64, fn func(b record.Batch, 
 		if base < 0 {
 			base = b.BaseOffset()
 		}
-		if rel := b.LastOffset() - base; rel < 0 || rel > math.MaxInt32 {
+		// The base offset is outside the CRC: a write torn at a sector
+		// boundary can leave a valid batch under a stale one (zeros, or an
+		// older batch's bytes). Offsets that go backwards end the valid
+		// batches, as damage, rather than failing the scan.
+		if first := max(prevLast+1, base); b.BaseOffset() < first || b.LastOffset() < b.BaseOffset() {
+			return corrupt(sc.Pos(), fmt.Errorf("%w: the batch at position %d holds offsets %d to %d, not from %d on",
+				record.ErrCorruptBatch, sc.Pos(), b.BaseOffset(), b.LastOffset(), first)), nil
+		}
+		prevLast = b.LastOffset()
+		if rel := b.LastOffset() - base; rel > math.MaxInt32 {
 			return Tail{}, fmt.Errorf("%w: a batch ending at offset %d at position %d of %s",
 				ErrOffsetOverflow, b.LastOffset(), sc.Pos(), path)
 		}

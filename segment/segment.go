@@ -350,7 +350,7 @@ func (s *Segment) Flush() error {
 
 // Seal makes the segment inactive after a roll: the final time index entry
 // (the largest timestamp, in the kept slot), both indexes trimmed to their
-// entries, and a preallocated .log trimmed to its logical size.
+// entries and flushed, and a preallocated .log trimmed to its logical size.
 func (s *Segment) Seal() error {
 	if err := s.writable(); err != nil {
 		return err
@@ -362,6 +362,13 @@ func (s *Segment) Seal() error {
 		return err
 	}
 	if err := s.timeIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	// The final time entry is written now, possibly after the flush that
+	// took the recovery point past this segment's end; nothing would flush
+	// it later, and recovery does not look below the recovery point. So
+	// the indexes are made durable here (two small fdatasyncs per roll).
+	if err := errors.Join(s.offsetIdx.Flush(), s.timeIdx.Flush()); err != nil {
 		return err
 	}
 	return s.trimLog()
