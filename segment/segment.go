@@ -401,9 +401,10 @@ func (s *Segment) trimLog() error {
 }
 
 // Close writes the final time index entry if the largest timestamp is
-// known, closes (and trims) both indexes, trims and syncs the .log, and
-// closes everything. It returns the first error; the segment is closed
-// even then.
+// known, trims and syncs the .log, and closes the indexes, each trimmed
+// and synced if it changed since its last flush: what a closed segment
+// holds is durable. It returns the errors; the segment is closed even
+// then.
 func (s *Segment) Close() error {
 	var err error
 	s.closeOnce.Do(func() {

@@ -94,6 +94,7 @@ type Index struct {
 	hasLast    bool
 	loaded     bool // lastOffset reflects the file
 	deleted    bool
+	unsynced   bool // changed since the last flush
 }
 
 // Open returns the transaction index of the segment at base offset base,
@@ -168,7 +169,7 @@ func (x *Index) Append(t AbortedTxn) error {
 	if _, err := x.f.WriteAt(t.AppendTo(buf[:0]), at); err != nil {
 		return fmt.Errorf("txnindex: appending to %s: %w", x.path, err)
 	}
-	x.size, x.lastOffset, x.hasLast = at+EntrySize, t.LastOffset, true
+	x.size, x.lastOffset, x.hasLast, x.unsynced = at+EntrySize, t.LastOffset, true, true
 	return nil
 }
 
@@ -284,7 +285,7 @@ func (x *Index) TruncateTo(offset int64) error {
 	if err := x.f.Truncate(cut); err != nil {
 		return fmt.Errorf("txnindex: truncating %s: %w", x.path, err)
 	}
-	x.size, x.lastOffset, x.hasLast, x.loaded = cut, prevLast, hasPrev, true
+	x.size, x.lastOffset, x.hasLast, x.loaded, x.unsynced = cut, prevLast, hasPrev, true, true
 	return nil
 }
 
@@ -302,7 +303,7 @@ func (x *Index) Reset() error {
 	if err := x.f.Truncate(0); err != nil {
 		return fmt.Errorf("txnindex: resetting %s: %w", x.path, err)
 	}
-	x.size, x.hasLast, x.loaded = 0, false, true
+	x.size, x.hasLast, x.loaded, x.unsynced = 0, false, true, true
 	return nil
 }
 
@@ -340,20 +341,30 @@ func (x *Index) Flush() error {
 	if x.f == nil || x.opts.ReadOnly {
 		return nil
 	}
+	return x.syncLocked()
+}
+
+func (x *Index) syncLocked() error {
 	if err := x.f.Sync(); err != nil {
 		return fmt.Errorf("txnindex: flushing %s: %w", x.path, err)
 	}
+	x.unsynced = false
 	return nil
 }
 
-// Close releases the descriptor. The index may be used again.
+// Close releases the descriptor, first making durable what changed since
+// the last flush. The index may be used again.
 func (x *Index) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.f == nil {
 		return nil
 	}
-	err := x.f.Close()
+	var err error
+	if x.unsynced && !x.opts.ReadOnly {
+		err = x.syncLocked()
+	}
+	err = errors.Join(err, x.f.Close())
 	x.f = nil
 	return err
 }

@@ -152,6 +152,7 @@ type File struct {
 	entries int
 	opened  Opened
 	dirty   bool // size changed since the last flush
+	stored  bool // entries stored or cleared since the last flush
 }
 
 // New returns a File for path. Nothing is opened or created until the file
@@ -495,6 +496,7 @@ func (f *File) appendLocked(entry []byte) error {
 	}
 	copy(f.buf[f.entries*f.opts.EntrySize:], entry)
 	f.entries++
+	f.stored = true
 	return nil
 }
 
@@ -606,6 +608,7 @@ func (f *File) TruncateToEntries(n int) error {
 func (f *File) truncateLocked(n int) {
 	clear(f.buf[n*f.opts.EntrySize : f.entries*f.opts.EntrySize])
 	f.entries = n
+	f.stored = true
 }
 
 // Resize sets the file's length to size rounded down to a whole entry,
@@ -665,7 +668,7 @@ func (f *File) Reset() error {
 	}
 	defer f.mu.Unlock()
 	clear(f.buf[:f.entries*f.opts.EntrySize])
-	f.entries = 0
+	f.entries, f.stored = 0, true
 	_, err := f.resizeLocked(f.opts.MaxSize)
 	return err
 }
@@ -678,9 +681,14 @@ func (f *File) Flush() error {
 	if f.state != open || f.opts.ReadOnly {
 		return nil
 	}
+	return f.flushLocked()
+}
+
+func (f *File) flushLocked() error {
 	if err := f.m.Flush(); err != nil {
 		return fmt.Errorf("mmapfile: flushing %s: %w", f.path, err)
 	}
+	f.stored = false
 	if f.dirty {
 		if err := f.f.Datasync(); err != nil {
 			return fmt.Errorf("mmapfile: flushing %s: %w", f.path, err)
@@ -690,8 +698,10 @@ func (f *File) Flush() error {
 	return nil
 }
 
-// Close trims the file to its entries and releases the mapping and the
-// descriptor. The File may be used again: it reopens on the next use.
+// Close trims the file to its entries, makes durable what changed since
+// the last flush (a clean shutdown writes its marker after closing, and
+// trusts every file then), and releases the mapping and the descriptor.
+// The File may be used again: it reopens on the next use.
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -701,6 +711,9 @@ func (f *File) Close() error {
 	var err error
 	if !f.opts.ReadOnly {
 		_, err = f.resizeLocked(f.entries * f.opts.EntrySize)
+		if err == nil && (f.stored || f.dirty) {
+			err = f.flushLocked()
+		}
 	}
 	if f.state == open { // a failed resize has closed it already
 		err = errors.Join(err, f.closeFileLocked())
