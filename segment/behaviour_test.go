@@ -130,21 +130,29 @@ func TestRecoverFeedsTheReplayer(t *testing.T) {
 	require.Equal(t, []int64{100, 101}, logOffsets(t, s))
 }
 
-func TestRecoverReportsCorruptionWithPosition(t *testing.T) {
+// fourBatches writes one-record batches at base..base+3 to a new segment
+// on a MemFS, returns it with each batch's position, and then overwrites
+// the .log at positions[2]+at with damage.
+func fourBatches(t *testing.T, base int64, at int64, damage []byte) (*Segment, []int64) {
 	mem := vfs.NewMem()
-	s := createSegment(t, mem, "/d", 0, Options{})
+	s := createSegment(t, mem, "/d", base, Options{})
 	var positions []int64
-	for i := int64(0); i < 4; i++ {
+	for i := base; i < base+4; i++ {
 		ms := records(t, i, "value")
 		positions = append(positions, s.Size())
 		require.NoError(t, s.Append(infoOf(t, ms), ms))
 	}
 	require.NoError(t, s.Flush())
-	f, err := mem.OpenFile("/d/00000000000000000000.log", os.O_RDWR, 0)
+	f, err := mem.OpenFile(s.LogPath(), os.O_RDWR, 0)
 	require.NoError(t, err)
-	_, err = f.WriteAt([]byte{0xff}, positions[2]+70) // a record byte of batch 2
+	_, err = f.WriteAt(damage, positions[2]+at)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
+	return s, positions
+}
+
+func TestRecoverReportsCorruptionWithPosition(t *testing.T) {
+	s, positions := fourBatches(t, 0, 70, []byte{0xff}) // a record byte of batch 2
 	tail, err := s.Recover(nil)
 	require.NoError(t, err)
 	require.Equal(t, Corrupt, tail.Kind)
@@ -163,19 +171,7 @@ func TestRecoverReportsCorruptionWithPosition(t *testing.T) {
 // that go backwards end the valid batches as damage; they neither pass
 // nor fail the recovery (Kafka empties the whole segment then).
 func TestRecoverEndsWhereOffsetsGoBackwards(t *testing.T) {
-	mem := vfs.NewMem()
-	s := createSegment(t, mem, "/d", 100, Options{})
-	var positions []int64
-	for i := int64(100); i < 104; i++ {
-		ms := records(t, i, "value")
-		positions = append(positions, s.Size())
-		require.NoError(t, s.Append(infoOf(t, ms), ms))
-	}
-	f, err := mem.OpenFile("/d/00000000000000000100.log", os.O_RDWR, 0)
-	require.NoError(t, err)
-	_, err = f.WriteAt(make([]byte, 8), positions[2]) // batch 2's base offset, zeroed
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	s, positions := fourBatches(t, 100, 0, make([]byte, 8)) // batch 2's base offset, zeroed
 	tail, err := s.Recover(nil)
 	require.NoError(t, err)
 	require.Equal(t, Corrupt, tail.Kind)
