@@ -254,6 +254,11 @@ func newSegment(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, er
 	return s, nil
 }
 
+// Failed returns the error the segment failed with (a write it could not
+// undo), or nil. A failed segment refuses every change. Like the other
+// changes, it is for the writer.
+func (s *Segment) Failed() error { return s.failed }
+
 // BaseOffset returns the offset the segment starts at.
 func (s *Segment) BaseOffset() int64 { return s.base }
 

@@ -1,0 +1,284 @@
+package tablet
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+)
+
+// Config is a tablet's topic configuration, under Kafka's names (spec 6).
+// The zero Config is not valid: start from DefaultConfig.
+type Config struct {
+	// SegmentBytes: segment.bytes. The default is 1073741824.
+	SegmentBytes int64
+	// SegmentMs: segment.ms. The default is 604800000 (7 days).
+	SegmentMs int64
+	// SegmentJitterMs: segment.jitter.ms. The default is 0.
+	SegmentJitterMs int64
+	// SegmentIndexBytes: segment.index.bytes. The default is 10485760.
+	SegmentIndexBytes int
+	// IndexIntervalBytes: index.interval.bytes; 0 gives every append
+	// after the first an entry. The default is 4096.
+	IndexIntervalBytes int
+	// RetentionMs: retention.ms, -1 for no limit. The default is
+	// 604800000 (7 days).
+	RetentionMs int64
+	// RetentionBytes: retention.bytes, -1 for no limit. The default is -1.
+	RetentionBytes int64
+	// FlushMessages: flush.messages, how many records may be appended
+	// before a flush. The default is MaxInt64 (the page cache decides).
+	FlushMessages int64
+	// FlushMs: flush.ms, how long appended data may wait for a flush. The
+	// default is MaxInt64.
+	FlushMs int64
+	// MaxMessageBytes: max.message.bytes, the largest batch. The default
+	// is 1048588.
+	MaxMessageBytes int
+	// TimestampType: message.timestamp.type. The default is CreateTime.
+	TimestampType record.TimestampType
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs:
+	// message.timestamp.before.max.ms and message.timestamp.after.max.ms.
+	// The defaults are MaxInt64 (no bound).
+	TimestampBeforeMaxMs int64
+	TimestampAfterMaxMs  int64
+	// Preallocate: preallocate. The default is false.
+	Preallocate bool
+	// FileDeleteDelayMs: file.delete.delay.ms, how long a deleted segment's
+	// files stay (renamed .deleted) before they are unlinked. The default
+	// is 60000.
+	FileDeleteDelayMs int64
+}
+
+// DefaultConfig returns Kafka's defaults (spec 6).
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:         segment.DefaultSegmentBytes,
+		SegmentMs:            segment.DefaultSegmentMs,
+		SegmentIndexBytes:    segment.DefaultMaxIndexSize,
+		IndexIntervalBytes:   segment.DefaultIndexIntervalBytes,
+		RetentionMs:          7 * 24 * 3600 * 1000,
+		RetentionBytes:       -1,
+		FlushMessages:        math.MaxInt64,
+		FlushMs:              math.MaxInt64,
+		MaxMessageBytes:      record.DefaultMaxMessageBytes,
+		TimestampType:        record.CreateTime,
+		TimestampBeforeMaxMs: math.MaxInt64,
+		TimestampAfterMaxMs:  math.MaxInt64,
+		FileDeleteDelayMs:    60000,
+	}
+}
+
+// ErrConfig is the cause of an unknown key or a bad value.
+var ErrConfig = errors.New("tablet: invalid config")
+
+// configKey is one settable key: how to read it into a Config and how to
+// print it back.
+type configKey struct {
+	set func(c *Config, v string) error
+	get func(c *Config) string
+}
+
+func int64Key(field func(*Config) *int64, lo int64) configKey {
+	return configKey{
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < lo {
+				return fmt.Errorf("%q is not an integer ≥ %d", v, lo)
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) },
+	}
+}
+
+func intKey(field func(*Config) *int, lo int) configKey {
+	return configKey{
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || int(n) < lo {
+				return fmt.Errorf("%q is not an integer in [%d, %d]", v, lo, math.MaxInt32)
+			}
+			*field(c) = int(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(*field(c)) },
+	}
+}
+
+var configKeys = map[string]configKey{
+	"segment.bytes":       int64Key(func(c *Config) *int64 { return &c.SegmentBytes }, record.PrefixSize),
+	"segment.ms":          int64Key(func(c *Config) *int64 { return &c.SegmentMs }, 1),
+	"segment.jitter.ms":   int64Key(func(c *Config) *int64 { return &c.SegmentJitterMs }, 0),
+	"segment.index.bytes": intKey(func(c *Config) *int { return &c.SegmentIndexBytes }, 12),
+	"index.interval.bytes": intKey(func(c *Config) *int { return &c.IndexIntervalBytes }, 0),
+	"retention.ms":        int64Key(func(c *Config) *int64 { return &c.RetentionMs }, -1),
+	"retention.bytes":     int64Key(func(c *Config) *int64 { return &c.RetentionBytes }, -1),
+	"flush.messages":      int64Key(func(c *Config) *int64 { return &c.FlushMessages }, 1),
+	"flush.ms":            int64Key(func(c *Config) *int64 { return &c.FlushMs }, 0),
+	"max.message.bytes":   intKey(func(c *Config) *int { return &c.MaxMessageBytes }, 0),
+	"message.timestamp.before.max.ms": int64Key(func(c *Config) *int64 { return &c.TimestampBeforeMaxMs }, 0),
+	"message.timestamp.after.max.ms":  int64Key(func(c *Config) *int64 { return &c.TimestampAfterMaxMs }, 0),
+	"file.delete.delay.ms":            int64Key(func(c *Config) *int64 { return &c.FileDeleteDelayMs }, 0),
+	"message.timestamp.type": {
+		set: func(c *Config, v string) error {
+			switch v {
+			case "CreateTime":
+				c.TimestampType = record.CreateTime
+			case "LogAppendTime":
+				c.TimestampType = record.LogAppendTime
+			default:
+				return fmt.Errorf("%q is not CreateTime or LogAppendTime", v)
+			}
+			return nil
+		},
+		get: func(c *Config) string {
+			if c.TimestampType == record.LogAppendTime {
+				return "LogAppendTime"
+			}
+			return "CreateTime"
+		},
+	},
+	"preallocate": {
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil || (v != "true" && v != "false") {
+				return fmt.Errorf("%q is not true or false", v)
+			}
+			c.Preallocate = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(c.Preallocate) },
+	},
+}
+
+// ConfigKeys returns the keys Set accepts, sorted.
+func ConfigKeys() []string {
+	keys := make([]string, 0, len(configKeys))
+	for k := range configKeys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Set sets one config by its Kafka name. An unknown key or a bad value
+// fails with ErrConfig and changes nothing.
+func (c *Config) Set(key, value string) error {
+	k, ok := configKeys[key]
+	if !ok {
+		return fmt.Errorf("%w: unknown key %q (known: %s)", ErrConfig, key, strings.Join(ConfigKeys(), ", "))
+	}
+	next := *c
+	if err := k.set(&next, strings.TrimSpace(value)); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrConfig, key, err)
+	}
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	*c = next
+	return nil
+}
+
+// Get returns one config by its Kafka name.
+func (c *Config) Get(key string) (string, bool) {
+	k, ok := configKeys[key]
+	if !ok {
+		return "", false
+	}
+	return k.get(c), true
+}
+
+// Validate reports a config out of range, or that does not hold together.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.SegmentBytes < record.PrefixSize || c.SegmentBytes > math.MaxInt32:
+		return bad("segment.bytes %d is not in [%d, %d]", c.SegmentBytes, record.PrefixSize, math.MaxInt32)
+	case c.SegmentMs <= 0 || c.SegmentJitterMs < 0:
+		return bad("segment.ms %d must be positive and segment.jitter.ms %d not negative", c.SegmentMs, c.SegmentJitterMs)
+	case c.SegmentIndexBytes < 12:
+		return bad("segment.index.bytes %d holds no time-index entry", c.SegmentIndexBytes)
+	case c.IndexIntervalBytes < 0:
+		return bad("index.interval.bytes %d is negative", c.IndexIntervalBytes)
+	case c.RetentionMs < -1 || c.RetentionBytes < -1:
+		return bad("retention.ms %d and retention.bytes %d must be -1 or more", c.RetentionMs, c.RetentionBytes)
+	case c.FlushMessages < 1 || c.FlushMs < 0:
+		return bad("flush.messages %d must be positive and flush.ms %d not negative", c.FlushMessages, c.FlushMs)
+	case c.MaxMessageBytes < record.HeaderSize:
+		return bad("max.message.bytes %d is below a batch header (%d bytes)", c.MaxMessageBytes, record.HeaderSize)
+	case c.TimestampType != record.CreateTime && c.TimestampType != record.LogAppendTime:
+		return bad("message.timestamp.type %d is unknown", c.TimestampType)
+	case c.TimestampBeforeMaxMs < 0 || c.TimestampAfterMaxMs < 0:
+		return bad("message.timestamp.before/after.max.ms must not be negative")
+	case c.FileDeleteDelayMs < 0:
+		return bad("file.delete.delay.ms %d is negative", c.FileDeleteDelayMs)
+	}
+	return nil
+}
+
+// segmentOptions returns the segment options the config gives.
+func (c *Config) segmentOptions() segment.Options {
+	interval := c.IndexIntervalBytes
+	if interval == 0 {
+		interval = segment.IndexEveryAppend
+	}
+	return segment.Options{IndexIntervalBytes: interval, MaxIndexSize: c.SegmentIndexBytes,
+		SegmentBytes: c.SegmentBytes, Preallocate: c.Preallocate, SegmentMs: c.SegmentMs,
+		SegmentJitterMs: c.SegmentJitterMs}
+}
+
+// ConfigFile is the file in a tablet directory that keeps the configs set
+// for it (only those that differ from the defaults), as Java properties.
+const ConfigFile = "seglog.properties"
+
+// formatConfig renders the configs that differ from the defaults.
+func formatConfig(c Config) []byte {
+	def := DefaultConfig()
+	var sb strings.Builder
+	sb.WriteString("# seglog tablet configuration (Kafka topic config names)\n")
+	for _, k := range ConfigKeys() {
+		v, _ := c.Get(k)
+		if d, _ := def.Get(k); v != d {
+			fmt.Fprintf(&sb, "%s=%s\n", k, v)
+		}
+	}
+	return []byte(sb.String())
+}
+
+// readConfig reads a tablet's config file over the defaults; a missing
+// file gives the defaults.
+func readConfig(fsys vfs.FS, path string) (Config, error) {
+	c := DefaultConfig()
+	data, err := vfs.ReadFile(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	props := checkpoint.ParseProperties(data)
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		if err := c.Set(k, props[k]); err != nil {
+			return c, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return c, nil
+}
+
+// writeConfig writes a tablet's config file atomically.
+func writeConfig(fsys vfs.FS, path string, c Config) error {
+	return checkpoint.WriteAtomic(fsys, path, formatConfig(c))
+}

@@ -1,0 +1,135 @@
+package tablet
+
+import (
+	"errors"
+	"sync"
+)
+
+// flusher runs one flush at a time and lets concurrent callers share it:
+// a caller that needs offset o durable waits for a flush in progress, and
+// starts the next one only if that did not cover o (group commit).
+type flusher struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	flushed  int64 // everything below it is durable
+	running  bool
+	fsyncs  int64 // flushes run, for metrics and tests
+	lastErr error
+}
+
+// Flush makes everything appended so far durable and moves the recovery
+// point to the log end.
+func (t *Tablet) Flush() error {
+	return t.flushTo(t.view().leo.offset)
+}
+
+// flushTo makes every offset below o durable, sharing a flush with
+// concurrent callers.
+func (t *Tablet) flushTo(o int64) error {
+	f := &t.flush
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		// A truncation may have taken the log end below o since.
+		if f.flushed >= min(o, t.view().leo.offset) {
+			return nil
+		}
+		if f.running {
+			f.cond.Wait()
+			continue
+		}
+		if f.lastErr != nil {
+			return f.lastErr
+		}
+		f.running = true
+		target := t.view().leo.offset // everything appended by now
+		f.mu.Unlock()
+		err := t.flushSegments(target)
+		f.mu.Lock()
+		f.running = false
+		f.fsyncs++
+		if err == nil {
+			f.flushed = max(f.flushed, target)
+		} else {
+			f.lastErr = err
+		}
+		f.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// flushSegments fsyncs every dirty segment below target (and the
+// snapshots taken at rolls below it), then the directory if a segment was
+// created since the last flush, and moves the recovery point. A failure
+// makes the tablet fail: the kernel may have dropped the pages.
+func (t *Tablet) flushSegments(target int64) error {
+	t.mu.Lock()
+	if err := t.usableLocked(); err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	var segs []*seg
+	t.mu.segs.Ascend(func(g *seg) bool {
+		if g.base >= target {
+			return false
+		}
+		if g.dirty.Load() && g.acquire() {
+			segs = append(segs, g)
+		}
+		return true
+	})
+	var snaps []int64
+	keep := t.mu.snapshots[:0]
+	for _, o := range t.mu.snapshots {
+		if o <= target {
+			snaps = append(snaps, o)
+		} else {
+			keep = append(keep, o)
+		}
+	}
+	t.mu.snapshots = keep
+	state := t.mu.state
+	oldRecoveryPoint := t.view().recoveryPoint
+	t.mu.Unlock()
+
+	var errs []error
+	for _, o := range snaps {
+		errs = append(errs, state.SyncSnapshot(o))
+	}
+	newFile := false
+	for _, g := range segs {
+		g.dirty.Store(false) // before the fsync: an append during it sets it again
+		errs = append(errs, g.Segment.Flush())
+		newFile = newFile || g.base >= oldRecoveryPoint
+		g.release()
+	}
+	if newFile {
+		errs = append(errs, t.fsys.SyncDir(t.dir))
+	}
+	err := errors.Join(errs...)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		for _, g := range segs {
+			g.dirty.Store(true)
+		}
+		return t.failLocked(err)
+	}
+	t.lastFlushMs.Store(t.opts.Now().UnixMilli())
+	v := t.view()
+	if target > v.recoveryPoint {
+		v.recoveryPoint = target
+		t.publishLocked(v)
+	}
+	return nil
+}
+
+// FsyncCount returns how many flushes the tablet has run.
+func (t *Tablet) FsyncCount() int64 {
+	t.flush.mu.Lock()
+	defer t.flush.mu.Unlock()
+	return t.flush.fsyncs
+}

@@ -1,0 +1,184 @@
+package tablet
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/txnindex"
+)
+
+var tp0 = checkpoint.TopicPartition{Topic: "events", Partition: 0}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// clock is a settable clock for tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// env is a data directory opened by a Manager, with its clock.
+type env struct {
+	t     *testing.T
+	fsys  vfs.FS
+	dir   string
+	clock *clock
+	m     *Manager
+}
+
+func newEnv(t *testing.T, fsys vfs.FS, dir string) *env {
+	e := &env{t: t, fsys: fsys, dir: dir, clock: newClock()}
+	e.open()
+	return e
+}
+
+func (e *env) options() ManagerOptions {
+	return ManagerOptions{Tablet: Options{Now: e.clock.Now, Logger: quiet}}
+}
+
+func (e *env) open() {
+	m, err := OpenManager(e.fsys, e.dir, e.options())
+	require.NoError(e.t, err)
+	e.m = m
+	e.t.Cleanup(func() { m.Close() })
+}
+
+// reopen closes the manager cleanly and opens it again.
+func (e *env) reopen() {
+	require.NoError(e.t, e.m.Close())
+	e.open()
+}
+
+func (e *env) create(cfg Config) *Tablet {
+	t, err := e.m.Create(tp0, &cfg)
+	require.NoError(e.t, err)
+	return t
+}
+
+func (e *env) tablet() *Tablet {
+	t, ok := e.m.Get(tp0)
+	require.True(e.t, ok)
+	return t
+}
+
+// batch builds a batch of n records with keys k<i>, timestamped ts+i.
+func batch(t *testing.T, n int, ts int64, size int) []byte {
+	b := record.NewBuilder(record.None)
+	for i := range n {
+		require.NoError(t, b.Append(record.Record{Timestamp: ts + int64(i), Key: fmt.Appendf(nil, "k%d", i), Value: make([]byte, size)}))
+	}
+	out, err := b.Build()
+	require.NoError(t, err)
+	return out.Bytes()
+}
+
+// producerBatch builds a batch of producer pid.
+func producerBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, transactional bool, ts int64) []byte {
+	b := record.NewBuilder(record.None)
+	b.SetProducer(pid, epoch, seq)
+	b.SetTransactional(transactional)
+	for i := range n {
+		require.NoError(t, b.Append(record.Record{Timestamp: ts, Value: fmt.Appendf(nil, "p%d-%d", pid, int(seq)+i)}))
+	}
+	out, err := b.Build()
+	require.NoError(t, err)
+	return out.Bytes()
+}
+
+func marker(t *testing.T, pid int64, epoch int16, abort bool, ts int64) []byte {
+	typ := record.ControlCommit
+	if abort {
+		typ = record.ControlAbort
+	}
+	data, err := record.EndTxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: 1, Timestamp: ts}.AppendTo(nil)
+	require.NoError(t, err)
+	return data
+}
+
+// readAll reads every visible record from offset with the isolation,
+// skipping aborted transactions for ReadCommitted as a consumer would.
+func readAll(t *testing.T, tab *Tablet, from int64, iso Isolation) []record.Record {
+	var out []record.Record
+	start := from
+	for {
+		res, err := tab.Read(from, ReadOptions{MaxBytes: 1 << 20, Isolation: iso, MinOneMessage: true})
+		require.NoError(t, err)
+		data, err := res.Records.AppendTo(nil)
+		require.NoError(t, err)
+		aborted := res.AbortedTxns
+		res.Close()
+		if len(data) == 0 {
+			return out
+		}
+		for len(data) > 0 {
+			b, rest, err := record.ParseBatch(data)
+			require.NoError(t, err)
+			require.NoError(t, b.Verify())
+			data, from = rest, b.NextOffset()
+			if b.IsControl() || isAborted(b, aborted) {
+				continue
+			}
+			var it record.Iter
+			it.Reset(b, record.DefaultMaxUncompressed)
+			for it.Next() {
+				r := *it.Record()
+				r.Key, r.Value, r.Headers = append([]byte(nil), r.Key...), append([]byte(nil), r.Value...), nil
+				if r.Offset >= start {
+					out = append(out, r)
+				}
+			}
+			require.NoError(t, it.Err())
+		}
+	}
+}
+
+func isAborted(b record.Batch, aborted []txnindex.AbortedTxn) bool {
+	if !b.IsTransactional() {
+		return false
+	}
+	for _, a := range aborted {
+		if a.ProducerID == b.ProducerID() && a.FirstOffset <= b.BaseOffset() && b.BaseOffset() <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+func offsetsOf(records []record.Record) []int64 {
+	out := make([]int64, len(records))
+	for i, r := range records {
+		out[i] = r.Offset
+	}
+	return out
+}
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for o := from; o < to; o++ {
+		out = append(out, o)
+	}
+	return out
+}

@@ -1,0 +1,483 @@
+package tablet
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/recovery"
+)
+
+// ManagerOptions configure a data directory.
+type ManagerOptions struct {
+	// Config is the configuration of tablets created without one. The
+	// default is DefaultConfig().
+	Config *Config
+	// Tablet are the options of every tablet. Their defaults are Options'.
+	Tablet Options
+	// Recovery configures loading. Its defaults are recovery.Options'.
+	Recovery recovery.Options
+	// FlushCheckInterval is how often tablets are checked for flush.ms.
+	// The default is 1 s.
+	FlushCheckInterval time.Duration
+	// CheckpointInterval is how often the recovery-point, log-start and
+	// high-watermark checkpoints are written. The default is 60 s
+	// (Kafka's log.flush.offset.checkpoint.interval.ms).
+	CheckpointInterval time.Duration
+	// RetentionCheckInterval is how often retention runs. The default is
+	// 5 min (log.retention.check.interval.ms).
+	RetentionCheckInterval time.Duration
+	// ProducerExpirationCheckInterval is how often idle producers are
+	// forgotten. The default is 10 min
+	// (producer.id.expiration.check.interval.ms).
+	ProducerExpirationCheckInterval time.Duration
+	// ClusterID and NodeID go into a new meta.properties. The defaults are
+	// a random id and 0.
+	ClusterID string
+	NodeID    int32
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *ManagerOptions) EnsureDefaults() {
+	if o.Config == nil {
+		c := DefaultConfig()
+		o.Config = &c
+	}
+	o.Tablet.EnsureDefaults()
+	if o.Recovery.Now == nil {
+		o.Recovery.Now = o.Tablet.Now
+	}
+	if o.Recovery.WriterState.Now == nil {
+		o.Recovery.WriterState = o.Tablet.WriterState
+	}
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{&o.FlushCheckInterval, time.Second}, {&o.CheckpointInterval, time.Minute},
+		{&o.RetentionCheckInterval, 5 * time.Minute}, {&o.ProducerExpirationCheckInterval, 10 * time.Minute}} {
+		if *d.p <= 0 {
+			*d.p = d.v
+		}
+	}
+	if o.ClusterID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		o.ClusterID = checkpoint.TopicID(b).String()
+	}
+}
+
+var (
+	// ErrLocked is returned by Open when another process (or Manager) has
+	// the data directory open.
+	ErrLocked = errors.New("tablet: data directory is in use")
+	// ErrExists is returned by Create for a tablet that exists.
+	ErrExists = errors.New("tablet: tablet exists")
+	// ErrNotFound is returned for a tablet that does not exist.
+	ErrNotFound = errors.New("tablet: no such tablet")
+)
+
+// LockFile is the file a Manager holds an exclusive lock on.
+const LockFile = ".lock"
+
+// Manager is a data directory of tablets: it loads them (recovering after
+// a crash), creates and deletes them, runs the background tasks (flush by
+// time, checkpoints, retention, producer expiry, delayed file deletion)
+// and closes them cleanly.
+type Manager struct {
+	fsys vfs.FS
+	dir  string
+	opts ManagerOptions
+	lock io.Closer
+
+	// Loaded is what loading did, for reports.
+	Loaded *recovery.Result
+
+	mu struct {
+		sync.Mutex
+		tablets map[checkpoint.TopicPartition]*Tablet
+		closed  bool
+	}
+	sched *scheduler
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// OpenManager opens the data directory dir, creating it if needed: it
+// takes the lock, writes meta.properties if there is none, loads every
+// tablet (recovery.Load) and starts the background tasks.
+func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
+	opts.EnsureDefaults()
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("tablet: creating %s: %w", dir, err)
+	}
+	lock, err := fsys.Lock(filepath.Join(dir, LockFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
+	}
+	m := &Manager{fsys: fsys, dir: dir, opts: opts, lock: lock, stop: make(chan struct{})}
+	m.mu.tablets = map[checkpoint.TopicPartition]*Tablet{}
+	m.sched = newScheduler()
+	m.opts.Tablet.Scheduler = m.sched
+	if err := m.open(); err != nil {
+		m.sched.stop()
+		lock.Close()
+		return nil, err
+	}
+	m.startTasks()
+	return m, nil
+}
+
+func (m *Manager) open() error {
+	metaPath := filepath.Join(m.dir, checkpoint.MetaPropertiesFile)
+	if _, ok, err := checkpoint.ReadMetaProperties(m.fsys, metaPath); err != nil {
+		return err
+	} else if !ok {
+		meta := checkpoint.MetaProperties{Version: 1, ClusterID: m.opts.ClusterID, NodeID: m.opts.NodeID,
+			DirectoryID: checkpoint.NewTopicID().String()}
+		if err := checkpoint.WriteMetaProperties(m.fsys, metaPath, meta); err != nil {
+			return err
+		}
+	}
+	ropts := m.opts.Recovery
+	r, err := recovery.Load(m.fsys, m.dir, ropts)
+	if err != nil {
+		return err
+	}
+	m.Loaded = r
+	for _, rt := range r.Tablets {
+		cfg, err := ReadConfig(m.fsys, rt.Dir)
+		if err == nil {
+			var t *Tablet
+			if t, err = Open(m.fsys, rt, cfg, m.opts.Tablet); err == nil {
+				m.mu.tablets[rt.TopicPartition] = t
+				continue
+			}
+		}
+		r.Close()
+		for _, t := range m.mu.tablets {
+			t.Close()
+		}
+		return fmt.Errorf("tablet: opening %s: %w", rt.Dir, err)
+	}
+	return nil
+}
+
+// Dir returns the data directory.
+func (m *Manager) Dir() string { return m.dir }
+
+// Get returns a tablet.
+func (m *Manager) Get(tp checkpoint.TopicPartition) (*Tablet, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.mu.tablets[tp]
+	return t, ok
+}
+
+// Tablets returns every tablet, sorted by topic and partition.
+func (m *Manager) Tablets() []*Tablet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Tablet, 0, len(m.mu.tablets))
+	for _, t := range m.mu.tablets {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *Tablet) int { return a.tp.Compare(b.tp) })
+	return out
+}
+
+// Create creates a tablet with cfg (nil: the manager's default config).
+// Its directory gets partition.metadata (a new topic id) and its config
+// file before the first segment.
+func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, error) {
+	if err := checkpoint.ValidateTopic(tp.Topic); err != nil {
+		return nil, err
+	}
+	if tp.Partition < 0 {
+		return nil, fmt.Errorf("tablet: negative partition %d", tp.Partition)
+	}
+	c := *m.opts.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := m.mu.tablets[tp]; ok {
+		return nil, fmt.Errorf("%w: %s", ErrExists, tp)
+	}
+	dir := filepath.Join(m.dir, tp.DirName())
+	if _, err := m.fsys.Stat(dir); err == nil {
+		return nil, fmt.Errorf("%w: %s (a directory is in the way)", ErrExists, dir)
+	}
+	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	err := checkpoint.WritePartitionMetadata(m.fsys, filepath.Join(dir, checkpoint.PartitionMetadataFile), checkpoint.NewTopicID())
+	if err == nil {
+		err = writeConfig(m.fsys, filepath.Join(dir, ConfigFile), c)
+	}
+	if err == nil {
+		err = m.fsys.SyncDir(m.dir)
+	}
+	var t *Tablet
+	if err == nil {
+		ropts := m.opts.Recovery
+		ropts.Segment = c.segmentOptions()
+		var rt *recovery.Tablet
+		if rt, err = recovery.LoadTablet(m.fsys, dir, tp, true, 0, 0, ropts); err == nil {
+			if t, err = Open(m.fsys, rt, c, m.opts.Tablet); err != nil {
+				rt.Close()
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tablet: creating %s: %w", tp, err)
+	}
+	m.mu.tablets[tp] = t
+	return t, nil
+}
+
+// GetOrCreate returns a tablet, creating it with cfg if it does not exist.
+func (m *Manager) GetOrCreate(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, error) {
+	if t, ok := m.Get(tp); ok {
+		return t, nil
+	}
+	t, err := m.Create(tp, cfg)
+	if errors.Is(err, ErrExists) {
+		if t, ok := m.Get(tp); ok {
+			return t, nil
+		}
+	}
+	return t, err
+}
+
+// Delete closes a tablet and deletes its directory: renamed with the
+// -delete suffix first (a crash leaves it for the next load to remove),
+// then removed.
+func (m *Manager) Delete(tp checkpoint.TopicPartition) error {
+	m.mu.Lock()
+	t, ok := m.mu.tablets[tp]
+	if ok {
+		delete(m.mu.tablets, tp)
+	}
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNotFound, tp)
+	}
+	if _, err := t.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		m.opts.Tablet.Logger.Warn("closing a tablet to delete it", "tablet", tp.String(), "err", err)
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	doomed := filepath.Join(m.dir, tp.DirName()+"."+hex.EncodeToString(id[:])+checkpoint.DeleteDirSuffix)
+	if err := m.fsys.Rename(t.dir, doomed); err != nil {
+		return fmt.Errorf("tablet: deleting %s: %w", tp, err)
+	}
+	if err := m.fsys.SyncDir(m.dir); err != nil {
+		return err
+	}
+	return removeAll(m.fsys, doomed)
+}
+
+// removeAll deletes a directory tree through fsys.
+func removeAll(fsys vfs.FS, path string) error {
+	names, err := fsys.List(path)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		p := filepath.Join(path, n)
+		if info, err := fsys.Stat(p); err == nil && info.IsDir() {
+			if err := removeAll(fsys, p); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fsys.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return fsys.Remove(path)
+}
+
+// Checkpoint writes the recovery-point, log-start and high-watermark
+// (replication-offset) checkpoints of every tablet.
+func (m *Manager) Checkpoint() error {
+	return m.writeCheckpoints(m.Tablets(), nil)
+}
+
+func (m *Manager) writeCheckpoints(tablets []*Tablet, offsets map[checkpoint.TopicPartition]Offsets) error {
+	rp, ls, hw := checkpoint.Offsets{}, checkpoint.Offsets{}, checkpoint.Offsets{}
+	for _, t := range tablets {
+		o, ok := offsets[t.tp]
+		if !ok {
+			o = t.Offsets()
+		}
+		rp[t.tp], ls[t.tp], hw[t.tp] = o.RecoveryPoint, o.LogStartOffset, o.HighWatermark
+	}
+	for name, o := range map[string]checkpoint.Offsets{checkpoint.RecoveryPointFile: rp,
+		checkpoint.LogStartOffsetFile: ls, checkpoint.ReplicationOffsetFile: hw} {
+		if err := checkpoint.WriteOffsets(m.fsys, filepath.Join(m.dir, name), o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops the background tasks, closes every tablet (flushed, writer
+// state snapshotted), writes the checkpoints and then, if all of that
+// worked, the clean-shutdown marker; and releases the lock.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	m.mu.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
+	m.sched.stop()
+
+	tablets := m.Tablets()
+	offsets := map[checkpoint.TopicPartition]Offsets{}
+	var errs []error
+	for _, t := range tablets {
+		o, err := t.Close()
+		offsets[t.tp] = o
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		m.lock.Close()
+		return err // no marker: the next open recovers
+	}
+	err := m.writeCheckpoints(tablets, offsets)
+	if err == nil {
+		err = checkpoint.WriteCleanShutdown(m.fsys, m.dir, 0)
+	}
+	return errors.Join(err, m.lock.Close())
+}
+
+// startTasks runs the periodic tasks until Close.
+func (m *Manager) startTasks() {
+	task := func(every time.Duration, fn func()) {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-m.stop:
+					return
+				case <-tick.C:
+					fn()
+				}
+			}
+		}()
+	}
+	log := m.opts.Tablet.Logger
+	task(m.opts.FlushCheckInterval, func() {
+		for _, t := range m.Tablets() {
+			if err := t.FlushIfDue(); err != nil {
+				log.Error("flush", "tablet", t.tp.String(), "err", err)
+			}
+		}
+	})
+	task(m.opts.CheckpointInterval, func() {
+		if err := m.Checkpoint(); err != nil {
+			log.Error("checkpoint", "dir", m.dir, "err", err)
+		}
+	})
+	task(m.opts.RetentionCheckInterval, func() {
+		for _, t := range m.Tablets() {
+			if _, err := t.ApplyRetention(); err != nil {
+				log.Error("retention", "tablet", t.tp.String(), "err", err)
+			}
+		}
+	})
+	task(m.opts.ProducerExpirationCheckInterval, func() {
+		for _, t := range m.Tablets() {
+			t.ExpireProducers()
+		}
+	})
+}
+
+// FlushIfDue flushes if data has waited flush.ms since the last flush.
+func (t *Tablet) FlushIfDue() error {
+	cfg := t.Config()
+	if cfg.FlushMs == math.MaxInt64 {
+		return nil
+	}
+	v := t.view()
+	if v.leo.offset > v.recoveryPoint && t.opts.Now().UnixMilli()-t.lastFlushMs.Load() >= cfg.FlushMs {
+		return t.Flush()
+	}
+	return nil
+}
+
+// ExpireProducers forgets producers idle for producer.id.expiration.ms.
+func (t *Tablet) ExpireProducers() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.usableLocked() == nil {
+		t.mu.state.RemoveExpiredProducers(t.opts.Now().UnixMilli())
+	}
+}
+
+// scheduler runs delayed work until stopped; stopped work is dropped (the
+// next load removes what it would have).
+type scheduler struct {
+	mu      sync.Mutex
+	timers  map[*time.Timer]struct{}
+	stopped bool
+}
+
+func newScheduler() *scheduler { return &scheduler{timers: map[*time.Timer]struct{}{}} }
+
+func (s *scheduler) After(d time.Duration, fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	var tm *time.Timer
+	tm = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		_, live := s.timers[tm]
+		delete(s.timers, tm)
+		s.mu.Unlock()
+		if live {
+			fn()
+		}
+	})
+	s.timers[tm] = struct{}{}
+}
+
+func (s *scheduler) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for tm := range s.timers {
+		tm.Stop()
+	}
+	clear(s.timers)
+}

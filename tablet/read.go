@@ -1,0 +1,238 @@
+package tablet
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/btree"
+
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/txnindex"
+)
+
+// Isolation bounds what a read sees.
+type Isolation int8
+
+const (
+	// ReadHighWatermark sees offsets below the high watermark: a
+	// consumer's read_uncommitted.
+	ReadHighWatermark Isolation = iota
+	// ReadCommitted sees offsets below the last stable offset and returns
+	// the aborted transactions in range, for the reader to skip.
+	ReadCommitted
+	// ReadLogEnd sees everything appended: a follower's read.
+	ReadLogEnd
+)
+
+// ReadOptions shape a read.
+type ReadOptions struct {
+	// MaxBytes bounds the bytes returned. The default (0) returns none
+	// unless MinOneMessage.
+	MaxBytes int
+	// Isolation is the bound. The default is ReadHighWatermark.
+	Isolation Isolation
+	// MinOneMessage returns the first batch whole even if it is larger
+	// than MaxBytes. The default is false.
+	MinOneMessage bool
+}
+
+// FetchResult is a read: whole batches of one segment, read in place,
+// with the offsets as they were. It holds the segment open: Close it.
+type FetchResult struct {
+	// Records are whole batches; the first may begin below the offset
+	// asked for. Empty at the bound or past the end of what is visible.
+	Records segment.Slice
+	// FirstEntryIncomplete reports that the first batch is larger than
+	// MaxBytes (without MinOneMessage): Records is empty.
+	FirstEntryIncomplete bool
+	Offsets
+	// AbortedTxns are the aborted transactions overlapping the records,
+	// for ReadCommitted.
+	AbortedTxns []txnindex.AbortedTxn
+
+	release *seg
+}
+
+// Close releases the segment the records are read from.
+func (r *FetchResult) Close() {
+	if r.release != nil {
+		r.release.release()
+		r.release = nil
+	}
+}
+
+// Read returns the batches from the one holding offset, within the
+// isolation bound. An offset below the log start or above the log end
+// fails with ErrOffsetOutOfRange; at or past the bound the result is
+// empty. Read never waits for an append.
+func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
+	if opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("tablet: negative MaxBytes %d", opts.MaxBytes)
+	}
+	t.pub.RLock()
+	v := t.pub.v
+	g := floorSeg(v.segs, offset)
+	if g != nil && !g.acquire() {
+		g = nil
+	}
+	t.pub.RUnlock()
+
+	offs := Offsets{LogStartOffset: v.logStart, LocalLogStartOffset: v.localStart, HighWatermark: v.hw.offset,
+		LastStableOffset: v.lso.offset, LogEndOffset: v.leo.offset, RecoveryPoint: v.recoveryPoint}
+	res := &FetchResult{Offsets: offs}
+	if offset < v.localStart || offset > v.leo.offset {
+		if g != nil {
+			g.release()
+		}
+		return nil, fmt.Errorf("%w: %d is not in [%d, %d]", ErrOffsetOutOfRange, offset, v.localStart, v.leo.offset)
+	}
+	bound := v.hw
+	switch opts.Isolation {
+	case ReadCommitted:
+		bound = v.lso
+	case ReadLogEnd:
+		bound = v.leo
+	}
+	if g == nil || offset >= bound.offset {
+		if g != nil {
+			g.release()
+		}
+		return res, nil
+	}
+	for {
+		maxPos := g.Size()
+		if g.base == bound.base {
+			maxPos = bound.pos
+		}
+		r, found, err := g.Read(offset, opts.MaxBytes, maxPos, opts.MinOneMessage)
+		if err != nil {
+			g.release()
+			return nil, err
+		}
+		if found {
+			res.Records, res.FirstEntryIncomplete, res.release = r.Records, r.FirstEntryIncomplete, g
+			if opts.Isolation == ReadCommitted && r.Records.Size() > 0 {
+				if res.AbortedTxns, err = t.abortedTxns(v.segs, g, offset, r, v.leo.offset); err != nil {
+					res.Close()
+					return nil, err
+				}
+			}
+			return res, nil
+		}
+		// The offset is past this segment's batches: the next one has it.
+		next := higherSeg(v.segs, g.base)
+		g.release()
+		if next == nil || next.base > bound.base || !next.acquire() {
+			return res, nil
+		}
+		g = next
+	}
+}
+
+// higherSeg returns the segment after the one at base, or nil.
+func higherSeg(tr *btree.BTreeG[*seg], base int64) *seg {
+	var out *seg
+	tr.AscendGreaterOrEqual(&seg{base: base + 1}, func(g *seg) bool { out = g; return false })
+	return out
+}
+
+// abortedTxns collects the aborted transactions overlapping a read
+// (Kafka's addAbortedTransactions): those with records below the offset
+// after the fetched bytes, from the read's segment on through every later
+// segment (an abort is indexed in its marker's segment) until an entry's
+// last stable offset shows that no later one can overlap.
+func (t *Tablet) abortedTxns(segs *btree.BTreeG[*seg], g *seg, offset int64, r segment.ReadResult, logEnd int64) ([]txnindex.AbortedTxn, error) {
+	upper := logEnd
+	if e, ok, err := g.OffsetIndex().FetchUpperBoundOffset(int32(r.Position), int(r.Records.Size())); err != nil {
+		return nil, err
+	} else if ok {
+		upper = e.Offset
+	} else if n := higherSeg(segs, g.base); n != nil {
+		upper = n.base
+	}
+	var out []txnindex.AbortedTxn
+	cur, held := g, false
+	for cur != nil {
+		sr, err := cur.TxnIndex().CollectAbortedTxns(offset, upper)
+		if held {
+			cur.release()
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sr.Txns...)
+		if sr.Complete {
+			break
+		}
+		next := higherSeg(segs, cur.base)
+		if next == nil || !next.acquire() {
+			break
+		}
+		cur, held = next, true
+	}
+	return out, nil
+}
+
+// Timestamps with a meaning of their own in OffsetForTimestamp, as in
+// Kafka's ListOffsets.
+const (
+	LatestTimestamp   = -1 // the log end
+	EarliestTimestamp = -2 // the log start
+)
+
+// TimestampOffset is an offset found by time.
+type TimestampOffset struct {
+	Timestamp, Offset int64
+}
+
+// ErrNoOffsetForTimestamp is returned when no record has a timestamp at or
+// after the one asked for.
+var ErrNoOffsetForTimestamp = errors.New("tablet: no record at or after the timestamp")
+
+// OffsetForTimestamp returns the first record with a timestamp at or after
+// ts (spec 3.3), or for EarliestTimestamp and LatestTimestamp the log start
+// and end.
+func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
+	t.pub.RLock()
+	v := t.pub.v
+	var segs []*seg
+	v.segs.Ascend(func(g *seg) bool {
+		if g.acquire() {
+			segs = append(segs, g)
+		}
+		return true
+	})
+	t.pub.RUnlock()
+	defer func() {
+		for _, g := range segs {
+			g.release()
+		}
+	}()
+	switch ts {
+	case EarliestTimestamp:
+		return TimestampOffset{Timestamp: record.NoTimestamp, Offset: v.logStart}, nil
+	case LatestTimestamp:
+		return TimestampOffset{Timestamp: record.NoTimestamp, Offset: v.leo.offset}, nil
+	}
+	if ts < 0 {
+		return TimestampOffset{}, fmt.Errorf("tablet: timestamp %d is neither a time nor Earliest/LatestTimestamp", ts)
+	}
+	for _, g := range segs {
+		largest, err := g.LargestTimestamp()
+		if err != nil {
+			return TimestampOffset{}, err
+		}
+		if largest < ts {
+			continue
+		}
+		found, ok, err := g.FindOffsetByTimestamp(ts, v.logStart)
+		if err != nil {
+			return TimestampOffset{}, err
+		}
+		if ok && found.Offset < v.leo.offset {
+			return TimestampOffset{Timestamp: found.Timestamp, Offset: found.Offset}, nil
+		}
+	}
+	return TimestampOffset{}, fmt.Errorf("%w: %d", ErrNoOffsetForTimestamp, ts)
+}

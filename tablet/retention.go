@@ -1,0 +1,307 @@
+package tablet
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seglog/seglog/segment"
+)
+
+// RetentionResult says what ApplyRetention deleted.
+type RetentionResult struct {
+	Segments int
+	Bytes    int64
+}
+
+// ApplyRetention deletes the oldest segments that retention.ms,
+// retention.bytes or the log start offset no longer keep (Kafka's
+// deleteOldSegments): only whole segments, only below the high watermark,
+// oldest first. If every segment goes, an empty one is rolled first so the
+// log end is kept.
+func (t *Tablet) ApplyRetention() (RetentionResult, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return RetentionResult{}, err
+	}
+	cfg := t.mu.cfg
+	now := t.opts.Now().UnixMilli()
+	v := t.view()
+	var total int64
+	t.mu.segs.Ascend(func(g *seg) bool { total += g.Size(); return true })
+
+	var doomed []*seg
+	var segs []*seg
+	t.mu.segs.Ascend(func(g *seg) bool { segs = append(segs, g); return true })
+	excess := total - cfg.RetentionBytes
+	for i, g := range segs {
+		upper := v.leo.offset
+		if i+1 < len(segs) {
+			upper = segs[i+1].base
+		}
+		if upper > v.hw.offset || (g == t.mu.active && g.Size() == 0) {
+			break
+		}
+		byStart := upper <= v.logStart
+		bySize := cfg.RetentionBytes >= 0 && excess-g.Size() >= 0
+		byTime := false
+		if cfg.RetentionMs >= 0 {
+			largest, err := g.LargestTimestamp()
+			if err != nil {
+				return RetentionResult{}, err
+			}
+			byTime = now-largest > cfg.RetentionMs
+		}
+		if !byStart && !bySize && !byTime {
+			break
+		}
+		excess -= g.Size()
+		doomed = append(doomed, g)
+	}
+	if len(doomed) == 0 {
+		return RetentionResult{}, nil
+	}
+	if doomed[len(doomed)-1] == t.mu.active {
+		if err := t.rollLocked(v.leo.offset, segment.RollNone); err != nil {
+			return RetentionResult{}, err
+		}
+	}
+	return t.deleteSegmentsLocked(doomed, "retention")
+}
+
+// deleteSegmentsLocked removes the oldest segments: the log start moves to
+// the first remaining base, the files are renamed .deleted at once, closed
+// when their last reader goes and unlinked after file.delete.delay.ms.
+func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string) (RetentionResult, error) {
+	var res RetentionResult
+	for _, g := range doomed {
+		t.mu.segs.Delete(g)
+		res.Segments++
+		res.Bytes += g.Size()
+	}
+	first, _ := t.mu.segs.Min()
+	v := t.view()
+	v.logStart = max(v.logStart, first.base)
+	v.localStart = max(v.localStart, v.logStart)
+	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
+	t.publishLocked(v) // readers no longer find them
+	t.mu.state.OnLogStartOffsetIncremented(v.logStart)
+	var errs []error
+	errs = append(errs, t.mu.epochs.TruncateFromStart(v.logStart))
+	for _, g := range doomed {
+		errs = append(errs, t.retireSegmentLocked(g))
+		t.opts.Logger.Info("deleted segment", "tablet", t.tp.String(), "base", g.base, "why", why)
+	}
+	errs = append(errs, t.mu.state.DeleteSnapshotsBefore(first.base))
+	if err := errors.Join(errs...); err != nil {
+		return res, t.failLocked(err)
+	}
+	return res, nil
+}
+
+// retireSegmentLocked renames a removed segment's files .deleted, closes
+// them when no read holds them, and unlinks them file.delete.delay.ms
+// later (or at the next load, if the process stops first).
+func (t *Tablet) retireSegmentLocked(g *seg) error {
+	if err := g.Delete(); err != nil {
+		return err
+	}
+	if _, err := t.mu.state.MarkSnapshotForDeletion(g.base); err != nil {
+		return err
+	}
+	snapshot := t.dir + "/" + segment.FilenameWithSuffix(g.base, segment.Snapshot, segment.DeletedSuffix)
+	log := func(err error) {
+		t.opts.Logger.Error("removing a deleted segment", "tablet", t.tp.String(), "base", g.base, "err", err)
+	}
+	delay := time.Duration(t.mu.cfg.FileDeleteDelayMs) * time.Millisecond
+	closeAndUnlinkLater := func() error {
+		err := g.Close()
+		t.opts.Scheduler.After(delay, func() {
+			if err := errors.Join(g.RemoveFiles(), removeIfExists(t, snapshot)); err != nil {
+				log(err)
+			}
+		})
+		return err
+	}
+	return g.retire(closeAndUnlinkLater, log)
+}
+
+func removeIfExists(t *Tablet, path string) error {
+	if err := t.fsys.Remove(path); err != nil {
+		if _, serr := t.fsys.Stat(path); serr != nil {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// DeleteRecordsBefore moves the log start to offset (at most the high
+// watermark) and deletes the segments wholly below it (Kafka's
+// DeleteRecords). It returns the new log start.
+func (t *Tablet) DeleteRecordsBefore(offset int64) (int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return 0, err
+	}
+	v := t.view()
+	if offset > v.hw.offset {
+		return v.logStart, fmt.Errorf("%w: %d is above the high watermark %d", ErrOffsetOutOfRange, offset, v.hw.offset)
+	}
+	if offset <= v.logStart {
+		return v.logStart, nil
+	}
+	v.logStart = offset
+	v.localStart = max(v.localStart, offset)
+	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
+	t.publishLocked(v)
+	t.mu.state.OnLogStartOffsetIncremented(offset)
+	if err := t.mu.epochs.TruncateFromStart(offset); err != nil {
+		return offset, t.failLocked(err)
+	}
+	var doomed []*seg
+	var segs []*seg
+	t.mu.segs.Ascend(func(g *seg) bool { segs = append(segs, g); return true })
+	for i, g := range segs[:len(segs)-1] {
+		if segs[i+1].base > offset {
+			break
+		}
+		doomed = append(doomed, g)
+	}
+	if len(doomed) > 0 {
+		if _, err := t.deleteSegmentsLocked(doomed, "records deleted"); err != nil {
+			return offset, err
+		}
+	}
+	return offset, nil
+}
+
+// TruncateTo removes every record at or after offset (a follower
+// truncating to its leader): the whole batch holding offset goes, so the
+// log may end below it. The high watermark and recovery point follow it
+// down; the writer state is rebuilt from its snapshots and the log.
+// Below the first segment it is TruncateFullyAndStartAt.
+func (t *Tablet) TruncateTo(offset int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return err
+	}
+	v := t.view()
+	if offset < 0 {
+		return fmt.Errorf("%w: cannot truncate to %d", ErrOffsetOutOfRange, offset)
+	}
+	if offset >= v.leo.offset {
+		return nil
+	}
+	first, _ := t.mu.segs.Min()
+	if offset < first.base || offset < v.logStart {
+		return t.truncateFullyLocked(offset)
+	}
+	var doomed []*seg
+	t.mu.segs.Descend(func(g *seg) bool {
+		if g.base < offset || (g.base == offset && g == first) {
+			return false
+		}
+		doomed = append(doomed, g)
+		return true
+	})
+	for _, g := range doomed {
+		t.mu.segs.Delete(g)
+	}
+	holder := floorSeg(t.mu.segs, offset)
+	holder.next.Store(-1)
+	t.mu.active = holder
+	v.leo = mark{offset: v.leo.offset, base: holder.base, pos: holder.Size()} // until the cut below
+	v.hw, v.lso = v.leo, v.leo
+	t.publishLocked(v) // readers no longer find the removed segments
+	var errs []error
+	for _, g := range doomed {
+		errs = append(errs, t.retireSegmentLocked(g))
+	}
+	if _, err := holder.TruncateTo(offset); err != nil {
+		errs = append(errs, err)
+	}
+	holder.dirty.Store(true)
+	// The whole batch holding offset went: the log may end below it.
+	end, err := holder.ReadNextOffset()
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return t.failLocked(err)
+	}
+	return t.afterTruncationLocked(end, v)
+}
+
+// afterTruncationLocked publishes the offsets after a truncation to end
+// and brings the epochs and writer state back to it.
+func (t *Tablet) afterTruncationLocked(end int64, v view) error {
+	a := t.mu.active
+	v.leo = mark{offset: end, base: a.base, pos: a.Size()}
+	v.hw = v.leo
+	if v.recoveryPoint > end {
+		v.recoveryPoint = end
+	}
+	if err := t.mu.epochs.TruncateFromEnd(end); err != nil {
+		return t.failLocked(err)
+	}
+	now := t.opts.Now().UnixMilli()
+	var segs []*segment.Segment
+	t.mu.segs.Ascend(func(g *seg) bool { segs = append(segs, g.Segment); return true })
+	if err := t.mu.state.Rebuild(segs, v.logStart, end, false, now); err != nil {
+		return t.failLocked(err)
+	}
+	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
+	t.publishLocked(v)
+	t.flush.mu.Lock()
+	t.flush.flushed = min(t.flush.flushed, end)
+	t.flush.mu.Unlock()
+	return nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and starts the log empty
+// at offset: log start, log end, high watermark and recovery point all
+// move there; the epochs and the writer state are cleared.
+func (t *Tablet) TruncateFullyAndStartAt(offset int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return err
+	}
+	return t.truncateFullyLocked(offset)
+}
+
+func (t *Tablet) truncateFullyLocked(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: cannot start at %d", ErrOffsetOutOfRange, offset)
+	}
+	var doomed []*seg
+	t.mu.segs.Ascend(func(g *seg) bool { doomed = append(doomed, g); return true })
+	errs := []error{}
+	for _, g := range doomed {
+		t.mu.segs.Delete(g)
+		errs = append(errs, t.retireSegmentLocked(g)) // renamed first: the new segment may take a base
+	}
+	s, err := segment.Create(t.fsys, t.dir, offset, t.segmentOptionsLocked())
+	if err != nil {
+		return t.failLocked(errors.Join(append(errs, err)...))
+	}
+	g := newSeg(s)
+	g.dirty.Store(true)
+	t.mu.segs.ReplaceOrInsert(g)
+	t.mu.active = g
+	end := mark{offset: offset, base: offset}
+	v := t.view()
+	v.logStart, v.localStart, v.recoveryPoint = offset, offset, offset
+	v.leo, v.hw, v.lso = end, end, end
+	t.publishLocked(v)
+	errs = append(errs, t.mu.epochs.Clear(), t.mu.state.TruncateFullyAndStartAt(offset))
+	t.flush.mu.Lock()
+	t.flush.flushed = offset
+	t.flush.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return t.failLocked(err)
+	}
+	return nil
+}

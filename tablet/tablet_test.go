@@ -1,0 +1,421 @@
+package tablet
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/writerstate"
+)
+
+func TestAppendReadCloseReopen(t *testing.T) {
+	e := newEnv(t, vfs.OS, t.TempDir())
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 4096
+	tab := e.create(cfg)
+	var last int64
+	for i := range 50 {
+		res, err := tab.Append(batch(t, 3, 1_700_000_000_000+int64(i), 100), AppendOptions{})
+		require.NoError(t, err)
+		require.Equal(t, int64(i*3), res.FirstOffset)
+		require.Equal(t, int64(i*3+2), res.LastOffset)
+		require.False(t, res.Duplicate)
+		last = res.LastOffset
+	}
+	o := tab.Offsets()
+	require.Equal(t, Offsets{LogEndOffset: last + 1, HighWatermark: last + 1, LastStableOffset: last + 1,
+		RecoveryPoint: o.RecoveryPoint}, o)
+	require.GreaterOrEqual(t, len(tab.Segments()), 4, "rolled by size")
+	require.Equal(t, seq(0, last+1), offsetsOf(readAll(t, tab, 0, ReadHighWatermark)))
+	require.Equal(t, seq(31, last+1), offsetsOf(readAll(t, tab, 31, ReadHighWatermark)), "from inside a batch")
+
+	e.reopen()
+	require.True(t, e.m.Loaded.CleanShutdown)
+	tab = e.tablet()
+	require.Equal(t, last+1, tab.Offsets().LogEndOffset)
+	require.Equal(t, last+1, tab.Offsets().RecoveryPoint, "a clean close flushed everything")
+	require.Equal(t, cfg, tab.Config(), "the config is kept in the tablet directory")
+	require.Equal(t, seq(0, last+1), offsetsOf(readAll(t, tab, 0, ReadHighWatermark)))
+	res, err := tab.Append(batch(t, 1, 1_700_000_001_000, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, last+1, res.FirstOffset)
+}
+
+func TestReadBounds(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	_, err := tab.Read(0, ReadOptions{MaxBytes: 100})
+	require.NoError(t, err, "offset 0 of an empty log is the log end")
+	_, err = tab.Read(1, ReadOptions{MaxBytes: 100})
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	_, err = tab.Append(batch(t, 5, 1, 10), AppendOptions{})
+	require.NoError(t, err)
+	res, err := tab.Read(5, ReadOptions{MaxBytes: 100})
+	require.NoError(t, err)
+	require.Zero(t, res.Records.Size(), "at the log end")
+	res.Close()
+	res, err = tab.Read(0, ReadOptions{MaxBytes: 10})
+	require.NoError(t, err)
+	require.True(t, res.FirstEntryIncomplete)
+	require.Zero(t, res.Records.Size())
+	res.Close()
+	_, err = tab.Read(-1, ReadOptions{})
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+}
+
+func TestSecondManagerIsRefused(t *testing.T) {
+	d := t.TempDir()
+	newEnv(t, vfs.OS, d)
+	_, err := OpenManager(vfs.OS, d, ManagerOptions{})
+	require.ErrorIs(t, err, ErrLocked)
+}
+
+func TestCreateRefusesBadNamesAndDuplicates(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	e.create(DefaultConfig())
+	_, err := e.m.Create(tp0, nil)
+	require.ErrorIs(t, err, ErrExists)
+	for _, bad := range []string{"", ".", "..", "a/b", "x y"} {
+		_, err := e.m.Create(checkpoint.TopicPartition{Topic: bad}, nil)
+		require.Error(t, err, bad)
+	}
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 1
+	_, err = e.m.Create(checkpoint.TopicPartition{Topic: "x"}, &cfg)
+	require.ErrorIs(t, err, ErrConfig)
+}
+
+func TestConfigSet(t *testing.T) {
+	c := DefaultConfig()
+	require.NoError(t, c.Set("segment.bytes", "1048576"))
+	require.NoError(t, c.Set("message.timestamp.type", "LogAppendTime"))
+	require.NoError(t, c.Set("preallocate", "true"))
+	require.NoError(t, c.Set("retention.ms", "-1"))
+	require.Equal(t, int64(1048576), c.SegmentBytes)
+	require.Equal(t, record.LogAppendTime, c.TimestampType)
+	for _, bad := range [][2]string{{"segment.bytes", "x"}, {"segment.bytes", "3"}, {"nope", "1"},
+		{"preallocate", "yes"}, {"message.timestamp.type", "Now"}, {"retention.ms", "-2"}} {
+		before := c
+		require.ErrorIs(t, c.Set(bad[0], bad[1]), ErrConfig, "%v", bad)
+		require.Equal(t, before, c, "a refused value changes nothing")
+	}
+	got := formatConfig(c)
+	require.Contains(t, string(got), "segment.bytes=1048576\n")
+	require.NotContains(t, string(got), "index.interval.bytes", "defaults are not written")
+}
+
+// Scenario 75: testDuplicateAppends.
+func TestDuplicateAppends(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	const pid, epoch = 4, 0
+	var offsets [][2]int64
+	for i := range 10 {
+		res, err := tab.Append(producerBatch(t, pid, epoch, int32(i*2), 2, false, 1), AppendOptions{})
+		require.NoError(t, err)
+		offsets = append(offsets, [2]int64{res.FirstOffset, res.LastOffset})
+	}
+	end := tab.Offsets().LogEndOffset
+	// A retry of the 5th-from-last batch returns the original offsets and
+	// writes nothing.
+	res, err := tab.Append(producerBatch(t, pid, epoch, 10, 2, false, 1), AppendOptions{})
+	require.NoError(t, err)
+	require.True(t, res.Duplicate)
+	require.Equal(t, offsets[5], [2]int64{res.FirstOffset, res.LastOffset})
+	require.Equal(t, end, tab.Offsets().LogEndOffset)
+	// An older batch, or part of one, is out of order.
+	_, err = tab.Append(producerBatch(t, pid, epoch, 8, 2, false, 1), AppendOptions{})
+	require.ErrorIs(t, err, writerstate.ErrOutOfOrderSequence)
+	_, err = tab.Append(producerBatch(t, pid, epoch, 11, 1, false, 1), AppendOptions{})
+	require.ErrorIs(t, err, writerstate.ErrOutOfOrderSequence)
+	require.Equal(t, end, tab.Offsets().LogEndOffset, "rejections write nothing")
+	// The next sequence goes on.
+	res, err = tab.Append(producerBatch(t, pid, epoch, 20, 2, false, 1), AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, end, res.FirstOffset)
+	// A fenced epoch is refused.
+	_, err = tab.Append(producerBatch(t, pid, epoch+1, 0, 1, false, 1), AppendOptions{})
+	require.NoError(t, err)
+	_, err = tab.Append(producerBatch(t, pid, epoch, 22, 1, false, 1), AppendOptions{})
+	require.ErrorIs(t, err, writerstate.ErrInvalidProducerEpoch)
+}
+
+// Scenario 76: testSizeBasedLogRoll.
+func TestSizeBasedRoll(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	one := batch(t, 1, 1, 100)
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = int64(len(one)) * 3
+	tab := e.create(cfg)
+	for range 9 {
+		_, err := tab.Append(batch(t, 1, 1, 100), AppendOptions{})
+		require.NoError(t, err)
+	}
+	require.Len(t, tab.Segments(), 3, "three batches fill a segment exactly: no roll until the fourth")
+}
+
+// Scenario 76: testTimeBasedLogRollJitter.
+func TestTimeBasedRollJitter(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := DefaultConfig()
+	cfg.SegmentMs = 60 * 60 * 1000
+	cfg.SegmentJitterMs = 0
+	tab := e.create(cfg)
+	now := e.clock.Now().UnixMilli()
+	_, err := tab.Append(batch(t, 1, now, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.Len(t, tab.Segments(), 1)
+	// Time is the batches' max timestamps, not the clock.
+	_, err = tab.Append(batch(t, 1, now+cfg.SegmentMs-1, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.Len(t, tab.Segments(), 1)
+	_, err = tab.Append(batch(t, 1, now+cfg.SegmentMs+1, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.Len(t, tab.Segments(), 2)
+}
+
+// Scenario 76: testIndexResizingAtTruncation.
+func TestIndexResizingAtTruncation(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	one := batch(t, 1, 1, 100)
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = int64(len(one)) * 5
+	cfg.IndexIntervalBytes = 1
+	cfg.SegmentIndexBytes = 1200
+	tab := e.create(cfg)
+	for range 7 {
+		_, err := tab.Append(batch(t, 1, 1, 100), AppendOptions{})
+		require.NoError(t, err)
+	}
+	segs := tab.Segments()
+	require.Len(t, segs, 2)
+	first := floorSeg(tab.view().segs, 0)
+	n, err := first.OffsetIndex().Entries()
+	require.NoError(t, err)
+	max, err := first.OffsetIndex().MaxEntries()
+	require.NoError(t, err)
+	require.Equal(t, n, max, "a sealed segment's index is trimmed to its entries")
+	require.NoError(t, tab.TruncateTo(3))
+	require.Len(t, tab.Segments(), 1)
+	max, err = first.OffsetIndex().MaxEntries()
+	require.NoError(t, err)
+	require.Equal(t, 1200/8, max, "the active segment's index is back at its full size")
+	require.Equal(t, int64(3), tab.Offsets().LogEndOffset)
+}
+
+// Scenario 76: testTakeSnapshotOnRollAndDeleteSnapshotOnRecoveryPointCheckpoint.
+func TestSnapshotOnRoll(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = int64(len(producerBatch(t, 1, 0, 0, 1, false, 1)))
+	tab := e.create(cfg)
+	for i := range 3 {
+		_, err := tab.Append(producerBatch(t, 1, 0, int32(i), 1, false, 1), AppendOptions{})
+		require.NoError(t, err)
+	}
+	tab.mu.Lock()
+	snaps := tab.mu.state.Snapshots()
+	tab.mu.Unlock()
+	require.Equal(t, []int64{1, 2}, snaps, "a snapshot at each roll")
+	require.NoError(t, tab.Flush())
+	require.Equal(t, int64(3), tab.Offsets().RecoveryPoint)
+	_, err := tab.DeleteRecordsBefore(2)
+	require.NoError(t, err)
+	tab.mu.Lock()
+	snaps = tab.mu.state.Snapshots()
+	tab.mu.Unlock()
+	require.Equal(t, []int64{2}, snaps, "snapshots below the log start go with their segments")
+}
+
+// Scenario 76: testAbortedTransactionSpanningMultipleSegments.
+func TestAbortedTransactionSpanningSegments(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 150
+	tab := e.create(cfg)
+	const pid = 7
+	var first int64 = -1
+	for i := range 6 {
+		res, err := tab.Append(producerBatch(t, pid, 0, int32(i*2), 2, true, 1), AppendOptions{})
+		require.NoError(t, err)
+		if first < 0 {
+			first = res.FirstOffset
+		}
+	}
+	require.Greater(t, len(tab.Segments()), 2, "the transaction spans segments")
+	require.Equal(t, first, tab.Offsets().LastStableOffset, "the open transaction holds the LSO")
+	require.Empty(t, readAll(t, tab, 0, ReadCommitted))
+	res, err := tab.Append(marker(t, pid, 0, true, 1), AppendOptions{Origin: record.OriginCoordinator})
+	require.NoError(t, err)
+	require.Equal(t, res.LastOffset+1, tab.Offsets().LastStableOffset)
+	// Read from any segment of the transaction: its records are aborted.
+	for _, s := range tab.Segments() {
+		got := readAll(t, tab, s.BaseOffset, ReadCommitted)
+		require.Empty(t, got, "from %d", s.BaseOffset)
+		if s.BaseOffset < res.LastOffset { // not the marker's own segment
+			require.NotEmpty(t, readAll(t, tab, s.BaseOffset, ReadHighWatermark))
+		}
+	}
+	// A committed transaction after it is visible.
+	_, err = tab.Append(producerBatch(t, pid, 0, 12, 2, true, 1), AppendOptions{})
+	require.NoError(t, err)
+	_, err = tab.Append(marker(t, pid, 0, false, 1), AppendOptions{Origin: record.OriginCoordinator})
+	require.NoError(t, err)
+	require.Len(t, readAll(t, tab, 0, ReadCommitted), 2)
+	// Markers only from the coordinator.
+	_, err = tab.Append(marker(t, pid, 0, false, 1), AppendOptions{})
+	require.ErrorIs(t, err, record.ErrInvalidRecord)
+}
+
+func TestLogAppendTime(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := DefaultConfig()
+	cfg.TimestampType = record.LogAppendTime
+	tab := e.create(cfg)
+	res, err := tab.Append(batch(t, 3, 5, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, e.clock.Now().UnixMilli(), res.LogAppendTime)
+	for _, r := range readAll(t, tab, 0, ReadHighWatermark) {
+		require.Equal(t, res.LogAppendTime, r.Timestamp)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	one := batch(t, 1, 1, 100)
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = int64(len(one)) * 2
+	cfg.RetentionBytes = int64(len(one)) * 5
+	cfg.FileDeleteDelayMs = 0
+	tab := e.create(cfg)
+	now := e.clock.Now().UnixMilli()
+	for i := range 10 {
+		_, err := tab.Append(batch(t, 1, now+int64(i), 100), AppendOptions{})
+		require.NoError(t, err)
+	}
+	require.Len(t, tab.Segments(), 5)
+	res, err := tab.ApplyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Segments, "down to at most 5 batches: three segments of two")
+	require.Equal(t, int64(4), tab.Offsets().LogStartOffset)
+	_, err = tab.Read(3, ReadOptions{MaxBytes: 100})
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	require.Equal(t, seq(4, 10), offsetsOf(readAll(t, tab, 4, ReadHighWatermark)))
+
+	// By time: everything older than retention.ms, the active segment too
+	// (an empty one is rolled so the log end stays).
+	cfg.RetentionBytes = -1
+	cfg.RetentionMs = 1000
+	require.NoError(t, tab.SetConfig(cfg))
+	e.clock.Advance(time.Hour)
+	res, err = tab.ApplyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Segments)
+	o := tab.Offsets()
+	require.Equal(t, int64(10), o.LogStartOffset)
+	require.Equal(t, int64(10), o.LogEndOffset)
+	require.Len(t, tab.Segments(), 1)
+	out, err := tab.Append(batch(t, 1, e.clock.Now().UnixMilli(), 100), AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(10), out.FirstOffset)
+}
+
+func TestDeletedSegmentStaysReadableUntilReleased(t *testing.T) {
+	e := newEnv(t, vfs.OS, t.TempDir())
+	one := batch(t, 1, 1, 100)
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = int64(len(one))
+	cfg.FileDeleteDelayMs = 0
+	tab := e.create(cfg)
+	for range 3 {
+		_, err := tab.Append(batch(t, 1, 1, 100), AppendOptions{})
+		require.NoError(t, err)
+	}
+	res, err := tab.Read(0, ReadOptions{MaxBytes: 1000})
+	require.NoError(t, err)
+	_, err = tab.DeleteRecordsBefore(2)
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(tab.Dir(), segment.Filename(0, segment.Log)))
+	require.ErrorIs(t, err, os.ErrNotExist, "renamed at once")
+	data, err := res.Records.AppendTo(nil)
+	require.NoError(t, err, "the reader still reads it")
+	require.Equal(t, one[16:], data[16:], "the bytes after the offset and the leader epoch stamped")
+	res.Close()
+}
+
+func TestTruncateToAndFully(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 400
+	tab := e.create(cfg)
+	for i := range 12 {
+		_, err := tab.Append(producerBatch(t, 3, 0, int32(i*2), 2, false, 1), AppendOptions{})
+		require.NoError(t, err)
+	}
+	require.Greater(t, len(tab.Segments()), 2)
+	require.NoError(t, tab.TruncateTo(7))
+	o := tab.Offsets()
+	require.Equal(t, int64(6), o.LogEndOffset, "the whole batch holding 7 goes")
+	require.Equal(t, int64(6), o.HighWatermark)
+	require.Equal(t, seq(0, 6), offsetsOf(readAll(t, tab, 0, ReadLogEnd)))
+	// The writer state went back too: sequence 6 is next again.
+	res, err := tab.Append(producerBatch(t, 3, 0, 6, 2, false, 1), AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(6), res.FirstOffset)
+
+	require.NoError(t, tab.TruncateFullyAndStartAt(100))
+	o = tab.Offsets()
+	require.Equal(t, Offsets{LogStartOffset: 100, LocalLogStartOffset: 100, HighWatermark: 100, LastStableOffset: 100,
+		LogEndOffset: 100, RecoveryPoint: 100}, o)
+	res, err = tab.Append(batch(t, 1, 1, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(100), res.FirstOffset)
+	e.reopen()
+	require.Equal(t, int64(101), e.tablet().Offsets().LogEndOffset)
+	require.Equal(t, int64(100), e.tablet().Offsets().LogStartOffset)
+}
+
+func TestReplicationAppend(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	b := batch(t, 2, 1, 10)
+	parsed, _, err := record.ParseBatch(b)
+	require.NoError(t, err)
+	parsed.SetBaseOffset(10)
+	parsed.SetPartitionLeaderEpoch(3)
+	res, err := tab.Append(b, AppendOptions{Origin: record.OriginReplication})
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{10, 11}, [2]int64{res.FirstOffset, res.LastOffset})
+	_, err = tab.Append(b, AppendOptions{Origin: record.OriginReplication})
+	require.ErrorIs(t, err, ErrUnexpectedAppendOffset)
+	tab.mu.Lock()
+	latest, _ := tab.mu.epochs.LatestEpoch()
+	tab.mu.Unlock()
+	require.Equal(t, int32(3), latest)
+}
+
+func TestDeleteTablet(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.NoError(t, e.m.Delete(tp0))
+	_, ok := e.m.Get(tp0)
+	require.False(t, ok)
+	names, err := e.fsys.List("/data")
+	require.NoError(t, err)
+	for _, n := range names {
+		require.NotContains(t, n, "events")
+	}
+	_, err = tab.Append(batch(t, 1, 1, 10), AppendOptions{})
+	require.ErrorIs(t, err, ErrClosed)
+	require.True(t, errors.Is(e.m.Delete(tp0), ErrNotFound))
+}
