@@ -9,10 +9,10 @@ import (
 // a caller that needs offset o durable waits for a flush in progress, and
 // starts the next one only if that did not cover o (group commit).
 type flusher struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
-	flushed  int64 // everything below it is durable
-	running  bool
+	mu      sync.Mutex
+	cond    *sync.Cond
+	flushed int64 // everything below it is durable
+	running bool
 	fsyncs  int64 // flushes run, for metrics and tests
 	lastErr error
 }
