@@ -25,6 +25,9 @@ type Options struct {
 	// loaded. Their defaults are those packages' defaults.
 	Segment     segment.Options
 	WriterState writerstate.Options
+	// SegmentOptions, when set, gives each tablet its own segment options
+	// (its topic config) instead of Segment. The default is nil.
+	SegmentOptions func(tp checkpoint.TopicPartition, dir string) (segment.Options, error)
 	// Parallelism is how many tablets load at once. The default is 2
 	// (Kafka 4's num.recovery.threads.per.data.dir).
 	Parallelism int

@@ -110,6 +110,19 @@ func LoadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean boo
 
 func loadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64,
 	opts *Options, progress func(int64)) (*Tablet, error) {
+	if opts.SegmentOptions != nil {
+		own := *opts
+		so, err := opts.SegmentOptions(tp, dir)
+		if err != nil {
+			return nil, fmt.Errorf("recovery: loading %s: %w", dir, err)
+		}
+		so.EnsureDefaults()
+		if err := so.Validate(); err != nil {
+			return nil, fmt.Errorf("recovery: loading %s: %w", dir, err)
+		}
+		own.Segment, own.SegmentOptions = so, nil
+		opts = &own
+	}
 	l := &tabletLoader{fsys: fsys, opts: opts, clean: clean, recoveryPoint: recoveryPoint, logStart: logStart,
 		nowMs: opts.Now().UnixMilli(), t: &Tablet{Dir: dir, TopicPartition: tp, fsys: fsys}, progress: progress,
 		recovered: map[*segment.Segment]segment.Tail{}, why: map[*segment.Segment]string{}}

@@ -15,6 +15,7 @@ type flusher struct {
 	running bool
 	fsyncs  int64 // flushes run, for metrics and tests
 	lastErr error
+	onWait  func() // a test hook: a caller starts waiting for a flush
 }
 
 // Flush makes everything appended so far durable and moves the recovery
@@ -35,6 +36,9 @@ func (t *Tablet) flushTo(o int64) error {
 			return nil
 		}
 		if f.running {
+			if f.onWait != nil {
+				f.onWait()
+			}
 			f.cond.Wait()
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/segment"
 )
 
 // ManagerOptions configure a data directory.
@@ -123,6 +124,9 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tablet: creating %s: %w", dir, err)
 	}
+	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil { // a new data directory must survive a crash
+		return nil, fmt.Errorf("tablet: creating %s: %w", dir, err)
+	}
 	lock, err := fsys.Lock(filepath.Join(dir, LockFile))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
@@ -152,6 +156,12 @@ func (m *Manager) open() error {
 		}
 	}
 	ropts := m.opts.Recovery
+	ropts.SegmentOptions = func(_ checkpoint.TopicPartition, dir string) (segment.Options, error) {
+		cfg, err := ReadConfig(m.fsys, dir)
+		o := cfg.segmentOptions()
+		o.Now = m.opts.Tablet.Now
+		return o, err
+	}
 	r, err := recovery.Load(m.fsys, m.dir, ropts)
 	if err != nil {
 		return err

@@ -84,6 +84,7 @@ type Injector struct {
 	mu       sync.Mutex
 	rules    []*ruleState
 	ops      int // operations seen
+	byKind   map[Op]int
 	injected int // operations failed
 	dead     error
 }
@@ -117,7 +118,21 @@ func (in *Injector) Add(r Rule) {
 func (in *Injector) Reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.rules, in.ops, in.injected, in.dead = nil, 0, 0, nil
+	in.rules, in.ops, in.injected, in.dead, in.byKind = nil, 0, 0, nil, nil
+}
+
+// Count returns how many operations of the given kinds went through the
+// injector (OpSync, for fsyncs).
+func (in *Injector) Count(kinds Op) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := 0
+	for k, c := range in.byKind {
+		if k&kinds != 0 {
+			n += c
+		}
+	}
+	return n
 }
 
 // Ops returns how many operations went through the injector.
@@ -141,6 +156,10 @@ func (in *Injector) check(op Op, path string) (short bool, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.ops++
+	if in.byKind == nil {
+		in.byKind = map[Op]int{}
+	}
+	in.byKind[op]++
 	if in.dead != nil {
 		in.injected++
 		return false, &fs.PathError{Op: op.String(), Path: path, Err: in.dead}

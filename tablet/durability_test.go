@@ -1,0 +1,145 @@
+package tablet
+
+import (
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/internal/testenv"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// A Sync append is acknowledged only after the fsync that covers it, so a
+// power cut right after it keeps it; appends without Sync may go (from a
+// segment's tail, even when a later segment's survived: recovery reports
+// that gap, as Kafka keeps it), but the log always loads and holds only
+// what was appended, where it was appended.
+func TestSyncAppendsSurviveACrash(t *testing.T) {
+	for seed := range testenv.CrashSeeds(t, 20, 10) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		mem := vfs.NewMem()
+		e := newEnv(t, mem, "/data")
+		cfg := DefaultConfig()
+		cfg.SegmentBytes = 1000
+		cfg.SegmentIndexBytes = 4096
+		tab := e.create(cfg)
+		acked := int64(0) // offsets below it were acknowledged as durable
+		var appended int64
+		for range 5 + rng.IntN(40) {
+			sync := rng.IntN(3) == 0
+			res, err := tab.Append(batch(t, 1+rng.IntN(3), 1, rng.IntN(200)), AppendOptions{Sync: sync})
+			require.NoError(t, err)
+			appended = res.LastOffset + 1
+			if sync {
+				acked = appended
+			}
+		}
+		mode := []vfs.CrashMode{vfs.CrashDropAll, vfs.CrashRandom}[seed%2]
+		after := mem.Crash(mode, seed)
+		m, err := OpenManager(after, "/data", ManagerOptions{Tablet: Options{Logger: quiet}})
+		require.NoError(t, err, "seed %d", seed)
+		got, ok := m.Get(tp0)
+		require.True(t, ok)
+		end := got.Offsets().LogEndOffset
+		require.GreaterOrEqual(t, end, acked, "seed %d (%v): an acknowledged Sync append was lost", seed, mode)
+		require.LessOrEqual(t, end, appended)
+		read := offsetsOf(readAll(t, got, 0, ReadLogEnd))
+		require.Equal(t, seq(0, acked), read[:min(len(read), int(acked))], "seed %d: the acknowledged prefix", seed)
+		for i := 1; i < len(read); i++ {
+			require.Less(t, read[i-1], read[i], "seed %d", seed)
+		}
+		require.NoError(t, m.Close())
+	}
+}
+
+// gatedFS holds the first fsync of a .log until released, to line up
+// concurrent Sync appends behind it.
+type gatedFS struct {
+	vfs.FS
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &gatedFile{File: f, g: g}, nil
+}
+
+type gatedFile struct {
+	vfs.File
+	g *gatedFS
+}
+
+func (f *gatedFile) Datasync() error {
+	f.g.once.Do(func() {
+		close(f.g.entered)
+		<-f.g.release
+	})
+	return f.File.Datasync()
+}
+
+// Concurrent Sync appends share fsyncs (group commit): while one flush
+// runs, the appends that arrive wait and are then covered by one flush.
+func TestGroupCommitSharesFsyncs(t *testing.T) {
+	const others = 7
+	in := vfs.NewInjector(vfs.NewMem())
+	g := &gatedFS{FS: in, entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, g, "/data")
+	tab := e.create(DefaultConfig())
+	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{}) // the segment exists and is written
+	require.NoError(t, err)
+
+	var waiting sync.WaitGroup
+	waiting.Add(others)
+	tab.flush.onWait = func() { waiting.Done() }
+	var done sync.WaitGroup
+	done.Add(1 + others)
+	go func() { // the leader: its fsync blocks at the gate
+		defer done.Done()
+		_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
+		require.NoError(t, err)
+	}()
+	<-g.entered
+	before := in.Count(vfs.OpSync)
+	for range others {
+		go func() {
+			defer done.Done()
+			_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
+			require.NoError(t, err)
+		}()
+	}
+	waiting.Wait() // all appended, all waiting for the flush in progress
+	tab.flush.onWait = nil
+	close(g.release)
+	done.Wait()
+	require.Equal(t, int64(1+1+others), tab.Offsets().RecoveryPoint, "every Sync append is durable")
+	// The leader's flush finishes (its .log fsync, counted before), then
+	// one more flush covers all seven: one .log fsync for seven appends.
+	logSyncs := in.Count(vfs.OpSync) - before
+	require.Equal(t, int64(2), tab.FsyncCount())
+	require.LessOrEqual(t, logSyncs, 4, "one flush for the seven waiting appends (a .log fdatasync, at most the index and directory syncs)")
+}
+
+// A failed fsync makes the tablet fail from then on: the kernel may have
+// dropped the dirty pages, so nothing is retried.
+func TestFailedFsyncIsSticky(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	e := newEnv(t, in, "/data")
+	tab := e.create(DefaultConfig())
+	in.Add(vfs.Rule{Ops: vfs.OpSync, Path: "*.log", Nth: 0})
+	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
+	require.ErrorIs(t, err, vfs.ErrInjected)
+	_, err = tab.Append(batch(t, 1, 1, 10), AppendOptions{})
+	require.ErrorIs(t, err, vfs.ErrInjected, "the tablet stays failed")
+	require.ErrorIs(t, tab.Flush(), vfs.ErrInjected)
+	_, err = tab.Read(0, ReadOptions{MaxBytes: 100})
+	require.NoError(t, err, "reads go on")
+}
