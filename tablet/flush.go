@@ -46,14 +46,13 @@ func (t *Tablet) flushTo(o int64) error {
 			return f.lastErr
 		}
 		f.running = true
-		target := t.view().leo.offset // everything appended by now
 		f.mu.Unlock()
-		err := t.flushSegments(target)
+		covered, err := t.flushSegments()
 		f.mu.Lock()
 		f.running = false
 		f.fsyncs++
 		if err == nil {
-			f.flushed = max(f.flushed, target)
+			f.flushed = max(f.flushed, covered)
 		} else {
 			f.lastErr = err
 		}
@@ -64,16 +63,21 @@ func (t *Tablet) flushTo(o int64) error {
 	}
 }
 
-// flushSegments fsyncs every dirty segment below target (and the
+// flushSegments fsyncs every dirty segment below the log end (and the
 // snapshots taken at rolls below it), then the directory if a segment was
-// created since the last flush, and moves the recovery point. A failure
-// makes the tablet fail: the kernel may have dropped the pages.
-func (t *Tablet) flushSegments(target int64) error {
+// created since the last flush, and moves the recovery point. It returns
+// the offset everything below which is now durable: the log end it
+// started at, or less if a truncation ran meanwhile (the offsets it flushed may since hold other
+// records). A failure makes the tablet fail: the kernel may have dropped
+// the pages.
+func (t *Tablet) flushSegments() (int64, error) {
 	t.mu.Lock()
 	if err := t.usableLocked(); err != nil {
 		t.mu.Unlock()
-		return err
+		return 0, err
 	}
+	truncations := t.mu.truncations
+	target := t.view().leo.offset // everything appended by now
 	var segs []*seg
 	t.mu.segs.Ascend(func(g *seg) bool {
 		if g.base >= target {
@@ -120,7 +124,10 @@ func (t *Tablet) flushSegments(target int64) error {
 		for _, g := range segs {
 			g.dirty.Store(true)
 		}
-		return t.failLocked(err)
+		return 0, t.failLocked(err)
+	}
+	if t.mu.truncations != truncations {
+		return 0, nil // the caller looks again at the log end as it is now
 	}
 	t.lastFlushMs.Store(t.opts.Now().UnixMilli())
 	v := t.view()
@@ -128,7 +135,7 @@ func (t *Tablet) flushSegments(target int64) error {
 		v.recoveryPoint = target
 		t.publishLocked(v)
 	}
-	return nil
+	return target, nil
 }
 
 // FsyncCount returns how many flushes the tablet has run.

@@ -196,6 +196,7 @@ func (t *Tablet) TruncateTo(offset int64) error {
 	if offset >= v.leo.offset {
 		return nil
 	}
+	t.mu.truncations++
 	first, _ := t.mu.segs.Min()
 	if offset < first.base || offset < v.logStart {
 		return t.truncateFullyLocked(offset)
@@ -224,7 +225,9 @@ func (t *Tablet) TruncateTo(offset int64) error {
 	if _, err := holder.TruncateTo(offset); err != nil {
 		errs = append(errs, err)
 	}
-	holder.dirty.Store(true)
+	// A truncation is made durable at once, so that a crash does not bring
+	// the records back (Kafka leaves that to the next flush).
+	errs = append(errs, holder.Flush(), t.fsys.SyncDir(t.dir))
 	// The whole batch holding offset went: the log may end below it.
 	end, err := holder.ReadNextOffset()
 	errs = append(errs, err)
@@ -237,6 +240,11 @@ func (t *Tablet) TruncateTo(offset int64) error {
 // afterTruncationLocked publishes the offsets after a truncation to end
 // and brings the epochs and writer state back to it.
 func (t *Tablet) afterTruncationLocked(end int64, v view) error {
+	if end < v.logStart {
+		// The log start lay inside the batch that went: nothing is left
+		// from it on. The log starts over there, as recovery would have it.
+		return t.truncateFullyLocked(v.logStart)
+	}
 	a := t.mu.active
 	v.leo = mark{offset: end, base: a.base, pos: a.Size()}
 	v.hw = v.leo
@@ -276,6 +284,7 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: cannot start at %d", ErrOffsetOutOfRange, offset)
 	}
+	t.mu.truncations++
 	var doomed []*seg
 	t.mu.segs.Ascend(func(g *seg) bool { doomed = append(doomed, g); return true })
 	errs := []error{}
@@ -288,7 +297,7 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 		return t.failLocked(errors.Join(append(errs, err)...))
 	}
 	g := newSeg(s)
-	g.dirty.Store(true)
+	errs = append(errs, t.fsys.SyncDir(t.dir)) // durable at once, as TruncateTo
 	t.mu.segs.ReplaceOrInsert(g)
 	t.mu.active = g
 	end := mark{offset: offset, base: offset}

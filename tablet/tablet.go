@@ -194,6 +194,9 @@ type Tablet struct {
 		epoch  int32 // stamped on appended batches
 		failed error
 		closed bool
+		// truncations counts TruncateTo and TruncateFullyAndStartAt calls:
+		// a flush that overlaps one does not move the recovery point.
+		truncations int64
 		// snapshots are writer-state snapshots taken at rolls and not yet
 		// synced.
 		snapshots []int64
