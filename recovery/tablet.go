@@ -431,12 +431,12 @@ func checkLastPosition(seg *segment.Segment) error {
 		return err
 	}
 	last, err := seg.OffsetIndex().LastEntry()
-	if err != nil || int64(last.Position) < seg.Size() {
+	if err != nil || int64(last.Position) < seg.FileLength() { // the length: no read of the .log at load
 		return err
 	}
 	return &seglog.CorruptionError{Path: seg.OffsetIndex().Path(), Offset: int64(n-1) * offsetindex.EntrySize,
 		Err: seglog.ErrCorruption, Reason: fmt.Sprintf("the last entry (offset %d) points at position %d, beyond the %d bytes of %s",
-			last.Offset, last.Position, seg.Size(), filepath.Base(seg.LogPath()))}
+			last.Offset, last.Position, seg.FileLength(), filepath.Base(seg.LogPath()))}
 }
 
 // recoverSegment rebuilds a segment's indexes (and the writer state up to

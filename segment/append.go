@@ -59,14 +59,18 @@ func (s *Segment) Append(info AppendInfo, data ...[]byte) error {
 	if position+int64(total) > math.MaxInt32 {
 		return fmt.Errorf("%w: %d bytes after %d would pass the 2 GiB a segment can address", ErrOffsetOverflow, total, position)
 	}
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
 	s.iov = append(s.iov[:0], data...) // data itself stays on the caller's stack
-	n, err := s.log.WriteVAt(s.iov, position)
+	n, err := f.WriteVAt(s.iov, position)
 	clear(s.iov)
 	if err == nil && n != total {
 		err = fmt.Errorf("short write: %d of %d bytes", n, total)
 	}
 	if err != nil {
-		return s.undo(position, fmt.Errorf("segment: appending to %s at %d: %w", s.logPath, position, err))
+		return s.undo(position, fmt.Errorf("segment: appending to %s at %d: %w", s.path(), position, err))
 	}
 	if position == 0 {
 		s.rollingBasedTimestamp, s.rollingBasedLoaded = info.LargestTimestamp, true
@@ -92,9 +96,13 @@ func (s *Segment) Append(info AppendInfo, data ...[]byte) error {
 // undo truncates the .log back to size after a failed append, and fails the
 // segment if that is impossible.
 func (s *Segment) undo(size int64, cause error) error {
-	if err := s.log.Truncate(size); err != nil {
+	f, err := s.file()
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err != nil {
 		s.failed = fmt.Errorf("segment: %s failed: truncating back to %d after a failed append: %w (after: %w)",
-			s.logPath, size, err, cause)
+			s.path(), size, err, cause)
 		return s.failed
 	}
 	return cause
@@ -181,7 +189,11 @@ func (s *Segment) firstBatchMaxTimestamp() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	sc := scanners.get(s.log, 0, size)
+	f, err := s.file()
+	if err != nil {
+		return 0, err
+	}
+	sc := scanners.get(f, 0, size)
 	defer scanners.put(sc)
 	if sc.Next() {
 		return sc.Header().MaxTimestamp, nil

@@ -35,7 +35,11 @@ func (s *Segment) logicalEnd(length int64) (int64, error) {
 	if e, err := s.offsetIdx.LastEntry(); err == nil && e.Position >= 0 && int64(e.Position) < length {
 		start = int64(e.Position)
 	}
-	sc := scanners.get(s.log, start, length)
+	f, err := s.file()
+	if err != nil {
+		return 0, err
+	}
+	sc := scanners.get(f, start, length)
 	defer scanners.put(sc)
 	for sc.Next() {
 	}
@@ -80,15 +84,23 @@ func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPo
 	// starts at the next entry usually holds the offset: one header read
 	// instead of a scan that reads a window per batch.
 	if hasNext && int64(next.Position)-int64(e.Position) >= farEntries && int64(next.Position) >= startingPosition {
+		f, err := s.file()
+		if err != nil {
+			return OffsetPosition{}, false, err
+		}
 		hdr := headers.Get().(*[record.HeaderSize]byte)
-		_, err := s.log.ReadAt(hdr[:], int64(next.Position))
+		_, err = f.ReadAt(hdr[:], int64(next.Position))
 		h, size, perr := record.ParseHeader(hdr[:])
 		headers.Put(hdr)
 		if err == nil && perr == nil && h.BaseOffset <= offset && int64(next.Position)+size <= end {
 			return OffsetPosition{Offset: next.Offset, Position: int64(next.Position), Size: size}, true, nil
 		}
 	}
-	sc := scanners.get(s.log, max(int64(e.Position), startingPosition), end)
+	f, err := s.file()
+	if err != nil {
+		return OffsetPosition{}, false, err
+	}
+	sc := scanners.get(f, max(int64(e.Position), startingPosition), end)
 	defer scanners.put(sc)
 	for sc.Next() {
 		h := sc.Header()
@@ -141,8 +153,12 @@ func (s *Segment) Read(startOffset int64, maxSize int, maxPosition int64, minOne
 	if err != nil || !ok {
 		return ReadResult{}, false, err
 	}
+	f, err := s.file()
+	if err != nil {
+		return ReadResult{}, false, err
+	}
 	r := ReadResult{StartOffset: startOffset, BaseOffset: s.base, Position: first.Position,
-		Records: Slice{f: s.log, pos: first.Position}}
+		Records: Slice{f: f, pos: first.Position}}
 	limit := int64(maxSize)
 	if minOneMessage {
 		limit = max(limit, first.Size)
@@ -177,7 +193,11 @@ func (s *Segment) wholeBatchesBefore(from, stop, size int64) (int64, error) {
 	} else if ok && int64(e.Position) > start {
 		start = int64(e.Position)
 	}
-	sc := scanners.get(s.log, start, stop)
+	f, err := s.file()
+	if err != nil {
+		return 0, err
+	}
+	sc := scanners.get(f, start, stop)
 	defer scanners.put(sc)
 	for sc.Next() {
 	}
@@ -199,7 +219,11 @@ func (s *Segment) ReadNextOffset() (int64, error) {
 		return 0, err
 	}
 	next := s.base
-	sc := scanners.get(s.log, int64(e.Position), size)
+	f, err := s.file()
+	if err != nil {
+		return 0, err
+	}
+	sc := scanners.get(f, int64(e.Position), size)
 	defer scanners.put(sc)
 	for sc.Next() {
 		h := sc.Header()
@@ -234,7 +258,11 @@ func (s *Segment) FindOffsetByTimestamp(ts, startingOffset int64) (TimestampOffs
 	if err != nil {
 		return TimestampOffset{}, false, err
 	}
-	sc := scanners.get(s.log, int64(oe.Position), size)
+	f, err := s.file()
+	if err != nil {
+		return TimestampOffset{}, false, err
+	}
+	sc := scanners.get(f, int64(oe.Position), size)
 	defer scanners.put(sc)
 	var it record.Iter
 	for sc.Next() {
@@ -269,7 +297,11 @@ func (s *Segment) largestTimestampAfter(position int64) (timestampOffset, error)
 	if err != nil {
 		return best, err
 	}
-	sc := scanners.get(s.log, position, size)
+	f, err := s.file()
+	if err != nil {
+		return best, err
+	}
+	sc := scanners.get(f, position, size)
 	defer scanners.put(sc)
 	for sc.Next() {
 		if h := sc.Header(); h.MaxTimestamp > best.timestamp {
@@ -298,7 +330,11 @@ func (s *Segment) Batches(from, maxPosition int64, fn func(b record.Batch) error
 	if err != nil || !ok {
 		return err
 	}
-	sc := scanners.get(s.log, first.Position, end)
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	sc := scanners.get(f, first.Position, end)
 	defer scanners.put(sc)
 	for sc.Next() {
 		b, err := sc.Batch()

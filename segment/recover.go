@@ -78,7 +78,11 @@ type Replayer interface {
 // An error from fn of kind record.ErrInvalidRecord ends the valid batches;
 // another error from fn, or a read error, is returned.
 func (s *Segment) ScanLog(size int64, fn func(b record.Batch, pos int64) error) (Tail, error) {
-	return scanLog(s.log, s.logPath, s.base, size, fn)
+	f, err := s.file()
+	if err != nil {
+		return Tail{}, err
+	}
+	return scanLog(f, s.path(), s.base, size, fn)
 }
 
 // ScanLogFile is ScanLog for any .log file: it reads path up to its end
@@ -203,7 +207,11 @@ func (s *Segment) Recover(r Replayer) (Tail, error) {
 	if err := errors.Join(s.offsetIdx.Reset(), s.timeIdx.Reset(), s.txnIdx.Reset()); err != nil {
 		return Tail{}, err
 	}
-	length, err := s.log.Size()
+	f, err := s.file()
+	if err != nil {
+		return Tail{}, err
+	}
+	length, err := f.Size()
 	if err != nil {
 		return Tail{}, err
 	}
@@ -251,8 +259,12 @@ func (s *Segment) recover(r Replayer, length int64) (Tail, error) {
 		return Tail{}, err
 	}
 	if tail.Position < length {
-		if err := s.log.Truncate(tail.Position); err != nil {
-			return Tail{}, fmt.Errorf("segment: truncating %s to %d: %w", s.logPath, tail.Position, err)
+		f, err := s.file()
+		if err == nil {
+			err = f.Truncate(tail.Position)
+		}
+		if err != nil {
+			return Tail{}, fmt.Errorf("segment: truncating %s to %d: %w", s.path(), tail.Position, err)
 		}
 	}
 	s.size.Store(tail.Position)
@@ -291,8 +303,12 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 	var removed int64
 	if found {
 		removed = s.Size() - mapping.Position
-		if err := s.log.Truncate(mapping.Position); err != nil {
-			s.failed = fmt.Errorf("segment: %s failed: truncating to %d: %w", s.logPath, mapping.Position, err)
+		f, err := s.file()
+		if err == nil {
+			err = f.Truncate(mapping.Position)
+		}
+		if err != nil {
+			s.failed = fmt.Errorf("segment: %s failed: truncating to %d: %w", s.path(), mapping.Position, err)
 			return 0, s.failed
 		}
 		s.size.Store(mapping.Position)

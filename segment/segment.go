@@ -128,8 +128,13 @@ type Segment struct {
 	base int64
 	opts Options
 
-	log       vfs.File
-	logPath   string
+	// log is the .log descriptor: opened on first use, closed by Park.
+	log    atomic.Pointer[logHandle]
+	fileMu sync.Mutex // opening, parking and renaming
+	// logPath is the .log's path, which a rename changes under readers.
+	logPath    atomic.Pointer[string]
+	fileLength int64 // the .log's length when opened
+	closed     atomic.Bool
 	offsetIdx *offsetindex.Index
 	timeIdx   *timeindex.Index
 	txnIdx    *txnindex.Index
@@ -163,20 +168,20 @@ func Create(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error)
 		return nil, err
 	}
 	if opts.ReadOnly {
-		return nil, fmt.Errorf("%w: cannot create %s", ErrReadOnly, s.logPath)
+		return nil, fmt.Errorf("%w: cannot create %s", ErrReadOnly, s.path())
 	}
-	f, err := fsys.OpenFile(s.logPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := fsys.OpenFile(s.path(), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("segment: creating %s: %w", s.logPath, err)
+		return nil, fmt.Errorf("segment: creating %s: %w", s.path(), err)
 	}
 	if s.opts.Preallocate {
 		if err := preallocate(f, s.opts.SegmentBytes); err != nil {
 			f.Close()
-			fsys.Remove(s.logPath)
-			return nil, fmt.Errorf("segment: preallocating %s: %w", s.logPath, err)
+			fsys.Remove(s.path())
+			return nil, fmt.Errorf("segment: preallocating %s: %w", s.path(), err)
 		}
 	}
-	s.log = f
+	s.log.Store(&logHandle{f})
 	s.endKnown.Store(true) // an empty file ends at 0
 	return s, nil
 }
@@ -197,35 +202,88 @@ func preallocate(f vfs.File, n int64) error {
 	return nil
 }
 
-// Open opens the existing segment at base offset base in dir. Its size is
-// the end of the last whole batch, found on first use by walking the batch
-// headers from the last offset index entry: a preallocated .log's zeros, or
-// a partial batch a crash left, are not part of it.
+// Open opens the existing segment at base offset base in dir. It only
+// looks at the file: the .log descriptor and the index mappings are opened
+// on first use (and closed again by Park), so that a tablet of thousands of
+// segments opens fast and holds descriptors only for those it reads. Its
+// size is the end of the last whole batch, found on first use by walking
+// the batch headers from the last offset index entry: a preallocated
+// .log's zeros, or a partial batch a crash left, are not part of it.
 func Open(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
 	s, err := newSegment(fsys, dir, base, opts)
 	if err != nil {
 		return nil, err
 	}
-	flag := os.O_RDWR
-	if opts.ReadOnly {
-		flag = os.O_RDONLY
-	}
-	f, err := fsys.OpenFile(s.logPath, flag, 0)
+	info, err := fsys.Stat(s.path())
 	if err != nil {
-		return nil, fmt.Errorf("segment: opening %s: %w", s.logPath, err)
+		return nil, fmt.Errorf("segment: opening %s: %w", s.path(), err)
 	}
-	s.log = f
-	size, err := f.Size()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("segment: opening %s: %w", s.logPath, err)
+	if info.IsDir() {
+		return nil, fmt.Errorf("segment: opening %s: a directory", s.path())
 	}
-	s.size.Store(size)
-	if info, err := fsys.Stat(s.logPath); err == nil {
-		s.created = info.ModTime()
-	}
+	s.fileLength = info.Size()
+	s.size.Store(info.Size())
+	s.created = info.ModTime()
 	return s, nil
 }
+
+// logHandle holds the open .log.
+type logHandle struct{ f vfs.File }
+
+// ErrClosed is returned by any use of a closed segment.
+var ErrClosed = errors.New("segment: closed")
+
+// file returns the .log descriptor, opening it if needed.
+func (s *Segment) file() (vfs.File, error) {
+	if h := s.log.Load(); h != nil {
+		return h.f, nil
+	}
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if h := s.log.Load(); h != nil {
+		return h.f, nil
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("%w: %s", ErrClosed, s.path())
+	}
+	flag := os.O_RDWR
+	if s.opts.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := s.fsys.OpenFile(s.path(), flag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("segment: opening %s: %w", s.path(), err)
+	}
+	s.log.Store(&logHandle{f})
+	return f, nil
+}
+
+// Park closes the .log descriptor and the index mappings; the next use
+// opens them again. It is for an idle segment that is not being written:
+// no call and no Slice of it may be in flight.
+func (s *Segment) Park() error {
+	s.fileMu.Lock()
+	h := s.log.Swap(nil)
+	s.fileMu.Unlock()
+	var err error
+	if h != nil {
+		err = h.f.Close()
+	}
+	return errors.Join(err, s.offsetIdx.Close(), s.timeIdx.Close(), s.txnIdx.Close())
+}
+
+// IsOpen reports whether the segment holds a descriptor or a mapping.
+func (s *Segment) IsOpen() bool {
+	return s.log.Load() != nil || s.offsetIdx.IsOpen() || s.timeIdx.IsOpen()
+}
+
+// FileLength returns the .log's length when the segment was opened (0 for
+// a created one), which may include a preallocated or torn tail.
+func (s *Segment) FileLength() int64 { return s.fileLength }
+
+func (s *Segment) path() string { return *s.logPath.Load() }
+
+func (s *Segment) setLogPath(p string) { s.logPath.Store(&p) }
 
 func newSegment(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
 	opts.EnsureDefaults()
@@ -237,7 +295,8 @@ func newSegment(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, er
 	}
 	path := func(k Kind) string { return filepath.Join(dir, FilenameWithSuffix(base, k, opts.FileSuffix)) }
 	s := &Segment{fsys: fsys, dir: dir, base: base, opts: opts, created: opts.Now(), suffix: opts.FileSuffix,
-		logPath: path(Log), rollingBasedTimestamp: record.NoTimestamp}
+		rollingBasedTimestamp: record.NoTimestamp}
+	s.setLogPath(path(Log))
 	var err error
 	io := offsetindex.Options{MaxIndexSize: opts.MaxIndexSize, ReadOnly: opts.ReadOnly}
 	if s.offsetIdx, err = offsetindex.Open(fsys, path(Index), base, io); err != nil {
@@ -284,7 +343,7 @@ func (s *Segment) end() (int64, error) {
 	}
 	size, err := s.logicalEnd(s.size.Load())
 	if err != nil {
-		return 0, fmt.Errorf("segment: finding the end of %s: %w", s.logPath, err)
+		return 0, fmt.Errorf("segment: finding the end of %s: %w", s.path(), err)
 	}
 	s.size.Store(size)
 	s.endKnown.Store(true)
@@ -295,7 +354,7 @@ func (s *Segment) end() (int64, error) {
 func (s *Segment) Dir() string { return s.dir }
 
 // LogPath returns the .log file's path.
-func (s *Segment) LogPath() string { return s.logPath }
+func (s *Segment) LogPath() string { return s.path() }
 
 // OffsetIndex, TimeIndex and TxnIndex return the segment's indexes.
 func (s *Segment) OffsetIndex() *offsetindex.Index { return s.offsetIdx }
@@ -315,7 +374,7 @@ func (s *Segment) Created() time.Time { return s.created }
 
 func (s *Segment) writable() error {
 	if s.opts.ReadOnly {
-		return fmt.Errorf("%w: %s", ErrReadOnly, s.logPath)
+		return fmt.Errorf("%w: %s", ErrReadOnly, s.path())
 	}
 	return s.failed
 }
@@ -347,8 +406,12 @@ func (s *Segment) Flush() error {
 	if s.opts.ReadOnly {
 		return nil
 	}
-	if err := s.log.Datasync(); err != nil {
-		return fmt.Errorf("segment: flushing %s: %w", s.logPath, err)
+	f, err := s.file() // a parked .log may hold unsynced pages: fsync reaches them through any descriptor
+	if err == nil {
+		err = f.Datasync()
+	}
+	if err != nil {
+		return fmt.Errorf("segment: flushing %s: %w", s.path(), err)
 	}
 	return errors.Join(s.offsetIdx.Flush(), s.timeIdx.Flush(), s.txnIdx.Flush())
 }
@@ -389,7 +452,11 @@ func (s *Segment) appendFinalTimeEntry() error {
 
 // trimLog truncates the .log to its logical size if it is longer.
 func (s *Segment) trimLog() error {
-	length, err := s.log.Size()
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	length, err := f.Size()
 	if err != nil {
 		return err
 	}
@@ -398,8 +465,8 @@ func (s *Segment) trimLog() error {
 		return err
 	}
 	if length > size {
-		if err := s.log.Truncate(size); err != nil {
-			return fmt.Errorf("segment: trimming %s: %w", s.logPath, err)
+		if err := f.Truncate(size); err != nil {
+			return fmt.Errorf("segment: trimming %s: %w", s.path(), err)
 		}
 	}
 	return nil
@@ -413,15 +480,30 @@ func (s *Segment) trimLog() error {
 func (s *Segment) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		if s.maxSoFarLoaded && s.writable() == nil {
-			err = s.appendFinalTimeEntry()
+		// A parked segment was not written since: only its indexes may be
+		// open (for reads), and they close below.
+		if h := s.log.Load(); h != nil && s.writable() == nil {
+			if s.maxSoFarLoaded {
+				err = s.appendFinalTimeEntry()
+			}
+			// before the indexes close: finding the end reads the offset index
+			err = errors.Join(err, s.trimLog(), h.f.Datasync())
 		}
-		if s.writable() == nil { // before the indexes close: finding the end reads the offset index
-			err = errors.Join(err, s.trimLog(), s.log.Datasync())
-		}
-		err = errors.Join(err, s.offsetIdx.Close(), s.timeIdx.Close(), s.log.Close(), s.txnIdx.Close())
+		s.closed.Store(true)
+		err = errors.Join(err, s.offsetIdx.Close(), s.timeIdx.Close(), s.closeLog(), s.txnIdx.Close())
 	})
 	return err
+}
+
+// closeLog closes the .log descriptor if it is open.
+func (s *Segment) closeLog() error {
+	s.fileMu.Lock()
+	h := s.log.Swap(nil)
+	s.fileMu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.f.Close()
 }
 
 // ChangeSuffix renames every file of the segment from oldSuffix to
@@ -429,16 +511,21 @@ func (s *Segment) Close() error {
 // that do not exist are skipped.
 func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 	if s.opts.ReadOnly {
-		return fmt.Errorf("%w: %s", ErrReadOnly, s.logPath)
+		return fmt.Errorf("%w: %s", ErrReadOnly, s.path())
 	}
 	if oldSuffix != s.suffix {
-		return fmt.Errorf("segment: %s has suffix %q, not %q", s.logPath, s.suffix, oldSuffix)
+		return fmt.Errorf("segment: %s has suffix %q, not %q", s.path(), s.suffix, oldSuffix)
 	}
 	path := func(k Kind) string { return filepath.Join(s.dir, FilenameWithSuffix(s.base, k, newSuffix)) }
-	if err := s.fsys.Rename(s.logPath, path(Log)); err != nil {
-		return fmt.Errorf("segment: renaming %s: %w", s.logPath, err)
+	s.fileMu.Lock() // a parked segment must not reopen the old name meanwhile
+	err := s.fsys.Rename(s.path(), path(Log))
+	if err == nil {
+		s.setLogPath(path(Log))
 	}
-	s.logPath = path(Log)
+	s.fileMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("segment: renaming %s: %w", s.path(), err)
+	}
 	s.suffix = newSuffix
 	return errors.Join(s.offsetIdx.Rename(path(Index)), s.timeIdx.Rename(path(TimeIndex)), s.txnIdx.Rename(path(TxnIndex)))
 }
@@ -452,9 +539,12 @@ func (s *Segment) Delete() error { return s.ChangeSuffix(s.suffix, DeletedSuffix
 // its files. Missing files are not an error.
 func (s *Segment) RemoveFiles() error {
 	var err error
-	s.closeOnce.Do(func() { err = s.log.Close() })
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		err = s.closeLog()
+	})
 	err = errors.Join(err, s.offsetIdx.Delete(), s.timeIdx.Delete(), s.txnIdx.Delete())
-	if rerr := s.fsys.Remove(s.logPath); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+	if rerr := s.fsys.Remove(s.path()); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
 	return err

@@ -31,7 +31,11 @@ func (s *Segment) summarize() (*logSummary, error) {
 	}
 	l := &logSummary{firstReach: map[int64]int64{}, aborts: map[int64]int64{}}
 	running := record.NoTimestamp
-	sc := scanners.get(s.log, 0, size)
+	f, err := s.file()
+	if err != nil {
+		return nil, err
+	}
+	sc := scanners.get(f, 0, size)
 	defer scanners.put(sc)
 	for sc.Next() {
 		h := sc.Header()
@@ -73,7 +77,7 @@ func (s *Segment) VerifyIndex(k Kind) ([]*seglog.CorruptionError, error) {
 		out = append(out, &seglog.CorruptionError{Path: path, Offset: pos, Err: seglog.ErrCorruption,
 			Reason: fmt.Sprintf(format, args...)})
 	}
-	logName := filepath.Base(s.logPath)
+	logName := filepath.Base(s.path())
 	switch k {
 	case Index:
 		err = eachEntry(s.offsetIdx, s.offsetIdx.Entry, func(i int, e offsetindex.Entry) {

@@ -224,6 +224,8 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 		return t.failLocked(err)
 	}
 	old.next.Store(next)
+	old.sealed.Store(true)
+	t.touch(old) // it counts against MaxOpenSegments from now on
 	s, err := segment.Create(t.fsys, t.dir, base, t.segmentOptionsLocked())
 	if err != nil {
 		return t.failLocked(err)

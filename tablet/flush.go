@@ -112,6 +112,7 @@ func (t *Tablet) flushSegments() (int64, error) {
 		errs = append(errs, g.Segment.Flush())
 		newFile = newFile || g.base >= oldRecoveryPoint
 		g.release()
+		t.touch(g) // a flush may have reopened a parked segment
 	}
 	if newFile {
 		errs = append(errs, t.fsys.SyncDir(t.dir))

@@ -52,12 +52,13 @@ type FetchResult struct {
 	AbortedTxns []txnindex.AbortedTxn
 
 	release *seg
+	t       *Tablet
 }
 
 // Close releases the segment the records are read from.
 func (r *FetchResult) Close() {
 	if r.release != nil {
-		r.release.release()
+		r.t.done(r.release)
 		r.release = nil
 	}
 }
@@ -80,10 +81,10 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 
 	offs := Offsets{LogStartOffset: v.logStart, LocalLogStartOffset: v.localStart, HighWatermark: v.hw.offset,
 		LastStableOffset: v.lso.offset, LogEndOffset: v.leo.offset, RecoveryPoint: v.recoveryPoint}
-	res := &FetchResult{Offsets: offs}
+	res := &FetchResult{Offsets: offs, t: t}
 	if offset < v.localStart || offset > v.leo.offset {
 		if g != nil {
-			g.release()
+			t.done(g)
 		}
 		return nil, fmt.Errorf("%w: %d is not in [%d, %d]", ErrOffsetOutOfRange, offset, v.localStart, v.leo.offset)
 	}
@@ -96,7 +97,7 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 	}
 	if g == nil || offset >= bound.offset {
 		if g != nil {
-			g.release()
+			t.done(g)
 		}
 		return res, nil
 	}
@@ -107,7 +108,7 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 		}
 		r, found, err := g.Read(offset, opts.MaxBytes, maxPos, opts.MinOneMessage)
 		if err != nil {
-			g.release()
+			t.done(g)
 			return nil, err
 		}
 		if found {
@@ -122,7 +123,7 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 		}
 		// The offset is past this segment's batches: the next one has it.
 		next := higherSeg(v.segs, g.base)
-		g.release()
+		t.done(g)
 		if next == nil || next.base > bound.base || !next.acquire() {
 			return res, nil
 		}
@@ -156,7 +157,7 @@ func (t *Tablet) abortedTxns(segs *btree.BTreeG[*seg], g *seg, offset int64, r s
 	for cur != nil {
 		sr, err := cur.TxnIndex().CollectAbortedTxns(offset, upper)
 		if held {
-			cur.release()
+			t.done(cur)
 		}
 		if err != nil {
 			return nil, err
@@ -206,7 +207,7 @@ func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 	t.pub.RUnlock()
 	defer func() {
 		for _, g := range segs {
-			g.release()
+			t.done(g)
 		}
 	}()
 	switch ts {

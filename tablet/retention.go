@@ -46,8 +46,10 @@ func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 		byStart := upper <= v.logStart
 		bySize := cfg.RetentionBytes >= 0 && excess-g.Size() >= 0
 		byTime := false
-		if cfg.RetentionMs >= 0 {
+		if cfg.RetentionMs >= 0 && g.acquire() {
 			largest, err := g.LargestTimestamp()
+			g.release()
+			t.touch(g)
 			if err != nil {
 				return RetentionResult{}, err
 			}
@@ -104,6 +106,7 @@ func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string) (RetentionResul
 // them when no read holds them, and unlinks them file.delete.delay.ms
 // later (or at the next load, if the process stops first).
 func (t *Tablet) retireSegmentLocked(g *seg) error {
+	t.forget(g)
 	if err := g.Delete(); err != nil {
 		return err
 	}
@@ -213,7 +216,13 @@ func (t *Tablet) TruncateTo(offset int64) error {
 		t.mu.segs.Delete(g)
 	}
 	holder := floorSeg(t.mu.segs, offset)
+	if !holder.acquire() { // it must not be parked while it becomes the active one
+		return t.failLocked(fmt.Errorf("tablet: the segment at %d is gone", holder.base))
+	}
+	defer holder.release()
+	holder.sealed.Store(false)
 	holder.next.Store(-1)
+	t.forget(holder)
 	t.mu.active = holder
 	v.leo = mark{offset: v.leo.offset, base: holder.base, pos: holder.Size()} // until the cut below
 	v.hw, v.lso = v.leo, v.leo

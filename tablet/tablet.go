@@ -1,6 +1,7 @@
 package tablet
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,11 @@ type Options struct {
 	// Scheduler runs delayed work (unlinking deleted segment files after
 	// file.delete.delay.ms). The default runs it with time.AfterFunc.
 	Scheduler Scheduler
+	// MaxOpenSegments bounds the sealed segments that keep their
+	// descriptors and mappings open: beyond it, the least recently read
+	// idle ones are parked (closed, reopened on their next read). The
+	// active segment does not count. The default is 128.
+	MaxOpenSegments int
 }
 
 // Scheduler runs fn after delay. The Manager provides one that it can
@@ -60,6 +66,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Scheduler == nil {
 		o.Scheduler = afterFunc{}
 	}
+	if o.MaxOpenSegments <= 0 {
+		o.MaxOpenSegments = 128
+	}
 	o.WriterState.EnsureDefaults()
 	if o.WriterState.Now == nil {
 		o.WriterState.Now = o.Now
@@ -77,15 +86,22 @@ var (
 	ErrRecordBatchTooLarge = errors.New("tablet: record batch too large for a segment")
 )
 
-// seg is a segment of the tablet with its readers counted: the tablet
-// holds one reference while the segment is live, each read one more. When
-// the last reference goes, the finalizer set at removal closes the files.
+// seg is a segment of the tablet with its users counted: the tablet holds
+// one reference while the segment is live, each use (a read, a flush) one
+// more, and holds useMu shared meanwhile. When the last reference goes,
+// the finalizer set at removal closes the files. An idle sealed segment
+// may be parked (its descriptor and mappings closed) to keep the tablet
+// within MaxOpenSegments; it reopens on its next use.
 type seg struct {
 	*segment.Segment
 	base int64 // the tree's key
 	refs atomic.Int64
-	// next is the offset after the segment's last batch, once sealed; -1
-	// while it is active.
+	// useMu is held shared by every use and exclusively by parking.
+	useMu sync.RWMutex
+	// sealed reports a segment that takes no more appends.
+	sealed atomic.Bool
+	// next is the offset after the last batch of a sealed segment, once
+	// known; -1 before.
 	next atomic.Int64
 	// dirty reports bytes appended since the last flush.
 	dirty atomic.Bool
@@ -101,7 +117,8 @@ func newSeg(s *segment.Segment) *seg {
 	return g
 }
 
-// acquire takes a reference, or reports false if the segment is gone.
+// acquire takes a reference for a use, or reports false if the segment is
+// gone. release ends the use.
 func (g *seg) acquire() bool {
 	for {
 		r := g.refs.Load()
@@ -109,13 +126,19 @@ func (g *seg) acquire() bool {
 			return false
 		}
 		if g.refs.CompareAndSwap(r, r+1) {
+			g.useMu.RLock()
 			return true
 		}
 	}
 }
 
-// release drops a reference; the last one runs the finalizer.
+// release ends a use; the last reference runs the finalizer.
 func (g *seg) release() {
+	g.useMu.RUnlock()
+	g.unref()
+}
+
+func (g *seg) unref() {
 	if g.refs.Add(-1) == 0 {
 		g.finalMu.Lock()
 		f := g.finalizer
@@ -127,8 +150,8 @@ func (g *seg) release() {
 }
 
 // retire drops the tablet's reference to a segment being removed. If no
-// read holds it, it runs now and its error is returned; otherwise the last
-// read to release it runs it (and an error goes to the log).
+// use holds it, it runs now and its error is returned; otherwise the last
+// use to release it runs it (and an error goes to the log).
 func (g *seg) retire(now func() error, log func(error)) error {
 	g.finalMu.Lock()
 	g.finalizer = func() {
@@ -141,6 +164,30 @@ func (g *seg) retire(now func() error, log func(error)) error {
 		return now()
 	}
 	return nil
+}
+
+// park closes an idle sealed segment's files, and reports whether it did.
+func (g *seg) park() (bool, error) {
+	if !g.sealed.Load() || !g.useMu.TryLock() {
+		return false, nil
+	}
+	defer g.useMu.Unlock()
+	if g.refs.Load() != 1 || !g.IsOpen() { // in use, being removed, or parked already
+		return false, nil
+	}
+	return true, g.Park()
+}
+
+// nextOffset returns the offset after a sealed segment's last batch.
+func (g *seg) nextOffset() (int64, error) {
+	if n := g.next.Load(); n >= 0 {
+		return n, nil
+	}
+	n, err := g.ReadNextOffset()
+	if err == nil {
+		g.next.Store(n)
+	}
+	return n, err
 }
 
 func lessSeg(a, b *seg) bool { return a.base < b.base }
@@ -205,6 +252,85 @@ type Tablet struct {
 	flush       flusher
 	lastFlushMs atomic.Int64   // when the last flush ended, for flush.ms
 	bg          sync.WaitGroup // background flushes after rolls
+
+	// lru orders the open sealed segments by last use, most recent first.
+	lru struct {
+		sync.Mutex
+		l     *list.List
+		elems map[*seg]*list.Element
+	}
+	parked atomic.Int64 // segments parked, for metrics and tests
+}
+
+// touch records a use of a segment and parks the least recently used idle
+// sealed segments beyond MaxOpenSegments.
+func (t *Tablet) touch(g *seg) {
+	if !g.sealed.Load() {
+		return
+	}
+	t.lru.Lock()
+	if e, ok := t.lru.elems[g]; ok {
+		t.lru.l.MoveToFront(e)
+	} else {
+		t.lru.elems[g] = t.lru.l.PushFront(g)
+	}
+	var victims []*seg
+	e := t.lru.l.Back()
+	for excess := t.lru.l.Len() - t.opts.MaxOpenSegments; excess > 0 && e != nil; excess-- {
+		victims = append(victims, e.Value.(*seg))
+		e = e.Prev()
+	}
+	t.lru.Unlock()
+	var parked []*seg
+	for _, v := range victims { // one in use stays open and is tried again at the next touch
+		if ok, err := v.park(); err != nil {
+			t.opts.Logger.Warn("parking a segment", "tablet", t.tp.String(), "base", v.base, "err", err)
+		} else if ok || !v.IsOpen() {
+			parked = append(parked, v)
+		}
+	}
+	if len(parked) == 0 {
+		return
+	}
+	t.parked.Add(int64(len(parked)))
+	t.lru.Lock()
+	for _, v := range parked {
+		if e, ok := t.lru.elems[v]; ok {
+			t.lru.l.Remove(e)
+			delete(t.lru.elems, v)
+		}
+	}
+	t.lru.Unlock()
+}
+
+// done ends a use of a segment.
+func (t *Tablet) done(g *seg) {
+	g.release()
+	t.touch(g)
+}
+
+// forget drops a segment from the open set (it is removed, or becomes the
+// active one).
+func (t *Tablet) forget(g *seg) {
+	t.lru.Lock()
+	defer t.lru.Unlock()
+	if e, ok := t.lru.elems[g]; ok {
+		t.lru.l.Remove(e)
+		delete(t.lru.elems, g)
+	}
+}
+
+// OpenSegments returns how many sealed segments hold descriptors or
+// mappings, and how many were parked so far.
+func (t *Tablet) OpenSegments() (open int, parked int64) {
+	v := t.view()
+	v.segs.Ascend(func(g *seg) bool {
+		if g.sealed.Load() && g.IsOpen() {
+			open++
+		}
+		return true
+	})
+	return open, t.parked.Load()
 }
 
 // Open wraps a tablet that recovery loaded (recovery.Load or LoadTablet);
@@ -218,20 +344,22 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 	}
 	t := &Tablet{fsys: fsys, dir: r.Dir, tp: r.TopicPartition, opts: opts}
 	t.flush.cond = sync.NewCond(&t.flush.mu)
+	t.lru.l, t.lru.elems = list.New(), map[*seg]*list.Element{}
 	t.mu.cfg = cfg
 	t.mu.segs = btree.NewG(8, lessSeg)
-	for i, s := range r.Segments {
+	for _, s := range r.Segments {
 		g := newSeg(s)
-		if i < len(r.Segments)-1 {
-			next, err := s.ReadNextOffset()
-			if err != nil {
-				return nil, err
-			}
-			g.next.Store(next)
-		}
+		g.sealed.Store(true)
 		t.mu.segs.ReplaceOrInsert(g)
 		t.mu.active = g
 	}
+	t.mu.active.sealed.Store(false)
+	t.mu.segs.Ascend(func(g *seg) bool { // recovery may have left some open
+		if g.sealed.Load() && g.IsOpen() {
+			t.touch(g)
+		}
+		return true
+	})
 	t.mu.state, t.mu.epochs = r.State, r.Epochs
 	if e, ok := r.Epochs.LatestEpoch(); ok {
 		t.mu.epoch = e
@@ -313,16 +441,28 @@ type SegmentInfo struct {
 
 // Segments describes the segments, oldest first.
 func (t *Tablet) Segments() []SegmentInfo {
-	v := t.view()
-	var out []SegmentInfo
+	t.pub.RLock()
+	v := t.pub.v
+	var segs []*seg
 	v.segs.Ascend(func(g *seg) bool {
-		next := g.next.Load()
-		if next < 0 {
-			next = v.leo.offset
+		if g.acquire() {
+			segs = append(segs, g)
 		}
-		out = append(out, SegmentInfo{BaseOffset: g.BaseOffset(), NextOffset: next, Size: g.Size(), Path: g.LogPath()})
 		return true
 	})
+	t.pub.RUnlock()
+	var out []SegmentInfo
+	for _, g := range segs {
+		next := v.leo.offset
+		if g.base != v.leo.base {
+			if n, err := g.nextOffset(); err == nil {
+				next = n
+			}
+		}
+		out = append(out, SegmentInfo{BaseOffset: g.base, NextOffset: next, Size: g.Size(), Path: g.LogPath()})
+		g.release()
+		t.touch(g)
+	}
 	return out
 }
 
@@ -362,6 +502,11 @@ func (t *Tablet) markOfLocked(o int64, bound mark) mark {
 	if g.base == bound.base && o >= bound.offset {
 		return bound
 	}
+	if !g.acquire() {
+		return mark{offset: o, base: g.base, pos: 0}
+	}
+	defer t.touch(g)
+	defer g.release()
 	p, ok, err := g.TranslateOffset(o, 0)
 	if err != nil || !ok {
 		return mark{offset: o, base: g.base, pos: g.Size()}

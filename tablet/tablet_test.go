@@ -419,3 +419,41 @@ func TestDeleteTablet(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	require.True(t, errors.Is(e.m.Delete(tp0), ErrNotFound))
 }
+
+// A tablet of many segments opens without opening them, and keeps at most
+// MaxOpenSegments sealed segments open however many it reads.
+func TestOpenSegmentsAreBounded(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	opts := e.options()
+	opts.Tablet.MaxOpenSegments = 5
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = int64(len(batch(t, 1, 1, 10)))
+	cfg.SegmentIndexBytes = 1024
+	e.m.Close()
+	m, err := OpenManager(e.fsys, e.dir, opts)
+	require.NoError(t, err)
+	tab, err := m.Create(tp0, &cfg)
+	require.NoError(t, err)
+	for range 300 {
+		_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{})
+		require.NoError(t, err)
+	}
+	open, _ := tab.OpenSegments()
+	require.LessOrEqual(t, open, 5, "rolled segments are parked beyond the limit")
+	require.NoError(t, m.Close())
+
+	m, err = OpenManager(e.fsys, e.dir, opts)
+	require.NoError(t, err)
+	defer m.Close()
+	tab, _ = m.Get(tp0)
+	require.Len(t, tab.Segments(), 300)
+	open, _ = tab.OpenSegments()
+	require.LessOrEqual(t, open, 5, "a clean open opens no sealed segment beyond the limit")
+	for o := int64(0); o < 300; o += 7 {
+		got := readAll(t, tab, o, ReadHighWatermark)
+		require.Len(t, got, int(300-o))
+	}
+	open, parked := tab.OpenSegments()
+	require.LessOrEqual(t, open, 5)
+	require.Positive(t, parked)
+}
