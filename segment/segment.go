@@ -135,9 +135,9 @@ type Segment struct {
 	logPath    atomic.Pointer[string]
 	fileLength int64 // the .log's length when opened
 	closed     atomic.Bool
-	offsetIdx *offsetindex.Index
-	timeIdx   *timeindex.Index
-	txnIdx    *txnindex.Index
+	offsetIdx  *offsetindex.Index
+	timeIdx    *timeindex.Index
+	txnIdx     *txnindex.Index
 
 	size atomic.Int64 // logical size: the end of the last whole batch
 	// endKnown says size is the logical end; an opened .log finds it on
