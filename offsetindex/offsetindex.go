@@ -237,6 +237,35 @@ func (x *Index) SanityCheck() error {
 	return x.f.CheckLength()
 }
 
+// QuickCheck is SanityCheck for a sealed index, from its length and last
+// slot only, without mapping a file that is not open (mmapfile.PeekEnds):
+// a length that is not whole entries, a last slot left zero (untrimmed,
+// which a sealed index never is), or a last offset below the base is a
+// *seglog.CorruptionError. It returns the last entry and the entry count.
+func (x *Index) QuickCheck() (Entry, int, error) {
+	e, err := x.f.PeekEnds()
+	if err != nil {
+		return Entry{}, 0, err
+	}
+	bad := func(at int, format string, args ...any) error {
+		return &seglog.CorruptionError{Path: x.f.Path(), Offset: int64(at), Err: seglog.ErrCorruption,
+			Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case e.Length%EntrySize != 0:
+		return Entry{}, 0, bad(e.Length, "length %d is not a multiple of %d", e.Length, EntrySize)
+	case e.Entries < 0:
+		return Entry{}, 0, bad(e.Length-EntrySize, "a sealed index left untrimmed: its last slot is zero")
+	case e.Entries == 0:
+		return Entry{Offset: x.base}, 0, nil
+	}
+	last := x.decode(e.Last)
+	if last.Offset < x.base {
+		return Entry{}, 0, bad((e.Entries-1)*EntrySize, "last offset %d is below the base offset %d", last.Offset, x.base)
+	}
+	return last, e.Entries, nil
+}
+
 // Check runs SanityCheck and then inspects every slot: offsets that do not
 // increase, positions that are negative or do not increase, and slots left
 // beyond the valid entries by a crash. Each problem is a

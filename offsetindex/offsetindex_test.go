@@ -488,3 +488,45 @@ func TestResetAndResize(t *testing.T) {
 	require.Equal(t, 10, m)
 	require.NoError(t, x.Append(1, 1))
 }
+
+// QuickCheck reads a closed index's ends without mapping it and flags what
+// a sealed index must not be.
+func TestQuickCheck(t *testing.T) {
+	mem := vfs.NewMem()
+	x := newIndex(t, mem, "/x.index", base, 16)
+	for i := int64(1); i <= 3; i++ {
+		require.NoError(t, x.Append(base+i*10, int32(i*100)))
+	}
+	require.NoError(t, x.Close()) // trimmed: three entries
+	last, n, err := x.QuickCheck()
+	require.NoError(t, err)
+	require.Equal(t, Entry{Offset: base + 30, Position: 300}, last)
+	require.Equal(t, 3, n)
+	require.False(t, x.IsOpen(), "the check does not map it")
+
+	damage := func(data []byte) error {
+		require.NoError(t, vfs.WriteFile(mem, "/y.index", data))
+		y, err := Open(mem, "/y.index", base, Options{MaxIndexSize: 16 * EntrySize})
+		require.NoError(t, err)
+		_, _, err = y.QuickCheck()
+		return err
+	}
+	good, err := vfs.ReadFile(mem, "/x.index")
+	require.NoError(t, err)
+	require.NoError(t, damage(good))
+	for name, data := range map[string][]byte{
+		"torn":      good[:len(good)-3],
+		"untrimmed": append(slices.Clone(good), make([]byte, 16)...),
+		"below base": func() []byte {
+			d := slices.Clone(good)
+			binary.BigEndian.PutUint32(d[len(d)-8:], uint32(0xffffffff)) // relative -1
+			return d
+		}(),
+	} {
+		err := damage(data)
+		require.ErrorIs(t, err, seglog.ErrCorruption, name)
+		var ce *seglog.CorruptionError
+		require.ErrorAs(t, err, &ce, name)
+		require.Equal(t, "/y.index", ce.Path)
+	}
+}

@@ -259,11 +259,11 @@ func TestRecoverDamagedCopy(t *testing.T) {
 		want = append(want, change{base(0, k), Renamed, 0})
 	}
 	want = append(want,
-		// Step 5: the corrupt and the missing index are rebuilt, the
-		// orphan goes.
+		// Step 5: the orphan goes as the directory is read; then the
+		// corrupt and the missing index are rebuilt, in offset order.
+		change{filepath.Base(orphan), Deleted, 24},
 		change{base(bases[1], segment.Log), RebuiltIndex, 0},
 		change{base(bases[2], segment.Log), RebuiltIndex, 0},
-		change{filepath.Base(orphan), Deleted, 24},
 	)
 	// Step 6: every segment from the one holding the recovery point is
 	// recovered (those rebuilt in step 5 are not scanned again); the torn

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
@@ -18,7 +19,6 @@ import (
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/timeindex"
 	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -307,11 +307,6 @@ func (l *tabletLoader) completeSwaps(swaps []string) error {
 	return nil
 }
 
-func (l *tabletLoader) exists(name string) bool {
-	_, err := l.fsys.Stat(l.path(name))
-	return err == nil
-}
-
 // loadSegments is step 5.
 func (l *tabletLoader) loadSegments() error {
 	names, err := l.fsys.List(l.t.Dir)
@@ -332,6 +327,11 @@ func (l *tabletLoader) loadSegments() error {
 	// rebuilt here would replay the writer state over segments not yet
 	// checked.
 	l.recoverLater = func(base int64) bool { return !l.clean && base >= holder }
+	have := make(map[string]bool, len(names))
+	for _, name := range names {
+		have[name] = true
+	}
+	var opened []openedSegment
 	for _, name := range names {
 		n, err := segment.ParseFilename(name)
 		if err != nil || n.Suffix != "" {
@@ -339,30 +339,72 @@ func (l *tabletLoader) loadSegments() error {
 		}
 		switch n.Kind {
 		case segment.Index, segment.TimeIndex, segment.TxnIndex:
-			if !l.exists(segment.Filename(n.Base, segment.Log)) {
+			if !have[segment.Filename(n.Base, segment.Log)] {
 				if err := l.remove(name, "an index without its .log"); err != nil {
 					return err
 				}
 			}
 		case segment.Log:
-			if err := l.openSegment(n.Base, n.Base == lastBase); err != nil {
+			seg, err := segment.Open(l.fsys, l.t.Dir, n.Base, l.opts.Segment)
+			if err != nil {
 				return err
 			}
+			l.t.Segments = append(l.t.Segments, seg)
+			opened = append(opened, openedSegment{seg: seg, active: n.Base == lastBase,
+				indexMissing:     !have[segment.Filename(n.Base, segment.Index)],
+				timeIndexMissing: !have[segment.Filename(n.Base, segment.TimeIndex)],
+				hasTxnIndex:      have[segment.Filename(n.Base, segment.TxnIndex)]})
+		}
+	}
+	checkAll(opened, l.opts.Parallelism)
+	for _, o := range opened {
+		if err := l.settleSegment(o); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (l *tabletLoader) openSegment(base int64, active bool) error {
-	indexMissing := !l.exists(segment.Filename(base, segment.Index))
-	timeIndexMissing := !l.exists(segment.Filename(base, segment.TimeIndex))
-	seg, err := segment.Open(l.fsys, l.t.Dir, base, l.opts.Segment)
-	if err != nil {
-		return err
+// openedSegment is a segment found at load, with what its files say.
+type openedSegment struct {
+	seg                            *segment.Segment
+	active                         bool
+	indexMissing, timeIndexMissing bool
+	hasTxnIndex                    bool
+	checkErr                       error // from checkIndexes
+}
+
+// checkAll runs checkIndexes on the segments whose indexes are there, on
+// up to parallelism goroutines: it is the one part of a clean load that
+// reads every segment's files.
+func checkAll(opened []openedSegment, parallelism int) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range max(parallelism, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o := &opened[i]
+				o.checkErr = checkIndexes(o.seg, o.active, o.hasTxnIndex)
+			}
+		}()
 	}
-	l.t.Segments = append(l.t.Segments, seg)
+	for i, o := range opened {
+		if !o.indexMissing && !o.timeIndexMissing {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// settleSegment rebuilds what step 5 finds missing or damaged in a
+// segment, in base offset order.
+func (l *tabletLoader) settleSegment(o openedSegment) error {
+	seg := o.seg
 	recover := func(why string) error {
-		if l.recoverLater(base) {
+		if l.recoverLater(seg.BaseOffset()) {
 			l.why[seg] = why
 			return nil
 		}
@@ -370,15 +412,16 @@ func (l *tabletLoader) openSegment(base int64, active bool) error {
 		return err
 	}
 	switch {
-	case indexMissing:
+	case o.indexMissing:
 		return recover("the .index is missing")
-	case timeIndexMissing:
+	case o.timeIndexMissing:
 		if _, err := seg.TimeIndex().Resize(0); err != nil {
 			return err
 		}
 		l.report(Change{File: seg.TimeIndex().Path(), Action: CreatedIndex, Why: "the .timeindex was missing"})
+		o.checkErr = checkIndexes(seg, o.active, o.hasTxnIndex)
 	}
-	if err := checkIndexes(seg, active); err != nil {
+	if err := o.checkErr; err != nil {
 		if !errors.Is(err, seglog.ErrCorruption) {
 			return err
 		}
@@ -396,43 +439,52 @@ func (l *tabletLoader) openSegment(base int64, active bool) error {
 // that, a sealed segment's indexes were trimmed when it was sealed, and a
 // flush made that durable before the recovery point passed it, so a zero
 // tail there means a rebuild or a write was cut short: it is rebuilt too.
-// A mapping opened for the check is closed again, so that loading a tablet
-// does not hold two descriptors per segment.
-func checkIndexes(seg *segment.Segment, active bool) error {
-	wasOpen := seg.OffsetIndex().IsOpen() || seg.TimeIndex().IsOpen()
-	err := errors.Join(seg.OffsetIndex().SanityCheck(), seg.TimeIndex().SanityCheck())
-	if !active {
-		err = errors.Join(err, untrimmed(seg.OffsetIndex(), offsetindex.EntrySize), untrimmed(seg.TimeIndex(), timeindex.EntrySize))
+// Sealed indexes are read with two preads each and not mapped, so that
+// loading a tablet opens nothing it does not use.
+func checkIndexes(seg *segment.Segment, active, hasTxnIndex bool) error {
+	var err error
+	if active {
+		err = checkActiveIndexes(seg)
+	} else {
+		err = checkSealedIndexes(seg)
 	}
-	if err == nil {
-		err = checkLastPosition(seg)
-	}
-	err = errors.Join(err, seg.TxnIndex().SanityCheck())
-	if !wasOpen {
-		err = errors.Join(err, seg.OffsetIndex().Close(), seg.TimeIndex().Close())
+	if hasTxnIndex {
+		err = errors.Join(err, seg.TxnIndex().SanityCheck())
 	}
 	return err
 }
 
-func untrimmed(x mmapfile.Lifecycle, entrySize int) error {
-	opened, err := x.Open()
-	if err != nil || !opened.Untrimmed() {
-		return err
+// checkSealedIndexes checks a sealed segment's indexes from their lengths
+// and end slots, read without mapping them.
+func checkSealedIndexes(seg *segment.Segment) error {
+	last, n, err := seg.OffsetIndex().QuickCheck()
+	if err == nil {
+		err = checkLastPosition(seg, last, n)
 	}
-	return &seglog.CorruptionError{Path: x.Path(), Err: seglog.ErrCorruption,
-		Offset: int64(opened.Entries) * int64(entrySize),
-		Reason: fmt.Sprintf("a sealed index left untrimmed: %d slots after the %d valid entries (ending at a %s)",
-			opened.Slots-opened.Entries, opened.Entries, opened.StopReason)}
+	return errors.Join(err, seg.TimeIndex().QuickCheck())
 }
 
-func checkLastPosition(seg *segment.Segment) error {
+// checkActiveIndexes checks the active segment's indexes, which may be
+// left untrimmed by a crash; it maps them (it is about to take appends).
+func checkActiveIndexes(seg *segment.Segment) error {
+	err := errors.Join(seg.OffsetIndex().SanityCheck(), seg.TimeIndex().SanityCheck())
+	if err != nil {
+		return err
+	}
 	n, err := seg.OffsetIndex().Entries()
 	if err != nil || n == 0 {
 		return err
 	}
 	last, err := seg.OffsetIndex().LastEntry()
-	if err != nil || int64(last.Position) < seg.FileLength() { // the length: no read of the .log at load
+	if err != nil {
 		return err
+	}
+	return checkLastPosition(seg, last, n)
+}
+
+func checkLastPosition(seg *segment.Segment, last offsetindex.Entry, n int) error {
+	if n == 0 || int64(last.Position) < seg.FileLength() { // the length: no read of the .log at load
+		return nil
 	}
 	return &seglog.CorruptionError{Path: seg.OffsetIndex().Path(), Offset: int64(n-1) * offsetindex.EntrySize,
 		Err: seglog.ErrCorruption, Reason: fmt.Sprintf("the last entry (offset %d) points at position %d, beyond the %d bytes of %s",

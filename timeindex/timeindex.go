@@ -214,6 +214,40 @@ func (x *Index) SanityCheck() error {
 	return x.f.CheckLength()
 }
 
+// QuickCheck is SanityCheck for a sealed index, from its length and its
+// first and last slots, without mapping a file that is not open
+// (mmapfile.PeekEnds): a length that is not whole entries, a last slot
+// left zero (untrimmed, which a sealed index never is), time going
+// backwards from the first entry to the last, or a last offset below the
+// base is a *seglog.CorruptionError.
+func (x *Index) QuickCheck() error {
+	e, err := x.f.PeekEnds()
+	if err != nil {
+		return err
+	}
+	bad := func(at int, format string, args ...any) error {
+		return &seglog.CorruptionError{Path: x.f.Path(), Offset: int64(at), Err: seglog.ErrCorruption,
+			Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case e.Length%EntrySize != 0:
+		return bad(e.Length, "length %d is not a multiple of %d", e.Length, EntrySize)
+	case e.Entries < 0:
+		return bad(e.Length-EntrySize, "a sealed index left untrimmed: its last slot is zero")
+	case e.Entries == 0:
+		return nil
+	}
+	first, last := x.decode(e.First), x.decode(e.Last)
+	at := (e.Entries - 1) * EntrySize
+	if last.Timestamp < first.Timestamp {
+		return bad(at, "last timestamp %d is below the first timestamp %d", last.Timestamp, first.Timestamp)
+	}
+	if last.Offset < x.base {
+		return bad(at, "last offset %d is below the base offset %d", last.Offset, x.base)
+	}
+	return nil
+}
+
 // Check runs SanityCheck and then inspects every slot: timestamps that do
 // not increase, offsets below the base or decreasing, and slots left beyond
 // the valid entries by a crash. Each problem is a *seglog.CorruptionError

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -239,5 +240,28 @@ func TestCrash(t *testing.T) {
 			require.Equal(t, Entry{int64(1_700_000_000_000 + i*7), int64(i * 3)}, e)
 		}
 		require.NoError(t, y.SanityCheck())
+	}
+}
+
+func TestQuickCheck(t *testing.T) {
+	mem := vfs.NewMem()
+	x, err := Open(mem, "/x.timeindex", 100, Options{MaxIndexSize: 16 * EntrySize})
+	require.NoError(t, err)
+	require.NoError(t, x.MaybeAppend(5, 101, false))
+	require.NoError(t, x.MaybeAppend(9, 103, false))
+	require.NoError(t, x.Close())
+	require.NoError(t, x.QuickCheck())
+	require.False(t, x.IsOpen())
+	good, err := vfs.ReadFile(mem, "/x.timeindex")
+	require.NoError(t, err)
+	backwards := slices.Clone(good)
+	binary.BigEndian.PutUint64(backwards[EntrySize:], 1) // the last timestamp below the first
+	for name, data := range map[string][]byte{
+		"torn": good[:len(good)-1], "untrimmed": append(slices.Clone(good), make([]byte, EntrySize)...), "backwards": backwards,
+	} {
+		require.NoError(t, vfs.WriteFile(mem, "/y.timeindex", data))
+		y, err := Open(mem, "/y.timeindex", 100, Options{MaxIndexSize: 16 * EntrySize})
+		require.NoError(t, err)
+		require.ErrorIs(t, y.QuickCheck(), seglog.ErrCorruption, name)
 	}
 }

@@ -124,6 +124,7 @@ type Lifecycle interface {
 	Path() string
 	IsOpen() bool
 	Open() (Opened, error)
+	PeekEnds() (Ends, error)
 	Entries() (int, error)
 	MaxEntries() (int, error)
 	Length() (int, error)
@@ -357,6 +358,63 @@ func (f *File) slotLocked(i int) Slot {
 	var s Slot
 	copy(s[:], f.buf[i*f.opts.EntrySize:(i+1)*f.opts.EntrySize])
 	return s
+}
+
+// Ends describes a file from its length and its first and last slots.
+type Ends struct {
+	// Length is the file's size in bytes.
+	Length int
+	// Entries is the number of whole slots, or -1 when the last slot is
+	// zero (left untrimmed: the valid prefix is not known without a scan).
+	Entries int
+	// First and Last are the first and last slots, when Entries > 0.
+	First, Last Slot
+}
+
+// PeekEnds reads the file's length and its first and last slots. A file
+// that is not open is read with two preads instead of being mapped — the
+// cheap look a load takes at thousands of sealed indexes — and stays
+// closed; an open one answers from its mapping and valid entries.
+func (f *File) PeekEnds() (Ends, error) {
+	f.mu.RLock()
+	if f.state == open {
+		defer f.mu.RUnlock()
+		e := Ends{Length: len(f.buf), Entries: f.entries}
+		if f.entries > 0 {
+			e.First, e.Last = f.slotLocked(0), f.slotLocked(f.entries-1)
+		}
+		return e, nil
+	}
+	path, deleted := f.path, f.state == deleted
+	f.mu.RUnlock()
+	if deleted {
+		return Ends{}, fmt.Errorf("%w: %s", ErrDeleted, path)
+	}
+	file, err := f.fsys.Open(path)
+	if err != nil {
+		return Ends{}, fmt.Errorf("mmapfile: opening %s: %w", path, err)
+	}
+	defer file.Close()
+	size, err := file.Size()
+	if err != nil {
+		return Ends{}, fmt.Errorf("mmapfile: opening %s: %w", path, err)
+	}
+	w := f.opts.EntrySize
+	e := Ends{Length: int(size), Entries: int(size) / w}
+	if e.Entries == 0 {
+		return e, nil
+	}
+	if _, err := file.ReadAt(e.Last[:w], int64((e.Entries-1)*w)); err != nil {
+		return Ends{}, fmt.Errorf("mmapfile: reading %s: %w", path, err)
+	}
+	if e.Last == (Slot{}) {
+		e.Entries = -1
+		return e, nil
+	}
+	if _, err := file.ReadAt(e.First[:w], 0); err != nil {
+		return Ends{}, fmt.Errorf("mmapfile: reading %s: %w", path, err)
+	}
+	return e, nil
 }
 
 // Entries returns the number of valid entries.

@@ -1,0 +1,119 @@
+package tablet
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+// manySegments writes a cleanly closed data directory whose tablet has n
+// one-batch segments: one segment is built through the segment package and
+// its files are copied n times with the base offset patched (it is outside
+// the CRC; the indexes hold relative offsets).
+func manySegments(b *testing.B, d string, n int) {
+	m, err := OpenManager(vfs.OS, d, ManagerOptions{Tablet: Options{Logger: quiet}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tab, err := m.Create(tp0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tab.Append(batch(&testing.T{}, 1, 1_700_000_000_000, 100), AppendOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(d, tp0.DirName())
+	read := func(k segment.Kind) []byte {
+		data, err := os.ReadFile(filepath.Join(dir, segment.Filename(0, k)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return data
+	}
+	log, index, timeIndex := read(segment.Log), read(segment.Index), read(segment.TimeIndex)
+	for i := 1; i < n; i++ {
+		base := int64(i)
+		binary.BigEndian.PutUint64(log, uint64(base))
+		for k, data := range map[segment.Kind][]byte{segment.Log: log, segment.Index: index, segment.TimeIndex: timeIndex} {
+			if err := os.WriteFile(filepath.Join(dir, segment.Filename(base, k)), data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	end := checkpoint.Offsets{tp0: int64(n)}
+	for _, name := range []string{checkpoint.RecoveryPointFile, checkpoint.ReplicationOffsetFile} {
+		if err := checkpoint.WriteOffsets(vfs.OS, filepath.Join(d, name), end); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The snapshot at the log end that a clean close leaves.
+	if err := os.Rename(filepath.Join(dir, segment.Filename(1, segment.Snapshot)),
+		filepath.Join(dir, segment.Filename(int64(n), segment.Snapshot))); err != nil {
+		b.Fatal(err)
+	}
+	if err := checkpoint.WriteCleanShutdown(vfs.OS, d, 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func openFDs(b *testing.B) int {
+	names, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		b.Skip("no /proc/self/fd to count descriptors:", err)
+	}
+	return len(names)
+}
+
+// BenchmarkOpen10kSegments opens a data directory whose tablet has 10,000
+// clean segments, beside the baseline of listing the directory and
+// stat-ing every file (the least any open must do), and reports the
+// descriptors held afterwards.
+func BenchmarkOpen10kSegments(b *testing.B) {
+	const n = 10000
+	d := b.TempDir()
+	manySegments(b, d, n)
+	dir := filepath.Join(d, tp0.DirName())
+	var baseline, open time.Duration
+	held := 0
+	for b.Loop() {
+		t0 := time.Now()
+		names, err := vfs.OS.List(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, name := range names {
+			if _, err := vfs.OS.Stat(filepath.Join(dir, name)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t1 := time.Now()
+		before := openFDs(b)
+		m, err := OpenManager(vfs.OS, d, ManagerOptions{Tablet: Options{Logger: quiet}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		held = openFDs(b) - before
+		tab, _ := m.Get(tp0)
+		if got := tab.Offsets().LogEndOffset; got != n {
+			b.Fatalf("log end %d", got)
+		}
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		baseline, open = baseline+t1.Sub(t0), open+t2.Sub(t1)
+	}
+	b.ReportMetric(open.Seconds()/float64(b.N)*1000, "open-ms")
+	b.ReportMetric(baseline.Seconds()/float64(b.N)*1000, "list+stat-ms")
+	b.ReportMetric(open.Seconds()/baseline.Seconds(), "open/baseline")
+	b.ReportMetric(float64(held), "fds-held")
+}
