@@ -59,16 +59,25 @@ func (t *Tablet) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	v, err := record.ValidateAppend(data, record.ValidateOptions{Origin: opts.Origin, MaxMessageBytes: cfg.MaxMessageBytes,
 		TimestampType: cfg.TimestampType, TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs,
 		TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, NowMs: now})
+	if err == nil && int64(v.Batch.Size()) > cfg.SegmentBytes {
+		err = fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrRecordBatchTooLarge, v.Batch.Size(), cfg.SegmentBytes)
+	}
 	if err != nil {
+		t.stats.reject(err)
 		return AppendResult{}, err
 	}
-	if int64(v.Batch.Size()) > cfg.SegmentBytes {
-		return AppendResult{}, fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrRecordBatchTooLarge, v.Batch.Size(), cfg.SegmentBytes)
-	}
 	res, err := t.append(v, opts, now)
-	if err != nil || res.Duplicate {
+	switch {
+	case err != nil:
+		t.stats.reject(err)
 		return res, err
+	case res.Duplicate:
+		t.stats.duplicates.Add(1)
+		return res, nil
 	}
+	t.stats.appends.Add(1)
+	t.stats.bytes.Add(int64(v.Batch.Size()))
+	t.stats.records.Add(int64(v.Batch.NumRecords()))
 	if opts.Sync {
 		return res, t.flushTo(res.LastOffset + 1)
 	}
@@ -248,6 +257,7 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 		v.lso = v.leo
 	}
 	t.publishLocked(v)
+	t.stats.rolls.Add(1)
 	t.opts.Logger.Debug("rolled", "tablet", t.tp.String(), "base", base, "reason", why.String())
 	t.bg.Add(1)
 	go func() {

@@ -3,6 +3,7 @@ package tablet
 import (
 	"errors"
 	"sync"
+	"time"
 )
 
 // flusher runs one flush at a time and lets concurrent callers share it:
@@ -102,6 +103,8 @@ func (t *Tablet) flushSegments() (int64, error) {
 	oldRecoveryPoint := t.view().recoveryPoint
 	t.mu.Unlock()
 
+	start := time.Now()
+	defer func() { t.stats.fsyncSeconds.observe(time.Since(start)) }()
 	var errs []error
 	for _, o := range snaps {
 		errs = append(errs, state.SyncSnapshot(o))

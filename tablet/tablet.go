@@ -260,6 +260,7 @@ type Tablet struct {
 		elems map[*seg]*list.Element
 	}
 	parked atomic.Int64 // segments parked, for metrics and tests
+	stats  stats
 }
 
 // touch records a use of a segment and parks the least recently used idle

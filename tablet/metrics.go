@@ -1,0 +1,181 @@
+package tablet
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/writerstate"
+)
+
+// stats are a tablet's counters, read by the Manager's collector.
+type stats struct {
+	appends, bytes, records, duplicates, rolls atomic.Int64
+	fsyncSeconds                               histogram
+
+	mu         sync.Mutex
+	rejections map[string]int64 // by Kafka error name
+}
+
+func (s *stats) reject(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rejections == nil {
+		s.rejections = map[string]int64{}
+	}
+	s.rejections[ErrorName(err)]++
+}
+
+// fsyncBuckets are the upper bounds, in seconds, of the fsync latency
+// histogram.
+var fsyncBuckets = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5}
+
+// histogram is a fixed-bucket histogram of durations, updated without a
+// lock.
+type histogram struct {
+	counts [11]atomic.Uint64 // per bucket, the last for +Inf
+	sumNs  atomic.Int64
+}
+
+func (h *histogram) observe(d time.Duration) {
+	s := d.Seconds()
+	i := 0
+	for i < len(fsyncBuckets) && s > fsyncBuckets[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sumNs.Add(int64(d))
+}
+
+func (h *histogram) snapshot() (count uint64, sum float64, buckets map[float64]uint64) {
+	buckets = make(map[float64]uint64, len(fsyncBuckets))
+	for i, ub := range fsyncBuckets {
+		count += h.counts[i].Load()
+		buckets[ub] = count
+	}
+	count += h.counts[len(fsyncBuckets)].Load()
+	return count, float64(h.sumNs.Load()) / 1e9, buckets
+}
+
+// ErrorName returns the Kafka error name for an append's failure
+// (OUT_OF_ORDER_SEQUENCE_NUMBER, CORRUPT_MESSAGE, …), or UNKNOWN_SERVER_ERROR.
+func ErrorName(err error) string {
+	for _, e := range []struct {
+		err  error
+		name string
+	}{
+		{writerstate.ErrOutOfOrderSequence, "OUT_OF_ORDER_SEQUENCE_NUMBER"},
+		{writerstate.ErrInvalidProducerEpoch, "INVALID_PRODUCER_EPOCH"},
+		{writerstate.ErrInvalidTxnState, "INVALID_TXN_STATE"},
+		{writerstate.ErrCoordinatorFenced, "TRANSACTION_COORDINATOR_FENCED"},
+		{record.ErrCorruptBatch, "CORRUPT_MESSAGE"},
+		{record.ErrInvalidTimestamp, "INVALID_TIMESTAMP"},
+		{record.ErrRecordTooLarge, "MESSAGE_TOO_LARGE"},
+		{ErrRecordBatchTooLarge, "RECORD_LIST_TOO_LARGE"},
+		{record.ErrUnsupportedMagic, "UNSUPPORTED_VERSION"},
+		{record.ErrUnknownCompression, "UNSUPPORTED_COMPRESSION_TYPE"},
+		{record.ErrInvalidRecord, "INVALID_RECORD"},
+		{record.ErrDecompressLimit, "INVALID_RECORD"},
+		{ErrOffsetOutOfRange, "OFFSET_OUT_OF_RANGE"},
+		{ErrUnexpectedAppendOffset, "UNEXPECTED_APPEND_OFFSET"},
+		{ErrOffsetsOutOfOrder, "OFFSETS_OUT_OF_ORDER"},
+		{ErrClosed, "NOT_LEADER_OR_FOLLOWER"},
+		{ErrNotFound, "UNKNOWN_TOPIC_OR_PARTITION"},
+	} {
+		if errors.Is(err, e.err) {
+			return e.name
+		}
+	}
+	return "UNKNOWN_SERVER_ERROR"
+}
+
+// collector exposes a Manager's tablets to Prometheus.
+type collector struct {
+	m *Manager
+}
+
+var (
+	labels      = []string{"topic", "partition"}
+	descAppends = prometheus.NewDesc("seglog_appends_total", "Appends that wrote a batch.", labels, nil)
+	descBytes   = prometheus.NewDesc("seglog_append_bytes_total", "Bytes of batches appended.", labels, nil)
+	descRecords = prometheus.NewDesc("seglog_append_records_total", "Records appended.", labels, nil)
+	descDups    = prometheus.NewDesc("seglog_duplicates_total", "Retries answered with the original offsets.", labels, nil)
+	descRejects = prometheus.NewDesc("seglog_rejections_total", "Appends refused, by Kafka error name.",
+		append(labels, "error"), nil)
+	descFsyncs   = prometheus.NewDesc("seglog_flushes_total", "Flushes run (each fsyncs the segments with new data).", labels, nil)
+	descFsyncLat = prometheus.NewDesc("seglog_flush_seconds", "Flush latency.", labels, nil)
+	descRolls    = prometheus.NewDesc("seglog_rolls_total", "Segments rolled.", labels, nil)
+	descSegments = prometheus.NewDesc("seglog_segments", "Segments on disk.", labels, nil)
+	descSize     = prometheus.NewDesc("seglog_size_bytes", "Bytes of segments on disk.", labels, nil)
+	descOffset   = prometheus.NewDesc("seglog_offset", "The tablet's offsets (DESIGN section 4).",
+		append(labels, "kind"), nil)
+	descOpen       = prometheus.NewDesc("seglog_open_segments", "Sealed segments holding descriptors or mappings.", labels, nil)
+	descRecovered  = prometheus.NewDesc("seglog_recovery_bytes", "Bytes of .log recovery read when the directory was opened.", nil, nil)
+	descRecoverDur = prometheus.NewDesc("seglog_recovery_seconds", "How long opening the directory took.", nil, nil)
+	descClean      = prometheus.NewDesc("seglog_clean_shutdown", "1 if the directory was closed cleanly before it was opened.", nil, nil)
+)
+
+// Collector returns a prometheus.Collector over the manager's tablets, for
+// the embedding program to register.
+func (m *Manager) Collector() prometheus.Collector { return collector{m} }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAppends, descBytes, descRecords, descDups, descRejects, descFsyncs,
+		descFsyncLat, descRolls, descSegments, descSize, descOffset, descOpen, descRecovered, descRecoverDur, descClean} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	if r := c.m.Loaded; r != nil {
+		clean := 0.0
+		if r.CleanShutdown {
+			clean = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRecovered, prometheus.GaugeValue, float64(r.RecoveredBytes()))
+		ch <- prometheus.MustNewConstMetric(descRecoverDur, prometheus.GaugeValue, r.Duration.Seconds())
+		ch <- prometheus.MustNewConstMetric(descClean, prometheus.GaugeValue, clean)
+	}
+	for _, t := range c.m.Tablets() {
+		lv := []string{t.tp.Topic, strconv.Itoa(int(t.tp.Partition))}
+		counter := func(d *prometheus.Desc, v int64, extra ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append(lv, extra...)...)
+		}
+		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(lv, extra...)...)
+		}
+		s := &t.stats
+		counter(descAppends, s.appends.Load())
+		counter(descBytes, s.bytes.Load())
+		counter(descRecords, s.records.Load())
+		counter(descDups, s.duplicates.Load())
+		counter(descRolls, s.rolls.Load())
+		s.mu.Lock()
+		for name, n := range s.rejections {
+			counter(descRejects, n, name)
+		}
+		s.mu.Unlock()
+		counter(descFsyncs, t.FsyncCount())
+		count, sum, buckets := s.fsyncSeconds.snapshot()
+		ch <- prometheus.MustNewConstHistogram(descFsyncLat, count, sum, buckets, lv...)
+		v := t.view()
+		var segs int
+		var size int64
+		v.segs.Ascend(func(g *seg) bool { segs++; size += g.Size(); return true })
+		gauge(descSegments, float64(segs))
+		gauge(descSize, float64(size))
+		o := t.Offsets()
+		for kind, off := range map[string]int64{"log_start": o.LogStartOffset, "local_log_start": o.LocalLogStartOffset,
+			"high_watermark": o.HighWatermark, "last_stable": o.LastStableOffset, "log_end": o.LogEndOffset,
+			"recovery_point": o.RecoveryPoint} {
+			gauge(descOffset, float64(off), kind)
+		}
+		open, _ := t.OpenSegments()
+		gauge(descOpen, float64(open))
+	}
+}
