@@ -410,6 +410,7 @@ func (m *Manager) startTasks() {
 			if err := t.FlushIfDue(); err != nil {
 				log.Error("flush", "tablet", t.tp.String(), "err", err)
 			}
+			t.ParkIdle()
 		}
 	})
 	task(m.opts.CheckpointInterval, func() {

@@ -86,6 +86,7 @@ func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string) (RetentionResul
 	v := t.view()
 	v.logStart = max(v.logStart, first.base)
 	v.localStart = max(v.localStart, v.logStart)
+	v.recoveryPoint = max(v.recoveryPoint, v.localStart) // nothing below it needs recovering (as Kafka)
 	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
 	t.publishLocked(v) // readers no longer find them
 	t.mu.state.OnLogStartOffsetIncremented(v.logStart)
@@ -158,6 +159,7 @@ func (t *Tablet) DeleteRecordsBefore(offset int64) (int64, error) {
 	}
 	v.logStart = offset
 	v.localStart = max(v.localStart, offset)
+	v.recoveryPoint = max(v.recoveryPoint, v.localStart) // nothing below it needs recovering (as Kafka)
 	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
 	t.publishLocked(v)
 	t.mu.state.OnLogStartOffsetIncremented(offset)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/invariants"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/recovery"
@@ -275,6 +276,19 @@ func (t *Tablet) touch(g *seg) {
 	} else {
 		t.lru.elems[g] = t.lru.l.PushFront(g)
 	}
+	t.parkIdleLocked()
+}
+
+// ParkIdle parks the least recently used idle sealed segments beyond
+// MaxOpenSegments (touch does it after every use; a segment in use then is
+// tried again here). The Manager runs it with its periodic tasks.
+func (t *Tablet) ParkIdle() {
+	t.lru.Lock()
+	t.parkIdleLocked()
+}
+
+// parkIdleLocked is ParkIdle with lru held; it releases it.
+func (t *Tablet) parkIdleLocked() {
 	var victims []*seg
 	e := t.lru.l.Back()
 	for excess := t.lru.l.Len() - t.opts.MaxOpenSegments; excess > 0 && e != nil; excess-- {
@@ -367,7 +381,8 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 	}
 	pos := t.mu.active.Size()
 	end := mark{offset: r.LogEndOffset, base: t.mu.active.BaseOffset(), pos: pos}
-	v := view{logStart: r.LogStartOffset, localStart: r.LogStartOffset, recoveryPoint: r.RecoveryPoint, leo: end, hw: end}
+	v := view{logStart: r.LogStartOffset, localStart: r.LogStartOffset, recoveryPoint: max(r.RecoveryPoint, r.LogStartOffset),
+		leo: end, hw: end}
 	t.flush.flushed = r.RecoveryPoint
 	t.lastFlushMs.Store(opts.Now().UnixMilli())
 	t.mu.Lock()
@@ -476,10 +491,38 @@ func (t *Tablet) view() view {
 // publishLocked makes v what readers see; the caller holds mu and gives a
 // view whose tree is a clone nobody will change.
 func (t *Tablet) publishLocked(v view) {
+	if invariants.Enabled {
+		t.checkInvariantsLocked(v)
+	}
 	v.segs = t.mu.segs.Clone()
 	t.pub.Lock()
 	t.pub.v = v
 	t.pub.Unlock()
+}
+
+// checkInvariantsLocked panics if the offsets or the segments about to be
+// published break DESIGN section 4: logStart ≤ localLogStart ≤
+// recoveryPoint ≤ LEO, LSO ≤ HW ≤ LEO, and the active segment last, at
+// or below the log end. It runs only when invariants.Enabled.
+func (t *Tablet) checkInvariantsLocked(v view) {
+	bad := func(format string, args ...any) {
+		panic(fmt.Sprintf("tablet %s: invariant broken: %s", t.tp, fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case !(v.logStart <= v.localStart && v.localStart <= v.recoveryPoint && v.recoveryPoint <= v.leo.offset):
+		bad("logStart %d ≤ localLogStart %d ≤ recoveryPoint %d ≤ LEO %d", v.logStart, v.localStart, v.recoveryPoint, v.leo.offset)
+	case !(v.lso.offset <= v.hw.offset && v.hw.offset <= v.leo.offset):
+		bad("LSO %d ≤ HW %d ≤ LEO %d", v.lso.offset, v.hw.offset, v.leo.offset)
+	}
+	last, ok := t.mu.segs.Max()
+	switch {
+	case !ok:
+		bad("no segment")
+	case last != t.mu.active:
+		bad("the active segment %d is not the last (%d)", t.mu.active.base, last.base)
+	case last.base > v.leo.offset || v.leo.base != last.base:
+		bad("the log end %d (in the segment at %d) is not in the active segment at %d", v.leo.offset, v.leo.base, last.base)
+	}
 }
 
 // lsoMarkLocked returns where the last stable offset lies, given the high
