@@ -13,7 +13,6 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/txnindex"
 )
 
 var tp0 = checkpoint.TopicPartition{Topic: "events", Partition: 0}
@@ -118,53 +117,17 @@ func marker(t *testing.T, pid int64, epoch int16, abort bool, ts int64) []byte {
 	return data
 }
 
-// readAll reads every visible record from offset with the isolation,
-// skipping aborted transactions for ReadCommitted as a consumer would.
+// readAll reads every visible record from offset with the isolation, as
+// a consumer would (Tablet.Records), copying them.
 func readAll(t *testing.T, tab *Tablet, from int64, iso Isolation) []record.Record {
 	var out []record.Record
-	start := from
-	for {
-		res, err := tab.Read(from, ReadOptions{MaxBytes: 1 << 20, Isolation: iso, MinOneMessage: true})
-		require.NoError(t, err)
-		data, err := res.Records.AppendTo(nil)
-		require.NoError(t, err)
-		aborted := res.AbortedTxns
-		res.Close()
-		if len(data) == 0 {
-			return out
-		}
-		for len(data) > 0 {
-			b, rest, err := record.ParseBatch(data)
-			require.NoError(t, err)
-			require.NoError(t, b.Verify())
-			data, from = rest, b.NextOffset()
-			if b.IsControl() || isAborted(b, aborted) {
-				continue
-			}
-			var it record.Iter
-			it.Reset(b, record.DefaultMaxUncompressed)
-			for it.Next() {
-				r := *it.Record()
-				r.Key, r.Value, r.Headers = append([]byte(nil), r.Key...), append([]byte(nil), r.Value...), nil
-				if r.Offset >= start {
-					out = append(out, r)
-				}
-			}
-			require.NoError(t, it.Err())
-		}
-	}
-}
-
-func isAborted(b record.Batch, aborted []txnindex.AbortedTxn) bool {
-	if !b.IsTransactional() {
-		return false
-	}
-	for _, a := range aborted {
-		if a.ProducerID == b.ProducerID() && a.FirstOffset <= b.BaseOffset() && b.BaseOffset() <= a.LastOffset {
-			return true
-		}
-	}
-	return false
+	require.NoError(t, tab.Records(from, iso, func(_ record.Batch, r *record.Record) bool {
+		c := *r
+		c.Key, c.Value, c.Headers = append([]byte(nil), r.Key...), append([]byte(nil), r.Value...), nil
+		out = append(out, c)
+		return true
+	}))
+	return out
 }
 
 func offsetsOf(records []record.Record) []int64 {

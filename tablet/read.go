@@ -237,3 +237,67 @@ func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 	}
 	return TimestampOffset{}, fmt.Errorf("%w: %d", ErrNoOffsetForTimestamp, ts)
 }
+
+// Records calls fn with every record from offset on that a consumer with
+// the isolation sees — control batches and, for ReadCommitted, aborted
+// transactions skipped — until fn returns false or the visible end. Every
+// batch's CRC is checked first. The record is valid only during the call.
+func (t *Tablet) Records(from int64, iso Isolation, fn func(b record.Batch, r *record.Record) bool) error {
+	const chunk = 1 << 20
+	var buf []byte
+	var it record.Iter
+	for {
+		res, err := t.Read(from, ReadOptions{MaxBytes: chunk, Isolation: iso, MinOneMessage: true})
+		if err != nil {
+			return err
+		}
+		buf, err = res.Records.AppendTo(buf[:0])
+		aborted := res.AbortedTxns
+		res.Close()
+		if err != nil {
+			return err
+		}
+		if len(buf) == 0 {
+			return nil
+		}
+		for data := buf; len(data) > 0; {
+			b, rest, err := record.ParseBatch(data)
+			if err != nil {
+				return err
+			}
+			data = rest
+			if err := b.Verify(); err != nil { // a flipped bit is reported, never served
+				return fmt.Errorf("tablet %s: the batch at offset %d: %w", t.tp, b.BaseOffset(), err)
+			}
+			next := b.NextOffset()
+			if b.IsControl() || abortedBatch(b, aborted) {
+				from = max(from, next)
+				continue
+			}
+			it.Reset(b, record.DefaultMaxUncompressed)
+			for it.Next() {
+				if r := it.Record(); r.Offset >= from && !fn(b, r) {
+					return nil
+				}
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
+			from = max(from, next)
+		}
+	}
+}
+
+// abortedBatch reports whether a transactional batch belongs to one of the
+// aborted transactions a read returned.
+func abortedBatch(b record.Batch, aborted []txnindex.AbortedTxn) bool {
+	if !b.IsTransactional() {
+		return false
+	}
+	for _, a := range aborted {
+		if a.ProducerID == b.ProducerID() && a.FirstOffset <= b.BaseOffset() && b.BaseOffset() <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
