@@ -2,6 +2,11 @@
 // log directories.
 //
 //	seglog version
+//	seglog produce --data-dir D --topic T [--partition P] [--config k=v]...
+//	seglog append --data-dir D --topic T --batches FILE|- [--origin client|coordinator|replication]
+//	seglog end-txn --data-dir D --topic T --producer-id ID --producer-epoch E --commit|--abort
+//	seglog consume --data-dir D --topic T [--from-offset N|--from-time MS|--from earliest|latest]
+//	seglog offsets --data-dir D [--topic T --partition P]
 //	seglog dump [--print-data-log] [--json] FILE...
 //	seglog recover --data-dir DIR [--json]
 //	seglog demo [--dir DIR]
@@ -56,6 +61,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDumpCmd(), newRecoverCmd(), newDemoCmd())
+	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(),
+		newDumpCmd(), newRecoverCmd(), newDemoCmd())
 	return root
 }

@@ -1,0 +1,531 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// tabletFlags are the flags every tablet command shares.
+type tabletFlags struct {
+	dataDir   string
+	topic     string
+	partition int32
+	configs   []string
+}
+
+func (f *tabletFlags) register(cmd *cobra.Command, writes bool) {
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "the data directory (required)")
+	cmd.Flags().StringVar(&f.topic, "topic", "", "the topic (required)")
+	cmd.Flags().Int32Var(&f.partition, "partition", 0, "the partition")
+	if writes {
+		cmd.Flags().StringArrayVar(&f.configs, "config", nil,
+			"a topic config as key=value, repeatable: "+strings.Join(tablet.ConfigKeys(), ", ")+
+				" (kept in the tablet directory for later commands)")
+	}
+}
+
+func (f *tabletFlags) tp() checkpoint.TopicPartition {
+	return checkpoint.TopicPartition{Topic: f.topic, Partition: f.partition}
+}
+
+// openManager opens the data directory (recovering it if needed) with a
+// logger that only speaks up for warnings, on stderr.
+func openManager(cmd *cobra.Command, dataDir string) (*tablet.Manager, error) {
+	if dataDir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: logger}})
+}
+
+// withTablet opens the data directory, gets the tablet (creating it, for a
+// command that writes, with the --config values over the defaults; or
+// changing an existing one's configs), runs fn and closes the directory
+// cleanly.
+func (f *tabletFlags) withTablet(cmd *cobra.Command, create bool, fn func(t *tablet.Tablet) error) (err error) {
+	if f.topic == "" {
+		return errors.New("--topic is required")
+	}
+	m, err := openManager(cmd, f.dataDir)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	t, ok := m.Get(f.tp())
+	if !ok {
+		if !create {
+			return fmt.Errorf("%w: %s in %s", tablet.ErrNotFound, f.tp(), f.dataDir)
+		}
+		cfg, err := applyConfigs(tablet.DefaultConfig(), f.configs)
+		if err != nil {
+			return err
+		}
+		if t, err = m.Create(f.tp(), &cfg); err != nil {
+			return err
+		}
+	} else if len(f.configs) > 0 {
+		cfg, err := applyConfigs(t.Config(), f.configs)
+		if err != nil {
+			return err
+		}
+		if err := t.SetConfig(cfg); err != nil {
+			return err
+		}
+	}
+	return fn(t)
+}
+
+func applyConfigs(cfg tablet.Config, kvs []string) (tablet.Config, error) {
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return cfg, fmt.Errorf("%w: --config %q is not key=value", tablet.ErrConfig, kv)
+		}
+		if err := cfg.Set(strings.TrimSpace(k), v); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+func printJSON(w io.Writer, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}
+
+func newProduceCmd() *cobra.Command {
+	var (
+		f            tabletFlags
+		batchRecords int
+		keySep       string
+		codec        string
+		sync         bool
+		acksFile     string
+	)
+	cmd := &cobra.Command{
+		Use:   "produce --data-dir D --topic T",
+		Short: "Append the lines of stdin as records",
+		Long: `produce reads stdin line by line and appends each line as a record (its
+value; with --key-separator, the part before the first separator is the key),
+--batch-records records to a batch. It prints
+{"records":N,"batches":B,"firstOffset":X,"lastOffset":Y}.
+
+With --sync every batch is durable (fsynced) before the next is read. With
+--acks-file, after each batch is durable (--sync) or written, its first and
+last offsets are appended to the file as "first last" and the file is
+fsynced: what the file lists was acknowledged.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := record.ParseCompression(codec)
+			if err != nil {
+				return err
+			}
+			if batchRecords <= 0 {
+				return fmt.Errorf("--batch-records must be positive, not %d", batchRecords)
+			}
+			var acks *os.File
+			if acksFile != "" {
+				if acks, err = os.OpenFile(acksFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+					return err
+				}
+				defer acks.Close()
+			}
+			return f.withTablet(cmd, true, func(t *tablet.Tablet) error {
+				sum := struct {
+					Records     int   `json:"records"`
+					Batches     int   `json:"batches"`
+					FirstOffset int64 `json:"firstOffset"`
+					LastOffset  int64 `json:"lastOffset"`
+				}{FirstOffset: -1, LastOffset: -1}
+				var pending []record.Record
+				flush := func() error {
+					if len(pending) == 0 {
+						return nil
+					}
+					res, err := t.AppendRecords(pending, c, tablet.AppendOptions{Sync: sync})
+					if err != nil {
+						return err
+					}
+					if sum.FirstOffset < 0 {
+						sum.FirstOffset = res.FirstOffset
+					}
+					sum.LastOffset = res.LastOffset
+					sum.Records += len(pending)
+					sum.Batches++
+					pending = pending[:0]
+					if acks != nil {
+						if _, err := fmt.Fprintf(acks, "%d %d\n", res.FirstOffset, res.LastOffset); err != nil {
+							return err
+						}
+						return acks.Sync()
+					}
+					return nil
+				}
+				sc := bufio.NewScanner(cmd.InOrStdin())
+				sc.Buffer(make([]byte, 64<<10), 16<<20)
+				for sc.Scan() {
+					line := sc.Bytes()
+					r := record.Record{Timestamp: nowMs(), Value: append([]byte(nil), line...)}
+					if keySep != "" {
+						if k, v, ok := strings.Cut(string(line), keySep); ok {
+							r.Key, r.Value = []byte(k), []byte(v)
+						}
+					}
+					pending = append(pending, r)
+					if len(pending) == batchRecords {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+				}
+				if err := sc.Err(); err != nil {
+					return err
+				}
+				if err := flush(); err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), sum)
+			})
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().IntVar(&batchRecords, "batch-records", 100, "records per batch")
+	cmd.Flags().StringVar(&keySep, "key-separator", "", "split each line into key and value at the first occurrence")
+	cmd.Flags().StringVar(&codec, "compression", "none", "none, gzip, snappy, lz4 or zstd")
+	cmd.Flags().BoolVar(&sync, "sync", false, "make each batch durable before the next")
+	cmd.Flags().StringVar(&acksFile, "acks-file", "", "append each acknowledged batch's offsets to this file (fsynced)")
+	return cmd
+}
+
+func newAppendCmd() *cobra.Command {
+	var (
+		f       tabletFlags
+		batches string
+		origin  string
+	)
+	cmd := &cobra.Command{
+		Use:   "append --data-dir D --topic T --batches FILE|-",
+		Short: "Append raw RecordBatch v2 bytes as a producer sends them",
+		Long: `append reads one or more RecordBatch v2 batches, back to back, as a producer
+sends them (base offset 0), and appends each with Kafka's rules for
+--origin: client (every check; COMMIT/ABORT markers refused), coordinator
+(markers accepted) or replication (the batches keep the offsets and leader
+epoch they carry). One JSON line per batch:
+{"baseOffset":B,"lastOffset":L,"duplicate":false} or
+{"error":"OUT_OF_ORDER_SEQUENCE_NUMBER","message":"…"} with Kafka's error
+names. The exit status is 1 if any batch was rejected.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := parseOrigin(origin)
+			if err != nil {
+				return err
+			}
+			var data []byte
+			switch batches {
+			case "":
+				return errors.New("--batches is required (a file, or - for stdin)")
+			case "-":
+				data, err = io.ReadAll(cmd.InOrStdin())
+			default:
+				data, err = os.ReadFile(batches)
+			}
+			if err != nil {
+				return err
+			}
+			rejected := 0
+			err = f.withTablet(cmd, true, func(t *tablet.Tablet) error {
+				w := cmd.OutOrStdout()
+				for len(data) > 0 {
+					size := len(data)
+					if _, hsize, err := record.ParseHeader(data); err == nil && hsize <= int64(len(data)) {
+						size = int(hsize)
+					}
+					res, err := t.Append(data[:size], tablet.AppendOptions{Origin: o})
+					data = data[size:]
+					if err != nil {
+						rejected++
+						if err := printJSON(w, map[string]string{"error": tablet.ErrorName(err), "message": err.Error()}); err != nil {
+							return err
+						}
+						continue
+					}
+					if err := printJSON(w, struct {
+						BaseOffset int64 `json:"baseOffset"`
+						LastOffset int64 `json:"lastOffset"`
+						Duplicate  bool  `json:"duplicate"`
+					}{res.FirstOffset, res.LastOffset, res.Duplicate}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err == nil && rejected > 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("%d batch(es) rejected", rejected)}
+			}
+			return err
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&batches, "batches", "", "the file of batches, or - for stdin")
+	cmd.Flags().StringVar(&origin, "origin", "client", "client, coordinator or replication")
+	return cmd
+}
+
+func parseOrigin(s string) (record.Origin, error) {
+	switch s {
+	case "client":
+		return record.OriginClient, nil
+	case "coordinator":
+		return record.OriginCoordinator, nil
+	case "replication":
+		return record.OriginReplication, nil
+	}
+	return 0, fmt.Errorf("--origin %q is not client, coordinator or replication", s)
+}
+
+func newEndTxnCmd() *cobra.Command {
+	var (
+		f                tabletFlags
+		pid              int64
+		epoch            int16
+		coordinatorEpoch int32
+		commit, abort    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "end-txn --data-dir D --topic T --producer-id ID --producer-epoch E --commit|--abort",
+		Short: "Write a COMMIT or ABORT marker as the transaction coordinator would",
+		Long: `end-txn writes a transaction marker (a control batch) for the producer, as
+the transaction coordinator does, and prints {"offset":O}. An ABORT indexes
+the transaction in the .txnindex so that read-committed readers skip it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if commit == abort {
+				return errors.New("give one of --commit and --abort")
+			}
+			typ := record.ControlCommit
+			if abort {
+				typ = record.ControlAbort
+			}
+			data, err := record.EndTxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: epoch,
+				CoordinatorEpoch: coordinatorEpoch, Timestamp: nowMs()}.AppendTo(nil)
+			if err != nil {
+				return err
+			}
+			return f.withTablet(cmd, false, func(t *tablet.Tablet) error {
+				res, err := t.Append(data, tablet.AppendOptions{Origin: record.OriginCoordinator})
+				if err != nil {
+					return &exitError{code: 1, msg: tablet.ErrorName(err) + ": " + err.Error()}
+				}
+				return printJSON(cmd.OutOrStdout(), map[string]int64{"offset": res.FirstOffset})
+			})
+		},
+	}
+	f.register(cmd, false)
+	cmd.Flags().Int64Var(&pid, "producer-id", -1, "the producer id (required)")
+	cmd.Flags().Int16Var(&epoch, "producer-epoch", 0, "the producer epoch")
+	cmd.Flags().Int32Var(&coordinatorEpoch, "coordinator-epoch", 0, "the coordinator epoch")
+	cmd.Flags().BoolVar(&commit, "commit", false, "commit the transaction")
+	cmd.Flags().BoolVar(&abort, "abort", false, "abort the transaction")
+	return cmd
+}
+
+func newConsumeCmd() *cobra.Command {
+	var (
+		f          tabletFlags
+		fromOffset int64
+		fromTime   int64
+		from       string
+		maxRecords int
+		isolation  string
+		format     string
+	)
+	cmd := &cobra.Command{
+		Use:   "consume --data-dir D --topic T",
+		Short: "Print records",
+		Long: `consume prints the records from --from-offset, --from-time (the first record
+at or after that time, in ms) or --from earliest|latest (the default is
+earliest), at most --max-records of them. --isolation read-committed stops
+at the last stable offset and hides aborted transactions; read-uncommitted
+(the default) stops at the high watermark.
+
+--format json (the default) prints one object per record,
+{"offset":O,"timestamp":T,"key":K,"value":V,"headers":{…}}, where a key,
+value or header that is not valid UTF-8 is base64 and named in
+"base64":["key",…]; --format value prints the values, one per line.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			iso := tablet.ReadHighWatermark
+			switch isolation {
+			case "read-uncommitted":
+			case "read-committed":
+				iso = tablet.ReadCommitted
+			default:
+				return fmt.Errorf("--isolation %q is not read-uncommitted or read-committed", isolation)
+			}
+			if format != "json" && format != "value" {
+				return fmt.Errorf("--format %q is not json or value", format)
+			}
+			return f.withTablet(cmd, false, func(t *tablet.Tablet) error {
+				start, err := startOffset(cmd, t, fromOffset, fromTime, from)
+				if err != nil {
+					return err
+				}
+				w := bufio.NewWriter(cmd.OutOrStdout())
+				defer w.Flush()
+				n := 0
+				var werr error
+				err = t.Records(start, iso, func(_ record.Batch, r *record.Record) bool {
+					if maxRecords > 0 && n >= maxRecords {
+						return false
+					}
+					n++
+					if format == "value" {
+						_, werr = fmt.Fprintf(w, "%s\n", r.Value)
+					} else {
+						werr = printJSON(w, recordJSON(r))
+					}
+					return werr == nil
+				})
+				return errors.Join(err, werr)
+			})
+		},
+	}
+	f.register(cmd, false)
+	cmd.Flags().Int64Var(&fromOffset, "from-offset", -1, "the first offset")
+	cmd.Flags().Int64Var(&fromTime, "from-time", -1, "start at the first record at or after this time (ms)")
+	cmd.Flags().StringVar(&from, "from", "", "earliest or latest")
+	cmd.Flags().IntVar(&maxRecords, "max-records", 0, "stop after this many records (0: no limit)")
+	cmd.Flags().StringVar(&isolation, "isolation", "read-uncommitted", "read-uncommitted or read-committed")
+	cmd.Flags().StringVar(&format, "format", "json", "json or value")
+	return cmd
+}
+
+func startOffset(cmd *cobra.Command, t *tablet.Tablet, fromOffset, fromTime int64, from string) (int64, error) {
+	set := 0
+	for _, s := range []bool{fromOffset >= 0, fromTime >= 0, from != ""} {
+		if s {
+			set++
+		}
+	}
+	if set > 1 {
+		return 0, errors.New("give at most one of --from-offset, --from-time and --from")
+	}
+	switch {
+	case fromOffset >= 0:
+		return fromOffset, nil
+	case fromTime >= 0:
+		o, err := t.OffsetForTimestamp(fromTime)
+		if errors.Is(err, tablet.ErrNoOffsetForTimestamp) {
+			return t.Offsets().LogEndOffset, nil
+		}
+		return o.Offset, err
+	case from == "latest":
+		return t.Offsets().LogEndOffset, nil
+	case from == "" || from == "earliest":
+		return t.Offsets().LogStartOffset, nil
+	}
+	return 0, fmt.Errorf("--from %q is not earliest or latest", from)
+}
+
+type recordOut struct {
+	Offset    int64             `json:"offset"`
+	Timestamp int64             `json:"timestamp"`
+	Key       *string           `json:"key"`
+	Value     *string           `json:"value"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Base64    []string          `json:"base64,omitempty"`
+}
+
+func recordJSON(r *record.Record) recordOut {
+	out := recordOut{Offset: r.Offset, Timestamp: r.Timestamp}
+	text := func(name string, b []byte) *string {
+		if b == nil {
+			return nil
+		}
+		s := string(b)
+		if !utf8.Valid(b) {
+			s = base64.StdEncoding.EncodeToString(b)
+			out.Base64 = append(out.Base64, name)
+		}
+		return &s
+	}
+	out.Key, out.Value = text("key", r.Key), text("value", r.Value)
+	for _, h := range r.Headers {
+		if out.Headers == nil {
+			out.Headers = map[string]string{}
+		}
+		if v := text("header:"+string(h.Key), h.Value); v != nil {
+			out.Headers[string(h.Key)] = *v
+		} else {
+			out.Headers[string(h.Key)] = ""
+		}
+	}
+	return out
+}
+
+func newOffsetsCmd() *cobra.Command {
+	var f tabletFlags
+	cmd := &cobra.Command{
+		Use:   "offsets --data-dir D [--topic T --partition P]",
+		Short: "Print a tablet's offsets and segments (every tablet's without --topic)",
+		Long: `offsets prints, as JSON, each tablet's logStartOffset, localLogStartOffset,
+highWatermark, lastStableOffset, logEndOffset and recoveryPoint, and its
+segments (base offset, next offset, size, path).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			m, err := openManager(cmd, f.dataDir)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, m.Close()) }()
+			type out struct {
+				Topic     string `json:"topic"`
+				Partition int32  `json:"partition"`
+				tablet.Offsets
+				Segments []tablet.SegmentInfo `json:"segments"`
+			}
+			var all []out
+			for _, t := range m.Tablets() {
+				tp := t.TopicPartition()
+				if f.topic != "" && tp != f.tp() {
+					continue
+				}
+				all = append(all, out{Topic: tp.Topic, Partition: tp.Partition, Offsets: t.Offsets(), Segments: t.Segments()})
+			}
+			if f.topic != "" {
+				if len(all) == 0 {
+					return fmt.Errorf("%w: %s in %s", tablet.ErrNotFound, f.tp(), f.dataDir)
+				}
+				return printJSON(cmd.OutOrStdout(), all[0])
+			}
+			if all == nil {
+				all = []out{}
+			}
+			return printJSON(cmd.OutOrStdout(), all)
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
