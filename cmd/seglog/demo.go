@@ -2,48 +2,9 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 )
-
-func newDemoCmd() *cobra.Command {
-	dir := filepath.Join("data", "demo")
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Write a small log of every kind of batch and dump it",
-		Long: `demo builds batches with the record builder — every codec, an idempotent
-producer, a committed and an aborted transaction, a LogAppendTime batch —
-validates them as a broker would, stamps offsets and the leader epoch in
-place, writes them to a .log file with one positional write each, fsyncs
-it, and dumps it.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, n, err := writeDemoLog(vfs.OS, dir, time.Now())
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "seglog demo: wrote %d batches to %s\n\n", n, path)
-			d := &dumper{w: w, opts: dumpOptions{printData: true}}
-			if err := d.dumpFile(vfs.OS, path); err != nil {
-				return err
-			}
-			if d.problems > 0 {
-				return &exitError{code: 1, msg: fmt.Sprintf("%d problem(s) found", d.problems)}
-			}
-			fmt.Fprintf(w, "\nInspect it yourself: seglog dump --print-data-log %s\n", path)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&dir, "dir", dir, "directory to write the demo log in")
-	return cmd
-}
 
 // demoAppend is one append of the demo: a producer batch or a marker.
 type demoAppend struct {
@@ -105,49 +66,4 @@ func demoAppends(now int64) ([]demoAppend, error) {
 		}
 	}
 	return out, nil
-}
-
-// writeDemoLog writes the demo's appends to DIR/00000000000000000000.log as
-// a broker would, and returns the path and the number of batches.
-func writeDemoLog(fsys vfs.FS, dir string, now time.Time) (string, int, error) {
-	appends, err := demoAppends(now.UnixMilli())
-	if err != nil {
-		return "", 0, err
-	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return "", 0, err
-	}
-	path := filepath.Join(dir, "00000000000000000000.log")
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	var pos, next int64
-	const leaderEpoch = 0
-	for _, a := range appends {
-		opts := record.ValidateOptions{Origin: a.origin, NowMs: now.UnixMilli()}
-		if a.logAppendTime {
-			opts.TimestampType = record.LogAppendTime
-		}
-		v, err := record.ValidateAppend(a.data, opts)
-		if err != nil {
-			return "", 0, err
-		}
-		b := v.Batch
-		b.SetLastOffset(next + int64(b.LastOffsetDelta()))
-		b.SetPartitionLeaderEpoch(leaderEpoch)
-		if a.logAppendTime {
-			b.SetMaxTimestamp(record.LogAppendTime, now.UnixMilli()) // rewrites the CRC
-		}
-		if _, err := f.WriteAt(b.Bytes(), pos); err != nil {
-			return "", 0, err
-		}
-		pos += int64(b.Size())
-		next = b.NextOffset()
-	}
-	if err := f.Sync(); err != nil {
-		return "", 0, err
-	}
-	return path, len(appends), f.Close()
 }

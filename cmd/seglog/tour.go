@@ -1,0 +1,390 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/tablet"
+)
+
+func newDemoCmd() *cobra.Command {
+	dir := filepath.Join("data", "demo")
+	records := 1_000_000
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "A tour: produce a million records, read them back, retry, crash a copy and recover it",
+		Long: `demo is a tour of the engine on a data directory of its own (--dir, removed
+first): it produces --records records over three topics (plain lz4 batches,
+an idempotent producer, transactions of which every tenth is aborted), sends
+one idempotent batch again to show the retry dropped, reads everything back
+(read-committed where there are transactions), finds an offset by time,
+writes a topic of every kind of batch and dumps it, closes the directory
+cleanly, then crashes a copy of it (the marker gone, a torn batch, an index
+deleted), recovers the copy and prints the offsets.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if records < 30 {
+				return fmt.Errorf("--records must be at least 30, not %d", records)
+			}
+			return runTour(cmd.OutOrStdout(), cmd.ErrOrStderr(), dir, records)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", dir, "the data directory of the tour (removed first)")
+	cmd.Flags().IntVar(&records, "records", records, "how many records to produce")
+	return cmd
+}
+
+// tour carries the tour's output and state.
+type tour struct {
+	w     io.Writer
+	dir   string
+	m     *tablet.Manager
+	logs  *slog.Logger
+	start time.Time // the records' timestamps start here
+}
+
+func (t *tour) printf(format string, args ...any) { fmt.Fprintf(t.w, format, args...) }
+
+func runTour(w, errw io.Writer, dir string, n int) (err error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	t := &tour{w: w, dir: dir, logs: slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		start: time.Now().Add(-time.Hour).Truncate(time.Second)}
+	if t.m, err = tablet.OpenManager(vfs.OS, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: t.logs}}); err != nil {
+		return err
+	}
+	defer func() {
+		if t.m != nil {
+			err = errors.Join(err, t.m.Close())
+		}
+	}()
+	t.printf("seglog demo: a tour on %s\n\n", dir)
+	cfg := tablet.DefaultConfig()
+	cfg.SegmentBytes = 1 << 20 // small, so that there are several segments to roll, read across and recover
+	clicks, payments, orders := n*4/10, n*3/10, n-n*4/10-n*3/10
+
+	t.printf("1. Produce %d records over three topics\n", n)
+	began := time.Now()
+	var bytes int64
+	steps := []struct {
+		name    string
+		records int
+		produce func(*tablet.Tablet, int) (int64, string, error)
+	}{
+		{"clicks", clicks, t.produceClicks},
+		{"payments", payments, t.producePayments},
+		{"orders", orders, t.produceOrders},
+	}
+	for _, s := range steps {
+		tab, err := t.m.Create(checkpoint.TopicPartition{Topic: s.name}, &cfg)
+		if err != nil {
+			return err
+		}
+		b, what, err := s.produce(tab, s.records)
+		if err != nil {
+			return fmt.Errorf("producing %s: %w", s.name, err)
+		}
+		bytes += b
+		t.printf("   %-11s %8d records, %s\n", s.name+"-0", s.records, what)
+	}
+	took := time.Since(began)
+	t.printf("   → %d records, %.1f MB in %.2f s (%.0f MB/s, %.0f records/s)\n\n", n, float64(bytes)/1e6, took.Seconds(),
+		float64(bytes)/1e6/took.Seconds(), float64(n)/took.Seconds())
+
+	if err := t.retry(); err != nil {
+		return err
+	}
+	if err := t.readBack(); err != nil {
+		return err
+	}
+	if err := t.byTime(); err != nil {
+		return err
+	}
+	if err := t.kinds(); err != nil {
+		return err
+	}
+	t.printf("6. Close cleanly: every tablet flushed, its writer state snapshotted, the checkpoints written, then the clean-shutdown marker\n\n")
+	err = t.m.Close()
+	t.m = nil
+	if err != nil {
+		return err
+	}
+	return t.crashCopy()
+}
+
+func (t *tour) produceClicks(tab *tablet.Tablet, n int) (int64, string, error) {
+	var bytes int64
+	batches := 0
+	for i := 0; i < n; i += 1000 {
+		recs := make([]record.Record, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			recs = append(recs, record.Record{Timestamp: t.start.UnixMilli() + int64(j/100),
+				Key: fmt.Appendf(nil, "user-%d", j%977), Value: fmt.Appendf(nil, `{"page":"/p/%d","ms":%d}`, j%31, j%500)})
+		}
+		if _, err := tab.AppendRecords(recs, record.LZ4, tablet.AppendOptions{}); err != nil {
+			return 0, "", err
+		}
+		batches++
+	}
+	for _, s := range tab.Segments() {
+		bytes += s.Size
+	}
+	return bytes, fmt.Sprintf("%d lz4 batches in %d segment(s)", batches, len(tab.Segments())), nil
+}
+
+// paymentsPID is the tour's idempotent producer.
+const paymentsPID = 7
+
+func (t *tour) producePayments(tab *tablet.Tablet, n int) (int64, string, error) {
+	var bytes int64
+	seq := int32(0)
+	for i := 0; i < n; i += 500 {
+		b := record.NewBuilder(record.Zstd)
+		b.SetProducer(paymentsPID, 0, seq)
+		for j := i; j < min(i+500, n); j++ {
+			if err := b.Append(record.Record{Timestamp: t.start.UnixMilli() + int64(j/100),
+				Key: fmt.Appendf(nil, "account-%d", j%101), Value: fmt.Appendf(nil, "%d.%02d EUR", j%1000, j%100)}); err != nil {
+				return 0, "", err
+			}
+			seq++
+		}
+		batch, err := b.Build()
+		if err != nil {
+			return 0, "", err
+		}
+		bytes += int64(batch.Size())
+		if _, err := tab.Append(batch.Bytes(), tablet.AppendOptions{}); err != nil {
+			return 0, "", err
+		}
+	}
+	return bytes, fmt.Sprintf("zstd batches of 500 from idempotent producer %d", paymentsPID), nil
+}
+
+func (t *tour) produceOrders(tab *tablet.Tablet, n int) (int64, string, error) {
+	var bytes int64
+	txns, aborted := 0, 0
+	for i := 0; i < n; i += 300 {
+		pid := int64(100 + txns%3)
+		b := record.NewBuilder(record.Snappy)
+		b.SetProducer(pid, 0, int32(txns/3*300))
+		b.SetTransactional(true)
+		for j := i; j < min(i+300, n); j++ {
+			if err := b.Append(record.Record{Timestamp: t.start.UnixMilli() + int64(j/100),
+				Key: fmt.Appendf(nil, "order-%d", j), Value: fmt.Appendf(nil, "%d items", 1+j%9)}); err != nil {
+				return 0, "", err
+			}
+		}
+		batch, err := b.Build()
+		if err != nil {
+			return 0, "", err
+		}
+		if _, err := tab.Append(batch.Bytes(), tablet.AppendOptions{}); err != nil {
+			return 0, "", err
+		}
+		typ := record.ControlCommit
+		if txns%10 == 9 {
+			typ, aborted = record.ControlAbort, aborted+1
+		}
+		marker, err := record.EndTxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: 0, CoordinatorEpoch: 1,
+			Timestamp: t.start.UnixMilli() + int64(i/100)}.AppendTo(nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if _, err := tab.Append(marker, tablet.AppendOptions{Origin: record.OriginCoordinator}); err != nil {
+			return 0, "", err
+		}
+		bytes += int64(batch.Size() + len(marker))
+		txns++
+	}
+	return bytes, fmt.Sprintf("%d snappy transactions of 300 from 3 producers, %d aborted", txns, aborted), nil
+}
+
+func (t *tour) get(topic string) *tablet.Tablet {
+	tab, _ := t.m.Get(checkpoint.TopicPartition{Topic: topic})
+	return tab
+}
+
+// retry sends the idempotent producer's first batch again.
+func (t *tour) retry() error {
+	tab := t.get("payments")
+	end := tab.Offsets().LogEndOffset
+	first := (end - 1) / 500 * 500 // the last batch's first offset, and sequence
+	b := record.NewBuilder(record.Zstd)
+	b.SetProducer(paymentsPID, 0, int32(first))
+	for j := first; j < end; j++ {
+		if err := b.Append(record.Record{Timestamp: t.start.UnixMilli(), Value: []byte("a retry")}); err != nil {
+			return err
+		}
+	}
+	batch, err := b.Build()
+	if err != nil {
+		return err
+	}
+	res, err := tab.Append(batch.Bytes(), tablet.AppendOptions{})
+	if err != nil {
+		return err
+	}
+	t.printf("2. A producer retry: producer %d sends its last batch (sequence %d) again\n", paymentsPID, first)
+	t.printf("   → duplicate: %v, answered with the original offsets [%d, %d]; the log end stays %d\n\n",
+		res.Duplicate, res.FirstOffset, res.LastOffset, tab.Offsets().LogEndOffset)
+	return nil
+}
+
+// readBack reads every topic as a consumer would.
+func (t *tour) readBack() error {
+	t.printf("3. Read everything back, CRCs checked (orders read-committed: aborted transactions hidden)\n")
+	began := time.Now()
+	total := 0
+	for _, topic := range []string{"clicks", "payments", "orders"} {
+		iso := tablet.ReadHighWatermark
+		if topic == "orders" {
+			iso = tablet.ReadCommitted
+		}
+		n := 0
+		if err := t.get(topic).Records(0, iso, func(record.Batch, *record.Record) bool { n++; return true }); err != nil {
+			return err
+		}
+		total += n
+		t.printf("   %-11s %8d records\n", topic+"-0", n)
+	}
+	took := time.Since(began)
+	t.printf("   → %d records in %.2f s (%.0f records/s)\n\n", total, took.Seconds(), float64(total)/took.Seconds())
+	return nil
+}
+
+// byTime finds an offset by timestamp.
+func (t *tour) byTime() error {
+	clicks := t.get("clicks")
+	end := clicks.Offsets().LogEndOffset
+	ts := t.start.UnixMilli() + end/100/2
+	o, err := clicks.OffsetForTimestamp(ts)
+	if err != nil {
+		return err
+	}
+	t.printf("4. Offsets by time: the first click at or after %s is offset %d (timestamp %s)\n\n",
+		time.UnixMilli(ts).UTC().Format(time.RFC3339), o.Offset, time.UnixMilli(o.Timestamp).UTC().Format(time.RFC3339))
+	return nil
+}
+
+// kinds appends one batch of every kind and dumps the segment.
+func (t *tour) kinds() error {
+	tab, err := t.m.Create(checkpoint.TopicPartition{Topic: "kinds"}, nil)
+	if err != nil {
+		return err
+	}
+	appends, err := demoAppends(time.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	for _, a := range appends {
+		if a.logAppendTime {
+			continue // a LogAppendTime topic's; this one is CreateTime
+		}
+		if _, err := tab.Append(a.data, tablet.AppendOptions{Origin: a.origin, Sync: true}); err != nil {
+			return err
+		}
+	}
+	path := filepath.Join(tab.Dir(), segment.Filename(0, segment.Log))
+	t.printf("5. Every kind of batch (each codec, an idempotent producer, a committed and an aborted transaction) in kinds-0, dumped:\n")
+	d := &dumper{w: t.w, opts: dumpOptions{printData: true}}
+	if err := d.dumpFile(vfs.OS, path); err != nil {
+		return err
+	}
+	t.printf("\n")
+	return nil
+}
+
+// crashCopy copies the closed directory, damages the copy as a crash
+// would, recovers it and prints what recovery did and the offsets.
+func (t *tour) crashCopy() error {
+	crashed := t.dir + "-crash"
+	if err := os.RemoveAll(crashed); err != nil {
+		return err
+	}
+	if err := os.CopyFS(crashed, os.DirFS(t.dir)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(crashed, checkpoint.CleanShutdownFile)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(crashed, checkpoint.RecoveryPointFile)); err != nil {
+		return err
+	}
+	clicks := filepath.Join(crashed, "clicks-0")
+	names, err := os.ReadDir(clicks)
+	if err != nil {
+		return err
+	}
+	var active string
+	for _, n := range names {
+		if name, err := segment.ParseFilename(n.Name()); err == nil && name.Kind == segment.Log {
+			active = filepath.Join(clicks, n.Name())
+		}
+	}
+	f, err := os.OpenFile(active, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	torn := make([]byte, 200)
+	copy(torn, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0}) // a batch header promising 16 KiB
+	_, err = f.Write(torn)
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(crashed, "payments-0", segment.Filename(0, segment.Index))); err != nil {
+		return err
+	}
+	t.printf("7. Crash a copy (%s): no clean-shutdown marker, no recovery-point checkpoint, 200 bytes of a torn batch\n", crashed)
+	t.printf("   at the end of clicks-0, the first .index of payments-0 deleted. Open it:\n")
+	m, err := tablet.OpenManager(vfs.OS, crashed, tablet.ManagerOptions{Tablet: tablet.Options{Logger: t.logs}})
+	if err != nil {
+		return err
+	}
+	r := m.Loaded
+	t.printf("   → recovered %.1f MB of .log in %.2f s (%.2f GiB/s)\n", float64(r.RecoveredBytes())/1e6, r.Duration.Seconds(),
+		float64(r.RecoveredBytes())/(1<<30)/r.Duration.Seconds())
+	for _, rt := range r.Tablets {
+		checked, dropped := 0, 0
+		for _, c := range rt.Report {
+			switch {
+			case c.Action == recovery.RebuiltIndex && c.Why == "recovering after an unclean shutdown":
+				checked++ // every segment, after an unclean shutdown without a checkpoint
+			case c.Action == recovery.Deleted && strings.HasSuffix(c.File, ".snapshot"):
+				dropped++
+			default:
+				t.printf("     %s\n", c)
+			}
+		}
+		t.printf("     %s: %d segment(s) checked batch by batch, %d writer-state snapshot(s) retaken\n",
+			rt.TopicPartition, checked, dropped)
+	}
+	t.printf("\n8. Offsets after recovery\n")
+	for _, tab := range m.Tablets() {
+		o := tab.Offsets()
+		t.printf("   %-11s log start %d, log end %d, high watermark %d, last stable %d, recovery point %d, %d segment(s)\n",
+			tab.TopicPartition().String(), o.LogStartOffset, o.LogEndOffset, o.HighWatermark, o.LastStableOffset,
+			o.RecoveryPoint, len(tab.Segments()))
+	}
+	if err := m.Close(); err != nil {
+		return err
+	}
+	t.printf("\nInspect it yourself:\n")
+	t.printf("   seglog offsets --data-dir %s\n", t.dir)
+	t.printf("   seglog consume --data-dir %s --topic orders --isolation read-committed --max-records 5\n", t.dir)
+	t.printf("   seglog dump --print-data-log %s\n", filepath.Join(t.dir, "kinds-0", segment.Filename(0, segment.Log)))
+	return nil
+}
