@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
