@@ -16,7 +16,9 @@
 //	checkpoint         checkpoint files, partition.metadata, meta.properties
 //	leaderepoch        the leader-epoch cache
 //	recovery           loading a data directory after a clean or unclean shutdown
-//	cmd/seglog         the command: dump, recover, demo, version
+//	tablet             a partition log (Tablet) and a data directory (Manager)
+//	cmd/seglog         the command: produce, append, end-txn, consume, offsets,
+//	                   dump, recover, demo, version
 //
 // See README.md for the whole map and DESIGN.md for the architecture.
 package seglog
