@@ -195,16 +195,7 @@ var ErrNoOffsetForTimestamp = errors.New("tablet: no record at or after the time
 // ts (spec 3.3), or for EarliestTimestamp and LatestTimestamp the log start
 // and end.
 func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
-	t.pub.RLock()
-	v := t.pub.v
-	var segs []*seg
-	v.segs.Ascend(func(g *seg) bool {
-		if g.acquire() {
-			segs = append(segs, g)
-		}
-		return true
-	})
-	t.pub.RUnlock()
+	v, segs := t.acquireAll()
 	defer func() {
 		for _, g := range segs {
 			t.done(g)

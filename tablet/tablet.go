@@ -457,16 +457,7 @@ type SegmentInfo struct {
 
 // Segments describes the segments, oldest first.
 func (t *Tablet) Segments() []SegmentInfo {
-	t.pub.RLock()
-	v := t.pub.v
-	var segs []*seg
-	v.segs.Ascend(func(g *seg) bool {
-		if g.acquire() {
-			segs = append(segs, g)
-		}
-		return true
-	})
-	t.pub.RUnlock()
+	v, segs := t.acquireAll()
 	var out []SegmentInfo
 	for _, g := range segs {
 		next := v.leo.offset
@@ -480,6 +471,22 @@ func (t *Tablet) Segments() []SegmentInfo {
 		t.touch(g)
 	}
 	return out
+}
+
+// acquireAll returns the published view with a use of each of its
+// segments; the caller ends each with done.
+func (t *Tablet) acquireAll() (view, []*seg) {
+	t.pub.RLock()
+	defer t.pub.RUnlock()
+	v := t.pub.v
+	var segs []*seg
+	v.segs.Ascend(func(g *seg) bool {
+		if g.acquire() {
+			segs = append(segs, g)
+		}
+		return true
+	})
+	return v, segs
 }
 
 func (t *Tablet) view() view {
