@@ -168,6 +168,8 @@ func TestDemo(t *testing.T) {
 		"the .index is missing",
 		"clicks-0    log start 0, log end 12000, high watermark 12000",
 		"payments-0  log start 0, log end 9000",
+		"appends 97, records 30043", // 12 + 18 + 30 transactions + 30 markers, + 7 in kinds; markers count as records
+		"duplicates 1, rejections 0",
 	} {
 		require.Contains(t, out, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -117,7 +118,10 @@ func runTour(w, errw io.Writer, dir string, n int) (err error) {
 	if err := t.kinds(); err != nil {
 		return err
 	}
-	t.printf("6. Close cleanly: every tablet flushed, its writer state snapshotted, the checkpoints written, then the clean-shutdown marker\n\n")
+	if err := t.metrics(); err != nil {
+		return err
+	}
+	t.printf("7. Close cleanly: every tablet flushed, its writer state snapshotted, the checkpoints written, then the clean-shutdown marker\n\n")
 	err = t.m.Close()
 	t.m = nil
 	if err != nil {
@@ -308,6 +312,39 @@ func (t *tour) kinds() error {
 	return nil
 }
 
+// metrics prints a summary of what the manager's Prometheus collector
+// exposes.
+func (t *tour) metrics() error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(t.m.Collector()); err != nil {
+		return err
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	sums := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				sums[f.GetName()] += m.GetCounter().GetValue()
+			case m.GetGauge() != nil && f.GetName() != "seglog_offset":
+				sums[f.GetName()] += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				sums[f.GetName()+"_count"] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	t.printf("6. What the Prometheus collector (Manager.Collector) reports, summed over the tablets:\n")
+	t.printf("   appends %.0f, records %.0f, bytes %.0f, duplicates %.0f, rejections %.0f\n", sums["seglog_appends_total"],
+		sums["seglog_append_records_total"], sums["seglog_append_bytes_total"], sums["seglog_duplicates_total"],
+		sums["seglog_rejections_total"])
+	t.printf("   rolls %.0f, segments %.0f (%.1f MB), flushes %.0f, sealed segments open %.0f\n\n", sums["seglog_rolls_total"],
+		sums["seglog_segments"], sums["seglog_size_bytes"]/1e6, sums["seglog_flushes_total"], sums["seglog_open_segments"])
+	return nil
+}
+
 // crashCopy copies the closed directory, damages the copy as a crash
 // would, recovers it and prints what recovery did and the offsets.
 func (t *tour) crashCopy() error {
@@ -348,7 +385,7 @@ func (t *tour) crashCopy() error {
 	if err := os.Remove(filepath.Join(crashed, "payments-0", segment.Filename(0, segment.Index))); err != nil {
 		return err
 	}
-	t.printf("7. Crash a copy (%s): no clean-shutdown marker, no recovery-point checkpoint, 200 bytes of a torn batch\n", crashed)
+	t.printf("8. Crash a copy (%s): no clean-shutdown marker, no recovery-point checkpoint, 200 bytes of a torn batch\n", crashed)
 	t.printf("   at the end of clicks-0, the first .index of payments-0 deleted. Open it:\n")
 	m, err := tablet.OpenManager(vfs.OS, crashed, tablet.ManagerOptions{Tablet: tablet.Options{Logger: t.logs}})
 	if err != nil {
@@ -372,7 +409,7 @@ func (t *tour) crashCopy() error {
 		t.printf("     %s: %d segment(s) checked batch by batch, %d writer-state snapshot(s) retaken\n",
 			rt.TopicPartition, checked, dropped)
 	}
-	t.printf("\n8. Offsets after recovery\n")
+	t.printf("\n9. Offsets after recovery\n")
 	for _, tab := range m.Tablets() {
 		o := tab.Offsets()
 		t.printf("   %-11s log start %d, log end %d, high watermark %d, last stable %d, recovery point %d, %d segment(s)\n",
