@@ -277,6 +277,18 @@ func (s *Segment) IsOpen() bool {
 	return s.log.Load() != nil || s.offsetIdx.IsOpen() || s.timeIdx.IsOpen()
 }
 
+// OpenFiles returns how many descriptors the segment holds (the .log and
+// each open index).
+func (s *Segment) OpenFiles() int {
+	n := 0
+	for _, open := range []bool{s.log.Load() != nil, s.offsetIdx.IsOpen(), s.timeIdx.IsOpen(), s.txnIdx.IsOpen()} {
+		if open {
+			n++
+		}
+	}
+	return n
+}
+
 // FileLength returns the .log's length when the segment was opened (0 for
 // a created one), which may include a preallocated or torn tail.
 func (s *Segment) FileLength() int64 { return s.fileLength }

@@ -77,6 +77,24 @@ func (o *ManagerOptions) EnsureDefaults() {
 	}
 }
 
+// Validate reports options out of range.
+func (o *ManagerOptions) Validate() error {
+	for name, d := range map[string]time.Duration{"FlushCheckInterval": o.FlushCheckInterval,
+		"CheckpointInterval": o.CheckpointInterval, "RetentionCheckInterval": o.RetentionCheckInterval,
+		"ProducerExpirationCheckInterval": o.ProducerExpirationCheckInterval} {
+		if d <= 0 {
+			return fmt.Errorf("%w: %s %v is not positive", ErrConfig, name, d)
+		}
+	}
+	if o.NodeID < 0 {
+		return fmt.Errorf("%w: node id %d is negative", ErrConfig, o.NodeID)
+	}
+	if o.Config != nil {
+		return o.Config.Validate()
+	}
+	return nil
+}
+
 var (
 	// ErrLocked is returned by Open when another process (or Manager) has
 	// the data directory open.
@@ -118,7 +136,7 @@ type Manager struct {
 // tablet (recovery.Load) and starts the background tasks.
 func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	opts.EnsureDefaults()
-	if err := opts.Config.Validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {

@@ -115,6 +115,7 @@ var (
 	descOffset   = prometheus.NewDesc("seglog_offset", "The tablet's offsets (DESIGN section 4).",
 		append(labels, "kind"), nil)
 	descOpen       = prometheus.NewDesc("seglog_open_segments", "Sealed segments holding descriptors or mappings.", labels, nil)
+	descFiles      = prometheus.NewDesc("seglog_open_files", "File descriptors the tablet's segments hold.", labels, nil)
 	descRecovered  = prometheus.NewDesc("seglog_recovery_bytes", "Bytes of .log recovery read when the directory was opened.", nil, nil)
 	descRecoverDur = prometheus.NewDesc("seglog_recovery_seconds", "How long opening the directory took.", nil, nil)
 	descClean      = prometheus.NewDesc("seglog_clean_shutdown", "1 if the directory was closed cleanly before it was opened.", nil, nil)
@@ -126,7 +127,7 @@ func (m *Manager) Collector() prometheus.Collector { return collector{m} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAppends, descBytes, descRecords, descDups, descRejects, descFsyncs,
-		descFsyncLat, descRolls, descSegments, descSize, descOffset, descOpen, descRecovered, descRecoverDur, descClean} {
+		descFsyncLat, descRolls, descSegments, descSize, descOffset, descOpen, descFiles, descRecovered, descRecoverDur, descClean} {
 		ch <- d
 	}
 }
@@ -177,5 +178,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		open, _ := t.OpenSegments()
 		gauge(descOpen, float64(open))
+		gauge(descFiles, float64(t.OpenFiles()))
 	}
 }

@@ -66,4 +66,6 @@ func TestCollector(t *testing.T) {
 	require.Positive(t, got["seglog_flushes_total"+l])
 	require.Equal(t, got["seglog_flushes_total"+l], got["seglog_flush_seconds"+l+"|count"])
 	require.Equal(t, 0.0, got["seglog_clean_shutdown"], "a new directory")
+	require.Equal(t, float64(tab.OpenFiles()), got["seglog_open_files"+l])
+	require.GreaterOrEqual(t, got["seglog_open_files"+l], 1.0, "the active segment's .log at least")
 }

@@ -348,6 +348,13 @@ func (t *Tablet) OpenSegments() (open int, parked int64) {
 	return open, t.parked.Load()
 }
 
+// OpenFiles returns how many file descriptors the tablet's segments hold.
+func (t *Tablet) OpenFiles() int {
+	n := 0
+	t.view().segs.Ascend(func(g *seg) bool { n += g.Segment.OpenFiles(); return true })
+	return n
+}
+
 // Open wraps a tablet that recovery loaded (recovery.Load or LoadTablet);
 // the tablet takes over its segments, writer state and epoch cache. cfg
 // is the tablet's configuration (ReadConfig gives the one kept in its

@@ -352,6 +352,13 @@ func (x *Index) syncLocked() error {
 	return nil
 }
 
+// IsOpen reports whether the index holds a descriptor.
+func (x *Index) IsOpen() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.f != nil
+}
+
 // Close releases the descriptor, first making durable what changed since
 // the last flush. The index may be used again.
 func (x *Index) Close() error {
