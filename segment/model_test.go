@@ -94,7 +94,8 @@ func TestModel(t *testing.T) {
 				}
 				want = append(want, m.data...)
 			}
-			require.Equal(t, len(want) == 0, r.FirstEntryIncomplete, msg)
+			// Kafka: a read of 0 bytes is empty, not an incomplete first entry.
+			require.Equal(t, len(want) == 0 && limit > 0, r.FirstEntryIncomplete, msg)
 			got, err := r.Records.AppendTo(nil)
 			require.NoError(t, err, msg)
 			require.Equal(t, want, got, msg)
