@@ -16,7 +16,9 @@ type CorruptionError struct {
 	// Path is the file that holds the damage, or "" for data not read from
 	// a file.
 	Path string
-	// Offset is the byte position of the damage within the file.
+	// Offset is the byte position of the damage within the file, or -1
+	// when the damage is the file as a whole (missing, or unreadable
+	// without a position to point at).
 	Offset int64
 	// Reason says, in a few words, what is wrong at Offset.
 	Reason string
@@ -30,6 +32,9 @@ func (e *CorruptionError) Error() string {
 		where = "data"
 	}
 	msg := fmt.Sprintf("seglog: corruption in %s at byte %d: %s", where, e.Offset, e.Reason)
+	if e.Offset < 0 {
+		msg = fmt.Sprintf("seglog: corruption in %s: %s", where, e.Reason)
+	}
 	if e.Err != nil && e.Err != ErrCorruption {
 		msg += ": " + e.Err.Error()
 	}

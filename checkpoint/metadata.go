@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/vfs"
 )
 
@@ -152,7 +153,7 @@ func ReadMetaProperties(fsys vfs.FS, path string) (MetaProperties, bool, error) 
 func ParseMetaProperties(path string, data []byte) (MetaProperties, error) {
 	props := ParseProperties(data)
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrMalformed, path, fmt.Sprintf(format, args...))
+		return &seglog.CorruptionError{Path: path, Offset: -1, Err: ErrMalformed, Reason: fmt.Sprintf(format, args...)}
 	}
 	v, err := strconv.Atoi(props["version"])
 	if err != nil || (v != 0 && v != 1) {
@@ -254,10 +255,10 @@ func ParseCleanShutdown(path string, data []byte) (int64, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return 0, fmt.Errorf("%w: %s: %v", ErrMalformed, path, err)
+		return 0, &seglog.CorruptionError{Path: path, Offset: dec.InputOffset(), Err: ErrMalformed, Reason: err.Error()}
 	}
 	if m.Version != 0 {
-		return 0, fmt.Errorf("%w: %s: version %d is not 0", ErrMalformed, path, m.Version)
+		return 0, &seglog.CorruptionError{Path: path, Offset: -1, Err: ErrMalformed, Reason: fmt.Sprintf("version %d is not 0", m.Version)}
 	}
 	return m.BrokerEpoch, nil
 }

@@ -169,6 +169,30 @@ func (c *Cache) TruncateFromStart(startOffset int64) error {
 	return c.flushLocked()
 }
 
+// PrependEarlier adds entries that begin before the earliest one (found
+// in batches the cache had lost track of), oldest first, with both columns
+// increasing. If the last of them has the earliest entry's epoch, that
+// entry now begins where it says. Entries that do not fit are refused.
+func (c *Cache) PrependEarlier(entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rest := c.entries
+	if len(rest) > 0 && rest[0].Epoch == entries[len(entries)-1].Epoch {
+		rest = rest[1:]
+	}
+	all := append(slices.Clone(entries), rest...)
+	for i := 1; i < len(all); i++ {
+		if all[i].Epoch <= all[i-1].Epoch || all[i].StartOffset <= all[i-1].StartOffset {
+			return fmt.Errorf("leaderepoch: %v do not begin before %v", entries, c.entries)
+		}
+	}
+	c.entries = all
+	return c.flushLocked()
+}
+
 // Clear drops every entry.
 func (c *Cache) Clear() error {
 	c.mu.Lock()

@@ -99,6 +99,9 @@ func (r *Result) CloseClean(brokerEpoch int64) error {
 		if err == nil {
 			err = t.State.TakeSnapshot(true)
 		}
+		if err == nil {
+			err = t.State.SyncSnapshots() // those recovery wrote
+		}
 		if err = errors.Join(err, t.Close()); err != nil {
 			errs = append(errs, fmt.Errorf("recovery: closing %s: %w", t.Dir, err))
 			continue

@@ -182,11 +182,14 @@ func (l *tabletLoader) load() error {
 	if err := l.prepareActive(); err != nil {
 		return err
 	}
-	if err := l.t.Epochs.TruncateFromEnd(logEnd); err != nil {
-		return err
-	}
 	l.t.LogStartOffset = max(l.logStart, l.t.Segments[0].BaseOffset())
 	if err := l.t.Epochs.TruncateFromStart(l.logStart); err != nil {
+		return err
+	}
+	if err := l.epochsFromLogStart(logEnd); err != nil {
+		return err
+	}
+	if err := l.t.Epochs.TruncateFromEnd(logEnd); err != nil {
 		return err
 	}
 	if l.t.State, err = writerstate.Open(l.fsys, l.t.Dir, l.opts.WriterState); err != nil {
@@ -491,6 +494,53 @@ func checkLastPosition(seg *segment.Segment, last offsetindex.Entry, n int) erro
 			last.Offset, last.Position, seg.FileLength(), filepath.Base(seg.LogPath()))}
 }
 
+// errEnough stops a walk over batches.
+var errEnough = errors.New("enough")
+
+// epochsFromLogStart reads the epochs of the batches between the log start
+// and the epoch cache's earliest entry when that entry begins later, or of
+// every batch when the cache is empty (its file was lost): a crash can undo
+// a log start advance (its checkpoint is written every minute) after the
+// cache was truncated to it, and Kafka would then leave the batches below
+// without an epoch — a truncation could later drop the only entry while
+// batches of that epoch remain.
+func (l *tabletLoader) epochsFromLogStart(logEnd int64) error {
+	first, ok := l.t.Epochs.EarliestEntry()
+	if !ok {
+		first = leaderepoch.Entry{Epoch: math.MaxInt32, StartOffset: math.MaxInt64}
+	}
+	if first.StartOffset <= l.t.LogStartOffset || l.t.LogStartOffset >= logEnd {
+		return nil
+	}
+	var found []leaderepoch.Entry
+	for i, seg := range l.t.Segments {
+		err := seg.Batches(max(l.t.LogStartOffset, seg.BaseOffset()), segment.NoMaxPosition, func(b record.Batch) error {
+			if b.BaseOffset() >= first.StartOffset || (!ok && i == 0 && len(found) == 0 && b.PartitionLeaderEpoch() < 0) {
+				return errEnough // an empty cache is right when the first batch has no epoch: no walk
+			}
+			if e := b.PartitionLeaderEpoch(); e >= 0 && (len(found) == 0 || e > found[len(found)-1].Epoch) {
+				found = append(found, leaderepoch.Entry{Epoch: e, StartOffset: max(b.BaseOffset(), l.t.LogStartOffset)})
+			}
+			return nil
+		})
+		if errors.Is(err, errEnough) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(found) == 0 || found[len(found)-1].Epoch > first.Epoch {
+		return nil // nothing to add, or batches that contradict the cache: left as Kafka leaves them
+	}
+	why := fmt.Sprintf("epochs %v of the batches from the log start %d, before the first entry %v", found, l.t.LogStartOffset, first)
+	if !ok {
+		why = fmt.Sprintf("empty, though the batches from the log start %d carry epochs %v", l.t.LogStartOffset, found)
+	}
+	l.report(Change{File: l.path(checkpoint.LeaderEpochFile), Action: Recovered, Why: why})
+	return l.t.Epochs.PrependEarlier(found)
+}
+
 // recoverSegment rebuilds a segment's indexes (and the writer state up to
 // it, and the epochs in it) from its .log, reports it, and snapshots the
 // writer state.
@@ -522,7 +572,13 @@ func (l *tabletLoader) recoverSegment(seg *segment.Segment, why string) (segment
 		l.report(c)
 	}
 	l.recovered[seg] = tail
-	return tail, state.TakeSnapshot(false)
+	// The state is a temporary one, as in Kafka: what it wrote is synced
+	// now, since nothing else will know to sync it before the recovery
+	// point passes it.
+	if err := state.TakeSnapshot(false); err != nil {
+		return tail, err
+	}
+	return tail, state.SyncSnapshots()
 }
 
 // replayer is the recovery hook: the writer state, and the leader epochs

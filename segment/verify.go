@@ -1,7 +1,9 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sort"
 
@@ -72,6 +74,69 @@ func (s *Segment) VerifyIndex(k Kind) ([]*seglog.CorruptionError, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.verifyAgainst(k, l)
+}
+
+// Check reads the .log once as recovery would — framing, CRC, offsets —
+// calling fn (which may be nil) with each valid batch, and checks the
+// three indexes against what it read (VerifyIndex's checks). It reports
+// where the valid batches end and every problem found; it changes nothing.
+func (s *Segment) Check(fn func(b record.Batch, pos int64) error) (Tail, []*seglog.CorruptionError, error) {
+	f, err := s.file()
+	if err != nil {
+		return Tail{}, nil, err
+	}
+	length, err := f.Size()
+	if err != nil {
+		return Tail{}, nil, err
+	}
+	l := &logSummary{firstReach: map[int64]int64{}, aborts: map[int64]int64{}}
+	running := record.NoTimestamp
+	tail, err := s.ScanLog(length, func(b record.Batch, pos int64) error {
+		l.positions, l.lasts = append(l.positions, pos), append(l.lasts, b.LastOffset())
+		if b.MaxTimestamp() > running {
+			running = b.MaxTimestamp()
+			l.firstReach[b.LastOffset()] = running
+		}
+		if b.IsControl() {
+			if m, err := b.EndTxnMarker(); err == nil && m.Type == record.ControlAbort {
+				l.aborts[b.LastOffset()] = m.ProducerID
+			}
+		}
+		if fn != nil {
+			return fn(b, pos)
+		}
+		return nil
+	})
+	if err != nil {
+		return tail, nil, err
+	}
+	l.end = tail.Position
+	var out []*seglog.CorruptionError
+	for _, k := range []Kind{Index, TimeIndex, TxnIndex} {
+		problems, err := s.verifyAgainst(k, l)
+		if errors.Is(err, fs.ErrNotExist) && k != TxnIndex {
+			// A transaction index may be absent, and so may every index
+			// of an empty segment (they are created on its first append,
+			// as Kafka's lazy indexes are). The position is -1: the file
+			// as a whole.
+			if length == 0 {
+				continue
+			}
+			out = append(out, &seglog.CorruptionError{Path: map[Kind]string{Index: s.offsetIdx.Path(), TimeIndex: s.timeIdx.Path()}[k], Offset: -1, Err: err, Reason: "missing"})
+			continue
+		}
+		if err != nil {
+			return tail, out, err
+		}
+		out = append(out, problems...)
+	}
+	return tail, out, nil
+}
+
+// verifyAgainst checks one index against a summary of the .log.
+func (s *Segment) verifyAgainst(k Kind, l *logSummary) ([]*seglog.CorruptionError, error) {
+	var err error
 	var out []*seglog.CorruptionError
 	report := func(path string, pos int64, format string, args ...any) {
 		out = append(out, &seglog.CorruptionError{Path: path, Offset: pos, Err: seglog.ErrCorruption,

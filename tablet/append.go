@@ -247,7 +247,6 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 	if err := t.mu.state.TakeSnapshot(false); err != nil {
 		return t.failLocked(err)
 	}
-	t.mu.snapshots = append(t.mu.snapshots, base)
 	v := t.view()
 	v.leo = mark{offset: v.leo.offset, base: base, pos: 0}
 	if v.hw.offset == v.leo.offset {

@@ -65,8 +65,8 @@ func (t *Tablet) flushTo(o int64) error {
 }
 
 // flushSegments fsyncs every dirty segment below the log end (and the
-// snapshots taken at rolls below it), then the directory if a segment was
-// created since the last flush, and moves the recovery point. It returns
+// writer-state snapshots below it), then the directory if a segment or
+// snapshot was created since the last flush, and moves the recovery point. It returns
 // the offset everything below which is now durable: the log end it
 // started at, or less if a truncation ran meanwhile (the offsets it flushed may since hold other
 // records). A failure makes the tablet fail: the kernel may have dropped
@@ -89,16 +89,10 @@ func (t *Tablet) flushSegments() (int64, error) {
 		}
 		return true
 	})
-	var snaps []int64
-	keep := t.mu.snapshots[:0]
-	for _, o := range t.mu.snapshots {
-		if o <= target {
-			snaps = append(snaps, o)
-		} else {
-			keep = append(keep, o)
-		}
-	}
-	t.mu.snapshots = keep
+	// Every snapshot below the target written without fsync — at a roll,
+	// by a truncation's rebuild, by recovery — is synced before the
+	// recovery point moves past it.
+	snaps := t.mu.state.UnsyncedSnapshots(target)
 	state := t.mu.state
 	oldRecoveryPoint := t.view().recoveryPoint
 	t.mu.Unlock()
@@ -109,7 +103,7 @@ func (t *Tablet) flushSegments() (int64, error) {
 	for _, o := range snaps {
 		errs = append(errs, state.SyncSnapshot(o))
 	}
-	newFile := false
+	newFile := len(snaps) > 0 // a new snapshot's name needs the directory synced
 	for _, g := range segs {
 		g.dirty.Store(false) // before the fsync: an append during it sets it again
 		errs = append(errs, g.Segment.Flush())

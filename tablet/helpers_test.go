@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/recovery"
 )
 
 var tp0 = checkpoint.TopicPartition{Topic: "events", Partition: 0}
@@ -68,7 +70,27 @@ func (e *env) open() {
 // reopen closes the manager cleanly and opens it again.
 func (e *env) reopen() {
 	require.NoError(e.t, e.m.Close())
+	e.verify()
 	e.open()
+}
+
+// verify requires the closed data directory to pass recovery.Verify.
+func (e *env) verify() {
+	e.t.Helper()
+	r, err := recovery.Verify(e.fsys, e.dir, recovery.VerifyOptions{})
+	require.NoError(e.t, err)
+	if !r.OK() {
+		var problems []string
+		for _, p := range r.Problems {
+			problems = append(problems, p.String())
+		}
+		for _, tr := range r.Tablets {
+			for _, p := range tr.Problems {
+				problems = append(problems, p.String())
+			}
+		}
+		require.Fail(e.t, "the closed directory fails verify", "%s", strings.Join(problems, "\n"))
+	}
 }
 
 func (e *env) create(cfg Config) *Tablet {

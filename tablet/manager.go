@@ -186,7 +186,11 @@ func (m *Manager) open() error {
 	}
 	m.Loaded = r
 	for _, rt := range r.Tablets {
-		cfg, err := ReadConfig(m.fsys, rt.Dir)
+		err := m.ensureTopicID(rt)
+		var cfg Config
+		if err == nil {
+			cfg, err = ReadConfig(m.fsys, rt.Dir)
+		}
 		if err == nil {
 			var t *Tablet
 			if t, err = Open(m.fsys, rt, cfg, m.opts.Tablet); err == nil {
@@ -200,6 +204,25 @@ func (m *Manager) open() error {
 		}
 		return fmt.Errorf("tablet: opening %s: %w", rt.Dir, err)
 	}
+	return nil
+}
+
+// ensureTopicID checks a loaded tablet's partition.metadata. A missing
+// one (a crash before Create's first sync, or a directory written by
+// something else) gets a new topic id, reported as a change; a damaged one
+// is a *seglog.CorruptionError: the id is the tablet's identity, and no
+// guess replaces it (removing the file lets the next open assign one).
+func (m *Manager) ensureTopicID(rt *recovery.Tablet) error {
+	path := filepath.Join(rt.Dir, checkpoint.PartitionMetadataFile)
+	_, found, err := checkpoint.ReadPartitionMetadata(m.fsys, path)
+	if err != nil || found {
+		return err
+	}
+	if err := checkpoint.WritePartitionMetadata(m.fsys, path, checkpoint.NewTopicID()); err != nil {
+		return err
+	}
+	rt.Report = append(rt.Report, recovery.Change{File: path, Action: recovery.Created,
+		Why: "missing: a new topic id assigned"})
 	return nil
 }
 
@@ -383,7 +406,6 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	close(m.stop)
 	m.wg.Wait()
-	m.sched.stop()
 
 	tablets := m.Tablets()
 	offsets := map[checkpoint.TopicPartition]Offsets{}
@@ -393,6 +415,10 @@ func (m *Manager) Close() error {
 		offsets[t.tp] = o
 		errs = append(errs, err)
 	}
+	// The tablets are closed: files of deleted segments waiting out
+	// file.delete.delay.ms for readers have none left, and go now rather
+	// than at the next load.
+	m.sched.drain(true)
 	if err := errors.Join(errs...); err != nil {
 		m.lock.Close()
 		return err // no marker: the next open recovers
@@ -476,11 +502,12 @@ func (t *Tablet) ExpireProducers() {
 // next load removes what it would have).
 type scheduler struct {
 	mu      sync.Mutex
-	timers  map[*time.Timer]struct{}
+	timers  map[*time.Timer]func()
 	stopped bool
+	running sync.WaitGroup // a timer scheduled and not yet stopped or run
 }
 
-func newScheduler() *scheduler { return &scheduler{timers: map[*time.Timer]struct{}{}} }
+func newScheduler() *scheduler { return &scheduler{timers: map[*time.Timer]func(){}} }
 
 func (s *scheduler) After(d time.Duration, fn func()) {
 	s.mu.Lock()
@@ -488,25 +515,41 @@ func (s *scheduler) After(d time.Duration, fn func()) {
 	if s.stopped {
 		return
 	}
+	s.running.Add(1)
 	var tm *time.Timer
 	tm = time.AfterFunc(d, func() {
+		defer s.running.Done()
 		s.mu.Lock()
-		_, live := s.timers[tm]
 		delete(s.timers, tm)
 		s.mu.Unlock()
-		if live {
-			fn()
-		}
+		fn()
 	})
-	s.timers[tm] = struct{}{}
+	s.timers[tm] = fn
 }
 
-func (s *scheduler) stop() {
+// stop cancels what is pending and waits for what already runs.
+func (s *scheduler) stop() { s.drain(false) }
+
+// drain stops the scheduler and, when run is set, runs at once what was
+// still pending (the unlinking of deleted segments at a clean close, when
+// no reader is left) instead of dropping it; it returns when nothing
+// scheduled is running.
+func (s *scheduler) drain(run bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.stopped = true
-	for tm := range s.timers {
-		tm.Stop()
+	var pending []func()
+	for tm, fn := range s.timers {
+		if tm.Stop() { // it will not run: its turn is now or never
+			pending = append(pending, fn)
+			s.running.Done()
+		}
 	}
 	clear(s.timers)
+	s.mu.Unlock()
+	if run {
+		for _, fn := range pending {
+			fn()
+		}
+	}
+	s.running.Wait()
 }

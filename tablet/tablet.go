@@ -245,9 +245,6 @@ type Tablet struct {
 		// truncations counts TruncateTo and TruncateFullyAndStartAt calls:
 		// a flush that overlaps one does not move the recovery point.
 		truncations int64
-		// snapshots are writer-state snapshots taken at rolls and not yet
-		// synced.
-		snapshots []int64
 	}
 
 	flush       flusher

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/vfs"
@@ -158,8 +160,40 @@ func (s *State) TakeSnapshot(sync bool) error {
 		s.snapshots = append(s.snapshots, s.mapEnd)
 		slices.Sort(s.snapshots)
 	}
+	s.forgetUnsynced(s.mapEnd)
+	if !sync && !s.opts.SyncSnapshots {
+		s.unsynced = append(s.unsynced, s.mapEnd)
+		slices.Sort(s.unsynced)
+	}
 	s.snapEnd = s.mapEnd
 	return nil
+}
+
+func (s *State) forgetUnsynced(offset int64) {
+	if i, found := slices.BinarySearch(s.unsynced, offset); found {
+		s.unsynced = slices.Delete(s.unsynced, i, i+1)
+	}
+}
+
+// UnsyncedSnapshots returns the offsets of the snapshots at or below
+// through that were written without fsync (at rolls, by a rebuild, by
+// recovery) and forgets them: the caller syncs each with SyncSnapshot
+// before it moves the recovery point past it, and fails if one fails.
+func (s *State) UnsyncedSnapshots(through int64) []int64 {
+	i, _ := slices.BinarySearch(s.unsynced, through+1)
+	out := slices.Clone(s.unsynced[:i])
+	s.unsynced = slices.Delete(s.unsynced, 0, i)
+	return out
+}
+
+// SyncSnapshots fsyncs every snapshot written without fsync (a clean
+// shutdown's last step before its marker).
+func (s *State) SyncSnapshots() error {
+	var errs []error
+	for _, o := range s.UnsyncedSnapshots(math.MaxInt64 - 1) {
+		errs = append(errs, s.SyncSnapshot(o))
+	}
+	return errors.Join(errs...)
 }
 
 // SyncSnapshot fsyncs the snapshot at offset (if it exists), as the tablet
@@ -182,6 +216,7 @@ func (s *State) removeSnapshot(offset int64) error {
 		return nil
 	}
 	s.snapshots = slices.Delete(s.snapshots, i, i+1)
+	s.forgetUnsynced(offset)
 	if err := s.fsys.Remove(s.snapshotPath(offset)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("writerstate: deleting a snapshot: %w", err)
 	}
@@ -218,6 +253,7 @@ func (s *State) MarkSnapshotForDeletion(offset int64) (bool, error) {
 		return false, nil
 	}
 	s.snapshots = slices.Delete(s.snapshots, i, i+1)
+	s.forgetUnsynced(offset)
 	path := s.snapshotPath(offset)
 	err := s.fsys.Rename(path, path+segment.DeletedSuffix)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -234,6 +270,10 @@ func (s *State) RemoveStraySnapshots(segmentBases []int64) error {
 	if s.snapshots, err = listSnapshots(s.fsys, s.dir); err != nil {
 		return err
 	}
+	s.unsynced = slices.DeleteFunc(s.unsynced, func(o int64) bool {
+		_, found := slices.BinarySearch(s.snapshots, o)
+		return !found
+	})
 	isBase := map[int64]bool{}
 	maxBase := int64(-1)
 	for _, b := range segmentBases {
@@ -260,7 +300,8 @@ func ReadSnapshotFile(fsys vfs.FS, path string) ([]Entry, error) {
 	}
 	entries, err := ParseSnapshot(data)
 	if err != nil {
-		return nil, &seglog.CorruptionError{Path: path, Reason: "unreadable producer snapshot", Err: err}
+		return nil, &seglog.CorruptionError{Path: path, Err: err,
+			Reason: "unreadable producer snapshot: " + strings.TrimPrefix(err.Error(), ErrCorruptSnapshot.Error()+": ")}
 	}
 	return entries, nil
 }

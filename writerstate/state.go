@@ -73,6 +73,7 @@ type State struct {
 	ongoing      []TxnMetadata // open transactions, by first offset
 	unreplicated []TxnMetadata // completed, marker above the high watermark, by first offset
 	snapshots    []int64       // snapshot files in dir, ascending
+	unsynced     []int64       // those written without fsync and not yet synced, ascending
 	mapEnd       int64         // the offset after the last one applied
 	snapEnd      int64         // the offset of the last snapshot taken or loaded
 	oldestTxnTS  int64         // last timestamp of the oldest open transaction's producer, or -1

@@ -234,6 +234,9 @@ func (l *problemLine) String() string {
 	if l.Slot != nil {
 		return fmt.Sprintf("error at position %d (slot %d): %s", l.Position, *l.Slot, l.Reason)
 	}
+	if l.Position < 0 {
+		return "error: " + l.Reason // the file as a whole
+	}
 	return fmt.Sprintf("error at position %d: %s", l.Position, l.Reason)
 }
 

@@ -9,6 +9,7 @@
 //	seglog offsets --data-dir D [--topic T --partition P]
 //	seglog dump [--print-data-log] [--json] FILE...
 //	seglog recover --data-dir DIR [--json]
+//	seglog verify --data-dir DIR [--topic T --partition P] [--json]
 //	seglog demo [--dir DIR]
 package main
 
@@ -62,6 +63,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(),
-		newDumpCmd(), newRecoverCmd(), newDemoCmd())
+		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newDemoCmd())
 	return root
 }

@@ -1,0 +1,579 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/writerstate"
+)
+
+// Problem is an invariant a file breaks: the file, the byte position in it
+// (-1 when it is about the file as a whole) and what is wrong.
+type Problem struct {
+	File   string `json:"file"`
+	Offset int64  `json:"offset"`
+	Reason string `json:"reason"`
+}
+
+func (p Problem) String() string {
+	if p.Offset < 0 {
+		return fmt.Sprintf("%s: %s", p.File, p.Reason)
+	}
+	return fmt.Sprintf("%s at byte %d: %s", p.File, p.Offset, p.Reason)
+}
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	Dir string `json:"dir"`
+	// Problems are the data directory's own (its checkpoints and files);
+	// each tablet has its own.
+	Problems  []Problem       `json:"problems"`
+	Tablets   []*TabletReport `json:"tablets"`
+	BytesRead int64           `json:"bytesRead"`
+	Duration  time.Duration   `json:"durationNs"`
+}
+
+// TabletReport is what Verify found in one tablet.
+type TabletReport struct {
+	TopicPartition checkpoint.TopicPartition `json:"-"`
+	Tablet         string                    `json:"tablet"`
+	LogStartOffset int64                     `json:"logStartOffset"`
+	LogEndOffset   int64                     `json:"logEndOffset"`
+	Segments       int                       `json:"segments"`
+	Batches        int64                     `json:"batches"`
+	Records        int64                     `json:"records"`
+	Problems       []Problem                 `json:"problems"`
+	// Notes are what is worth knowing but breaks nothing: gaps in the
+	// offsets.
+	Notes []Problem `json:"notes"`
+}
+
+// OK reports whether nothing was found.
+func (r *VerifyReport) OK() bool {
+	if len(r.Problems) > 0 {
+		return false
+	}
+	for _, t := range r.Tablets {
+		if len(t.Problems) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Only, when set, verifies that tablet alone (the data directory's
+	// checkpoints are still read, for its offsets). The default is nil.
+	Only *checkpoint.TopicPartition
+}
+
+// Verify checks every invariant of a data directory without changing any
+// file, reading each once: every batch CRC-valid and the offsets
+// contiguous within and across segments; each index against the batches
+// (and sealed ones trimmed); the transaction index equal to what a replay
+// of the markers gives; each writer-state snapshot equal to a replay at its
+// offset; the leader-epoch cache against the batches' epochs; the
+// checkpoints against the log ends (the recovery point at the log end when
+// the clean-shutdown marker is there); and no leftover, orphan or unknown
+// file. A problem is reported, not returned; the error is for a directory
+// that cannot be read at all.
+func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, error) {
+	start := time.Now()
+	r := &VerifyReport{Dir: dataDir, Problems: []Problem{}, Tablets: []*TabletReport{}}
+	problem := func(file string, off int64, format string, args ...any) {
+		r.Problems = append(r.Problems, Problem{File: file, Offset: off, Reason: fmt.Sprintf(format, args...)})
+	}
+	names, err := fsys.List(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: verifying %s: %w", dataDir, err)
+	}
+	clean := false
+	offsets := map[string]checkpoint.Offsets{}
+	var tablets []tabletJob
+	for _, name := range names {
+		path := filepath.Join(dataDir, name)
+		switch name {
+		case checkpoint.RecoveryPointFile, checkpoint.LogStartOffsetFile, checkpoint.ReplicationOffsetFile,
+			checkpoint.CleanerOffsetFile:
+			o, err := checkpoint.ReadOffsets(fsys, path)
+			if err != nil {
+				problem(path, errOffset(err), "%v", errReason(err))
+			}
+			offsets[name] = o
+			continue
+		case checkpoint.MetaPropertiesFile:
+			if _, _, err := checkpoint.ReadMetaProperties(fsys, path); err != nil {
+				problem(path, errOffset(err), "%v", errReason(err))
+			}
+			continue
+		case checkpoint.CleanShutdownFile:
+			data, err := vfs.ReadFile(fsys, path)
+			if err == nil {
+				_, err = checkpoint.ParseCleanShutdown(path, data)
+			}
+			if err != nil {
+				problem(path, errOffset(err), "%v", errReason(err))
+			}
+			clean = true
+			continue
+		case ".lock":
+			continue
+		}
+		info, err := fsys.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			if !strings.HasSuffix(name, ".tmp") {
+				problem(path, -1, "a file Kafka does not write in a data directory")
+			} else {
+				problem(path, -1, "left over from an interrupted checkpoint write")
+			}
+			continue
+		}
+		tp, suffix, err := checkpoint.ParseDirName(name)
+		switch {
+		case err != nil:
+			problem(path, -1, "a directory that is not a tablet")
+		case suffix != "":
+			problem(path, -1, "a %s tablet directory left over", strings.TrimPrefix(suffix, "-"))
+		case opts.Only == nil || *opts.Only == tp:
+			tablets = append(tablets, tabletJob{tp: tp, path: path})
+		}
+	}
+	if !slices.Contains(names, checkpoint.MetaPropertiesFile) {
+		problem(filepath.Join(dataDir, checkpoint.MetaPropertiesFile), -1, "missing")
+	}
+	for _, j := range tablets {
+		tr, read, err := verifyTablet(fsys, j, offsets, clean)
+		if err != nil {
+			return nil, err
+		}
+		r.Tablets = append(r.Tablets, tr)
+		r.BytesRead += read
+	}
+	// Checkpoint entries for tablets that are not there.
+	if opts.Only == nil {
+		for name, o := range offsets {
+			for tp := range o {
+				if !slices.ContainsFunc(tablets, func(j tabletJob) bool { return j.tp == tp }) {
+					problem(filepath.Join(dataDir, name), -1, "names %s, which has no directory", tp)
+				}
+			}
+		}
+	}
+	slices.SortFunc(r.Problems, func(a, b Problem) int { return strings.Compare(a.String(), b.String()) })
+	r.Duration = time.Since(start)
+	return r, nil
+}
+
+func errOffset(err error) int64 {
+	var ce *seglog.CorruptionError
+	if errors.As(err, &ce) {
+		return ce.Offset
+	}
+	return -1
+}
+
+func errReason(err error) string {
+	var ce *seglog.CorruptionError
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return err.Error()
+}
+
+// tabletVerifier carries one tablet's verification.
+type tabletVerifier struct {
+	fsys vfs.FS
+	dir  string
+	r    *TabletReport
+	// The replay: writer state, the epochs the batches carry, and the
+	// snapshots still to compare.
+	state      *writerstate.State
+	epochs     []checkpoint.EpochEntry
+	epochLasts []int64 // the last offset of each epoch's batches
+	snapshots  []int64
+	bases      []int64 // the segments'
+	next       int64   // the offset the next batch must start at, or -1 before the first
+	// broken is set when a segment could not be read to its end: the
+	// replay has missed batches, so the next segment restarts it from
+	// its snapshot, or goes on blind (no comparison with the replay)
+	// when there is none. damaged stays set once anything was missed.
+	broken, blind, damaged bool
+}
+
+// restart begins the replay afresh at base, from the snapshot there if
+// there is one (reported by the bool; a damaged snapshot counts as none).
+func (v *tabletVerifier) restart(base int64) (bool, error) {
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/replay", 0o755); err != nil {
+		return false, err
+	}
+	var err error
+	if v.state, err = writerstate.Open(mem, "/replay", writerstate.Options{}); err != nil {
+		return false, err
+	}
+	found := false
+	if slices.Contains(v.snapshots, base) {
+		entries, err := writerstate.ReadSnapshotFile(v.fsys, filepath.Join(v.dir, segment.Filename(base, segment.Snapshot)))
+		if err == nil {
+			v.state.LoadEntries(entries)
+			found = true
+		}
+	}
+	v.state.UpdateMapEndOffset(base)
+	return found, nil
+}
+
+func (v *tabletVerifier) problem(file string, off int64, format string, args ...any) {
+	v.r.Problems = append(v.r.Problems, Problem{File: file, Offset: off, Reason: fmt.Sprintf(format, args...)})
+}
+
+// gap notes offsets [from, to) that no batch holds. It is not a problem:
+// a power cut may take a segment's unacknowledged tail while the next
+// segment's creation survived (recovery reports it), and a replica of a
+// compacted log has gaps.
+func (v *tabletVerifier) gap(file string, off, from, to int64, where string) {
+	v.r.Notes = append(v.r.Notes, Problem{File: file, Offset: off,
+		Reason: fmt.Sprintf("offsets %d to %d are missing %s (unacknowledged records lost in a power cut, or a replica's gap)", from, to-1, where)})
+}
+
+func (v *tabletVerifier) corruption(ce *seglog.CorruptionError) {
+	v.r.Problems = append(v.r.Problems, Problem{File: ce.Path, Offset: ce.Offset, Reason: ce.Reason})
+}
+
+// verifyTablet checks one tablet directory; it returns the bytes of .log
+// it read.
+func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offsets, clean bool) (*TabletReport, int64, error) {
+	r := &TabletReport{TopicPartition: j.tp, Tablet: j.tp.String(), Problems: []Problem{}, Notes: []Problem{}}
+	v := &tabletVerifier{fsys: fsys, dir: j.path, r: r, next: -1}
+	names, err := fsys.List(j.path)
+	if err != nil {
+		return nil, 0, err
+	}
+	have := map[string]bool{}
+	var bases []int64
+	for _, name := range names {
+		have[name] = true
+		path := filepath.Join(j.path, name)
+		n, err := segment.ParseFilename(name)
+		switch {
+		case err == nil && n.Suffix != "":
+			v.problem(path, -1, "left over from an interrupted %s", map[string]string{
+				segment.DeletedSuffix: "deletion", segment.CleanedSuffix: "replacement", segment.SwapSuffix: "replacement"}[n.Suffix])
+		case err == nil && n.Kind == segment.Log:
+			bases = append(bases, n.Base)
+		case err == nil && n.Kind == segment.Snapshot:
+			v.snapshots = append(v.snapshots, n.Base)
+		case err == nil:
+		case name == checkpoint.LeaderEpochFile || name == "seglog.properties" || name == "tier":
+		case name == checkpoint.PartitionMetadataFile:
+			if _, _, err := checkpoint.ReadPartitionMetadata(fsys, path); err != nil {
+				v.problem(path, errOffset(err), "%v", errReason(err))
+			}
+		case strings.HasSuffix(name, ".tmp"):
+			v.problem(path, -1, "left over from an interrupted checkpoint write")
+		default:
+			v.problem(path, -1, "a file Kafka does not write in a tablet directory")
+		}
+	}
+	for _, name := range names { // indexes without their .log
+		if n, err := segment.ParseFilename(name); err == nil && n.Suffix == "" && n.Kind != segment.Log &&
+			n.Kind != segment.Snapshot && !have[segment.Filename(n.Base, segment.Log)] {
+			v.problem(filepath.Join(j.path, name), -1, "an index without its .log")
+		}
+	}
+	if !have[checkpoint.PartitionMetadataFile] {
+		v.problem(filepath.Join(j.path, checkpoint.PartitionMetadataFile), -1, "missing")
+	}
+	if len(bases) == 0 {
+		v.problem(j.path, -1, "no segment")
+		return r, 0, nil
+	}
+	v.bases = bases
+	// The replay starts where the log does, from the snapshot there if any.
+	if _, err := v.restart(bases[0]); err != nil {
+		return nil, 0, err
+	}
+	var read int64
+	for i, base := range bases {
+		n, err := v.segment(base, i == len(bases)-1)
+		if err != nil {
+			return nil, 0, err
+		}
+		read += n
+		r.Segments++
+	}
+	end := v.next
+	if end < 0 {
+		end = bases[len(bases)-1]
+	}
+	v.checkSnapshotsUpTo(end, true)
+	r.LogEndOffset = end
+	r.LogStartOffset = max(bases[0], offsets[checkpoint.LogStartOffsetFile][j.tp])
+	v.checkEpochs(end, r.LogStartOffset)
+	dataDir := filepath.Dir(j.path)
+	check := func(name string, ok func(o int64) bool, want string) {
+		if o, found := offsets[name][j.tp]; found && !ok(o) {
+			v.problem(filepath.Join(dataDir, name), -1, "%s: %d, %s (the log ends at %d)", j.tp, o, want, end)
+		}
+	}
+	check(checkpoint.RecoveryPointFile, func(o int64) bool { return o <= end }, "past the log end")
+	check(checkpoint.LogStartOffsetFile, func(o int64) bool { return o <= end }, "past the log end")
+	check(checkpoint.ReplicationOffsetFile, func(o int64) bool { return o <= end }, "past the log end")
+	if clean {
+		check(checkpoint.RecoveryPointFile, func(o int64) bool { return o == end },
+			"not the log end though the directory was closed cleanly")
+		if _, found := offsets[checkpoint.RecoveryPointFile][j.tp]; !found {
+			v.problem(filepath.Join(dataDir, checkpoint.RecoveryPointFile), -1,
+				"%s is missing though the directory was closed cleanly", j.tp)
+		}
+	}
+	return r, read, nil
+}
+
+// segment checks one segment: its batches, indexes and transaction index,
+// and replays it. It returns the bytes of .log read.
+func (v *tabletVerifier) segment(base int64, active bool) (int64, error) {
+	seg, err := segment.Open(v.fsys, v.dir, base, segment.Options{ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	defer seg.Close()
+	if v.next >= 0 && base > v.next {
+		// A gap: the batches a power cut took may have changed the
+		// writer state; the replay restarts here as after damage.
+		v.gap(seg.LogPath(), -1, v.next, base, "between segments")
+		v.broken = true
+	}
+	if v.broken {
+		found, err := v.restart(base)
+		if err != nil {
+			return 0, err
+		}
+		v.broken, v.blind, v.next = false, !found, base
+	}
+	if v.next >= 0 && base < v.next {
+		v.problem(seg.LogPath(), -1, "starts at offset %d, inside the segment before (which ends at %d)", base, v.next)
+	}
+	if !active { // before Check maps them: a mapped index hides its untrimmed tail
+		if _, _, err := seg.OffsetIndex().QuickCheck(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			v.corruptionOrError(err)
+		}
+		if err := seg.TimeIndex().QuickCheck(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			v.corruptionOrError(err)
+		}
+	}
+	var aborted []txnindex.AbortedTxn
+	tail, problems, err := seg.Check(func(b record.Batch, pos int64) error {
+		switch expected := max(v.next, base); {
+		case b.BaseOffset() < expected:
+			v.problem(seg.LogPath(), pos, "the batch holds offsets %d to %d, but offsets below %d are behind it",
+				b.BaseOffset(), b.LastOffset(), expected)
+		case b.BaseOffset() > expected:
+			v.gap(seg.LogPath(), pos, expected, b.BaseOffset(), "before this batch")
+			v.state.UpdateMapEndOffset(b.BaseOffset())
+		}
+		v.checkSnapshotsUpTo(b.BaseOffset(), false)
+		if e := b.PartitionLeaderEpoch(); e >= 0 && (len(v.epochs) == 0 || e > v.epochs[len(v.epochs)-1].Epoch) {
+			v.epochs = append(v.epochs, checkpoint.EpochEntry{Epoch: e, StartOffset: b.BaseOffset()})
+			v.epochLasts = append(v.epochLasts, b.LastOffset())
+		} else if len(v.epochLasts) > 0 {
+			v.epochLasts[len(v.epochLasts)-1] = b.LastOffset()
+		}
+		a, err := v.state.Replay(b)
+		if err != nil {
+			v.problem(seg.LogPath(), pos, "the batch at offset %d cannot be replayed: %v", b.BaseOffset(), err)
+		}
+		aborted = append(aborted, a...)
+		v.r.Batches++
+		v.r.Records += int64(b.NumRecords())
+		v.next = b.NextOffset()
+		return nil
+	})
+	if err != nil {
+		var ce *seglog.CorruptionError
+		if errors.As(err, &ce) {
+			v.corruption(ce)
+		} else if errors.Is(err, segment.ErrOffsetOverflow) {
+			v.problem(seg.LogPath(), -1, "%v", err)
+		} else {
+			return 0, err
+		}
+		v.broken, v.damaged = true, true
+		return seg.FileLength(), nil
+	}
+	if v.next < 0 {
+		v.next = base
+	}
+	if tail.Kind != segment.CleanEnd {
+		v.broken, v.damaged = true, true
+	}
+	switch tail.Kind {
+	case segment.CleanEnd:
+	case segment.Corrupt:
+		var ce *seglog.CorruptionError
+		if errors.As(tail.Err, &ce) {
+			v.corruption(ce)
+		} else {
+			v.problem(seg.LogPath(), tail.Position, "%v", tail)
+		}
+	default:
+		v.problem(seg.LogPath(), tail.Position, "%v", tail)
+	}
+	for _, p := range problems {
+		v.corruption(p)
+	}
+	indexed, err := seg.TxnIndex().All()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		v.corruptionOrError(err)
+	}
+	if !v.blind && !slices.Equal(indexed, aborted) {
+		v.problem(seg.TxnIndex().Path(), -1, "holds %v; the markers in %s give %v", indexed,
+			filepath.Base(seg.LogPath()), aborted)
+	}
+	return tail.Length, nil
+}
+
+func (v *tabletVerifier) corruptionOrError(err error) {
+	var ce *seglog.CorruptionError
+	if errors.As(err, &ce) {
+		v.corruption(ce)
+		return
+	}
+	v.problem(v.dir, -1, "%v", err)
+}
+
+// checkSnapshotsUpTo compares the snapshots at offsets up to o with the
+// replayed state, which has reached o (a batch boundary, or the log end
+// when atEnd). A snapshot must sit at a batch boundary (usually a segment
+// base or a log end at a clean close; Kafka keeps the newest other one).
+func (v *tabletVerifier) checkSnapshotsUpTo(o int64, atEnd bool) {
+	for len(v.snapshots) > 0 && v.snapshots[0] <= o {
+		s := v.snapshots[0]
+		v.snapshots = v.snapshots[1:]
+		path := filepath.Join(v.dir, segment.Filename(s, segment.Snapshot))
+		switch {
+		case s < v.bases[0]:
+			v.problem(path, -1, "a snapshot below the first segment (%d)", v.bases[0])
+			continue
+		case s != v.state.MapEndOffset():
+			v.problem(path, -1, "a snapshot at %d, where no batch boundary is", s)
+			continue
+		}
+		entries, err := writerstate.ReadSnapshotFile(v.fsys, path)
+		if err != nil {
+			v.corruptionOrError(err)
+			continue
+		}
+		if v.blind {
+			continue // the replay missed batches: nothing to compare with
+		}
+		for _, e := range entries {
+			got, ok := v.state.Producer(e.ProducerID)
+			if !ok || !sameProducer(e, got) {
+				v.problem(path, -1, "producer %d: the snapshot has %s, the replay %s", e.ProducerID, describe(e), describeOK(got, ok))
+			}
+		}
+	}
+	if atEnd {
+		for _, s := range v.snapshots {
+			v.problem(filepath.Join(v.dir, segment.Filename(s, segment.Snapshot)), -1, "a snapshot past the log end %d", o)
+		}
+		v.snapshots = nil
+	}
+}
+
+// sameProducer compares what a snapshot keeps of a producer.
+func sameProducer(a, b writerstate.Entry) bool {
+	if a.Epoch != b.Epoch || a.CoordinatorEpoch != b.CoordinatorEpoch || a.CurrentTxnFirstOffset != b.CurrentTxnFirstOffset ||
+		len(a.Batches) == 0 != (len(b.Batches) == 0) {
+		return false
+	}
+	if len(a.Batches) == 0 {
+		return true
+	}
+	x, y := a.Batches[len(a.Batches)-1], b.Batches[len(b.Batches)-1]
+	return x.LastSeq == y.LastSeq && x.LastOffset == y.LastOffset && x.OffsetDelta == y.OffsetDelta
+}
+
+func describe(e writerstate.Entry) string {
+	s := fmt.Sprintf("epoch %d, coordinator epoch %d, open transaction at %d", e.Epoch, e.CoordinatorEpoch, e.CurrentTxnFirstOffset)
+	if n := len(e.Batches); n > 0 {
+		b := e.Batches[n-1]
+		s += fmt.Sprintf(", last batch sequence %d at offset %d", b.LastSeq, b.LastOffset)
+	}
+	return s
+}
+
+func describeOK(e writerstate.Entry, ok bool) string {
+	if !ok {
+		return "no such producer"
+	}
+	return describe(e)
+}
+
+// checkEpochs compares the leader-epoch cache with the epochs the batches
+// carry (from the log start on).
+func (v *tabletVerifier) checkEpochs(end, logStart int64) {
+	path := filepath.Join(v.dir, checkpoint.LeaderEpochFile)
+	cache, err := checkpoint.ReadEpochs(v.fsys, path)
+	if err != nil {
+		v.corruptionOrError(err)
+		return
+	}
+	if v.damaged {
+		return // batches were missed: their epochs are unknown
+	}
+	// The cache may hold, from the log start on, either the epochs of the
+	// batches left at or above it, or those and the epoch in force at the
+	// log start (Kafka's truncateFromStart keeps it, beginning at the log
+	// start, even when no batch of it is left).
+	var left, inForce []checkpoint.EpochEntry
+	for i, e := range v.epochs {
+		if v.epochLasts[i] >= logStart {
+			left = append(left, e)
+		}
+		if i+1 == len(v.epochs) || v.epochs[i+1].StartOffset > logStart {
+			inForce = append(inForce, e)
+		}
+	}
+	if len(v.epochs) == 0 && len(cache) <= 1 {
+		return // no batch left to say which epoch is in force
+	}
+	for _, want := range [][]checkpoint.EpochEntry{left, inForce} {
+		if len(want) > 0 {
+			want[0].StartOffset = max(want[0].StartOffset, logStart)
+		}
+		// The first epoch may begin anywhere before the next: earlier,
+		// where the cache still has it begin (it began before the oldest
+		// batch left), or later, where a log start that a crash then
+		// undid had moved it (the epoch file is written at once, the
+		// log-start checkpoint every minute, as in Kafka).
+		if len(want) > 0 && len(cache) > 0 && cache[0].Epoch == want[0].Epoch &&
+			(len(want) == 1 || cache[0].StartOffset < want[1].StartOffset) && cache[0].StartOffset <= end {
+			want[0].StartOffset = cache[0].StartOffset
+		}
+		if slices.Equal(cache, want) {
+			return
+		}
+	}
+	if len(cache) == 0 {
+		v.problem(path, -1, "missing or empty, but the batches from %d to %d carry epochs %v", logStart, end, left)
+		return
+	}
+	v.problem(path, -1, "holds %v; the batches from %d to %d carry %v", cache, logStart, end, left)
+}
