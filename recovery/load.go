@@ -151,7 +151,15 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 	var jobs []tabletJob
 	for _, name := range names {
 		path := filepath.Join(dataDir, name)
-		if info, err := fsys.Stat(path); err != nil || !info.IsDir() {
+		info, err := fsys.Stat(path)
+		if err == nil && !info.IsDir() && strings.HasSuffix(name, tmpSuffix) {
+			if err := fsys.Remove(path); err != nil {
+				return nil, fmt.Errorf("recovery: %w", err)
+			}
+			r.Report = append(r.Report, Change{File: path, Action: Deleted, Why: "left over from an interrupted atomic write"})
+			continue
+		}
+		if err != nil || !info.IsDir() {
 			continue
 		}
 		tp, suffix, err := checkpoint.ParseDirName(name)

@@ -242,6 +242,10 @@ func (l *tabletLoader) removeTempFiles() ([]string, error) {
 			cleaned = append(cleaned, name)
 		case strings.HasSuffix(name, segment.SwapSuffix):
 			swaps = append(swaps, name)
+		case strings.HasSuffix(name, tmpSuffix): // a checkpoint or config never renamed into place
+			if err := l.remove(name, "left over from an interrupted atomic write"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var valid []string
@@ -494,6 +498,9 @@ func checkLastPosition(seg *segment.Segment, last offsetindex.Entry, n int) erro
 			last.Offset, last.Position, seg.FileLength(), filepath.Base(seg.LogPath()))}
 }
 
+// tmpSuffix ends the temporary file of an atomic write (checkpoint.WriteAtomic).
+const tmpSuffix = ".tmp"
+
 // errEnough stops a walk over batches.
 var errEnough = errors.New("enough")
 
@@ -617,29 +624,17 @@ func (l *tabletLoader) dropUnflushedSnapshots() error {
 	return state.DeleteSnapshotsAfter(l.recoveryPoint)
 }
 
-// reportGaps reports recovered segments that end before the next one
-// starts: the crash took their unflushed tails while a later segment's
-// data survived. Kafka keeps such a gap too; seglog says so.
-func (l *tabletLoader) reportGaps() error {
-	for i, seg := range l.t.Segments {
-		if _, ok := l.recovered[seg]; !ok || i == len(l.t.Segments)-1 {
-			continue
-		}
-		next, err := seg.ReadNextOffset()
-		if err != nil {
-			return err
-		}
-		if following := l.t.Segments[i+1].BaseOffset(); next < following {
-			l.report(Change{File: seg.LogPath(), Action: Gap, FromOffset: next, ToOffset: following,
-				Why: "the segment ends before the next one starts: its unflushed tail was lost in the crash"})
-		}
-	}
-	return nil
-}
-
 // recoverLog is step 6: after an unclean shutdown, every segment from the
 // one holding the recovery point is recovered; at the first that loses
 // bytes, the rest are deleted.
+//
+// Beyond Kafka, so are the segments after a gap above the recovery point:
+// a recovered segment that ends before the next one starts lost its
+// unflushed tail in the crash while a later segment's data survived. No
+// record after the gap was acknowledged (a flush syncs every segment below
+// its target, in order), and keeping them would make visible, for
+// instance, the end of a transaction whose beginning is gone. (A gap
+// below the recovery point was flushed: a replica of a compacted log.)
 func (l *tabletLoader) recoverLog() error {
 	first := 0
 	for i, seg := range l.t.Segments {
@@ -660,18 +655,32 @@ func (l *tabletLoader) recoverLog() error {
 		if err != nil {
 			return err
 		}
+		reason := "after a segment cut by recovery"
 		if tail.Bytes() == 0 {
-			continue
+			if i == len(l.t.Segments)-1 {
+				continue
+			}
+			next, err := seg.ReadNextOffset()
+			if err != nil {
+				return err
+			}
+			following := l.t.Segments[i+1].BaseOffset()
+			if next >= following || next < l.recoveryPoint {
+				continue
+			}
+			l.report(Change{File: seg.LogPath(), Action: Gap, FromOffset: next, ToOffset: following,
+				Why: "the segment ends before the next one starts: its unflushed tail was lost in the crash"})
+			reason = fmt.Sprintf("after the gap at offsets [%d, %d): nothing after it was acknowledged", next, following)
 		}
 		for _, later := range l.t.Segments[i+1:] {
-			if err := l.deleteSegment(later, "after a segment cut by recovery"); err != nil {
+			if err := l.deleteSegment(later, reason); err != nil {
 				return err
 			}
 		}
 		l.t.Segments = l.t.Segments[:i+1]
 		break
 	}
-	return l.reportGaps()
+	return nil
 }
 
 // deleteSegment removes a segment's files and its snapshot, reporting the
