@@ -32,9 +32,11 @@ fuzz:
 fuzz-smoke:
 	@./scripts/fuzz.sh $(FUZZTIME)
 
-# crash runs the crash-simulator loops long; make test runs them short.
+# crash runs the crash harnesses long — 200 SIGKILLs of child processes,
+# power cuts through the simulator, the recovery fault loops with many
+# seeds — and prints their summaries; make test runs them short.
 crash:
-	SEGLOG_CRASH_SEEDS=5000 $(GO) test -count=1 -run 'Crash|FaultLoop' $(PKGS)
+	@./scripts/crash.sh
 
 clean:
 	rm -rf bin data

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The long crash runs (make crash): 200 SIGKILLs of child processes (100 of
+# `seglog produce --sync`, 100 of the mixed library workload), power cuts
+# through the crash simulator, and the recovery fault loops with many seeds.
+# It prints each harness's summary (kills, acknowledged records, lost) and
+# fails if any test does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kills=${SEGLOG_KILLS:-100}
+seeds=${SEGLOG_CRASH_SEEDS:-5000}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+SEGLOG_KILLS=$kills SEGLOG_CRASH_SEEDS=$seeds go test -count=1 -timeout 60m -v \
+  -run 'Crash|FaultLoop|Kill|PowerLoss' ./... >"$log" 2>&1 || status=$?
+grep -E '^(--- FAIL|FAIL|ok )|kills, |lives, |seed [0-9]+ \(replay' "$log" | grep -v '^ok .*no tests to run' || true
+if [ "$status" -ne 0 ]; then
+  echo "crash: FAILED (full log follows)"
+  grep -v '^=== ' "$log" | tail -200
+fi
+exit "$status"
