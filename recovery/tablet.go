@@ -146,7 +146,7 @@ func (l *tabletLoader) load() error {
 			return err
 		}
 	}
-	if l.t.Epochs, err = leaderepoch.Open(l.fsys, l.path(checkpoint.LeaderEpochFile)); err != nil {
+	if l.t.Epochs, err = l.openEpochs(); err != nil {
 		return err
 	}
 	if err := l.loadSegments(); err != nil {
@@ -155,6 +155,17 @@ func (l *tabletLoader) load() error {
 	if !l.clean {
 		if err := l.recoverLog(); err != nil {
 			return err
+		}
+	} else if len(l.t.Segments) > 0 {
+		// Beyond Kafka: an active segment ending in a torn or corrupt
+		// batch was damaged after the clean shutdown; trusting its index
+		// would put the log end inside it.
+		if clean, err := l.active().EndIsClean(); err != nil {
+			return err
+		} else if !clean {
+			if _, err := l.recoverSegment(l.active(), "its end is torn or corrupt, which a clean shutdown does not leave"); err != nil {
+				return err
+			}
 		}
 	}
 	logEnd, logEndKnown, err := l.checkLogStart()
@@ -496,6 +507,23 @@ func checkLastPosition(seg *segment.Segment, last offsetindex.Entry, n int) erro
 	return &seglog.CorruptionError{Path: seg.OffsetIndex().Path(), Offset: int64(n-1) * offsetindex.EntrySize,
 		Err: seglog.ErrCorruption, Reason: fmt.Sprintf("the last entry (offset %d) points at position %d, beyond the %d bytes of %s",
 			last.Offset, last.Position, seg.FileLength(), filepath.Base(seg.LogPath()))}
+}
+
+// openEpochs opens the leader-epoch cache. Beyond Kafka (which fails the
+// directory), a damaged checkpoint is dropped: the cache is derived from
+// the batches' epochs, and is read from them again (epochsFromLogStart).
+func (l *tabletLoader) openEpochs() (*leaderepoch.Cache, error) {
+	path := l.path(checkpoint.LeaderEpochFile)
+	c, err := leaderepoch.Open(l.fsys, path)
+	var ce *seglog.CorruptionError
+	if !errors.As(err, &ce) {
+		return c, err
+	}
+	l.report(Change{File: path, Action: CheckpointBad, Why: ce.Reason + "; the epochs are read from the batches again"})
+	if err := l.fsys.Remove(path); err != nil {
+		return nil, err
+	}
+	return leaderepoch.Open(l.fsys, path)
 }
 
 // tmpSuffix ends the temporary file of an atomic write (checkpoint.WriteAtomic).

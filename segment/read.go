@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"github.com/seglog/seglog/offsetindex"
 	"io"
 	"sync"
 
@@ -43,10 +44,32 @@ func (s *Segment) logicalEnd(length int64) (int64, error) {
 	defer scanners.put(sc)
 	for sc.Next() {
 	}
-	if sc.Stop() == record.ReadFailed {
+	damaged := false
+	switch sc.Stop() {
+	case record.ReadFailed:
 		return 0, sc.Err()
+	case record.TornTail:
+		damaged = true
+	case record.Corrupt:
+		zero, err := zerosFrom(f, sc.Pos(), length)
+		if err != nil {
+			return 0, err
+		}
+		damaged = !zero
 	}
+	s.endDamaged.Store(damaged)
 	return sc.Pos(), nil
+}
+
+// EndIsClean reports whether the walk that found the .log's end (from the
+// last offset index entry) ended at the file's end or at a zero tail. A
+// torn or corrupt batch there is damage no clean shutdown leaves; recovery
+// must look at the segment.
+func (s *Segment) EndIsClean() (bool, error) {
+	if _, err := s.end(); err != nil {
+		return false, err
+	}
+	return !s.endDamaged.Load(), nil
 }
 
 // headers lends buffers for single header reads.
@@ -92,27 +115,61 @@ func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPo
 		_, err = f.ReadAt(hdr[:], int64(next.Position))
 		h, size, perr := record.ParseHeader(hdr[:])
 		headers.Put(hdr)
-		if err == nil && perr == nil && h.BaseOffset <= offset && int64(next.Position)+size <= end {
+		if err == nil && perr == nil && h.BaseOffset <= offset && h.BaseOffset+int64(h.LastOffsetDelta) == next.Offset &&
+			int64(next.Position)+size <= end {
 			return OffsetPosition{Offset: next.Offset, Position: int64(next.Position), Size: size}, true, nil
 		}
 	}
+	start := max(int64(e.Position), startingPosition)
+	op, found, trusted, err := s.scanFor(offset, start, end, e, start == int64(e.Position) && e.Position > 0)
+	if err != nil || trusted {
+		return op, found, err
+	}
+	// Beyond Kafka: the index entry does not point at the batch it names
+	// (a damaged index a clean load trusted). The answer comes from a scan
+	// from where the caller allows instead, and the index is reported.
+	s.indexSuspect.Store(true)
+	op, found, _, err = s.scanFor(offset, startingPosition, end, e, false)
+	return op, found, err
+}
+
+// scanFor walks the batches from start for the first whose last offset is
+// at least offset. With check, the first batch must be the one entry names
+// (trusted is false otherwise, or when the walk stops at damage).
+func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, check bool) (op OffsetPosition, found, trusted bool, err error) {
 	f, err := s.file()
 	if err != nil {
-		return OffsetPosition{}, false, err
+		return OffsetPosition{}, false, false, err
 	}
-	sc := scanners.get(f, max(int64(e.Position), startingPosition), end)
+	sc := scanners.get(f, start, end)
 	defer scanners.put(sc)
+	first := true
 	for sc.Next() {
 		h := sc.Header()
-		if last := h.BaseOffset + int64(h.LastOffsetDelta); last >= offset {
-			return OffsetPosition{Offset: last, Position: sc.Pos(), Size: sc.Size()}, true, nil
+		last := h.BaseOffset + int64(h.LastOffsetDelta)
+		if first && check && last != entry.Offset {
+			return OffsetPosition{}, false, false, nil
+		}
+		first = false
+		if last >= offset {
+			return OffsetPosition{Offset: last, Position: sc.Pos(), Size: sc.Size()}, true, true, nil
 		}
 	}
-	if sc.Stop() == record.ReadFailed {
-		return OffsetPosition{}, false, sc.Err()
+	switch sc.Stop() {
+	case record.ReadFailed:
+		return OffsetPosition{}, false, false, sc.Err()
+	case record.AtEnd:
+		return OffsetPosition{}, false, !check || !first, nil
+	default:
+		return OffsetPosition{}, false, !check, nil
 	}
-	return OffsetPosition{}, false, nil
 }
+
+// IndexSuspect reports whether a lookup found the offset index pointing
+// where its entry's batch is not (the answer was found by a scan instead).
+// seglog verify names the entry; the next recovery of the segment, or
+// deleting the index file, rebuilds it.
+func (s *Segment) IndexSuspect() bool { return s.indexSuspect.Load() }
 
 // NoMaxPosition, as Read's maxPosition, says that the visible end is not
 // known: Read then returns no bytes, only where the offset is.

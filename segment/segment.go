@@ -144,6 +144,11 @@ type Segment struct {
 	// first use, under endMu, and tries again after a failed read.
 	endKnown atomic.Bool
 	endMu    sync.Mutex
+	// endDamaged says the walk to the end stopped at a torn or corrupt
+	// batch (see EndIsClean).
+	endDamaged atomic.Bool
+	// indexSuspect: a lookup found the offset index wrong (IndexSuspect).
+	indexSuspect atomic.Bool
 
 	// The writer's state.
 	iov                      [][]byte // Append's buffers, reused

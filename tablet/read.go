@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
@@ -155,7 +156,11 @@ func (t *Tablet) abortedTxns(segs *btree.BTreeG[*seg], g *seg, offset int64, r s
 	var out []txnindex.AbortedTxn
 	cur, held := g, false
 	for cur != nil {
-		sr, err := cur.TxnIndex().CollectAbortedTxns(offset, upper)
+		segEnd := logEnd
+		if n := higherSeg(segs, cur.base); n != nil {
+			segEnd = n.base
+		}
+		sr, err := cur.TxnIndex().CollectAbortedTxns(offset, upper, segEnd)
 		if held {
 			t.done(cur)
 		}
@@ -244,6 +249,10 @@ func (t *Tablet) Records(from int64, iso Isolation, fn func(b record.Batch, r *r
 		}
 		buf, err = res.Records.AppendTo(buf[:0])
 		aborted := res.AbortedTxns
+		path, pos := "", res.Records.Position()
+		if res.release != nil {
+			path = res.release.LogPath()
+		}
 		res.Close()
 		if err != nil {
 			return err
@@ -252,13 +261,15 @@ func (t *Tablet) Records(from int64, iso Isolation, fn func(b record.Batch, r *r
 			return nil
 		}
 		for data := buf; len(data) > 0; {
+			at := pos + int64(len(buf)-len(data))
 			b, rest, err := record.ParseBatch(data)
 			if err != nil {
-				return err
+				return &seglog.CorruptionError{Path: path, Offset: at, Reason: "unreadable batch", Err: err}
 			}
 			data = rest
 			if err := b.Verify(); err != nil { // a flipped bit is reported, never served
-				return fmt.Errorf("tablet %s: the batch at offset %d: %w", t.tp, b.BaseOffset(), err)
+				return &seglog.CorruptionError{Path: path, Offset: at, Err: err,
+					Reason: fmt.Sprintf("the batch of offsets %d to %d fails its CRC check", b.BaseOffset(), b.LastOffset())}
 			}
 			next := b.NextOffset()
 			if b.IsControl() || abortedBatch(b, aborted) {

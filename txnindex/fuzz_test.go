@@ -26,7 +26,7 @@ func FuzzTxnIndex(f *testing.F) {
 		if err == nil {
 			require.Len(t, all, len(data)/EntrySize)
 		}
-		_, _ = x.CollectAbortedTxns(fetch, upper)
+		_, _ = x.CollectAbortedTxns(fetch, upper, -1)
 		problems, err := x.Check()
 		if err == nil && len(problems) == 0 {
 			require.NoError(t, x.SanityCheck())

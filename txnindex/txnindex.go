@@ -247,9 +247,23 @@ type SearchResult struct {
 // FirstOffset < upperBound. The result is complete as soon as an entry has
 // LastStableOffset ≥ upperBound; otherwise the caller goes on with the next
 // segment.
-func (x *Index) CollectAbortedTxns(fetchOffset, upperBound int64) (SearchResult, error) {
+//
+// Beyond Kafka, an entry that cannot be right — its ABORT marker (its last
+// offset) outside the segment, [base, segmentEnd), or its first offset
+// after its last — is a *seglog.CorruptionError at its position rather
+// than a range of records silently hidden from read-committed consumers.
+// segmentEnd is the offset after the segment's last, or -1 if unknown.
+func (x *Index) CollectAbortedTxns(fetchOffset, upperBound, segmentEnd int64) (SearchResult, error) {
 	var r SearchResult
-	err := x.Scan(func(t AbortedTxn, _ int64) bool {
+	var bad error
+	err := x.Scan(func(t AbortedTxn, pos int64) bool {
+		if t.LastOffset < x.base || (segmentEnd >= 0 && t.LastOffset >= segmentEnd) || t.FirstOffset < 0 ||
+			t.FirstOffset > t.LastOffset {
+			bad = &seglog.CorruptionError{Path: x.path, Offset: pos, Err: seglog.ErrCorruption, Reason: fmt.Sprintf(
+				"aborted transaction of producer %d from offset %d to %d cannot be in the segment of offsets %d to %d",
+				t.ProducerID, t.FirstOffset, t.LastOffset, x.base, segmentEnd-1)}
+			return false
+		}
 		if t.LastOffset >= fetchOffset && t.FirstOffset < upperBound {
 			r.Txns = append(r.Txns, t)
 		}
@@ -259,6 +273,9 @@ func (x *Index) CollectAbortedTxns(fetchOffset, upperBound int64) (SearchResult,
 		}
 		return true
 	})
+	if err == nil {
+		err = bad
+	}
 	return r, err
 }
 

@@ -73,7 +73,7 @@ func TestCollectAbortedTxns(t *testing.T) {
 		{20, 41, kafkaTxns[2:], false},
 	}
 	for _, c := range cases {
-		r, err := x.CollectAbortedTxns(c.fetch, c.upper)
+		r, err := x.CollectAbortedTxns(c.fetch, c.upper, -1)
 		require.NoError(t, err)
 		require.Equal(t, c.want, r.Txns, "[%d, %d)", c.fetch, c.upper)
 		require.Equal(t, c.complete, r.Complete, "[%d, %d)", c.fetch, c.upper)
@@ -168,7 +168,7 @@ func TestManyEntriesAcrossReadBuffers(t *testing.T) {
 	all, err := x.All()
 	require.NoError(t, err)
 	require.Equal(t, txns, all)
-	r, err := x.CollectAbortedTxns(5000, 5100)
+	r, err := x.CollectAbortedTxns(5000, 5100, -1)
 	require.NoError(t, err)
 	require.Len(t, r.Txns, 10)
 	require.True(t, r.Complete)
