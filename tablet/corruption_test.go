@@ -115,12 +115,9 @@ type corruptionCase struct {
 }
 
 type caseDir struct {
-	g        *golden
-	data     string // the data directory copy
-	dir      string // its tablet directory
-	sealed   int64  // the base of a sealed segment in the middle
-	active   int64  // the base of the active segment
-	midBatch batchAt
+	g    *golden
+	data string // the data directory copy
+	dir  string // its tablet directory
 }
 
 func (c *caseDir) file(base int64, k segment.Kind) string {
