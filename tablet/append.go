@@ -159,10 +159,13 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 		if errors.Is(err, segment.ErrOffsetOverflow) || errors.Is(err, segment.ErrIndexFull) {
 			return res, err
 		}
+		// A write that failed (even one the segment undid) fails the
+		// tablet, as Kafka takes the directory offline: the device may
+		// have lost more than this write. Reopening recovers.
 		if failedErr := active.Failed(); failedErr != nil {
-			return res, t.failLocked(failedErr)
+			err = failedErr
 		}
-		return res, err
+		return res, t.failLocked(err)
 	}
 	active.dirty.Store(true)
 	t.mu.state.Apply(a)

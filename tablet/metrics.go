@@ -84,6 +84,7 @@ func ErrorName(err error) string {
 		{ErrOffsetOutOfRange, "OFFSET_OUT_OF_RANGE"},
 		{ErrUnexpectedAppendOffset, "UNEXPECTED_APPEND_OFFSET"},
 		{ErrOffsetsOutOfOrder, "OFFSETS_OUT_OF_ORDER"},
+		{ErrFailed, "KAFKA_STORAGE_ERROR"},
 		{ErrClosed, "NOT_LEADER_OR_FOLLOWER"},
 		{ErrNotFound, "UNKNOWN_TOPIC_OR_PARTITION"},
 	} {

@@ -79,6 +79,10 @@ func (o *Options) EnsureDefaults() {
 var (
 	// ErrClosed is returned by any use of a closed tablet.
 	ErrClosed = errors.New("tablet: closed")
+	// ErrFailed is matched by the error of every use of a tablet that
+	// failed (a write or fsync failed): it stays failed until reopened,
+	// when recovery brings back everything acknowledged.
+	ErrFailed = errors.New("tablet failed")
 	// ErrOffsetOutOfRange is returned by a read of an offset outside
 	// [log start, log end].
 	ErrOffsetOutOfRange = errors.New("tablet: offset out of range")
@@ -583,7 +587,7 @@ func (t *Tablet) usableLocked() error {
 // failLocked makes the tablet fail with err from now on.
 func (t *Tablet) failLocked(err error) error {
 	if t.mu.failed == nil {
-		t.mu.failed = fmt.Errorf("tablet %s failed: %w", t.tp, err)
+		t.mu.failed = fmt.Errorf("%w: %s: %w", ErrFailed, t.tp, err)
 		t.opts.Logger.Error("tablet failed", "tablet", t.tp.String(), "err", err)
 	}
 	return t.mu.failed

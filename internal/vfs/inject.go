@@ -75,6 +75,9 @@ type Rule struct {
 	// Sticky makes every later operation, of every kind and path, fail too:
 	// the device is gone, or the process died at that point.
 	Sticky bool
+	// From makes every matching operation from the Nth on fail, not just
+	// the Nth: a disk that stays full.
+	From bool
 }
 
 // Injector wraps an FS and fails the operations its rules choose.
@@ -169,7 +172,7 @@ func (in *Injector) check(op Op, path string) (short bool, err error) {
 			continue
 		}
 		r.seen++
-		if r.seen-1 != r.Nth {
+		if r.seen-1 != r.Nth && !(r.From && r.seen-1 > r.Nth) {
 			continue
 		}
 		in.injected++

@@ -37,6 +37,19 @@ func TestInjectorShortWrite(t *testing.T) {
 	require.Equal(t, "abcd", string(got))
 }
 
+func TestInjectorFrom(t *testing.T) {
+	in := NewInjector(NewMem())
+	in.Add(Rule{Ops: OpWrite, Nth: 1, From: true, Err: errors.New("disk full")})
+	f := create(t, in, "/f")
+	write(t, f, 0, []byte("a"))
+	for i := range 3 {
+		_, err := f.WriteAt([]byte("b"), int64(1+i))
+		require.Error(t, err, "every write from the second on fails")
+	}
+	require.NoError(t, f.Sync(), "other kinds pass")
+	require.Equal(t, 3, in.Injected())
+}
+
 func TestInjectorSticky(t *testing.T) {
 	in := NewInjector(NewMem())
 	in.Add(Rule{Ops: OpSync, Sticky: true})
