@@ -46,6 +46,10 @@ type ManagerOptions struct {
 	// a random id and 0.
 	ClusterID string
 	NodeID    int32
+	// FileMode and DirMode are the permissions of every file and
+	// directory the manager creates (the process umask applies too). The
+	// defaults are 0640 and 0750: the owner writes, its group reads.
+	FileMode, DirMode os.FileMode
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -70,6 +74,12 @@ func (o *ManagerOptions) EnsureDefaults() {
 			*d.p = d.v
 		}
 	}
+	if o.FileMode == 0 {
+		o.FileMode = vfs.DefaultFileMode
+	}
+	if o.DirMode == 0 {
+		o.DirMode = vfs.DefaultDirMode
+	}
 	if o.ClusterID == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -88,6 +98,10 @@ func (o *ManagerOptions) Validate() error {
 	}
 	if o.NodeID < 0 {
 		return fmt.Errorf("%w: node id %d is negative", ErrConfig, o.NodeID)
+	}
+	if o.FileMode&^os.ModePerm != 0 || o.DirMode&^os.ModePerm != 0 || o.FileMode&0o600 != 0o600 || o.DirMode&0o700 != 0o700 {
+		return fmt.Errorf("%w: file mode %v and directory mode %v must be permission bits the owner can use",
+			ErrConfig, o.FileMode, o.DirMode)
 	}
 	if o.Config != nil {
 		return o.Config.Validate()
@@ -139,6 +153,7 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	fsys = vfs.WithModes(fsys, opts.FileMode, opts.DirMode)
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tablet: creating %s: %w", dir, err)
 	}

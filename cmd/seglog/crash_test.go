@@ -319,3 +319,33 @@ func TestKillLibraryWorkload(t *testing.T) {
 	}
 	t.Logf("%d kills, %d recoveries checked, %d acknowledged steps, 0 lost", k.kills, k.checks, len(acks))
 }
+
+// A second process opening a data directory that one has open is refused
+// with a clear error; once the first closes it, the second gets in.
+func TestSecondProcessRefused(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	m, err := tablet.OpenManager(vfs.OS, d, tablet.ManagerOptions{})
+	require.NoError(t, err)
+	second := func() (int, string) {
+		argJSON, err := json.Marshal([]string{"offsets", "--data-dir", d})
+		require.NoError(t, err)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "SEGLOG_CHILD=cli", "SEGLOG_CHILD_ARGS="+string(argJSON))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), stderr.String()
+		}
+		require.NoError(t, err)
+		return 0, stderr.String()
+	}
+	code, stderr := second()
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "data directory is in use")
+	require.Contains(t, stderr, d)
+	require.NoError(t, m.Close())
+	code, stderr = second()
+	require.Equal(t, 0, code, stderr)
+}

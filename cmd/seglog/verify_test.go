@@ -78,3 +78,22 @@ func TestVerifyCommandRefuses(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "has no tablet x-0")
 }
+
+func TestCommandsRefuseHostileTopics(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	for _, topic := range []string{"../escape", "a/b", "a\x00b", strings.Repeat("x", 250), ".."} {
+		code, _, errOut := runWithStdin(t, "line\n", "produce", "--data-dir", d, "--topic", topic)
+		require.Equal(t, 1, code, topic)
+		require.Contains(t, errOut, "invalid topic name", topic)
+	}
+	entries, err := os.ReadDir(filepath.Dir(d))
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.Equal(t, "data", e.Name(), "nothing outside the data directory")
+	}
+	entries, err = os.ReadDir(d)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, e.IsDir(), "no tablet directory: %s", e.Name())
+	}
+}

@@ -154,3 +154,27 @@ func TestOpString(t *testing.T) {
 	require.Equal(t, "none", Op(0).String())
 	require.Contains(t, OpAll.String(), "lock")
 }
+
+func TestWithModes(t *testing.T) {
+	old := unixUmask(0o022)
+	defer unixUmask(old)
+	d := t.TempDir()
+	fsys := WithModes(OS, 0, 0)
+	require.NoError(t, fsys.MkdirAll(filepath.Join(d, "a", "b"), 0o777))
+	f, err := fsys.OpenFile(filepath.Join(d, "a", "b", "f"), os.O_RDWR|os.O_CREATE, 0o666)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	l, err := fsys.Lock(filepath.Join(d, "a", ".lock"))
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	for path, want := range map[string]os.FileMode{"a": 0o750, "a/b": 0o750, "a/b/f": 0o640, "a/.lock": 0o640} {
+		info, err := os.Stat(filepath.Join(d, path))
+		require.NoError(t, err)
+		require.Equal(t, want, info.Mode().Perm(), path)
+	}
+	custom := WithModes(OS, 0o600, 0o700)
+	require.NoError(t, custom.MkdirAll(filepath.Join(d, "c"), 0o777))
+	info, err := os.Stat(filepath.Join(d, "c"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), info.Mode().Perm())
+}
