@@ -146,7 +146,11 @@ func (k *killer) kill(cmd *exec.Cmd) {
 // the copy (recovering it); the children go on with the original.
 func (k *killer) recoveredCopy() (*tablet.Manager, string) {
 	cp := filepath.Join(k.t.TempDir(), "copy")
-	require.NoError(k.t, os.CopyFS(cp, os.DirFS(k.dir)))
+	if _, err := os.Stat(k.dir); errors.Is(err, os.ErrNotExist) {
+		require.NoError(k.t, os.Mkdir(cp, 0o750)) // killed before it made the directory
+	} else {
+		require.NoError(k.t, os.CopyFS(cp, os.DirFS(k.dir)))
+	}
 	m, err := tablet.OpenManager(vfs.OS, cp, tablet.ManagerOptions{
 		Tablet: tablet.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	require.NoError(k.t, err, "seed %d: opening the directory after kill %d", k.seed, k.kills)
@@ -168,7 +172,15 @@ func (k *killer) readAcks() []string {
 		return nil
 	}
 	require.NoError(k.t, err)
-	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	// Only whole lines: a line the kill cut short was never acknowledged.
+	var lines []string
+	for text := string(data); ; {
+		line, rest, ok := strings.Cut(text, "\n")
+		if !ok {
+			return lines
+		}
+		lines, text = append(lines, line), rest
+	}
 }
 
 func kills(t *testing.T) int {
