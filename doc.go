@@ -15,10 +15,12 @@
 //	writerstate        producer state and its .snapshot files
 //	checkpoint         checkpoint files, partition.metadata, meta.properties
 //	leaderepoch        the leader-epoch cache
-//	recovery           loading a data directory after a clean or unclean shutdown
+//	recovery           loading a data directory after a clean or unclean shutdown;
+//	                   verifying one without changing it
 //	tablet             a partition log (Tablet) and a data directory (Manager)
 //	cmd/seglog         the command: produce, append, end-txn, consume, offsets,
-//	                   dump, recover, demo, version
+//	                   dump, recover, verify, demo, version
+//	internal/crashload the producer workload the crash tests kill, and its check
 //
 // See README.md for the whole map and DESIGN.md for the architecture.
 package seglog
