@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet lint bench fuzz fuzz-smoke crash clean
+.PHONY: run build test vet lint bench bench-micro fuzz fuzz-smoke crash clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -22,7 +22,13 @@ lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
+# bench runs the harness's quick profile (under two minutes) and rewrites
+# BENCHMARKS.md and the plots in docs/bench; bench-micro runs every
+# go test benchmark.
 bench:
+	$(GO) run ./cmd/seglog bench all --quick --sizes 128,1KiB,8KiB --report docs/bench --benchmarks-md BENCHMARKS.md
+
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # fuzz runs every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m).

@@ -63,6 +63,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(),
-		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newDemoCmd())
+		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newBenchCmd(), newDemoCmd())
 	return root
 }
