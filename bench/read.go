@@ -59,9 +59,9 @@ func filled(dir string, bytes int64, n, size int, progress func(int64, int64)) (
 // batches read.
 func readAll(t *tablet.Tablet, buf []byte) (int64, int64, error) {
 	var total, batches int64
+	res := new(tablet.FetchResult) // reused: a read allocates nothing
 	for off := t.Offsets().LogStartOffset; ; {
-		res, err := t.Read(off, tablet.ReadOptions{MaxBytes: len(buf), Isolation: tablet.ReadLogEnd, MinOneMessage: true})
-		if err != nil {
+		if err := t.ReadInto(res, off, tablet.ReadOptions{MaxBytes: len(buf), Isolation: tablet.ReadLogEnd, MinOneMessage: true}); err != nil {
 			return 0, 0, err
 		}
 		size := int(res.Records.Size())
@@ -73,7 +73,7 @@ func readAll(t *tablet.Tablet, buf []byte) (int64, int64, error) {
 			res.Close()
 			return 0, 0, fmt.Errorf("bench: a %d-byte batch does not fit the %d-byte buffer", size, len(buf))
 		}
-		_, err = res.Records.ReadAt(buf[:size], 0)
+		_, err := res.Records.ReadAt(buf[:size], 0)
 		res.Close()
 		if err != nil && err != io.EOF {
 			return 0, 0, err
@@ -94,9 +94,9 @@ func readAll(t *tablet.Tablet, buf []byte) (int64, int64, error) {
 func sendAll(t *tablet.Tablet, w io.Writer, max int) (int64, error) {
 	var total int64
 	var hdr [27]byte
+	res := new(tablet.FetchResult)
 	for off := t.Offsets().LogStartOffset; ; {
-		res, err := t.Read(off, tablet.ReadOptions{MaxBytes: max, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
-		if err != nil {
+		if err := t.ReadInto(res, off, tablet.ReadOptions{MaxBytes: max, Isolation: tablet.ReadLogEnd, MinOneMessage: true}); err != nil {
 			return 0, err
 		}
 		size := res.Records.Size()
@@ -273,11 +273,11 @@ func runRandomRead(o Options) (*Result, error) {
 	batchSize := int64(o.RecordSize + 70)
 	buf := make([]byte, 64<<10)
 	rng := rand.New(rand.NewPCG(7, 8))
+	res := new(tablet.FetchResult)
 	ours := func() (float64, error) {
 		off := rng.Int64N(end)
 		start := time.Now()
-		res, err := t.Read(off, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
-		if err != nil {
+		if err := t.ReadInto(res, off, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd, MinOneMessage: true}); err != nil {
 			return 0, err
 		}
 		size := int(res.Records.Size())

@@ -75,7 +75,8 @@ type Scanner struct {
 	size     int64 // current entry's size, 0 before the first Next
 	stop     Stop
 	err      error  // Corrupt, Unsupported, ReadFailed
-	tail     *Error // TornTail description
+	tail     *Error // TornTail description, built when asked for (Tail)
+	torn     tornCause
 	buf      []byte
 	bufPos   int64 // file position of buf[0]
 	window   int
@@ -108,7 +109,7 @@ func (s *Scanner) Next() bool {
 		return false
 	}
 	if remaining <= PrefixSize {
-		s.stopTorn("%d bytes after the last batch, too few for a batch", remaining)
+		s.stopTorn(tornFewBytes, remaining, 0, nil)
 		return false
 	}
 	prefix, err := s.fill(s.pos, PrefixSize)
@@ -121,7 +122,7 @@ func (s *Scanner) Next() bool {
 		return false
 	}
 	if size > s.end-s.pos { // fill may have found the file shorter than the region
-		s.stopTorn("batch of %d bytes runs past the end at %d", size, s.end)
+		s.stopTorn(tornPastEnd, size, s.end, nil)
 		return false
 	}
 	switch magic := int8(prefix[magicOff]); magic {
@@ -154,14 +155,29 @@ func (s *Scanner) Next() bool {
 	return true
 }
 
-func (s *Scanner) stopTorn(format string, args ...any) {
-	s.stop, s.tail = TornTail, errAt(ErrCorruptBatch, s.pos, format, args...)
+// tornCause is why a scan stopped at a torn tail, kept as values: a torn
+// tail is the normal end of a region cut inside a batch (a read's
+// limit), and formatting its description on every read would allocate.
+type tornCause struct {
+	kind int8
+	a, b int64
+	err  error
+}
+
+const (
+	tornFewBytes int8 = iota
+	tornPastEnd
+	tornShortFile
+)
+
+func (s *Scanner) stopTorn(kind int8, a, b int64, err error) {
+	s.stop, s.torn, s.tail = TornTail, tornCause{kind: kind, a: a, b: b, err: err}, nil
 }
 
 func (s *Scanner) fail(err error) bool {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		// The file is shorter than the region: the tail is torn.
-		s.stopTorn("the file ends inside the batch (%v)", err)
+		s.stopTorn(tornShortFile, 0, 0, err)
 		return false
 	}
 	s.stop, s.err = ReadFailed, fmt.Errorf("record: reading at %d: %w", s.pos, err)
@@ -218,7 +234,7 @@ func (s *Scanner) Batch() (Batch, error) {
 		if s.err != nil {
 			return Batch{}, s.err
 		}
-		return Batch{}, s.tail
+		return Batch{}, s.Tail()
 	}
 	return Batch{b: b[:len(b):len(b)]}, nil
 }
@@ -232,4 +248,19 @@ func (s *Scanner) Stop() Stop { return s.stop }
 func (s *Scanner) Err() error { return s.err }
 
 // Tail describes a torn tail (its position and what was found), or is nil.
-func (s *Scanner) Tail() *Error { return s.tail }
+func (s *Scanner) Tail() *Error {
+	if s.stop != TornTail {
+		return nil
+	}
+	if s.tail == nil {
+		switch c := s.torn; c.kind {
+		case tornFewBytes:
+			s.tail = errAt(ErrCorruptBatch, s.pos, "%d bytes after the last batch, too few for a batch", c.a)
+		case tornPastEnd:
+			s.tail = errAt(ErrCorruptBatch, s.pos, "batch of %d bytes runs past the end at %d", c.a, c.b)
+		default:
+			s.tail = errAt(ErrCorruptBatch, s.pos, "the file ends inside the batch (%v)", c.err)
+		}
+	}
+	return s.tail
+}

@@ -228,6 +228,12 @@ func (s *Segment) Read(startOffset int64, maxSize int, maxPosition int64, minOne
 		return r, true, nil
 	}
 	stop := min(end, first.Position+limit)
+	if stop < first.Position+first.Size+record.HeaderSize {
+		// No second batch fits: the read is the first batch, and no
+		// header needs reading (a one-batch read, e.g. a random one).
+		r.Records.size = first.Size
+		return r, true, nil
+	}
 	last, err := s.wholeBatchesBefore(first.Position, stop, size)
 	if err != nil {
 		return ReadResult{}, false, err

@@ -69,8 +69,24 @@ func (r *FetchResult) Close() {
 // fails with ErrOffsetOutOfRange; at or past the bound the result is
 // empty. Read never waits for an append.
 func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
+	res := new(FetchResult)
+	if err := t.ReadInto(res, offset, opts); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ReadInto is Read into a result the caller owns and reuses, for a reader
+// that allocates nothing per read: res must be closed (or never filled)
+// before it is read into again. On error res holds nothing to close.
+func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) error {
+	if res.release != nil {
+		return fmt.Errorf("tablet: reading into a result that was not closed")
+	}
+	aborted := res.AbortedTxns[:0]
+	*res = FetchResult{}
 	if opts.MaxBytes < 0 {
-		return nil, fmt.Errorf("tablet: negative MaxBytes %d", opts.MaxBytes)
+		return fmt.Errorf("tablet: negative MaxBytes %d", opts.MaxBytes)
 	}
 	t.pub.RLock()
 	v := t.pub.v
@@ -82,12 +98,12 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 
 	offs := Offsets{LogStartOffset: v.logStart, LocalLogStartOffset: v.localStart, HighWatermark: v.hw.offset,
 		LastStableOffset: v.lso.offset, LogEndOffset: v.leo.offset, RecoveryPoint: v.recoveryPoint}
-	res := &FetchResult{Offsets: offs, t: t}
+	*res = FetchResult{Offsets: offs, t: t}
 	if offset < v.localStart || offset > v.leo.offset {
 		if g != nil {
 			t.done(g)
 		}
-		return nil, fmt.Errorf("%w: %d is not in [%d, %d]", ErrOffsetOutOfRange, offset, v.localStart, v.leo.offset)
+		return fmt.Errorf("%w: %d is not in [%d, %d]", ErrOffsetOutOfRange, offset, v.localStart, v.leo.offset)
 	}
 	bound := v.hw
 	switch opts.Isolation {
@@ -100,7 +116,7 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 		if g != nil {
 			t.done(g)
 		}
-		return res, nil
+		return nil
 	}
 	for {
 		maxPos := g.Size()
@@ -110,23 +126,23 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 		r, found, err := g.Read(offset, opts.MaxBytes, maxPos, opts.MinOneMessage)
 		if err != nil {
 			t.done(g)
-			return nil, err
+			return err
 		}
 		if found {
 			res.Records, res.FirstEntryIncomplete, res.release = r.Records, r.FirstEntryIncomplete, g
 			if opts.Isolation == ReadCommitted && r.Records.Size() > 0 {
-				if res.AbortedTxns, err = t.abortedTxns(v.segs, g, offset, r, v.leo.offset); err != nil {
+				if res.AbortedTxns, err = t.abortedTxns(aborted, v.segs, g, offset, r, v.leo.offset); err != nil {
 					res.Close()
-					return nil, err
+					return err
 				}
 			}
-			return res, nil
+			return nil
 		}
 		// The offset is past this segment's batches: the next one has it.
 		next := higherSeg(v.segs, g.base)
 		t.done(g)
 		if next == nil || next.base > bound.base || !next.acquire() {
-			return res, nil
+			return nil
 		}
 		g = next
 	}
@@ -135,7 +151,9 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 // higherSeg returns the segment after the one at base, or nil.
 func higherSeg(tr *btree.BTreeG[*seg], base int64) *seg {
 	var out *seg
-	tr.AscendGreaterOrEqual(&seg{base: base + 1}, func(g *seg) bool { out = g; return false })
+	p := pivot(base + 1)
+	tr.AscendGreaterOrEqual(p, func(g *seg) bool { out = g; return false })
+	pivots.Put(p)
 	return out
 }
 
@@ -144,7 +162,7 @@ func higherSeg(tr *btree.BTreeG[*seg], base int64) *seg {
 // after the fetched bytes, from the read's segment on through every later
 // segment (an abort is indexed in its marker's segment) until an entry's
 // last stable offset shows that no later one can overlap.
-func (t *Tablet) abortedTxns(segs *btree.BTreeG[*seg], g *seg, offset int64, r segment.ReadResult, logEnd int64) ([]txnindex.AbortedTxn, error) {
+func (t *Tablet) abortedTxns(out []txnindex.AbortedTxn, segs *btree.BTreeG[*seg], g *seg, offset int64, r segment.ReadResult, logEnd int64) ([]txnindex.AbortedTxn, error) {
 	upper := logEnd
 	if e, ok, err := g.OffsetIndex().FetchUpperBoundOffset(int32(r.Position), int(r.Records.Size())); err != nil {
 		return nil, err
@@ -153,7 +171,6 @@ func (t *Tablet) abortedTxns(segs *btree.BTreeG[*seg], g *seg, offset int64, r s
 	} else if n := higherSeg(segs, g.base); n != nil {
 		upper = n.base
 	}
-	var out []txnindex.AbortedTxn
 	cur, held := g, false
 	for cur != nil {
 		segEnd := logEnd
@@ -242,11 +259,12 @@ func (t *Tablet) Records(from int64, iso Isolation, fn func(b record.Batch, r *r
 	const chunk = 1 << 20
 	var buf []byte
 	var it record.Iter
+	res := new(FetchResult)
 	for {
-		res, err := t.Read(from, ReadOptions{MaxBytes: chunk, Isolation: iso, MinOneMessage: true})
-		if err != nil {
+		if err := t.ReadInto(res, from, ReadOptions{MaxBytes: chunk, Isolation: iso, MinOneMessage: true}); err != nil {
 			return err
 		}
+		var err error
 		buf, err = res.Records.AppendTo(buf[:0])
 		aborted := res.AbortedTxns
 		path, pos := "", res.Records.Position()

@@ -201,8 +201,20 @@ func lessSeg(a, b *seg) bool { return a.base < b.base }
 // or below it, or nil.
 func floorSeg(tr *btree.BTreeG[*seg], o int64) *seg {
 	var out *seg
-	tr.DescendLessOrEqual(&seg{base: o}, func(g *seg) bool { out = g; return false })
+	p := pivot(o)
+	tr.DescendLessOrEqual(p, func(g *seg) bool { out = g; return false })
+	pivots.Put(p)
 	return out
+}
+
+// pivots lends the search keys of floorSeg and higherSeg: a seg is large,
+// and a read would otherwise allocate one to search with.
+var pivots = sync.Pool{New: func() any { return new(seg) }}
+
+func pivot(base int64) *seg {
+	p := pivots.Get().(*seg)
+	p.base = base
+	return p
 }
 
 // mark is an offset and where it lies: the start position, in the segment

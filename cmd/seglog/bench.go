@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +26,8 @@ func newBenchCmd() *cobra.Command {
 		reportDir  string
 		benchmarks string
 		sizes      string
+		cpuProfile string
+		memProfile string
 	)
 	var long strings.Builder
 	long.WriteString(`bench runs end-to-end workloads on real files, each beside a raw-hardware
@@ -72,9 +77,31 @@ and SVG plots (throughput against record size, latency CDFs).`)
 			if f, ok := cmd.ErrOrStderr().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				o.Progress = progress(f)
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+			if memProfile != "" {
+				runtime.MemProfileRate = 4096
+			}
 			r, err := bench.Run(o, args, sz)
 			if err != nil {
 				return err
+			}
+			if memProfile != "" {
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return err
+				}
+				if err := errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close()); err != nil {
+					return err
+				}
 			}
 			command := "seglog bench " + strings.Join(os.Args[2:], " ")
 			if reportDir != "" {
@@ -111,6 +138,8 @@ and SVG plots (throughput against record size, latency CDFs).`)
 	fl.BoolVar(&quick, "quick", false, "a short profile: 64 MiB per repetition, 50000 lookups and reads")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.StringVar(&reportDir, "report", "", "write report.json, report.md and SVG plots into this directory")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	fl.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the run to this file")
 	fl.StringVar(&benchmarks, "benchmarks-md", "", "write the Markdown summary as this file (make bench: BENCHMARKS.md)")
 	return cmd
 }
