@@ -433,6 +433,23 @@ func (s *Segment) Flush() error {
 	return errors.Join(s.offsetIdx.Flush(), s.timeIdx.Flush(), s.txnIdx.Flush())
 }
 
+// FlushLog makes the .log's bytes durable (fdatasync), not the indexes:
+// enough for the records to survive a crash, after which recovery rebuilds
+// the indexes from them.
+func (s *Segment) FlushLog() error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	f, err := s.file()
+	if err == nil {
+		err = f.Datasync()
+	}
+	if err != nil {
+		return fmt.Errorf("segment: flushing %s: %w", s.path(), err)
+	}
+	return nil
+}
+
 // Seal makes the segment inactive after a roll: the final time index entry
 // (the largest timestamp, in the kept slot), both indexes trimmed to their
 // entries and flushed, and a preallocated .log trimmed to its logical size.

@@ -19,9 +19,14 @@ type AppendOptions struct {
 	// default is OriginClient.
 	Origin record.Origin
 	// Sync returns only after the append is durable. Concurrent Sync
-	// appends share one fsync. The default is false: the append is in the
-	// page cache, and durable at the next flush (flush.messages, flush.ms,
-	// Flush, Close).
+	// appends share one fsync (group commit), and it is of the .log files
+	// only (and the directory for a new segment): the indexes and writer
+	// snapshots wait for the next full flush — a roll, Flush, flush.ms or
+	// flush.messages, Close — which moves the recovery point; a crash
+	// before it makes recovery read the records from the recovery point
+	// again. Offsets.DurableOffset shows what Sync appends made durable.
+	// The default is false: the append is in the page cache, and durable
+	// at the next flush.
 	Sync bool
 }
 
@@ -79,7 +84,7 @@ func (t *Tablet) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	t.stats.bytes.Add(int64(v.Batch.Size()))
 	t.stats.records.Add(int64(v.Batch.NumRecords()))
 	if opts.Sync {
-		return res, t.flushTo(res.LastOffset + 1)
+		return res, t.syncTo(res.LastOffset + 1)
 	}
 	return res, t.maybeFlush(res.LastOffset + 1)
 }
@@ -168,6 +173,7 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 		return res, t.failLocked(err)
 	}
 	active.dirty.Store(true)
+	active.unsynced.Store(true)
 	t.mu.state.Apply(a)
 	if completed != nil {
 		if err := t.completeTxnLocked(*completed); err != nil {
@@ -243,7 +249,7 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 		return t.failLocked(err)
 	}
 	g := newSeg(s)
-	g.dirty.Store(true) // its creation needs a directory sync
+	g.dirty.Store(true) // its creation needs a directory sync (named is false)
 	t.mu.segs.ReplaceOrInsert(g)
 	t.mu.active = g
 	t.mu.state.UpdateMapEndOffset(base)

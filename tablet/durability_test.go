@@ -121,7 +121,7 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	tab.flush.onWait = nil
 	close(g.release)
 	done.Wait()
-	require.Equal(t, int64(1+1+others), tab.Offsets().RecoveryPoint, "every Sync append is durable")
+	require.Equal(t, int64(1+1+others), tab.Offsets().DurableOffset, "every Sync append is durable")
 	// The leader's flush finishes (its .log fsync, counted before), then
 	// one more flush covers all seven: one .log fsync for seven appends.
 	logSyncs := in.Count(vfs.OpSync) - before

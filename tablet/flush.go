@@ -12,7 +12,8 @@ import (
 type flusher struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
-	flushed int64 // everything below it is durable
+	flushed int64 // everything below it is durable, indexes and snapshots too: the recovery point
+	synced  int64 // the records below it are durable (≥ flushed): what Sync appends wait for
 	running bool
 	fsyncs  int64 // flushes run, for metrics and tests
 	lastErr error
@@ -25,15 +26,30 @@ func (t *Tablet) Flush() error {
 	return t.flushTo(t.view().leo.offset)
 }
 
-// flushTo makes every offset below o durable, sharing a flush with
+// flushTo makes every offset below o durable — records, indexes, writer
+// snapshots — and moves the recovery point, sharing a flush with
 // concurrent callers.
-func (t *Tablet) flushTo(o int64) error {
+func (t *Tablet) flushTo(o int64) error { return t.flushUpTo(o, true) }
+
+// syncTo makes the records below o durable: only the .log files are
+// synced (and the directory for a new one). A Sync append waits for this:
+// the recovery point stays, and a crash makes recovery read the records
+// again from it, rebuilding their indexes and writer state. One fdatasync
+// instead of three per segment is what lets a durable append approach a
+// raw write + fdatasync.
+func (t *Tablet) syncTo(o int64) error { return t.flushUpTo(o, false) }
+
+func (t *Tablet) flushUpTo(o int64, full bool) error {
 	f := &t.flush
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for {
 		// A truncation may have taken the log end below o since.
-		if f.flushed >= min(o, t.view().leo.offset) {
+		done := f.synced
+		if full {
+			done = f.flushed
+		}
+		if done >= min(o, t.view().leo.offset) {
 			return nil
 		}
 		if f.running {
@@ -48,12 +64,16 @@ func (t *Tablet) flushTo(o int64) error {
 		}
 		f.running = true
 		f.mu.Unlock()
-		covered, err := t.flushSegments()
+		covered, err := t.flushSegments(full)
 		f.mu.Lock()
 		f.running = false
 		f.fsyncs++
 		if err == nil {
-			f.flushed = max(f.flushed, covered)
+			f.synced = max(f.synced, covered)
+			t.durable.Store(f.synced)
+			if full {
+				f.flushed = max(f.flushed, covered)
+			}
 		} else {
 			f.lastErr = err
 		}
@@ -71,7 +91,7 @@ func (t *Tablet) flushTo(o int64) error {
 // started at, or less if a truncation ran meanwhile (the offsets it flushed may since hold other
 // records). A failure makes the tablet fail: the kernel may have dropped
 // the pages.
-func (t *Tablet) flushSegments() (int64, error) {
+func (t *Tablet) flushSegments(full bool) (int64, error) {
 	t.mu.Lock()
 	if err := t.usableLocked(); err != nil {
 		t.mu.Unlock()
@@ -84,7 +104,7 @@ func (t *Tablet) flushSegments() (int64, error) {
 		if g.base >= target {
 			return false
 		}
-		if g.dirty.Load() && g.acquire() {
+		if ((full && g.dirty.Load()) || g.unsynced.Load() || !g.named.Load()) && g.acquire() {
 			segs = append(segs, g)
 		}
 		return true
@@ -92,9 +112,11 @@ func (t *Tablet) flushSegments() (int64, error) {
 	// Every snapshot below the target written without fsync — at a roll,
 	// by a truncation's rebuild, by recovery — is synced before the
 	// recovery point moves past it.
-	snaps := t.mu.state.UnsyncedSnapshots(target)
+	var snaps []int64
+	if full {
+		snaps = t.mu.state.UnsyncedSnapshots(target)
+	}
 	state := t.mu.state
-	oldRecoveryPoint := t.view().recoveryPoint
 	t.mu.Unlock()
 
 	start := time.Now()
@@ -105,27 +127,44 @@ func (t *Tablet) flushSegments() (int64, error) {
 	}
 	newFile := len(snaps) > 0 // a new snapshot's name needs the directory synced
 	for _, g := range segs {
-		g.dirty.Store(false) // before the fsync: an append during it sets it again
-		errs = append(errs, g.Segment.Flush())
-		newFile = newFile || g.base >= oldRecoveryPoint
-		g.release()
-		t.touch(g) // a flush may have reopened a parked segment
+		// Cleared before the fsync: an append during it sets them again.
+		g.unsynced.Store(false)
+		if full {
+			g.dirty.Store(false)
+			errs = append(errs, g.Segment.Flush())
+		} else {
+			errs = append(errs, g.Segment.FlushLog())
+		}
+		newFile = newFile || !g.named.Load()
 	}
 	if newFile {
 		errs = append(errs, t.fsys.SyncDir(t.dir))
 	}
 	err := errors.Join(errs...)
+	for _, g := range segs {
+		if err == nil {
+			g.named.Store(true)
+		}
+		g.release()
+		t.touch(g) // a flush may have reopened a parked segment
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
 		for _, g := range segs {
-			g.dirty.Store(true)
+			g.unsynced.Store(true)
+			if full {
+				g.dirty.Store(true)
+			}
 		}
 		return 0, t.failLocked(err)
 	}
 	if t.mu.truncations != truncations {
 		return 0, nil // the caller looks again at the log end as it is now
+	}
+	if !full {
+		return target, nil
 	}
 	t.lastFlushMs.Store(t.opts.Now().UnixMilli())
 	v := t.view()

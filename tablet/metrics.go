@@ -174,7 +174,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		o := t.Offsets()
 		for kind, off := range map[string]int64{"log_start": o.LogStartOffset, "local_log_start": o.LocalLogStartOffset,
 			"high_watermark": o.HighWatermark, "last_stable": o.LastStableOffset, "log_end": o.LogEndOffset,
-			"recovery_point": o.RecoveryPoint} {
+			"recovery_point": o.RecoveryPoint, "durable": o.DurableOffset} {
 			gauge(descOffset, float64(off), kind)
 		}
 		open, _ := t.OpenSegments()

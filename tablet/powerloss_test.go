@@ -67,7 +67,11 @@ func TestPowerLossHarness(t *testing.T) {
 			if err == nil {
 				w := crashload.New(tab, life, seed, now, func(a crashload.Ack) error { acks = append(acks, a); return nil })
 				for err = w.Begin(); err == nil; err = w.Step() {
-					steps++
+					if steps++; steps%8 == 0 { // the checkpoints the manager writes every minute
+						if err = m.Checkpoint(); err != nil {
+							break
+						}
+					}
 				}
 			}
 			_ = m.Close() // it fails: the power is gone

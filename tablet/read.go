@@ -96,9 +96,7 @@ func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) erro
 	}
 	t.pub.RUnlock()
 
-	offs := Offsets{LogStartOffset: v.logStart, LocalLogStartOffset: v.localStart, HighWatermark: v.hw.offset,
-		LastStableOffset: v.lso.offset, LogEndOffset: v.leo.offset, RecoveryPoint: v.recoveryPoint}
-	*res = FetchResult{Offsets: offs, t: t}
+	*res = FetchResult{Offsets: t.offsetsOf(v), t: t}
 	if offset < v.localStart || offset > v.leo.offset {
 		if g != nil {
 			t.done(g)

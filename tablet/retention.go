@@ -275,6 +275,8 @@ func (t *Tablet) afterTruncationLocked(end int64, v view) error {
 	t.publishLocked(v)
 	t.flush.mu.Lock()
 	t.flush.flushed = min(t.flush.flushed, end)
+	t.flush.synced = min(t.flush.synced, end)
+	t.durable.Store(t.flush.synced)
 	t.flush.mu.Unlock()
 	return nil
 }
@@ -308,7 +310,9 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 		return t.failLocked(errors.Join(append(errs, err)...))
 	}
 	g := newSeg(s)
-	errs = append(errs, t.fsys.SyncDir(t.dir)) // durable at once, as TruncateTo
+	err = t.fsys.SyncDir(t.dir) // durable at once, as TruncateTo
+	g.named.Store(err == nil)
+	errs = append(errs, err)
 	t.mu.segs.ReplaceOrInsert(g)
 	t.mu.active = g
 	end := mark{offset: offset, base: offset}
@@ -318,7 +322,8 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 	t.publishLocked(v)
 	errs = append(errs, t.mu.epochs.Clear(), t.mu.state.TruncateFullyAndStartAt(offset))
 	t.flush.mu.Lock()
-	t.flush.flushed = offset
+	t.flush.flushed, t.flush.synced = offset, offset
+	t.durable.Store(offset)
 	t.flush.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
 		return t.failLocked(err)

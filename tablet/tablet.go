@@ -108,8 +108,11 @@ type seg struct {
 	// next is the offset after the last batch of a sealed segment, once
 	// known; -1 before.
 	next atomic.Int64
-	// dirty reports bytes appended since the last flush.
-	dirty atomic.Bool
+	// dirty reports bytes appended since the last full flush (indexes
+	// included); unsynced, since the .log was last synced; named, that the
+	// segment's files are in the directory durably (a new segment's are
+	// not until a directory sync).
+	dirty, unsynced, named atomic.Bool
 
 	finalMu   sync.Mutex
 	finalizer func()
@@ -263,7 +266,9 @@ type Tablet struct {
 		truncations int64
 	}
 
-	flush       flusher
+	flush flusher
+	// durable mirrors flush.synced for Offsets.
+	durable     atomic.Int64
 	lastFlushMs atomic.Int64   // when the last flush ended, for flush.ms
 	bg          sync.WaitGroup // background flushes after rolls
 
@@ -382,9 +387,20 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 	t.lru.l, t.lru.elems = list.New(), map[*seg]*list.Element{}
 	t.mu.cfg = cfg
 	t.mu.segs = btree.NewG(8, lessSeg)
-	for _, s := range r.Segments {
+	for i, s := range r.Segments {
 		g := newSeg(s)
 		g.sealed.Store(true)
+		// Records above the recovery point may be only in the page cache
+		// (a killed process left them): the first flush or sync makes
+		// them, and the segment's name, durable before it counts on them.
+		end := r.LogEndOffset
+		if i+1 < len(r.Segments) {
+			end = r.Segments[i+1].BaseOffset()
+		}
+		above := end > r.RecoveryPoint
+		g.dirty.Store(above)
+		g.unsynced.Store(above)
+		g.named.Store(!above)
 		t.mu.segs.ReplaceOrInsert(g)
 		t.mu.active = g
 	}
@@ -403,7 +419,8 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 	end := mark{offset: r.LogEndOffset, base: t.mu.active.BaseOffset(), pos: pos}
 	v := view{logStart: r.LogStartOffset, localStart: r.LogStartOffset, recoveryPoint: max(r.RecoveryPoint, r.LogStartOffset),
 		leo: end, hw: end}
-	t.flush.flushed = r.RecoveryPoint
+	t.flush.flushed, t.flush.synced = r.RecoveryPoint, r.RecoveryPoint
+	t.durable.Store(r.RecoveryPoint)
 	t.lastFlushMs.Store(opts.Now().UnixMilli())
 	t.mu.Lock()
 	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
@@ -457,14 +474,22 @@ type Offsets struct {
 	HighWatermark       int64 `json:"highWatermark"`
 	LastStableOffset    int64 `json:"lastStableOffset"`
 	LogEndOffset        int64 `json:"logEndOffset"`
-	RecoveryPoint       int64 `json:"recoveryPoint"`
+	// RecoveryPoint: everything below it — records, indexes, writer
+	// snapshots — is durable; a crash recovers from there.
+	RecoveryPoint int64 `json:"recoveryPoint"`
+	// DurableOffset: the records below it are durable (at least the
+	// recovery point; Sync appends move it without moving the recovery
+	// point, see AppendOptions.Sync).
+	DurableOffset int64 `json:"durableOffset"`
 }
 
 // Offsets returns the published offsets.
-func (t *Tablet) Offsets() Offsets {
-	v := t.view()
+func (t *Tablet) Offsets() Offsets { return t.offsetsOf(t.view()) }
+
+func (t *Tablet) offsetsOf(v view) Offsets {
 	return Offsets{LogStartOffset: v.logStart, LocalLogStartOffset: v.localStart, HighWatermark: v.hw.offset,
-		LastStableOffset: v.lso.offset, LogEndOffset: v.leo.offset, RecoveryPoint: v.recoveryPoint}
+		LastStableOffset: v.lso.offset, LogEndOffset: v.leo.offset, RecoveryPoint: v.recoveryPoint,
+		DurableOffset: min(max(t.durable.Load(), v.recoveryPoint), v.leo.offset)}
 }
 
 // SegmentInfo describes one segment.

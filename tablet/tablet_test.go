@@ -32,7 +32,7 @@ func TestAppendReadCloseReopen(t *testing.T) {
 	}
 	o := tab.Offsets()
 	require.Equal(t, Offsets{LogEndOffset: last + 1, HighWatermark: last + 1, LastStableOffset: last + 1,
-		RecoveryPoint: o.RecoveryPoint}, o)
+		RecoveryPoint: o.RecoveryPoint, DurableOffset: o.DurableOffset}, o)
 	require.GreaterOrEqual(t, len(tab.Segments()), 4, "rolled by size")
 	require.Equal(t, seq(0, last+1), offsetsOf(readAll(t, tab, 0, ReadHighWatermark)))
 	require.Equal(t, seq(31, last+1), offsetsOf(readAll(t, tab, 31, ReadHighWatermark)), "from inside a batch")
@@ -374,7 +374,7 @@ func TestTruncateToAndFully(t *testing.T) {
 	require.NoError(t, tab.TruncateFullyAndStartAt(100))
 	o = tab.Offsets()
 	require.Equal(t, Offsets{LogStartOffset: 100, LocalLogStartOffset: 100, HighWatermark: 100, LastStableOffset: 100,
-		LogEndOffset: 100, RecoveryPoint: 100}, o)
+		LogEndOffset: 100, RecoveryPoint: 100, DurableOffset: 100}, o)
 	res, err = tab.Append(batch(t, 1, 1, 10), AppendOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(100), res.FirstOffset)
