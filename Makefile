@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet lint bench bench-micro fuzz fuzz-smoke crash clean
+.PHONY: run build test vet lint bench bench-peers bench-micro fuzz fuzz-smoke crash clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -27,6 +27,12 @@ lint: vet
 # go test benchmark.
 bench:
 	$(GO) run ./cmd/seglog bench all --quick --sizes 128,1KiB,8KiB --report docs/bench --benchmarks-md BENCHMARKS.md
+
+# bench-peers runs the same append, read and random-read workloads against
+# seglog and its Go peers (bench/peers, a module of its own) and writes
+# docs/bench/peers.md.
+bench-peers:
+	cd bench/peers && $(GO) run ./cmd/seglog-peers -md ../../docs/bench/peers.md
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
