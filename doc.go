@@ -19,7 +19,8 @@
 //	                   verifying one without changing it
 //	tablet             a partition log (Tablet) and a data directory (Manager)
 //	cmd/seglog         the command: produce, append, end-txn, consume, offsets,
-//	                   dump, recover, verify, demo, version
+//	                   dump, recover, verify, bench, demo, version
+//	bench              the benchmark harness (bench/peers: its own module)
 //	internal/crashload the producer workload the crash tests kill, and its check
 //
 // See README.md for the whole map and DESIGN.md for the architecture.

@@ -61,8 +61,9 @@ and SVG plots (throughput against record size, latency CDFs).`)
 				o.Bytes = n
 			}
 			if quick {
-				o.Bytes = min(orDefault(o.Bytes, 64<<20), 64<<20)
+				o.Bytes = min(orDefault(o.Bytes, 256<<20), 256<<20)
 				o.Ops = orDefaultInt(o.Ops, 50_000)
+				o.Repeat = orDefaultInt(o.Repeat, 3)
 			}
 			var sz []int
 			if sizes != "" {
@@ -135,7 +136,7 @@ and SVG plots (throughput against record size, latency CDFs).`)
 	fl.IntVar(&o.Segments, "segments", 0, "segments of the open workload (default 10000)")
 	fl.IntVar(&o.MaxProducers, "max-producers", 0, "durable: up to this many producers, doubling from 1 (default 8)")
 	fl.StringVar(&sizes, "sizes", "", "also run append at these record sizes, e.g. 128,1KiB,8KiB (the plot of throughput against size)")
-	fl.BoolVar(&quick, "quick", false, "a short profile: 64 MiB per repetition, 50000 lookups and reads")
+	fl.BoolVar(&quick, "quick", false, "a short profile (make bench): 256 MiB per repetition, 3 repetitions, 50000 lookups and reads")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.StringVar(&reportDir, "report", "", "write report.json, report.md and SVG plots into this directory")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
@@ -217,5 +218,16 @@ Plots (written by the same run into docs/bench, with report.json holding every f
 ![durable append throughput against producers](docs/bench/durable.svg)
 
 ![random read latency CDF](docs/bench/random-read-cdf.svg)
-`
+` + peersSection()
+}
+
+// peersSection is the last make bench-peers table (docs/bench/peers.md), if
+// one was written, under its own heading.
+func peersSection() string {
+	data, err := os.ReadFile("docs/bench/peers.md")
+	if err != nil {
+		return ""
+	}
+	text := strings.Replace(string(data), "# seglog and its peers", "## Peers (`make bench-peers`, run separately)", 1)
+	return "\n" + text
 }

@@ -10,6 +10,7 @@
 //	seglog dump [--print-data-log] [--json] FILE...
 //	seglog recover --data-dir DIR [--json]
 //	seglog verify --data-dir DIR [--topic T --partition P] [--json]
+//	seglog bench WORKLOAD|all [--quick] [--json] [--report DIR]
 //	seglog demo [--dir DIR]
 package main
 
