@@ -138,8 +138,12 @@ func runDurable(o Options) (*Result, error) {
 	perRep := max(int64(200), min(o.Bytes/int64(len(batch))/8, 2000))
 	r := &Result{Workload: "durable", Params: fmt.Sprintf("batches of %d B, Sync on every append, %d appends per point",
 		len(batch), perRep), Series: map[string][][2]float64{}}
-	var base []float64
+	var base, baseGroup []float64
 	byProducers := map[int][]float64{}
+	group := make([]byte, 0, o.MaxProducers*len(batch)) // what a full group commit writes per fsync
+	for range o.MaxProducers {
+		group = append(group, batch...)
+	}
 	var counts []int
 	for p := 1; p <= o.MaxProducers; p *= 2 {
 		counts = append(counts, p)
@@ -150,6 +154,12 @@ func runDurable(o Options) (*Result, error) {
 			return nil, err
 		}
 		base = append(base, float64(perRep*int64(len(batch)))/b.Seconds()/1e6)
+		groups := max(1, perRep/int64(o.MaxProducers))
+		bg, err := rawAppend(dir, group, groups, 1, true)
+		if err != nil {
+			return nil, err
+		}
+		baseGroup = append(baseGroup, float64(groups*int64(len(group)))/bg.Seconds()/1e6)
 		for _, p := range counts {
 			step := fmt.Sprintf("durable %d producer(s) %d/%d", p, rep+1, o.Repeat)
 			data := filepath.Join(dir, fmt.Sprintf("data-%d-%d", p, rep))
@@ -175,6 +185,11 @@ func runDurable(o Options) (*Result, error) {
 		}
 		r.Figures = append(r.Figures, f)
 	}
+	// The device's own gain from syncing MaxProducers chunks at once: the
+	// most a perfect group commit can get over one producer.
+	dev := figure("durable.device-gain", "MB/s", baseGroup, "write + fdatasync of one chunk", base)
+	dev.Name = fmt.Sprintf("durable.device-gain.chunks=%d", o.MaxProducers)
+	r.Figures = append(r.Figures, dev)
 	for _, p := range counts {
 		v, _, _ := median(byProducers[p])
 		r.Series["seglog, Sync per append"] = append(r.Series["seglog, Sync per append"], [2]float64{float64(p), v})
