@@ -138,7 +138,7 @@ func runDurable(o Options) (*Result, error) {
 	perRep := max(int64(200), min(o.Bytes/int64(len(batch))/8, 2000))
 	r := &Result{Workload: "durable", Params: fmt.Sprintf("batches of %d B, Sync on every append, %d appends per point",
 		len(batch), perRep), Series: map[string][][2]float64{}}
-	var base, baseGroup []float64
+	var base, baseGroup, baseShared []float64
 	byProducers := map[int][]float64{}
 	group := make([]byte, 0, o.MaxProducers*len(batch)) // what a full group commit writes per fsync
 	for range o.MaxProducers {
@@ -160,6 +160,11 @@ func runDurable(o Options) (*Result, error) {
 			return nil, err
 		}
 		baseGroup = append(baseGroup, float64(groups*int64(len(group)))/bg.Seconds()/1e6)
+		bs, err := rawSharedSync(dir, batch, perRep, o.MaxProducers)
+		if err != nil {
+			return nil, err
+		}
+		baseShared = append(baseShared, float64(perRep*int64(len(batch)))/bs.Seconds()/1e6)
 		for _, p := range counts {
 			step := fmt.Sprintf("durable %d producer(s) %d/%d", p, rep+1, o.Repeat)
 			data := filepath.Join(dir, fmt.Sprintf("data-%d-%d", p, rep))
@@ -189,7 +194,12 @@ func runDurable(o Options) (*Result, error) {
 	// most a perfect group commit can get over one producer.
 	dev := figure("durable.device-gain", "MB/s", baseGroup, "write + fdatasync of one chunk", base)
 	dev.Name = fmt.Sprintf("durable.device-gain.chunks=%d", o.MaxProducers)
-	r.Figures = append(r.Figures, dev)
+	// And what as many raw writers get, each syncing its own chunk on one
+	// shared file (the kernel groups the syncs as it can).
+	most := byProducers[counts[len(counts)-1]]
+	shared := figure(fmt.Sprintf("durable.vs-raw-writers.producers=%d", o.MaxProducers), "MB/s", most,
+		fmt.Sprintf("%d raw writers, write + fdatasync each, one file", o.MaxProducers), baseShared)
+	r.Figures = append(r.Figures, dev, shared)
 	for _, p := range counts {
 		v, _, _ := median(byProducers[p])
 		r.Series["seglog, Sync per append"] = append(r.Series["seglog, Sync per append"], [2]float64{float64(p), v})

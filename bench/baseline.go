@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -105,6 +106,40 @@ func rawAppend(dir string, chunk []byte, n int64, producers int, syncEach bool) 
 					}
 				}
 				pos += int64(len(chunk))
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), firstErr(errs)
+}
+
+// rawSharedSync is what producers without a group commit would do: each
+// pwrites its chunks at the end of one shared file and fdatasyncs after
+// every one (the kernel groups concurrent syncs as it can).
+func rawSharedSync(dir string, chunk []byte, n int64, producers int) (time.Duration, error) {
+	f, err := os.Create(filepath.Join(dir, "raw-shared"))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { f.Close(); os.Remove(f.Name()) }()
+	var next atomic.Int64
+	errs := make([]error, producers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int64(p); i < n; i += int64(producers) {
+				pos := next.Add(int64(len(chunk))) - int64(len(chunk))
+				if _, err := f.WriteAt(chunk, pos); err != nil {
+					errs[p] = err
+					return
+				}
+				if err := f.Sync(); err != nil {
+					errs[p] = err
+					return
+				}
 			}
 		}()
 	}
