@@ -156,36 +156,23 @@ func firstErr(errs []error) error {
 	return nil
 }
 
-// rawRead reads files whole with read(2) in 1 MiB chunks.
+// rawRead reads files whole with read(2) in chunks of len(buf).
 func rawRead(paths []string, buf []byte) (int64, time.Duration, error) {
-	var total int64
-	start := time.Now()
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return 0, 0, err
-		}
-		for {
-			n, err := f.Read(buf)
-			total += int64(n)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				f.Close()
-				return 0, 0, err
-			}
-		}
-		f.Close()
-	}
-	return total, time.Since(start), nil
+	return readFiles(paths, buf, func([]byte) {})
 }
 
 // rawReadCRC reads files whole and computes CRC-32C: the least recovery
 // does.
 func rawReadCRC(paths []string, buf []byte) (int64, time.Duration, error) {
-	var total int64
 	var sum uint32
+	n, took, err := readFiles(paths, buf, func(b []byte) { sum = record.UpdateChecksum(sum, b) })
+	sink.Store(sum)
+	return n, took, err
+}
+
+// readFiles reads the files whole into buf, calling fn with each chunk.
+func readFiles(paths []string, buf []byte, fn func([]byte)) (int64, time.Duration, error) {
+	var total int64
 	start := time.Now()
 	for _, p := range paths {
 		f, err := os.Open(p)
@@ -194,7 +181,7 @@ func rawReadCRC(paths []string, buf []byte) (int64, time.Duration, error) {
 		}
 		for {
 			n, err := f.Read(buf)
-			sum = record.UpdateChecksum(sum, buf[:n])
+			fn(buf[:n])
 			total += int64(n)
 			if err == io.EOF {
 				break
@@ -206,7 +193,6 @@ func rawReadCRC(paths []string, buf []byte) (int64, time.Duration, error) {
 		}
 		f.Close()
 	}
-	sink.Store(sum)
 	return total, time.Since(start), nil
 }
 
