@@ -137,12 +137,12 @@ type Workload struct {
 // Workloads lists them in the order `seglog bench all` runs them.
 var Workloads = []Workload{
 	{"append", "producers append batches to tablets, against pwrite + CRC-32C of the same chunks", runAppend},
-	{"durable", "fsync per append with 1, 2, 4, … producers (group commit), against write + fsync", runDurable},
+	{"durable", "fsync per append with 1, 2, 4, … producers (group commit), against write + fsync (one writer, 8 raw writers, 8 chunks per sync)", runDurable},
 	{"read", "sequential reads through ReaderAt and WriteTo a loopback socket, against read(2)", runRead},
 	{"lookup", "offset → position and timestamp → offset on full indexes, against a binary search in memory", runLookup},
 	{"random-read", "one record at a random offset, hot and cold, against pread", runRandomRead},
 	{"recovery", "unclean reopen: every batch CRC-checked, indexes rebuilt, against read + CRC-32C", runRecovery},
-	{"open", "clean open of a tablet of many segments: time, RSS, descriptors, against list + stat", runOpen},
+	{"open", "clean open of a tablet of many segments: time, heap, descriptors, against list + stat", runOpen},
 }
 
 // Lookup returns the named workload.
