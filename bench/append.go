@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,29 +17,20 @@ var sink atomic.Uint32
 // to tablet p % len(tabs), each with its own copy of batch (an append
 // stamps offsets in place). It returns the elapsed time.
 func tabletAppend(tabs []*tablet.Tablet, batch []byte, n int64, producers int, syncEach bool, progress func(int64)) (time.Duration, error) {
-	errs := make([]error, producers)
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for p := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			own := append([]byte(nil), batch...)
-			t := tabs[p%len(tabs)]
-			for i := int64(p); i < n; i += int64(producers) {
-				if _, err := t.Append(own, tablet.AppendOptions{Sync: syncEach}); err != nil {
-					errs[p] = err
-					return
-				}
-				if d := done.Add(1); d%256 == 0 {
-					progress(d)
-				}
-			}
-		}()
+	own := make([][]byte, producers)
+	for p := range own {
+		own[p] = append([]byte(nil), batch...)
 	}
-	wg.Wait()
-	return time.Since(start), firstErr(errs)
+	var done atomic.Int64
+	return spread(producers, n, func(p int, _ int64) error {
+		if _, err := tabs[p%len(tabs)].Append(own[p], tablet.AppendOptions{Sync: syncEach}); err != nil {
+			return err
+		}
+		if d := done.Add(1); d%256 == 0 {
+			progress(d)
+		}
+		return nil
+	})
 }
 
 func appendConfig() tablet.Config {

@@ -78,10 +78,32 @@ func rawAppend(dir string, chunk []byte, n int64, producers int, syncEach bool) 
 	}
 	defer func() {
 		for _, f := range files {
-			f.Close()
-			os.Remove(f.Name())
+			if f != nil {
+				f.Close()
+				os.Remove(f.Name())
+			}
 		}
 	}()
+	pos := make([]int64, producers)
+	return spread(producers, n, func(p int, _ int64) error {
+		if record.Checksum(chunk[21:]) == 0 {
+			return fmt.Errorf("bench: a zero checksum")
+		}
+		if _, err := files[p].WriteAt(chunk, pos[p]); err != nil {
+			return err
+		}
+		pos[p] += int64(len(chunk))
+		if syncEach {
+			return files[p].Sync()
+		}
+		return nil
+	})
+}
+
+// spread runs n operations over producers goroutines — producer p does
+// operations p, p+producers, … — and returns the elapsed time and the
+// first error (a producer stops at its first).
+func spread(producers int, n int64, op func(p int, i int64) error) (time.Duration, error) {
 	errs := make([]error, producers)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -89,23 +111,10 @@ func rawAppend(dir string, chunk []byte, n int64, producers int, syncEach bool) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var pos int64
 			for i := int64(p); i < n; i += int64(producers) {
-				if record.Checksum(chunk[21:]) == 0 {
-					errs[p] = fmt.Errorf("bench: a zero checksum")
+				if errs[p] = op(p, i); errs[p] != nil {
 					return
 				}
-				if _, err := files[p].WriteAt(chunk, pos); err != nil {
-					errs[p] = err
-					return
-				}
-				if syncEach {
-					if err := files[p].Sync(); err != nil {
-						errs[p] = err
-						return
-					}
-				}
-				pos += int64(len(chunk))
 			}
 		}()
 	}
@@ -123,28 +132,13 @@ func rawSharedSync(dir string, chunk []byte, n int64, producers int) (time.Durat
 	}
 	defer func() { f.Close(); os.Remove(f.Name()) }()
 	var next atomic.Int64
-	errs := make([]error, producers)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for p := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int64(p); i < n; i += int64(producers) {
-				pos := next.Add(int64(len(chunk))) - int64(len(chunk))
-				if _, err := f.WriteAt(chunk, pos); err != nil {
-					errs[p] = err
-					return
-				}
-				if err := f.Sync(); err != nil {
-					errs[p] = err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(start), firstErr(errs)
+	return spread(producers, n, func(int, int64) error {
+		pos := next.Add(int64(len(chunk))) - int64(len(chunk))
+		if _, err := f.WriteAt(chunk, pos); err != nil {
+			return err
+		}
+		return f.Sync()
+	})
 }
 
 func firstErr(errs []error) error {

@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -78,12 +78,13 @@ func readAll(t *tablet.Tablet, buf []byte) (int64, int64, error) {
 		if err != nil && err != io.EOF {
 			return 0, 0, err
 		}
-		for data := buf[:size]; len(data) >= record.HeaderSize; {
-			length := int(binary.BigEndian.Uint32(data[8:])) + 12
-			last := int64(binary.BigEndian.Uint64(data)) + int64(binary.BigEndian.Uint32(data[23:]))
-			off = last + 1
+		for data := buf[:size]; len(data) > 0; {
+			b, rest, err := record.ParseBatch(data)
+			if err != nil {
+				return 0, 0, err
+			}
+			off, data = b.NextOffset(), rest
 			batches++
-			data = data[length:]
 		}
 		total += int64(size)
 	}
@@ -93,7 +94,7 @@ func readAll(t *tablet.Tablet, buf []byte) (int64, int64, error) {
 // (sendfile), reading only the batch headers for the next offset.
 func sendAll(t *tablet.Tablet, w io.Writer, max int) (int64, error) {
 	var total int64
-	var hdr [27]byte
+	var hdr [record.HeaderSize]byte
 	res := new(tablet.FetchResult)
 	for off := t.Offsets().LogStartOffset; ; {
 		if err := t.ReadInto(res, off, tablet.ReadOptions{MaxBytes: max, Isolation: tablet.ReadLogEnd, MinOneMessage: true}); err != nil {
@@ -105,12 +106,13 @@ func sendAll(t *tablet.Tablet, w io.Writer, max int) (int64, error) {
 			return total, nil
 		}
 		for pos := int64(0); pos < size; {
-			if _, err := res.Records.ReadAt(hdr[:], pos); err != nil {
+			_, err := res.Records.ReadAt(hdr[:], pos)
+			h, n, herr := record.ParseHeader(hdr[:])
+			if err = errors.Join(err, herr); err != nil {
 				res.Close()
 				return 0, err
 			}
-			off = int64(binary.BigEndian.Uint64(hdr[:])) + int64(binary.BigEndian.Uint32(hdr[23:])) + 1
-			pos += int64(binary.BigEndian.Uint32(hdr[8:])) + 12
+			off, pos = h.BaseOffset+int64(h.LastOffsetDelta)+1, pos+n
 		}
 		n, err := res.Records.WriteTo(w)
 		res.Close()
@@ -287,8 +289,8 @@ func runRandomRead(o Options) (*Result, error) {
 		if err != nil && err != io.EOF {
 			return 0, err
 		}
-		if got := int64(binary.BigEndian.Uint64(buf)); got != off {
-			return 0, fmt.Errorf("bench: reading offset %d gave the batch at %d", off, got)
+		if b, _, err := record.ParseBatch(buf[:size]); err != nil || b.BaseOffset() != off {
+			return 0, fmt.Errorf("bench: reading offset %d gave the batch at %d (%v)", off, b.BaseOffset(), err)
 		}
 		return float64(took.Nanoseconds()) / 1e3, nil
 	}
