@@ -24,6 +24,29 @@ type logSummary struct {
 	end        int64
 	firstReach map[int64]int64 // last offset → the maximum it raised
 	aborts     map[int64]int64 // marker offset → producer id
+	running    int64           // the maximum timestamp so far
+}
+
+func newLogSummary() *logSummary {
+	return &logSummary{firstReach: map[int64]int64{}, aborts: map[int64]int64{}, running: record.NoTimestamp}
+}
+
+// add records the batch at pos: its last offset and maximum timestamp, and,
+// for a control batch (control is nil for others), its ABORT marker.
+func (l *logSummary) add(pos, last, maxTS int64, control func() (record.Batch, error)) {
+	l.positions, l.lasts = append(l.positions, pos), append(l.lasts, last)
+	if maxTS > l.running {
+		l.running = maxTS
+		l.firstReach[last] = maxTS
+	}
+	if control == nil {
+		return
+	}
+	if b, err := control(); err == nil {
+		if m, err := b.EndTxnMarker(); err == nil && m.Type == record.ControlAbort {
+			l.aborts[last] = m.ProducerID
+		}
+	}
 }
 
 func (s *Segment) summarize() (*logSummary, error) {
@@ -31,8 +54,7 @@ func (s *Segment) summarize() (*logSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &logSummary{firstReach: map[int64]int64{}, aborts: map[int64]int64{}}
-	running := record.NoTimestamp
+	l := newLogSummary()
 	f, err := s.file()
 	if err != nil {
 		return nil, err
@@ -41,19 +63,11 @@ func (s *Segment) summarize() (*logSummary, error) {
 	defer scanners.put(sc)
 	for sc.Next() {
 		h := sc.Header()
-		last := h.BaseOffset + int64(h.LastOffsetDelta)
-		l.positions, l.lasts = append(l.positions, sc.Pos()), append(l.lasts, last)
-		if h.MaxTimestamp > running {
-			running = h.MaxTimestamp
-			l.firstReach[last] = running
-		}
+		var control func() (record.Batch, error)
 		if h.Attributes.IsControl() {
-			if b, err := sc.Batch(); err == nil {
-				if m, err := b.EndTxnMarker(); err == nil && m.Type == record.ControlAbort {
-					l.aborts[last] = m.ProducerID
-				}
-			}
+			control = sc.Batch
 		}
+		l.add(sc.Pos(), h.BaseOffset+int64(h.LastOffsetDelta), h.MaxTimestamp, control)
 	}
 	if sc.Stop() == record.ReadFailed {
 		return nil, sc.Err()
@@ -90,19 +104,13 @@ func (s *Segment) Check(fn func(b record.Batch, pos int64) error) (Tail, []*segl
 	if err != nil {
 		return Tail{}, nil, err
 	}
-	l := &logSummary{firstReach: map[int64]int64{}, aborts: map[int64]int64{}}
-	running := record.NoTimestamp
+	l := newLogSummary()
 	tail, err := s.ScanLog(length, func(b record.Batch, pos int64) error {
-		l.positions, l.lasts = append(l.positions, pos), append(l.lasts, b.LastOffset())
-		if b.MaxTimestamp() > running {
-			running = b.MaxTimestamp()
-			l.firstReach[b.LastOffset()] = running
-		}
+		var control func() (record.Batch, error)
 		if b.IsControl() {
-			if m, err := b.EndTxnMarker(); err == nil && m.Type == record.ControlAbort {
-				l.aborts[b.LastOffset()] = m.ProducerID
-			}
+			control = func() (record.Batch, error) { return b, nil }
 		}
+		l.add(pos, b.LastOffset(), b.MaxTimestamp(), control)
 		if fn != nil {
 			return fn(b, pos)
 		}
@@ -123,7 +131,11 @@ func (s *Segment) Check(fn func(b record.Batch, pos int64) error) (Tail, []*segl
 			if length == 0 {
 				continue
 			}
-			out = append(out, &seglog.CorruptionError{Path: map[Kind]string{Index: s.offsetIdx.Path(), TimeIndex: s.timeIdx.Path()}[k], Offset: -1, Err: err, Reason: "missing"})
+			path := s.offsetIdx.Path()
+			if k == TimeIndex {
+				path = s.timeIdx.Path()
+			}
+			out = append(out, &seglog.CorruptionError{Path: path, Offset: -1, Err: err, Reason: "missing"})
 			continue
 		}
 		if err != nil {
