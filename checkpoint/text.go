@@ -25,8 +25,9 @@ const (
 	PartitionMetadataFile = "partition.metadata"
 	MetaPropertiesFile    = "meta.properties"
 	CleanShutdownFile     = ".kafka_cleanshutdown"
-	// tmpSuffix marks a checkpoint being written.
-	tmpSuffix = ".tmp"
+	// TempSuffix ends the temporary file of an atomic write (WriteAtomic):
+	// a file left with it was never renamed into place.
+	TempSuffix = ".tmp"
 	// version is the version of every offset and epoch checkpoint.
 	version = 0
 )
@@ -118,7 +119,7 @@ func readFile(fsys vfs.FS, path string) ([]byte, error) {
 // renames it over path and fsyncs the directory, so that a crash leaves the
 // old file or the new one, never a mix.
 func WriteAtomic(fsys vfs.FS, path string, data []byte) error {
-	tmp := path + tmpSuffix
+	tmp := path + TempSuffix
 	err := writeSynced(fsys, tmp, data)
 	if err == nil {
 		err = fsys.Rename(tmp, path)

@@ -253,7 +253,7 @@ func (l *tabletLoader) removeTempFiles() ([]string, error) {
 			cleaned = append(cleaned, name)
 		case strings.HasSuffix(name, segment.SwapSuffix):
 			swaps = append(swaps, name)
-		case strings.HasSuffix(name, tmpSuffix): // a checkpoint or config never renamed into place
+		case strings.HasSuffix(name, checkpoint.TempSuffix): // a checkpoint or config never renamed into place
 			if err := l.remove(name, "left over from an interrupted atomic write"); err != nil {
 				return nil, err
 			}
@@ -525,9 +525,6 @@ func (l *tabletLoader) openEpochs() (*leaderepoch.Cache, error) {
 	}
 	return leaderepoch.Open(l.fsys, path)
 }
-
-// tmpSuffix ends the temporary file of an atomic write (checkpoint.WriteAtomic).
-const tmpSuffix = ".tmp"
 
 // errEnough stops a walk over batches.
 var errEnough = errors.New("enough")

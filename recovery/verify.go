@@ -136,7 +136,7 @@ func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, err
 			return nil, err
 		}
 		if !info.IsDir() {
-			if !strings.HasSuffix(name, ".tmp") {
+			if !strings.HasSuffix(name, checkpoint.TempSuffix) {
 				problem(path, -1, "a file Kafka does not write in a data directory")
 			} else {
 				problem(path, -1, "left over from an interrupted checkpoint write")
@@ -284,7 +284,7 @@ func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offset
 			if _, _, err := checkpoint.ReadPartitionMetadata(fsys, path); err != nil {
 				v.problem(path, errOffset(err), "%v", errReason(err))
 			}
-		case strings.HasSuffix(name, ".tmp"):
+		case strings.HasSuffix(name, checkpoint.TempSuffix):
 			v.problem(path, -1, "left over from an interrupted checkpoint write")
 		default:
 			v.problem(path, -1, "a file Kafka does not write in a tablet directory")
