@@ -127,8 +127,9 @@ func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPo
 	}
 	// Beyond Kafka: the index entry does not point at the batch it names
 	// (a damaged index a clean load trusted). The answer comes from a scan
-	// from where the caller allows instead, and the index is reported.
-	s.indexSuspect.Store(true)
+	// from where the caller allows instead; seglog verify names the entry,
+	// and the next recovery of the segment, or deleting the index file,
+	// rebuilds it.
 	op, found, _, err = s.scanFor(offset, startingPosition, end, e, false)
 	return op, found, err
 }
@@ -165,11 +166,6 @@ func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, che
 	}
 }
 
-// IndexSuspect reports whether a lookup found the offset index pointing
-// where its entry's batch is not (the answer was found by a scan instead).
-// seglog verify names the entry; the next recovery of the segment, or
-// deleting the index file, rebuilds it.
-func (s *Segment) IndexSuspect() bool { return s.indexSuspect.Load() }
 
 // NoMaxPosition, as Read's maxPosition, says that the visible end is not
 // known: Read then returns no bytes, only where the offset is.

@@ -147,8 +147,6 @@ type Segment struct {
 	// endDamaged says the walk to the end stopped at a torn or corrupt
 	// batch (see EndIsClean).
 	endDamaged atomic.Bool
-	// indexSuspect: a lookup found the offset index wrong (IndexSuspect).
-	indexSuspect atomic.Bool
 
 	// The writer's state.
 	iov                      [][]byte // Append's buffers, reused
