@@ -166,7 +166,6 @@ func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, che
 	}
 }
 
-
 // NoMaxPosition, as Read's maxPosition, says that the visible end is not
 // known: Read then returns no bytes, only where the offset is.
 const NoMaxPosition = -1
