@@ -124,7 +124,11 @@ func newKiller(t *testing.T) *killer {
 		acks: filepath.Join(d, "acks")}
 }
 
-func (k *killer) child(mode string, env ...string) *exec.Cmd {
+func (k *killer) child(mode string, env ...string) *exec.Cmd { return childCmd(mode, env...) }
+
+// childCmd runs the test binary as a child (see TestMain), its stderr
+// kept in a *bytes.Buffer.
+func childCmd(mode string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append([]string{"SEGLOG_CHILD=" + mode}, env...)...)
 	cmd.Stderr = &bytes.Buffer{}
@@ -341,17 +345,14 @@ func TestSecondProcessRefused(t *testing.T) {
 	second := func() (int, string) {
 		argJSON, err := json.Marshal([]string{"offsets", "--data-dir", d})
 		require.NoError(t, err)
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "SEGLOG_CHILD=cli", "SEGLOG_CHILD_ARGS="+string(argJSON))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(argJSON))
 		err = cmd.Run()
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return exit.ExitCode(), stderr.String()
+			return exit.ExitCode(), fmt.Sprint(cmd.Stderr)
 		}
 		require.NoError(t, err)
-		return 0, stderr.String()
+		return 0, fmt.Sprint(cmd.Stderr)
 	}
 	code, stderr := second()
 	require.Equal(t, 1, code)
