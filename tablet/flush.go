@@ -99,8 +99,15 @@ func (t *Tablet) flushSegments(full bool) (int64, error) {
 	}
 	truncations := t.mu.truncations
 	target := t.view().leo.offset // everything appended by now
+	// Segments wholly below the recovery point were synced by the full
+	// flush that moved it there, or loaded clean: the walk starts at the
+	// one holding it, not at the oldest of possibly thousands.
 	var segs []*seg
-	t.mu.segs.Ascend(func(g *seg) bool {
+	from := pivot(0)
+	if g := floorSeg(t.mu.segs, t.view().recoveryPoint); g != nil {
+		from.base = g.base
+	}
+	t.mu.segs.AscendGreaterOrEqual(from, func(g *seg) bool {
 		if g.base >= target {
 			return false
 		}
@@ -109,6 +116,7 @@ func (t *Tablet) flushSegments(full bool) (int64, error) {
 		}
 		return true
 	})
+	pivots.Put(from)
 	// Every snapshot below the target written without fsync — at a roll,
 	// by a truncation's rebuild, by recovery — is synced before the
 	// recovery point moves past it.
