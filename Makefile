@@ -11,7 +11,12 @@ run: build
 build:
 	$(GO) build -o bin/seglog ./cmd/seglog
 
-test: vet
+# versitygw is the real S3 gateway the tiering tests start on loopback.
+VERSITYGW := bin/versitygw
+$(VERSITYGW):
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+test: vet $(VERSITYGW)
 	$(GO) test -race -count=1 $(PKGS)
 	$(MAKE) fuzz-smoke FUZZTIME=3s
 

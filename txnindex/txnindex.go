@@ -73,6 +73,23 @@ func parse(b []byte) (AbortedTxn, int8) {
 	}, int8(b[0])
 }
 
+// ParseEntries decodes the bytes of a transaction index (whole entries,
+// as in a .txnindex file or a stream object's aux section).
+func ParseEntries(b []byte) ([]AbortedTxn, error) {
+	if len(b)%EntrySize != 0 {
+		return nil, fmt.Errorf("txnindex: %d bytes are not whole %d-byte entries", len(b), EntrySize)
+	}
+	out := make([]AbortedTxn, 0, len(b)/EntrySize)
+	for ; len(b) > 0; b = b[EntrySize:] {
+		t, v := parse(b)
+		if v != Version {
+			return nil, fmt.Errorf("txnindex: entry version %d", v)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 // Options configure an Index.
 type Options struct {
 	// ReadOnly opens an existing file without changing it. The default is
