@@ -17,10 +17,18 @@ import (
 // io.ReaderAt over the region and an io.WriterTo that sends it with
 // sendfile or copy_file_range where the destination allows, and through a
 // pooled buffer otherwise.
+//
+// A slice of batches read from elsewhere (the object store) holds them in
+// memory: see BytesSlice.
 type Slice struct {
 	f         vfs.File
+	mem       []byte
 	pos, size int64
 }
+
+// BytesSlice is a slice over batches held in memory (fetched from a tier).
+// Its Position is -1.
+func BytesSlice(b []byte) Slice { return Slice{mem: b, pos: -1, size: int64(len(b))} }
 
 var (
 	_ io.ReaderAt = Slice{}
@@ -42,6 +50,13 @@ func (s Slice) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), s.size-off))
+	if s.f == nil {
+		got := copy(p[:n], s.mem[off:])
+		if got < len(p) {
+			return got, io.EOF
+		}
+		return got, nil
+	}
 	got, err := s.f.ReadAt(p[:n], s.pos+off)
 	if err == nil && got < len(p) {
 		err = io.EOF
@@ -69,6 +84,10 @@ type osFiler interface{ OSFile() *os.File }
 func (s Slice) WriteTo(w io.Writer) (int64, error) {
 	if s.size == 0 {
 		return 0, nil
+	}
+	if s.f == nil {
+		n, err := w.Write(s.mem)
+		return int64(n), err
 	}
 	if of, ok := s.f.(osFiler); ok {
 		if n, handled, err := zeroCopy(of.OSFile(), s.pos, s.size, w); handled {
@@ -176,4 +195,19 @@ func unsupported(err error) bool {
 
 func errInvalidMaxSize(n int) error {
 	return fmt.Errorf("segment: invalid maximum read size %d", n)
+}
+
+// LogSlice returns the whole log (its logical size: whole batches) as a
+// slice, for copying a sealed segment elsewhere (tiering). The segment
+// must stay open while it is used.
+func (s *Segment) LogSlice() (Slice, error) {
+	size, err := s.end()
+	if err != nil {
+		return Slice{}, err
+	}
+	f, err := s.file()
+	if err != nil {
+		return Slice{}, err
+	}
+	return Slice{f: f, size: size}, nil
 }

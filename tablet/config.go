@@ -35,6 +35,12 @@ type Config struct {
 	RetentionMs int64
 	// RetentionBytes: retention.bytes, -1 for no limit. The default is -1.
 	RetentionBytes int64
+	// LocalRetentionMs and LocalRetentionBytes: local.retention.ms and
+	// local.retention.bytes, how much of the log stays local once a tier
+	// holds it; -2 means retention.ms / retention.bytes, -1 no limit. The
+	// defaults are -2.
+	LocalRetentionMs    int64
+	LocalRetentionBytes int64
 	// FlushMessages: flush.messages, how many records may be appended
 	// before a flush. The default is MaxInt64 (the page cache decides).
 	FlushMessages int64
@@ -68,6 +74,8 @@ func DefaultConfig() Config {
 		IndexIntervalBytes:   segment.DefaultIndexIntervalBytes,
 		RetentionMs:          7 * 24 * 3600 * 1000,
 		RetentionBytes:       -1,
+		LocalRetentionMs:     -2,
+		LocalRetentionBytes:  -2,
 		FlushMessages:        math.MaxInt64,
 		FlushMs:              math.MaxInt64,
 		MaxMessageBytes:      record.DefaultMaxMessageBytes,
@@ -124,6 +132,8 @@ var configKeys = map[string]configKey{
 	"index.interval.bytes":            intKey(func(c *Config) *int { return &c.IndexIntervalBytes }, 0),
 	"retention.ms":                    int64Key(func(c *Config) *int64 { return &c.RetentionMs }, -1),
 	"retention.bytes":                 int64Key(func(c *Config) *int64 { return &c.RetentionBytes }, -1),
+	"local.retention.ms":              int64Key(func(c *Config) *int64 { return &c.LocalRetentionMs }, -2),
+	"local.retention.bytes":           int64Key(func(c *Config) *int64 { return &c.LocalRetentionBytes }, -2),
 	"flush.messages":                  int64Key(func(c *Config) *int64 { return &c.FlushMessages }, 1),
 	"flush.ms":                        int64Key(func(c *Config) *int64 { return &c.FlushMs }, 0),
 	"max.message.bytes":               intKey(func(c *Config) *int { return &c.MaxMessageBytes }, 0),
@@ -215,6 +225,8 @@ func (c *Config) Validate() error {
 		return bad("index.interval.bytes %d is negative", c.IndexIntervalBytes)
 	case c.RetentionMs < -1 || c.RetentionBytes < -1:
 		return bad("retention.ms %d and retention.bytes %d must be -1 or more", c.RetentionMs, c.RetentionBytes)
+	case c.LocalRetentionMs < -2 || c.LocalRetentionBytes < -2:
+		return bad("local.retention.ms %d and local.retention.bytes %d must be -2 or more", c.LocalRetentionMs, c.LocalRetentionBytes)
 	case c.FlushMessages < 1 || c.FlushMs < 0:
 		return bad("flush.messages %d must be positive and flush.ms %d not negative", c.FlushMessages, c.FlushMs)
 	case c.MaxMessageBytes < record.HeaderSize:

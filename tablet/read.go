@@ -1,6 +1,7 @@
 package tablet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -97,18 +98,24 @@ func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) erro
 	t.pub.RUnlock()
 
 	*res = FetchResult{Offsets: t.offsetsOf(v), t: t}
-	if offset < v.localStart || offset > v.leo.offset {
-		if g != nil {
-			t.done(g)
-		}
-		return fmt.Errorf("%w: %d is not in [%d, %d]", ErrOffsetOutOfRange, offset, v.localStart, v.leo.offset)
-	}
 	bound := v.hw
 	switch opts.Isolation {
 	case ReadCommitted:
 		bound = v.lso
 	case ReadLogEnd:
 		bound = v.leo
+	}
+	if r := t.remoteTier(); r != nil && offset >= v.logStart && offset < v.localStart {
+		if g != nil {
+			t.done(g)
+		}
+		return t.readRemote(r, res, aborted, offset, opts, min(bound.offset, v.localStart))
+	}
+	if offset < v.localStart || offset > v.leo.offset {
+		if g != nil {
+			t.done(g)
+		}
+		return fmt.Errorf("%w: %d is not in [%d, %d]", ErrOffsetOutOfRange, offset, v.logStart, v.leo.offset)
 	}
 	if g == nil || offset >= bound.offset {
 		if g != nil {
@@ -169,9 +176,18 @@ func (t *Tablet) abortedTxns(out []txnindex.AbortedTxn, segs *btree.BTreeG[*seg]
 	} else if n := higherSeg(segs, g.base); n != nil {
 		upper = n.base
 	}
-	cur, held := g, false
+	return t.localAbortedTxns(out, segs, g, false, offset, upper)
+}
+
+// localAbortedTxns collects the aborted transactions overlapping
+// [offset, upper) from segment cur on (held: the caller's use of cur is
+// handed over) until an entry shows no later segment can hold another.
+func (t *Tablet) localAbortedTxns(out []txnindex.AbortedTxn, segs *btree.BTreeG[*seg], cur *seg, held bool, offset, upper int64) ([]txnindex.AbortedTxn, error) {
 	for cur != nil {
-		segEnd := logEnd
+		// The active segment's index may gain an entry past the log end
+		// this read saw (an append racing the read): it is not checked
+		// against an end.
+		segEnd := int64(-1)
 		if n := higherSeg(segs, cur.base); n != nil {
 			segEnd = n.base
 		}
@@ -229,6 +245,15 @@ func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 	}
 	if ts < 0 {
 		return TimestampOffset{}, fmt.Errorf("tablet: timestamp %d is neither a time nor Earliest/LatestTimestamp", ts)
+	}
+	if r := t.remoteTier(); r != nil && v.logStart < v.localStart {
+		found, ok, err := r.RemoteOffsetForTimestamp(context.Background(), ts)
+		if err != nil {
+			return TimestampOffset{}, err
+		}
+		if ok && found.Offset >= v.logStart && found.Offset < v.localStart {
+			return found, nil
+		}
 	}
 	for _, g := range segs {
 		largest, err := g.LargestTimestamp()
@@ -318,4 +343,43 @@ func abortedBatch(b record.Batch, aborted []txnindex.AbortedTxn) bool {
 		}
 	}
 	return false
+}
+
+// readRemote serves a read below the local log start from the tier, up
+// to upper (the isolation bound, or the local log start: the next read
+// goes on locally).
+func (t *Tablet) readRemote(r Remote, res *FetchResult, aborted []txnindex.AbortedTxn, offset int64, opts ReadOptions, upper int64) error {
+	if offset >= upper {
+		return nil
+	}
+	ctx := context.Background()
+	rr, err := r.ReadRemote(ctx, offset, opts.MaxBytes, opts.MinOneMessage, upper)
+	if err != nil {
+		return err
+	}
+	res.Records, res.FirstEntryIncomplete = segment.BytesSlice(rr.Data), rr.FirstEntryIncomplete
+	if opts.Isolation != ReadCommitted || len(rr.Data) == 0 {
+		return nil
+	}
+	txns, complete, err := r.RemoteAbortedTxns(ctx, offset, rr.NextOffset)
+	if err != nil {
+		return err
+	}
+	res.AbortedTxns = append(aborted, txns...)
+	if complete {
+		return nil
+	}
+	// The rest are indexed in the local segments holding their markers.
+	t.pub.RLock()
+	segs := t.pub.v.segs
+	first, _ := segs.Min()
+	if first != nil && !first.acquire() {
+		first = nil
+	}
+	t.pub.RUnlock()
+	if first == nil {
+		return nil
+	}
+	res.AbortedTxns, err = t.localAbortedTxns(res.AbortedTxns, segs, first, true, offset, rr.NextOffset)
+	return err
 }

@@ -25,6 +25,9 @@ func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 	if err := t.usableLocked(); err != nil {
 		return RetentionResult{}, err
 	}
+	if t.remoteTier() != nil {
+		return RetentionResult{}, nil // the tier applies retention and deletes what it holds
+	}
 	cfg := t.mu.cfg
 	now := t.opts.Now().UnixMilli()
 	v := t.view()

@@ -267,6 +267,8 @@ type Tablet struct {
 	}
 
 	flush flusher
+	// remote is the tier below the local log start, if one is attached.
+	remote atomic.Pointer[remoteHolder]
 	// durable mirrors flush.synced for Offsets.
 	durable     atomic.Int64
 	lastFlushMs atomic.Int64   // when the last flush ended, for flush.ms
@@ -498,6 +500,9 @@ type SegmentInfo struct {
 	NextOffset int64  `json:"nextOffset"`
 	Size       int64  `json:"size"`
 	Path       string `json:"path"`
+	// MaxTimestamp is the largest timestamp in the segment (-1 if none
+	// or unreadable).
+	MaxTimestamp int64 `json:"maxTimestamp"`
 }
 
 // Segments describes the segments, oldest first.
@@ -511,7 +516,11 @@ func (t *Tablet) Segments() []SegmentInfo {
 				next = n
 			}
 		}
-		out = append(out, SegmentInfo{BaseOffset: g.base, NextOffset: next, Size: g.Size(), Path: g.LogPath()})
+		ts, err := g.LargestTimestamp()
+		if err != nil {
+			ts = -1
+		}
+		out = append(out, SegmentInfo{BaseOffset: g.base, NextOffset: next, Size: g.Size(), Path: g.LogPath(), MaxTimestamp: ts})
 		g.release()
 		t.touch(g)
 	}

@@ -49,6 +49,9 @@ func OpenFileStore(dir string) (*FileStore, error) {
 
 func (s *FileStore) String() string { return "file://" + s.dir }
 
+// Prefix is "": the directory is the whole store.
+func (s *FileStore) Prefix() string { return "" }
+
 // Dir returns the store's directory.
 func (s *FileStore) Dir() string { return s.dir }
 

@@ -97,9 +97,12 @@ type mrecord struct {
 // store's mirror hold.
 type ManifestState struct {
 	// Seq is the sequence number of the last record applied.
-	Seq       int64   `json:"seq"`
-	TieredEnd int64   `json:"tieredEnd"`
-	Objects   []Entry `json:"objects"`
+	Seq       int64 `json:"seq"`
+	TieredEnd int64 `json:"tieredEnd"`
+	// LogStart is where the tier's log starts after retention: the end of
+	// the newest retired object (0 before any).
+	LogStart int64   `json:"logStart"`
+	Objects  []Entry `json:"objects"`
 }
 
 // Errors of manifest changes.
@@ -171,6 +174,16 @@ func OpenManifest(fsys vfs.FS, dir string, start int64) (*Manifest, error) {
 	if err := m.replay(path); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if m.mu.size == 0 && m.mu.st.Seq == 0 && len(m.mu.objs) == 0 {
+		// A new manifest: its start must be durable before any COMMIT
+		// relies on it.
+		if _, err := fsys.Stat(snap); err != nil {
+			if err := m.Compact(); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
 	}
 	return m, nil
 }
@@ -301,6 +314,7 @@ func (m *Manifest) applyLocked(typ RecordType, r mrecord) error {
 			return fmt.Errorf("%w: retire of %s", ErrUnknownObject, r.ID)
 		}
 		e.State, e.RetiredMs = StateRetired, r.TimeMs
+		m.mu.st.LogStart = max(m.mu.st.LogStart, e.End)
 	case Gone:
 		if e == nil || (e.State != StateRetired && e.State != StateAborted) {
 			return fmt.Errorf("%w: gone of %s", ErrUnknownObject, r.ID)

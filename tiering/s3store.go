@@ -117,7 +117,10 @@ func OpenS3Store(ctx context.Context, u *url.URL, o *S3Options) (*S3Store, error
 
 func (s *S3Store) String() string { return s.desc }
 
-func (s *S3Store) key(k string) *string { return aws.String(joinKey(s.prefix, k)) }
+// Prefix is the URL's path: tiering puts it in its keys.
+func (s *S3Store) Prefix() string { return s.prefix }
+
+func (s *S3Store) key(k string) *string { return aws.String(k) }
 
 func (s *S3Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.opTO)
@@ -229,7 +232,7 @@ func (s *S3Store) ListMultipart(ctx context.Context, prefix string) ([]Multipart
 			return nil, s3err("list multipart", prefix, err)
 		}
 		for _, u := range page.Uploads {
-			out = append(out, MultipartUpload{Key: s.rel(aws.ToString(u.Key)), UploadID: aws.ToString(u.UploadId), Started: aws.ToTime(u.Initiated)})
+			out = append(out, MultipartUpload{Key: aws.ToString(u.Key), UploadID: aws.ToString(u.UploadId), Started: aws.ToTime(u.Initiated)})
 		}
 		if !aws.ToBool(page.IsTruncated) {
 			return out, nil
@@ -238,12 +241,6 @@ func (s *S3Store) ListMultipart(ctx context.Context, prefix string) ([]Multipart
 	}
 }
 
-func (s *S3Store) rel(full string) string {
-	if s.prefix == "" {
-		return full
-	}
-	return strings.TrimPrefix(full, s.prefix+"/")
-}
 
 func (s *S3Store) GetRange(ctx context.Context, key string, off int64, n int) ([]byte, error) {
 	if off < 0 || n < 0 {
@@ -289,7 +286,7 @@ func (s *S3Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 			return nil, s3err("list", prefix, err)
 		}
 		for _, o := range page.Contents {
-			out = append(out, ObjectInfo{Key: s.rel(aws.ToString(o.Key)), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+			out = append(out, ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
 		}
 	}
 	return out, nil

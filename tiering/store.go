@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/url"
-	"strings"
 	"time"
 )
 
@@ -76,6 +75,9 @@ type ObjectStore interface {
 	Head(ctx context.Context, key string) (ObjectInfo, error)
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
+	// Prefix is the prefix the store's URL names ("" for none): tiering
+	// builds its keys under it (spec/tiering.md section 1).
+	Prefix() string
 	// String names the store for logs: never with credentials.
 	String() string
 }
@@ -207,13 +209,5 @@ func readAll(ctx context.Context, s ObjectStore, key string, size int64) ([]byte
 	return s.GetRange(ctx, key, 0, int(size))
 }
 
-// trimPrefix joins a store prefix and a key.
-func joinKey(prefix, key string) string {
-	prefix = strings.Trim(prefix, "/")
-	if prefix == "" {
-		return key
-	}
-	return prefix + "/" + key
-}
 
 func crc32Of(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

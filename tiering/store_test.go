@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -146,3 +147,14 @@ func TestOpenStoreURLs(t *testing.T) {
 	require.NotContains(t, s.String(), "very-secret")
 	require.False(t, errors.Is(err, ErrNotFound))
 }
+
+func s3testFake(t *testing.T) s3test.Server    { return s3test.Fake(t) }
+func s3testVersity(t *testing.T) s3test.Server { return s3test.Versity(t) }
+
+func s3Store(t *testing.T, srv s3test.Server) ObjectStore {
+	s, err := OpenStore(context.Background(), srv.URL, &S3Options{AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	require.NoError(t, err)
+	return s
+}
+
+func removeAll(dir string) error { return os.RemoveAll(dir) }

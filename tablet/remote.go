@@ -1,0 +1,230 @@
+package tablet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/seglog/seglog/leaderepoch"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/txnindex"
+)
+
+// Remote is a tier holding the log below the local log start: the tiering
+// package implements it, and the tablet never imports it. Its methods are
+// called concurrently, without the tablet's locks.
+type Remote interface {
+	// ReadRemote returns whole batches from the one holding offset: at
+	// most maxBytes (at least one batch when minOne), none at or past
+	// upper. Data is empty when the tier holds nothing there.
+	ReadRemote(ctx context.Context, offset int64, maxBytes int, minOne bool, upper int64) (RemoteRead, error)
+	// RemoteAbortedTxns returns the aborted transactions overlapping
+	// [from, upper) that the tier indexes, from the object holding from
+	// on; complete reports that no later data can hold another.
+	RemoteAbortedTxns(ctx context.Context, from, upper int64) (txns []txnindex.AbortedTxn, complete bool, err error)
+	// RemoteOffsetForTimestamp returns the first record in the tier with
+	// a timestamp at or after ts, or false.
+	RemoteOffsetForTimestamp(ctx context.Context, ts int64) (TimestampOffset, bool, error)
+}
+
+// RemoteRead is what ReadRemote returns.
+type RemoteRead struct {
+	// Data are whole batches.
+	Data []byte
+	// FirstEntryIncomplete: the first batch is larger than maxBytes.
+	FirstEntryIncomplete bool
+	// NextOffset is the offset after the last batch returned.
+	NextOffset int64
+}
+
+// ErrRemoteStart is returned by SetRemote for a log start the tier cannot
+// serve.
+var ErrRemoteStart = errors.New("tablet: remote log start is out of range")
+
+// SetRemote attaches a tier that holds [start, local log start): reads
+// below the local log start go to it, the log start becomes start, and
+// ApplyRetention leaves the local segments to the tier (which deletes them
+// with DeleteLocalBefore once they are uploaded). Called again, it moves
+// the log start up to a new start (after remote retention); past the
+// local log start, the local segments below it go too.
+func (t *Tablet) SetRemote(r Remote, start int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return err
+	}
+	v := t.view()
+	if start < 0 || start > v.hw.offset {
+		return fmt.Errorf("%w: %d is not in [0, %d]", ErrRemoteStart, start, v.hw.offset)
+	}
+	first := t.remote.Load() == nil
+	t.remote.Store(&remoteHolder{r})
+	switch {
+	case first && start <= v.localStart:
+		v.logStart = start
+	case start <= v.logStart:
+		return nil
+	case start <= v.localStart:
+		v.logStart = start
+	default:
+		t.mu.Unlock()
+		_, err := t.DeleteRecordsBefore(start)
+		t.mu.Lock()
+		return err
+	}
+	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
+	t.publishLocked(v)
+	return nil
+}
+
+type remoteHolder struct{ r Remote }
+
+func (t *Tablet) remoteTier() Remote {
+	if h := t.remote.Load(); h != nil {
+		return h.r
+	}
+	return nil
+}
+
+// DeleteLocalBefore deletes the oldest local segments that end at or
+// below offset (and the high watermark), keeping the active one: the tier
+// holds them. The local log start moves; the log start does not.
+func (t *Tablet) DeleteLocalBefore(offset int64) (RetentionResult, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return RetentionResult{}, err
+	}
+	if t.remoteTier() == nil {
+		return RetentionResult{}, fmt.Errorf("tablet: deleting local segments with no tier attached")
+	}
+	v := t.view()
+	var segs []*seg
+	t.mu.segs.Ascend(func(g *seg) bool { segs = append(segs, g); return true })
+	var doomed []*seg
+	for i, g := range segs[:len(segs)-1] {
+		next := segs[i+1].base
+		if next > offset || next > v.hw.offset {
+			break
+		}
+		doomed = append(doomed, g)
+	}
+	if len(doomed) == 0 {
+		return RetentionResult{}, nil
+	}
+	var res RetentionResult
+	for _, g := range doomed {
+		t.mu.segs.Delete(g)
+		res.Segments++
+		res.Bytes += g.Size()
+	}
+	first, _ := t.mu.segs.Min()
+	v.localStart = max(v.localStart, first.base)
+	v.recoveryPoint = max(v.recoveryPoint, v.localStart)
+	t.publishLocked(v)
+	var errs []error
+	for _, g := range doomed {
+		errs = append(errs, t.retireSegmentLocked(g))
+		t.opts.Logger.Info("deleted tiered segment", "tablet", t.tp.String(), "base", g.base)
+	}
+	errs = append(errs, t.mu.state.DeleteSnapshotsBefore(first.base))
+	if err := errors.Join(errs...); err != nil {
+		return res, t.failLocked(err)
+	}
+	return res, nil
+}
+
+// SealedSegment is a sealed segment opened for copying to a tier. Close
+// releases it.
+type SealedSegment struct {
+	Base, Next int64
+	// Log is the segment's batches, LogSize bytes.
+	Log     io.ReaderAt
+	LogSize int64
+	Path    string
+	// TxnIndex is the .txnindex's bytes.
+	TxnIndex []byte
+	// Snapshot is the producer snapshot at Next, if one was taken.
+	Snapshot []byte
+	// Epochs are the leader epochs in force from Base to Next.
+	Epochs    []leaderepoch.Entry
+	CreatedMs int64
+	release   func()
+}
+
+// Close releases the segment.
+func (s *SealedSegment) Close() {
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
+
+// ErrNotSealed: the segment asked for is the active one or not there.
+var ErrNotSealed = errors.New("tablet: no sealed segment there")
+
+// Sealed opens the sealed segment at base for copying. The segment stays
+// readable (and undeleted) until Close.
+func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
+	t.pub.RLock()
+	v := t.pub.v
+	g := floorSeg(v.segs, base)
+	next := higherSeg(v.segs, base)
+	if g == nil || g.base != base || next == nil || !g.acquire() {
+		t.pub.RUnlock()
+		return nil, fmt.Errorf("%w: %d", ErrNotSealed, base)
+	}
+	t.pub.RUnlock()
+	s := &SealedSegment{Base: base, Next: next.base, Path: g.LogPath(), CreatedMs: g.Created().UnixMilli(),
+		release: func() { t.done(g) }}
+	fail := func(err error) (*SealedSegment, error) {
+		s.Close()
+		return nil, err
+	}
+	sl, err := g.LogSlice()
+	if err != nil {
+		return fail(err)
+	}
+	s.Log, s.LogSize = sl, sl.Size()
+	txns, err := g.TxnIndex().All()
+	if err != nil {
+		return fail(err)
+	}
+	for _, x := range txns {
+		s.TxnIndex = x.AppendTo(s.TxnIndex)
+	}
+	snap := filepath.Join(t.dir, segment.Filename(s.Next, segment.Snapshot))
+	if f, err := t.fsys.Open(snap); err == nil {
+		n, serr := f.Size()
+		b := make([]byte, max(n, 0))
+		if serr == nil {
+			_, serr = f.ReadAt(b, 0)
+			if serr == io.EOF && int64(len(b)) == n {
+				serr = nil
+			}
+		}
+		f.Close()
+		if serr != nil {
+			return fail(serr)
+		}
+		s.Snapshot = b
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
+	t.mu.Lock()
+	entries := t.mu.epochs.Entries()
+	t.mu.Unlock()
+	for i, e := range entries {
+		if e.StartOffset >= s.Next {
+			break
+		}
+		if i+1 < len(entries) && entries[i+1].StartOffset <= s.Base {
+			continue // superseded before the segment starts
+		}
+		s.Epochs = append(s.Epochs, e)
+	}
+	return s, nil
+}

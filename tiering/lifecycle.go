@@ -1,0 +1,251 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/seglog/seglog/tablet"
+)
+
+// DeleteLocal deletes the local segments the tier holds that local
+// retention no longer keeps (spec/tiering.md section 4): committed, below
+// the high watermark, past local.retention.bytes / local.retention.ms, not
+// among the newest KeepLocalSegments. Untiered segments are never deleted,
+// however long the store is down.
+func (x *Tier) DeleteLocal() (tablet.RetentionResult, error) {
+	x.step.Lock()
+	defer x.step.Unlock()
+	if err := x.usable(); err != nil {
+		return tablet.RetentionResult{}, err
+	}
+	cfg := x.t.Config()
+	localBytes, localMs := cfg.LocalRetentionBytes, cfg.LocalRetentionMs
+	if localBytes == -2 {
+		localBytes = cfg.RetentionBytes
+	}
+	if localMs == -2 {
+		localMs = cfg.RetentionMs
+	}
+	segs := x.t.Segments()
+	if len(segs) < 2 {
+		return tablet.RetentionResult{}, nil
+	}
+	off := x.t.Offsets()
+	end := x.m.TieredEnd()
+	now := x.nowMs()
+	var total int64
+	for _, s := range segs {
+		total += s.Size
+	}
+	sealed := segs[:len(segs)-1]
+	cutoff := int64(-1)
+	for i, s := range sealed {
+		next := segs[i+1].BaseOffset
+		if i >= len(sealed)-x.opts.KeepLocalSegments || next > end || next > off.HighWatermark {
+			break
+		}
+		bySize := localBytes >= 0 && total-s.Size >= localBytes
+		byTime := localMs >= 0 && now-s.MaxTimestamp > localMs
+		if !bySize && !byTime {
+			break
+		}
+		total -= s.Size
+		cutoff = next
+	}
+	if cutoff < 0 {
+		return tablet.RetentionResult{}, nil
+	}
+	return x.t.DeleteLocalBefore(cutoff)
+}
+
+// RetentionResult says what ApplyRetention did.
+type RetentionResult struct {
+	Retired, Deleted int
+	LogStart         int64
+}
+
+// ApplyRetention applies retention.ms / retention.bytes to the whole log
+// (spec/tiering.md section 6): the oldest objects are retired (the log
+// start moves past them, and past local segments they cover), and
+// retired objects older than the grace period are deleted from the store.
+func (x *Tier) ApplyRetention(ctx context.Context) (RetentionResult, error) {
+	x.step.Lock()
+	defer x.step.Unlock()
+	var res RetentionResult
+	if err := x.usable(); err != nil {
+		return res, err
+	}
+	vis := x.m.Visible()
+	end := x.m.TieredEnd()
+	var total int64
+	for _, e := range vis {
+		total += e.Size
+	}
+	for _, s := range x.t.Segments() {
+		if s.BaseOffset >= end {
+			total += s.Size
+		}
+	}
+	now := x.nowMs()
+	cfg := x.t.Config()
+	logStart := x.t.Offsets().LogStartOffset
+	for _, e := range vis {
+		byTime := cfg.RetentionMs >= 0 && now-e.MaxTimestamp > cfg.RetentionMs
+		bySize := cfg.RetentionBytes >= 0 && total-e.Size >= cfg.RetentionBytes
+		byStart := e.End <= logStart
+		if !byTime && !bySize && !byStart {
+			break
+		}
+		if err := x.m.Retire(e.ID, now); err != nil {
+			return res, x.manifestErr(err)
+		}
+		total -= e.Size
+		res.Retired++
+	}
+	res.LogStart = max(logStart, x.m.State().LogStart)
+	if res.Retired > 0 {
+		if err := x.t.SetRemote(x, res.LogStart); err != nil {
+			return res, err
+		}
+		if err := x.mirror(ctx); err != nil {
+			x.opts.Logger.Warn("mirroring the manifest", "err", err)
+		}
+	}
+	grace := x.opts.GracePeriod.Milliseconds()
+	for _, e := range x.m.State().Objects {
+		if e.State != StateRetired || e.RetiredMs+grace > now {
+			continue
+		}
+		if e.Key != "" {
+			if err := x.store.Delete(ctx, e.Key); err != nil {
+				return res, err
+			}
+		}
+		if err := x.m.MarkGone(e.ID); err != nil {
+			return res, x.manifestErr(err)
+		}
+		res.Deleted++
+	}
+	return res, nil
+}
+
+// GCResult says what CollectGarbage deleted.
+type GCResult struct {
+	Orphans, Multipart, Mirrors, Aborted int
+}
+
+// keepMirrors is how many of the newest manifest mirrors GC keeps.
+const keepMirrors = 3
+
+// CollectGarbage cleans the tablet's own keys in the store (section 6):
+// it aborts uploads prepared past their deadline, deletes the keys of
+// aborted uploads, aborts stale multipart uploads, deletes keys no
+// manifest entry names once older than the grace period, and old manifest
+// mirrors. It never touches a committed, unretired key or an upload in
+// flight. It also compacts the manifest when its log has grown.
+func (x *Tier) CollectGarbage(ctx context.Context) (GCResult, error) {
+	x.step.Lock()
+	defer x.step.Unlock()
+	var res GCResult
+	if err := x.usable(); err != nil {
+		return res, err
+	}
+	now := x.opts.Now()
+	for _, e := range x.m.State().Objects {
+		if e.State == StatePrepared && e.DeadlineMs < now.UnixMilli() {
+			if _, running := x.inflight.Load(e.ID); running {
+				continue
+			}
+			if err := x.m.Abort(e.ID, now.UnixMilli()); err != nil {
+				return res, x.manifestErr(err)
+			}
+			res.Aborted++
+		}
+	}
+	if err := x.collectAborted(ctx); err != nil {
+		return res, err
+	}
+	st := x.m.State()
+	named := map[string]bool{}
+	for _, e := range st.Objects {
+		named[e.Key] = true
+	}
+	old := func(t time.Time) bool { return now.Sub(t) > x.opts.GracePeriod }
+	list, err := x.store.List(ctx, "")
+	if err != nil {
+		return res, err
+	}
+	var mirrors []ObjectInfo
+	for _, o := range list {
+		switch {
+		case strings.HasPrefix(o.Key, x.prefix+"/manifest-"):
+			mirrors = append(mirrors, o)
+		case x.ownsKey(o.Key) && !named[o.Key] && old(o.Modified):
+			if err := x.store.Delete(ctx, o.Key); err != nil {
+				return res, err
+			}
+			x.opts.Logger.Info("deleted an orphan object", "key", o.Key)
+			res.Orphans++
+		}
+	}
+	for i := 0; i < len(mirrors)-keepMirrors; i++ {
+		if err := x.store.Delete(ctx, mirrors[i].Key); err != nil {
+			return res, err
+		}
+		res.Mirrors++
+	}
+	ups, err := x.store.ListMultipart(ctx, "")
+	if err != nil {
+		return res, err
+	}
+	for _, u := range ups {
+		if !x.ownsKey(u.Key) || !old(u.Started) {
+			continue
+		}
+		if e, ok := x.entryByKey(st, u.Key); ok && e.State == StatePrepared {
+			continue // its upload may still be running
+		}
+		if err := x.store.AbortMultipart(ctx, u.Key, u.UploadID); err != nil && !errors.Is(err, ErrNotFound) {
+			return res, err
+		}
+		res.Multipart++
+	}
+	if x.m.Records() > 1000 {
+		if err := x.m.Compact(); err != nil {
+			return res, x.manifestErr(err)
+		}
+	}
+	return res, nil
+}
+
+func (x *Tier) entryByKey(st ManifestState, key string) (Entry, bool) {
+	for _, e := range st.Objects {
+		if e.Key == key {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// StepResult says what one Step did.
+type StepResult struct {
+	Upload    UploadResult
+	Local     tablet.RetentionResult
+	Retention RetentionResult
+}
+
+// Step runs upload, local deletion and retention once.
+func (x *Tier) Step(ctx context.Context) (StepResult, error) {
+	var res StepResult
+	var err error
+	if res.Upload, err = x.Upload(ctx, nil); err != nil {
+		return res, err
+	}
+	if res.Local, err = x.DeleteLocal(); err != nil {
+		return res, err
+	}
+	res.Retention, err = x.ApplyRetention(ctx)
+	return res, err
+}

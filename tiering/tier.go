@@ -1,0 +1,477 @@
+package tiering
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/tablet"
+)
+
+// Options configure a tablet's tier. Retention comes from the tablet's
+// config under Kafka's names: retention.ms and retention.bytes bound the
+// whole log, tier included; local.retention.ms and local.retention.bytes
+// the part kept locally once tiered.
+type Options struct {
+	// BlockSize closes a data block. The default is DefaultBlockSize.
+	BlockSize int
+	// KeepLocalSegments is how many of the newest sealed segments stay
+	// local whatever the local retention. The default is 0.
+	KeepLocalSegments int
+	// UploadTimeout cuts an upload that hangs; it is retried later under a
+	// new key. The default is 5 minutes.
+	UploadTimeout time.Duration
+	// GracePeriod is how long a retired object stays in the store after it
+	// leaves the visible set (longer than the longest read), and how old an
+	// unreferenced key must be before garbage collection deletes it. The
+	// default is 10 minutes.
+	GracePeriod time.Duration
+	// IndexCacheObjects bounds the objects whose index is cached. The
+	// default is 256.
+	IndexCacheObjects int
+	// BlockCacheBytes bounds the block cache. The default is 64 MiB.
+	BlockCacheBytes int64
+	// Now is the clock. The default is time.Now.
+	Now func() time.Time
+	// Logger receives what the tier does. The default is slog.Default().
+	Logger *slog.Logger
+	// FS is the filesystem of the manifest. The default is the OS's.
+	FS vfs.FS
+}
+
+// EnsureDefaults fills the zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.BlockSize <= 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.UploadTimeout <= 0 {
+		o.UploadTimeout = 5 * time.Minute
+	}
+	if o.GracePeriod <= 0 {
+		o.GracePeriod = 10 * time.Minute
+	}
+	if o.IndexCacheObjects <= 0 {
+		o.IndexCacheObjects = 256
+	}
+	if o.BlockCacheBytes <= 0 {
+		o.BlockCacheBytes = 64 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+}
+
+// Tier moves a tablet's sealed segments to an object store and serves
+// reads below the local log start from it. Its steps (Upload,
+// DeleteLocal, ApplyRetention, CollectGarbage) are serialized; reads run
+// concurrently with them.
+type Tier struct {
+	t         *tablet.Tablet
+	topic     string
+	partition int32
+	store     ObjectStore
+	opts      Options
+	m         *Manifest
+	prefix    string // <prefix>/<topic>-<partition>
+	cache     *cache
+
+	step     sync.Mutex // one step at a time
+	inflight sync.Map   // object id → struct{}: uploads running now
+	failed   error      // the manifest failed: the tier does nothing more
+}
+
+var _ tablet.Remote = (*Tier)(nil)
+
+// Open opens the tier of a tablet: its manifest (rebuilt from the store's
+// mirror if the local one is gone), aborts uploads a crash left prepared,
+// and attaches the tier to the tablet.
+func Open(ctx context.Context, t *tablet.Tablet, topic string, partition int32, store ObjectStore, o *Options) (*Tier, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	opts.EnsureDefaults()
+	x := &Tier{t: t, topic: topic, partition: partition, store: store, opts: opts,
+		prefix: strings.TrimPrefix(store.Prefix()+"/"+fmt.Sprintf("%s-%d", topic, partition), "/")}
+	x.cache = newCache(x, opts.IndexCacheObjects, opts.BlockCacheBytes)
+	start := t.Offsets().LocalLogStartOffset
+	if segs := t.Segments(); len(segs) > 0 {
+		start = segs[0].BaseOffset
+	}
+	dir := filepath.Join(t.Dir(), ManifestDir)
+	_, statErr := opts.FS.Stat(filepath.Join(dir, ManifestLog))
+	m, err := OpenManifest(opts.FS, dir, start)
+	if err != nil {
+		return nil, err
+	}
+	x.m = m
+	if statErr != nil {
+		if err := x.restoreFromMirror(ctx); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	if err := x.abortPrepared(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := x.attach(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// Close closes the manifest. The tablet keeps the tier attached; close
+// the tablet first.
+func (x *Tier) Close() error { return x.m.Close() }
+
+// Manifest returns the tier's manifest.
+func (x *Tier) Manifest() *Manifest { return x.m }
+
+// Store returns the tier's store.
+func (x *Tier) Store() ObjectStore { return x.store }
+
+// attach tells the tablet where the log starts now: the oldest visible
+// object's base when the tier reaches the local log (else the local start).
+func (x *Tier) attach() error {
+	vis := x.m.Visible()
+	off := x.t.Offsets()
+	start := off.LocalLogStartOffset
+	if len(vis) > 0 && x.m.TieredEnd() >= off.LocalLogStartOffset {
+		start = max(vis[0].Base, x.m.State().LogStart)
+	} else if len(vis) == 0 && x.m.State().LogStart > start {
+		start = x.m.State().LogStart
+	}
+	return x.t.SetRemote(x, start)
+}
+
+// objectKey builds a key: <h>/<prefix>/<topic>-<partition>/<base>-<id>.seg.
+func (x *Tier) objectKey(base int64, id string) string {
+	rest := fmt.Sprintf("%s/%020d-%s.seg", x.prefix, base, id)
+	h := fnv.New32a()
+	h.Write([]byte(rest))
+	return fmt.Sprintf("%04x/%s", h.Sum32()&0xffff, rest)
+}
+
+func (x *Tier) mirrorKey(seq int64) string {
+	return fmt.Sprintf("%s/manifest-%020d.json", x.prefix, seq)
+}
+
+// ownsKey reports whether key is one of this tablet's object keys.
+func (x *Tier) ownsKey(key string) bool {
+	return len(key) > 5 && key[4] == '/' && strings.HasPrefix(key[5:], x.prefix+"/") && strings.HasSuffix(key, ".seg")
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (x *Tier) nowMs() int64 { return x.opts.Now().UnixMilli() }
+
+func (x *Tier) usable() error {
+	if x.failed != nil {
+		return x.failed
+	}
+	return nil
+}
+
+// manifestErr keeps a manifest failure: it is fatal for the tier.
+func (x *Tier) manifestErr(err error) error {
+	if errors.Is(err, ErrManifestFailed) && x.failed == nil {
+		x.failed = err
+		x.opts.Logger.Error("tier failed: the manifest cannot be written", "tablet", x.prefix, "err", err)
+	}
+	return err
+}
+
+// abortPrepared aborts the uploads a previous process prepared and never
+// committed: their keys are deleted, their multipart uploads aborted.
+func (x *Tier) abortPrepared(ctx context.Context) error {
+	for _, e := range x.m.State().Objects {
+		if e.State != StatePrepared {
+			continue
+		}
+		if err := x.m.Abort(e.ID, x.nowMs()); err != nil {
+			return err
+		}
+		x.opts.Logger.Info("aborted an upload left prepared", "tablet", x.prefix, "key", e.Key)
+	}
+	return x.collectAborted(ctx)
+}
+
+// collectAborted deletes the keys of aborted uploads (and any multipart
+// upload of them) and records them gone.
+func (x *Tier) collectAborted(ctx context.Context) error {
+	var ups []MultipartUpload
+	listed := false
+	for _, e := range x.m.State().Objects {
+		if e.State != StateAborted {
+			continue
+		}
+		if _, running := x.inflight.Load(e.ID); running {
+			continue
+		}
+		if !listed {
+			var err error
+			if ups, err = x.store.ListMultipart(ctx, ""); err != nil {
+				return err
+			}
+			listed = true
+		}
+		for _, u := range ups {
+			if u.Key == e.Key {
+				if err := x.store.AbortMultipart(ctx, u.Key, u.UploadID); err != nil && !errors.Is(err, ErrNotFound) {
+					return err
+				}
+			}
+		}
+		if err := x.store.Delete(ctx, e.Key); err != nil {
+			return err
+		}
+		if err := x.m.MarkGone(e.ID); err != nil {
+			return x.manifestErr(err)
+		}
+	}
+	return nil
+}
+
+// UploadResult says what Upload did.
+type UploadResult struct {
+	Objects []Entry
+	Bytes   int64
+}
+
+// Upload uploads every eligible segment, oldest first: sealed, wholly
+// below the high watermark and the last stable offset, starting at the
+// tiered end. It stops at the first failure (the segment is retried at the
+// next call under a new key). progress, if set, is told each object's
+// bytes as they go.
+func (x *Tier) Upload(ctx context.Context, progress func(n int64)) (UploadResult, error) {
+	x.step.Lock()
+	defer x.step.Unlock()
+	var res UploadResult
+	for {
+		e, ok, err := x.uploadNext(ctx, progress)
+		if err != nil || !ok {
+			return res, err
+		}
+		res.Objects = append(res.Objects, e)
+		res.Bytes += e.Size
+	}
+}
+
+// Eligible returns the bytes of the local segments not yet tiered that
+// could be (sealed and below the HW and LSO).
+func (x *Tier) Untiered() (eligible, total int64) {
+	end := x.m.TieredEnd()
+	off := x.t.Offsets()
+	for _, s := range x.t.Segments() {
+		if s.BaseOffset < end {
+			continue
+		}
+		total += s.Size
+		if s.BaseOffset != off.LogEndOffset && x.sealedBelowBound(s, off) {
+			eligible += s.Size
+		}
+	}
+	return eligible, total
+}
+
+func (x *Tier) sealedBelowBound(s tablet.SegmentInfo, off tablet.Offsets) bool {
+	return s.NextOffset <= min(off.HighWatermark, off.LastStableOffset)
+}
+
+func (x *Tier) uploadNext(ctx context.Context, progress func(int64)) (Entry, bool, error) {
+	if err := x.usable(); err != nil {
+		return Entry{}, false, err
+	}
+	end := x.m.TieredEnd()
+	off := x.t.Offsets()
+	segs := x.t.Segments()
+	var next int64 = -1
+	for i, s := range segs[:max(len(segs)-1, 0)] {
+		if s.BaseOffset == end {
+			next = segs[i+1].BaseOffset
+			break
+		}
+		if s.BaseOffset > end {
+			return Entry{}, false, fmt.Errorf("tiering: %s: the local log starts at %d, past the tiered end %d: a gap",
+				x.prefix, s.BaseOffset, end)
+		}
+	}
+	if next < 0 || next > min(off.HighWatermark, off.LastStableOffset) {
+		return Entry{}, false, nil
+	}
+	s, err := x.t.Sealed(end)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	defer s.Close()
+	plan, err := PlanObject(SegmentSource{Log: s.Log, LogSize: s.LogSize, Path: s.Path, BaseOffset: s.Base, EndOffset: s.Next,
+		TxnIndex: s.TxnIndex, Snapshot: s.Snapshot, Epochs: s.Epochs, Topic: x.topic, Partition: x.partition,
+		CreatedMs: s.CreatedMs, BlockSize: x.opts.BlockSize})
+	if errors.Is(err, ErrEmptySegment) {
+		// Nothing to upload: an empty object would hold nothing. The tiered
+		// end moves past it through a commit of no object.
+		return x.skipEmpty(s.Base, s.Next)
+	}
+	if err != nil {
+		return Entry{}, false, err
+	}
+	id := newID()
+	key := x.objectKey(s.Base, id)
+	deadline := x.opts.Now().Add(x.opts.UploadTimeout)
+	x.inflight.Store(id, struct{}{})
+	defer x.inflight.Delete(id)
+	if err := x.m.Prepare(id, key, s.Base, s.Next, deadline.UnixMilli()); err != nil {
+		return Entry{}, false, x.manifestErr(err)
+	}
+	info, sum, err := x.put(ctx, key, plan, progress)
+	if err != nil {
+		x.inflight.Delete(id) // over: its key may be collected now
+		x.opts.Logger.Warn("upload failed; it will be retried under a new key", "key", key, "err", err)
+		if aerr := x.m.Abort(id, x.nowMs()); aerr != nil {
+			return Entry{}, false, errors.Join(err, x.manifestErr(aerr))
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if derr := x.collectAborted(dctx); derr != nil {
+			x.opts.Logger.Warn("deleting an aborted upload; garbage collection will retry", "key", key, "err", derr)
+		}
+		return Entry{}, false, err
+	}
+	if err := x.m.Commit(id, info.Size, sum, plan.Meta.MaxTimestamp); err != nil {
+		return Entry{}, false, x.manifestErr(err)
+	}
+	e, _ := x.m.Get(id)
+	x.opts.Logger.Info("uploaded segment", "key", key, "base", s.Base, "end", s.Next, "bytes", info.Size)
+	if err := x.attach(); err != nil { // publish: the tablet may serve it from now on
+		return e, true, err
+	}
+	if err := x.mirror(ctx); err != nil {
+		x.opts.Logger.Warn("mirroring the manifest", "err", err)
+	}
+	return e, true, nil
+}
+
+// skipEmpty moves the tiered end past an empty segment: a PREPARE and
+// COMMIT of an object of no bytes that is never written (its key is
+// empty).
+func (x *Tier) skipEmpty(base, next int64) (Entry, bool, error) {
+	if base == next {
+		return Entry{}, false, nil // nothing to move past
+	}
+	id := newID()
+	if err := x.m.Prepare(id, "", base, next, 0); err != nil {
+		return Entry{}, false, x.manifestErr(err)
+	}
+	if err := x.m.Commit(id, 0, 0, -1); err != nil {
+		return Entry{}, false, x.manifestErr(err)
+	}
+	e, _ := x.m.Get(id)
+	return e, true, nil
+}
+
+// put streams the object to the store within the upload timeout and
+// checks what the store holds: size and CRC-32C.
+func (x *Tier) put(ctx context.Context, key string, plan *Plan, progress func(int64)) (ObjectInfo, uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.opts.UploadTimeout)
+	defer cancel()
+	pr, pw := io.Pipe()
+	h := crc32.New(castagnoli)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := plan.WriteTo(io.MultiWriter(h, pw, progressWriter(progress)))
+		pw.CloseWithError(err)
+	}()
+	info, err := Upload(ctx, x.store, key, pr, plan.Size)
+	pr.CloseWithError(io.ErrClosedPipe) // stop the writer if the upload gave up
+	<-done
+	if err != nil {
+		return ObjectInfo{}, 0, err
+	}
+	if info.Size != plan.Size {
+		return ObjectInfo{}, 0, fmt.Errorf("%w: %s holds %d bytes, %d were sent", ErrChecksum, key, info.Size, plan.Size)
+	}
+	// The store's checksum was compared with what was sent; read back the
+	// tail to check the object is ours and whole where the store gives none.
+	if info.Checksum == "" {
+		tail, err := x.store.GetRange(ctx, key, plan.Size-footerSize, footerSize)
+		if err != nil {
+			return ObjectInfo{}, 0, err
+		}
+		if !bytes.Equal(tail, plan.tail[len(plan.tail)-footerSize:]) {
+			return ObjectInfo{}, 0, fmt.Errorf("%w: %s: the stored footer differs from the one sent", ErrChecksum, key)
+		}
+	}
+	return info, h.Sum32(), nil
+}
+
+type progressWriter func(int64)
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	if p != nil {
+		p(int64(len(b)))
+	}
+	return len(b), nil
+}
+
+// mirror writes the manifest to the store as manifest-<seq>.json.
+func (x *Tier) mirror(ctx context.Context) error {
+	st := x.m.State()
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	_, err = x.store.Put(ctx, x.mirrorKey(st.Seq), data)
+	if errors.Is(err, ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// restoreFromMirror rebuilds a lost manifest from the newest valid mirror
+// in the store. Uploads it never saw become orphans for collection.
+func (x *Tier) restoreFromMirror(ctx context.Context) error {
+	list, err := x.store.List(ctx, x.prefix+"/manifest-")
+	if err != nil {
+		return fmt.Errorf("tiering: listing manifest mirrors: %w", err)
+	}
+	for i := len(list) - 1; i >= 0; i-- {
+		data, err := readAll(ctx, x.store, list[i].Key, list[i].Size)
+		if err != nil {
+			return err
+		}
+		var st ManifestState
+		if json.Unmarshal(data, &st) != nil || st.Seq <= 0 {
+			x.opts.Logger.Warn("skipping an unreadable manifest mirror", "key", list[i].Key)
+			continue
+		}
+		x.opts.Logger.Info("rebuilt the manifest from the store", "key", list[i].Key, "tieredEnd", st.TieredEnd)
+		return x.m.Restore(st)
+	}
+	return nil
+}

@@ -1,0 +1,692 @@
+package tiering
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/crashload"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+var tp = checkpoint.TopicPartition{Topic: "orders", Partition: 3}
+
+// fixture is a data directory with one tablet written by the crash
+// workload (idempotent batches and committed and aborted transactions) in
+// small segments.
+type fixture struct {
+	dir  string
+	m    *tablet.Manager
+	t    *tablet.Tablet
+	acks []crashload.Ack
+	now  atomic.Int64
+}
+
+func newFixture(t *testing.T, steps int) *fixture {
+	f := &fixture{dir: t.TempDir()}
+	f.now.Store(1_700_000_000_000)
+	f.open(t)
+	cfg := tablet.DefaultConfig()
+	require.NoError(t, cfg.Set("segment.bytes", "6000"))
+	require.NoError(t, cfg.Set("local.retention.bytes", "0"))
+	var err error
+	f.t, err = f.m.Create(tp, &cfg)
+	require.NoError(t, err)
+	w := crashload.New(f.t, 0, 42, func() int64 { return f.now.Add(1000) }, func(a crashload.Ack) error {
+		f.acks = append(f.acks, a)
+		return nil
+	})
+	require.NoError(t, w.Begin())
+	for range steps {
+		require.NoError(t, w.Step())
+	}
+	t.Cleanup(func() { f.m.Close() })
+	return f
+}
+
+func (f *fixture) open(t *testing.T) {
+	var err error
+	f.m, err = tablet.OpenManager(vfs.OS, f.dir, tablet.ManagerOptions{
+		Tablet: tablet.Options{Now: func() time.Time { return time.UnixMilli(f.now.Load()) }, Logger: quiet}})
+	require.NoError(t, err)
+	if tb, ok := f.m.Get(tp); ok {
+		f.t = tb
+	}
+}
+
+func (f *fixture) reopen(t *testing.T) {
+	require.NoError(t, f.m.Close())
+	f.open(t)
+}
+
+func (f *fixture) tierOpts() *Options {
+	return &Options{BlockSize: 2048, Now: func() time.Time { return time.UnixMilli(f.now.Load()) },
+		GracePeriod: time.Minute, Logger: quiet}
+}
+
+// everything reads the log from its start as a follower would, in reads
+// of maxBytes, and returns the batches' bytes.
+func everything(t *testing.T, tb *tablet.Tablet, maxBytes int) []byte {
+	var out []byte
+	off := tb.Offsets().LogStartOffset
+	for {
+		res, err := tb.Read(off, tablet.ReadOptions{MaxBytes: maxBytes, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
+		require.NoError(t, err, "read at %d", off)
+		b, err := res.Records.AppendTo(nil)
+		res.Close()
+		require.NoError(t, err)
+		if len(b) == 0 {
+			return out
+		}
+		out = append(out, b...)
+		for len(b) > 0 {
+			batch, rest, err := record.ParseBatch(b)
+			require.NoError(t, err)
+			off = batch.NextOffset()
+			b = rest
+		}
+	}
+}
+
+type consumed struct {
+	Offset int64
+	Key    string
+	Value  string
+}
+
+func committed(t *testing.T, tb *tablet.Tablet) []consumed {
+	var out []consumed
+	require.NoError(t, tb.Records(tb.Offsets().LogStartOffset, tablet.ReadCommitted, func(_ record.Batch, r *record.Record) bool {
+		out = append(out, consumed{r.Offset, string(r.Key), string(r.Value)})
+		return true
+	}))
+	return out
+}
+
+func allStores(t *testing.T) map[string]func() ObjectStore {
+	return map[string]func() ObjectStore{
+		"file": func() ObjectStore {
+			s, err := OpenFileStore(t.TempDir())
+			require.NoError(t, err)
+			return s
+		},
+		"gofakes3": func() ObjectStore { return s3Store(t, s3testFake(t)) },
+		"versitygw": func() ObjectStore {
+			return s3Store(t, s3testVersity(t))
+		},
+	}
+}
+
+// The acceptance check: after tiering and local deletion every record is
+// read back with its original offsets, byte for byte and record for
+// record, read-committed included, and every object passes the
+// independent format check.
+func TestTierEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	for name, mk := range allStores(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, 150)
+			require.NoError(t, f.t.Flush())
+			before := everything(t, f.t, 1<<20)
+			wantRecs := committed(t, f.t)
+			segsBefore := len(f.t.Segments())
+			require.Greater(t, segsBefore, 10)
+			store := mk()
+
+			x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+			require.NoError(t, err)
+			up, err := x.Upload(ctx, nil)
+			require.NoError(t, err)
+			require.Len(t, up.Objects, segsBefore-1, "every sealed segment")
+			require.Equal(t, f.t.Segments()[len(f.t.Segments())-1].BaseOffset, x.Manifest().TieredEnd())
+
+			for _, e := range x.Manifest().Visible() {
+				obj, err := readAll(ctx, store, e.Key, e.Size)
+				require.NoError(t, err)
+				data, base, end := independentCheck(t, obj)
+				require.Equal(t, e.Base, base)
+				require.Equal(t, e.End, end)
+				require.Equal(t, before[:0], data[:0])
+				require.True(t, bytes.Contains(before, data), "object %s holds the log's bytes", e.Key)
+			}
+
+			del, err := x.DeleteLocal()
+			require.NoError(t, err)
+			require.Equal(t, segsBefore-1, del.Segments)
+			off := f.t.Offsets()
+			require.Equal(t, x.Manifest().TieredEnd(), off.LocalLogStartOffset)
+			require.Equal(t, int64(0), off.LogStartOffset)
+
+			require.Equal(t, before, everything(t, f.t, 1<<20), "byte for byte")
+			require.Equal(t, before, everything(t, f.t, 1), "batch by batch (maxBytes below one batch)")
+			require.Equal(t, wantRecs, committed(t, f.t), "record for record, read-committed")
+			_, err = crashload.Check(f.t, f.acks)
+			require.NoError(t, err)
+
+			// Every offset's read lands on the batch holding it.
+			for o := int64(0); o < off.LocalLogStartOffset; o += 7 {
+				res, err := f.t.Read(o, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
+				require.NoError(t, err)
+				b, _ := res.Records.AppendTo(nil)
+				res.Close()
+				batch, _, err := record.ParseBatch(b)
+				require.NoError(t, err)
+				require.True(t, batch.BaseOffset() <= o && o <= batch.LastOffset(), "offset %d in [%d, %d]", o, batch.BaseOffset(), batch.LastOffset())
+			}
+			// Without MinOneMessage, a batch above maxBytes is incomplete.
+			res, err := f.t.Read(0, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd})
+			require.NoError(t, err)
+			require.True(t, res.FirstEntryIncomplete)
+			require.Zero(t, res.Records.Size())
+			res.Close()
+
+			// By timestamp: the same answers as before deletion, for times
+			// in the tier and locally.
+			for _, r := range wantRecs[:len(wantRecs):len(wantRecs)] {
+				got, err := f.t.OffsetForTimestamp(1_700_000_000_000 + 1)
+				require.NoError(t, err)
+				require.LessOrEqual(t, got.Offset, r.Offset)
+				break
+			}
+
+			// After a restart the tier is attached again and reads go on.
+			require.NoError(t, x.Close())
+			f.reopen(t)
+			x, err = Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+			require.NoError(t, err)
+			defer x.Close()
+			require.Equal(t, int64(0), f.t.Offsets().LogStartOffset)
+			require.Equal(t, before, everything(t, f.t, 64<<10))
+			require.Equal(t, wantRecs, committed(t, f.t))
+		})
+	}
+}
+
+func TestTierOffsetForTimestamp(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 80)
+	var want []tablet.TimestampOffset
+	var times []int64
+	for ts := int64(1_700_000_000_000); ts < f.now.Load()+2000; ts += 3000 {
+		got, err := f.t.OffsetForTimestamp(ts)
+		if errors.Is(err, tablet.ErrNoOffsetForTimestamp) {
+			got = tablet.TimestampOffset{Offset: -1}
+		} else {
+			require.NoError(t, err)
+		}
+		want = append(want, got)
+		times = append(times, ts)
+	}
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	defer x.Close()
+	_, err = x.Upload(ctx, nil)
+	require.NoError(t, err)
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	require.Greater(t, f.t.Offsets().LocalLogStartOffset, int64(0))
+	for i, ts := range times {
+		got, err := f.t.OffsetForTimestamp(ts)
+		if errors.Is(err, tablet.ErrNoOffsetForTimestamp) {
+			got = tablet.TimestampOffset{Offset: -1}
+		} else {
+			require.NoError(t, err)
+		}
+		require.Equal(t, want[i], got, "timestamp %d", ts)
+	}
+}
+
+// faultStore wraps a store and fails, tears or hangs the operations its
+// fields choose.
+type faultStore struct {
+	ObjectStore
+	mu       sync.Mutex
+	failPuts int  // the next n puts fail with a retriable-looking error
+	tearPuts int  // the next n puts store half the body and say it is whole
+	hangPuts int  // the next n puts hang until their context ends
+	lostResp int  // the next n puts succeed but answer with an error
+	down     bool // every call fails
+	puts     int
+}
+
+var errStore = errors.New("store: 503 Slow Down")
+
+func (s *faultStore) take(n *int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *n > 0 {
+		*n--
+		return true
+	}
+	return false
+}
+
+func (s *faultStore) isDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down
+}
+
+func (s *faultStore) Put(ctx context.Context, key string, body []byte) (ObjectInfo, error) {
+	s.mu.Lock()
+	s.puts++
+	s.mu.Unlock()
+	switch {
+	case s.isDown() || s.take(&s.failPuts):
+		return ObjectInfo{}, errStore
+	case s.take(&s.tearPuts):
+		info, err := s.ObjectStore.Put(ctx, key, body[:len(body)/2])
+		info.Checksum = ""
+		return info, err
+	case s.take(&s.hangPuts):
+		<-ctx.Done()
+		return ObjectInfo{}, ctx.Err()
+	case s.take(&s.lostResp):
+		if _, err := s.ObjectStore.Put(ctx, key, body); err != nil {
+			return ObjectInfo{}, err
+		}
+		return ObjectInfo{}, errors.New("store: connection reset reading the response")
+	}
+	return s.ObjectStore.Put(ctx, key, body)
+}
+
+func (s *faultStore) GetRange(ctx context.Context, key string, off int64, n int) ([]byte, error) {
+	if s.isDown() {
+		return nil, errStore
+	}
+	return s.ObjectStore.GetRange(ctx, key, off, n)
+}
+
+func (s *faultStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if s.isDown() {
+		return nil, errStore
+	}
+	return s.ObjectStore.List(ctx, prefix)
+}
+
+func keysOf(t *testing.T, s ObjectStore, suffix string) []string {
+	list, err := s.List(context.Background(), "")
+	require.NoError(t, err)
+	var out []string
+	for _, o := range list {
+		if filepath.Ext(o.Key) == suffix {
+			out = append(out, o.Key)
+		}
+	}
+	return out
+}
+
+// Cases 2–7 of spec/tiering.md section 7 with a fault-injecting store.
+func TestTierStoreFaults(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 60)
+	inner, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	fs := &faultStore{ObjectStore: inner}
+	opts := f.tierOpts()
+	opts.UploadTimeout = 200 * time.Millisecond
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, fs, opts)
+	require.NoError(t, err)
+	defer x.Close()
+	nsegs := len(f.t.Segments()) - 1
+	require.Greater(t, nsegs, 6)
+
+	// Segments 1–3 commit, the 4th fails and is retried later.
+	fs.mu.Lock()
+	fs.failPuts = 0
+	fs.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		_, ok, err := x.uploadNext(ctx, nil)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	end3 := x.Manifest().TieredEnd()
+	fs.failPuts = 1
+	_, err = x.Upload(ctx, nil)
+	require.ErrorIs(t, err, errStore)
+	require.Equal(t, end3, x.Manifest().TieredEnd(), "the tiered end never moves on a failure")
+
+	// A PUT that succeeds but whose answer is lost: the retry uses a new
+	// key, and the old one is never visible, then collected.
+	fs.lostResp = 1
+	_, err = x.Upload(ctx, nil)
+	require.Error(t, err)
+	require.Equal(t, end3, x.Manifest().TieredEnd())
+	// A torn body is refused at commit.
+	fs.tearPuts = 1
+	_, err = x.Upload(ctx, nil)
+	require.ErrorIs(t, err, ErrChecksum)
+	// An upload that hangs is cut by its timeout.
+	fs.hangPuts = 1
+	_, err = x.Upload(ctx, nil)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, end3, x.Manifest().TieredEnd())
+
+	// A long outage: nothing is deleted locally that is not tiered.
+	fs.mu.Lock()
+	fs.down = true
+	fs.mu.Unlock()
+	for range 3 {
+		_, err = x.Upload(ctx, nil)
+		require.Error(t, err)
+	}
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	require.Equal(t, end3, f.t.Offsets().LocalLogStartOffset, "only the tiered segments went")
+	eligible, _ := x.Untiered()
+	require.Positive(t, eligible, "the growth is reported")
+	fs.mu.Lock()
+	fs.down = false
+	fs.mu.Unlock()
+
+	// Back up: everything goes, under keys never used before.
+	up, err := x.Upload(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, up.Objects, nsegs-3)
+	seen := map[string]bool{}
+	for _, e := range x.Manifest().Visible() {
+		require.False(t, seen[e.Key])
+		seen[e.Key] = true
+	}
+	// Every aborted key was deleted; the store holds only visible objects
+	// (the lost-response key was deleted on abort as well).
+	require.ElementsMatch(t, keys(x.Manifest().Visible()), keysOf(t, inner, ".seg"))
+	for _, e := range x.Manifest().State().Objects {
+		require.Equal(t, StateCommitted, e.State)
+	}
+}
+
+func keys(es []Entry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Key)
+	}
+	return out
+}
+
+// Crash points of the upload protocol (section 7 case 1): the manifest and
+// the store are left as a crash at each point would leave them, then a
+// new process opens the tier. No offset is lost, no partial object is
+// visible, the tiered end never goes back.
+func TestTierCrashPoints(t *testing.T) {
+	ctx := context.Background()
+	for _, point := range []string{"before-prepare", "after-prepare", "mid-put", "mid-multipart", "after-put", "after-commit", "mid-local-delete"} {
+		t.Run(point, func(t *testing.T) {
+			f := newFixture(t, 40)
+			before := everything(t, f.t, 1<<20)
+			store, err := OpenFileStore(t.TempDir())
+			require.NoError(t, err)
+			x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+			require.NoError(t, err)
+			_, ok, err := x.uploadNext(ctx, nil) // one committed object first
+			require.NoError(t, err)
+			require.True(t, ok)
+			end := x.Manifest().TieredEnd()
+			segs := f.t.Segments()
+			var next int64
+			for i, s := range segs {
+				if s.BaseOffset == end {
+					next = segs[i+1].BaseOffset
+				}
+			}
+			id := newID()
+			key := x.objectKey(end, id)
+			switch point {
+			case "before-prepare":
+			case "after-prepare":
+				require.NoError(t, x.Manifest().Prepare(id, key, end, next, 0))
+			case "mid-put":
+				require.NoError(t, x.Manifest().Prepare(id, key, end, next, 0))
+				_, err := store.Put(ctx, key, []byte("half an obj")) // a store that kept a torn body
+				require.NoError(t, err)
+			case "mid-multipart":
+				require.NoError(t, x.Manifest().Prepare(id, key, end, next, 0))
+				up, err := store.CreateMultipart(ctx, key)
+				require.NoError(t, err)
+				_, err = store.UploadPart(ctx, key, up, 1, make([]byte, 100))
+				require.NoError(t, err)
+			case "after-put":
+				require.NoError(t, x.Manifest().Prepare(id, key, end, next, 0))
+				s, err := f.t.Sealed(end)
+				require.NoError(t, err)
+				p, err := PlanObject(SegmentSource{Log: s.Log, LogSize: s.LogSize, BaseOffset: s.Base, EndOffset: s.Next})
+				require.NoError(t, err)
+				var buf bytes.Buffer
+				_, err = p.WriteTo(&buf)
+				s.Close()
+				require.NoError(t, err)
+				_, err = store.Put(ctx, key, buf.Bytes())
+				require.NoError(t, err)
+			case "after-commit":
+				_, ok, err := x.uploadNext(ctx, nil)
+				require.NoError(t, err)
+				require.True(t, ok)
+				end = x.Manifest().TieredEnd()
+			case "mid-local-delete":
+				_, err := x.Upload(ctx, nil)
+				require.NoError(t, err)
+				end = x.Manifest().TieredEnd()
+				// A deletion that renamed the files .deleted and stopped.
+				_, err = f.t.DeleteLocalBefore(next)
+				require.NoError(t, err)
+			}
+			require.NoError(t, x.Close())
+			f.reopen(t)
+			x, err = Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+			require.NoError(t, err)
+			defer x.Close()
+			require.Equal(t, end, x.Manifest().TieredEnd(), "the tiered end never goes back")
+			for _, e := range x.Manifest().State().Objects {
+				require.Contains(t, []State{StateCommitted}, e.State, "a prepared upload is aborted and its key deleted at restart")
+			}
+			ups, err := store.ListMultipart(ctx, "")
+			require.NoError(t, err)
+			require.Empty(t, ups, "a multipart upload of an aborted object is aborted")
+			require.ElementsMatch(t, keys(x.Manifest().Visible()), keysOf(t, store, ".seg"), "no partial object left")
+			require.Equal(t, before, everything(t, f.t, 1<<20), "no offset lost")
+			// And tiering goes on to the end.
+			_, err = x.Upload(ctx, nil)
+			require.NoError(t, err)
+			_, err = x.DeleteLocal()
+			require.NoError(t, err)
+			require.Equal(t, before, everything(t, f.t, 1<<20))
+		})
+	}
+}
+
+// Retention retires the oldest objects, moves the log start, deletes them
+// after the grace period; a reader holding an object's data finishes.
+func TestTierRetention(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 60)
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	opts := f.tierOpts()
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, opts)
+	require.NoError(t, err)
+	defer x.Close()
+	_, err = x.Upload(ctx, nil)
+	require.NoError(t, err)
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	vis := x.Manifest().Visible()
+	var total int64
+	for _, e := range vis {
+		total += e.Size
+	}
+	// A reader in the middle of the oldest object.
+	res, err := f.t.Read(vis[0].Base, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd})
+	require.NoError(t, err)
+
+	setConfig(t, f.t, "retention.bytes", fmt.Sprint(total-vis[0].Size-vis[1].Size+f.t.Segments()[0].Size))
+	rr, err := x.ApplyRetention(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, rr.Retired)
+	require.Zero(t, rr.Deleted, "not before the grace period")
+	require.Equal(t, vis[2].Base, f.t.Offsets().LogStartOffset)
+	_, err = f.t.Read(vis[0].Base, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd})
+	require.ErrorIs(t, err, tablet.ErrOffsetOutOfRange)
+	// The reader holding the retired object's bytes still has them.
+	b, err := res.Records.AppendTo(nil)
+	require.NoError(t, err)
+	batch, _, err := record.ParseBatch(b)
+	require.NoError(t, err)
+	require.NoError(t, batch.Verify())
+	res.Close()
+
+	f.now.Add(2 * time.Minute.Milliseconds())
+	rr, err = x.ApplyRetention(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, rr.Deleted)
+	require.ElementsMatch(t, keys(x.Manifest().Visible()), keysOf(t, store, ".seg"))
+
+	// Time retention removes everything older than retention.ms.
+	setConfig(t, f.t, "retention.bytes", "-1")
+	setConfig(t, f.t, "retention.ms", "1")
+	f.now.Add(time.Hour.Milliseconds())
+	rr, err = x.ApplyRetention(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(vis)-2, rr.Retired)
+	require.Equal(t, x.Manifest().TieredEnd(), f.t.Offsets().LogStartOffset)
+}
+
+// A lost local manifest is rebuilt from the store's mirror; an object
+// uploaded after the last mirror becomes an orphan for collection, which
+// deletes only unreferenced keys past the grace period.
+func TestTierManifestRebuildAndGC(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 40)
+	before := everything(t, f.t, 1<<20)
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	_, err = x.Upload(ctx, nil)
+	require.NoError(t, err)
+	want := x.Manifest().State()
+	// An orphan: a key of this tablet no manifest names (an upload whose
+	// PREPARE was lost with the manifest).
+	orphan := x.objectKey(999_999, newID())
+	_, err = store.Put(ctx, orphan, []byte("orphan"))
+	require.NoError(t, err)
+	other := "abcd/other-0/00000000000000000000-x.seg" // another tablet's key
+	_, err = store.Put(ctx, other, []byte("not ours"))
+	require.NoError(t, err)
+	require.NoError(t, x.Close())
+	require.NoError(t, f.m.Close())
+	require.NoError(t, removeAll(filepath.Join(f.dir, tp.String(), ManifestDir)))
+	f.open(t)
+
+	x, err = Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	defer x.Close()
+	require.Equal(t, want.TieredEnd, x.Manifest().TieredEnd())
+	require.Equal(t, keys(want.Objects), keys(x.Manifest().Visible()))
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	require.Equal(t, before, everything(t, f.t, 1<<20))
+
+	g, err := x.CollectGarbage(ctx)
+	require.NoError(t, err)
+	require.Zero(t, g.Orphans, "not before the grace period")
+	f.now.Add(time.Hour.Milliseconds())
+	x.opts.Now = func() time.Time { return time.Now().Add(time.Hour) }
+	g, err = x.CollectGarbage(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, g.Orphans)
+	_, err = store.Head(ctx, orphan)
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = store.Head(ctx, other)
+	require.NoError(t, err, "another tablet's key is never touched")
+	for _, e := range x.Manifest().Visible() {
+		_, err := store.Head(ctx, e.Key)
+		require.NoError(t, err, "a committed key is never collected")
+	}
+	require.Equal(t, before, everything(t, f.t, 1<<20))
+}
+
+// Append, roll, tier, delete and read concurrently (run under -race).
+func TestTierConcurrent(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 10)
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	defer x.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var readErr atomic.Value
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				off := f.t.Offsets()
+				res, err := f.t.Read(off.LogStartOffset, tablet.ReadOptions{MaxBytes: 64 << 10, Isolation: tablet.ReadCommitted})
+				if err != nil {
+					if !errors.Is(err, tablet.ErrOffsetOutOfRange) {
+						readErr.Store(err)
+					}
+					continue
+				}
+				if _, err := res.Records.WriteTo(io.Discard); err != nil {
+					readErr.Store(err)
+				}
+				res.Close()
+			}
+		}()
+	}
+	w := crashload.New(f.t, 1, 7, func() int64 { return f.now.Add(1000) }, func(a crashload.Ack) error {
+		f.acks = append(f.acks, a)
+		return nil
+	})
+	require.NoError(t, w.Begin())
+	for i := range 60 {
+		require.NoError(t, w.Step())
+		if i%5 == 0 {
+			_, err := x.Step(ctx)
+			require.NoError(t, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := readErr.Load(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = x.Step(ctx)
+	require.NoError(t, err)
+	require.NoError(t, crashload.AbortPrevious(f.t, 2, f.now.Add(1000), true))
+	_, err = crashload.Check(f.t, f.acks)
+	require.NoError(t, err)
+	require.Greater(t, f.t.Offsets().LocalLogStartOffset, int64(0))
+	_ = fmt.Sprint()
+}
+
+func setConfig(t *testing.T, tb *tablet.Tablet, key, value string) {
+	cfg := tb.Config()
+	require.NoError(t, cfg.Set(key, value))
+	require.NoError(t, tb.SetConfig(cfg))
+}
