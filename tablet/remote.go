@@ -11,6 +11,7 @@ import (
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/writerstate"
 )
 
 // Remote is a tier holding the log below the local log start: the tiering
@@ -227,4 +228,49 @@ func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
 		s.Epochs = append(s.Epochs, e)
 	}
 	return s, nil
+}
+
+// Producers returns the state of every producer the tablet knows.
+func (t *Tablet) Producers() []writerstate.Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.state.Producers()
+}
+
+// ErrNotEmpty: StartFromTier on a tablet that holds records.
+var ErrNotEmpty = errors.New("tablet: the local log is not empty")
+
+// StartFromTier starts an empty tablet at end, the tier's end, with the
+// writer state of the producer snapshot taken there (from the newest
+// stream object) and the leader epochs given: what a tablet needs to go on
+// when the tier holds its whole log and no local segment is left.
+func (t *Tablet) StartFromTier(end int64, snapshot []byte, epochs []leaderepoch.Entry) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return err
+	}
+	v := t.view()
+	if v.leo.offset != v.logStart || t.mu.active.Size() != 0 || t.mu.segs.Len() != 1 {
+		return fmt.Errorf("%w: offsets [%d, %d)", ErrNotEmpty, v.logStart, v.leo.offset)
+	}
+	if err := t.truncateFullyLocked(end); err != nil {
+		return err
+	}
+	if len(snapshot) > 0 {
+		entries, err := writerstate.ParseSnapshot(snapshot)
+		if err != nil {
+			return fmt.Errorf("tablet: the tier's producer snapshot at %d: %w", end, err)
+		}
+		if err := t.mu.state.Restore(end, entries, t.opts.Now().UnixMilli()); err != nil {
+			return t.failLocked(err)
+		}
+	}
+	for _, e := range epochs {
+		if err := t.mu.epochs.Assign(e.Epoch, min(e.StartOffset, end)); err != nil {
+			return t.failLocked(err)
+		}
+		t.mu.epoch = max(t.mu.epoch, e.Epoch)
+	}
+	return nil
 }

@@ -241,7 +241,6 @@ func (s *S3Store) ListMultipart(ctx context.Context, prefix string) ([]Multipart
 	}
 }
 
-
 func (s *S3Store) GetRange(ctx context.Context, key string, off int64, n int) ([]byte, error) {
 	if off < 0 || n < 0 {
 		return nil, fmt.Errorf("tiering: range [%d, +%d) of %s", off, n, key)

@@ -209,5 +209,4 @@ func readAll(ctx context.Context, s ObjectStore, key string, size int64) ([]byte
 	return s.GetRange(ctx, key, 0, int(size))
 }
 
-
 func crc32Of(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

@@ -134,11 +134,39 @@ func Open(ctx context.Context, t *tablet.Tablet, topic string, partition int32, 
 		m.Close()
 		return nil, err
 	}
+	if err := x.startFromTier(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
 	if err := x.attach(); err != nil {
 		m.Close()
 		return nil, err
 	}
 	return x, nil
+}
+
+// startFromTier starts a tablet with no local record at the tiered end,
+// with the writer state and leader epochs of the newest object, when the
+// tier holds the log (a tablet rebuilt on a new disk).
+func (x *Tier) startFromTier(ctx context.Context) error {
+	off := x.t.Offsets()
+	end := x.m.TieredEnd()
+	if off.LogEndOffset != off.LogStartOffset || end <= off.LogEndOffset {
+		return nil
+	}
+	vis := x.m.Visible()
+	for i := len(vis) - 1; i >= 0; i-- {
+		if vis[i].Key == "" {
+			continue
+		}
+		o, err := x.cache.index(ctx, vis[i])
+		if err != nil {
+			return err
+		}
+		x.opts.Logger.Info("starting the tablet from the tier", "tablet", x.prefix, "end", end, "object", vis[i].Key)
+		return x.t.StartFromTier(end, o.Snapshot, o.Epochs)
+	}
+	return nil
 }
 
 // Close closes the manifest. The tablet keeps the tier attached; close
@@ -363,6 +391,10 @@ func (x *Tier) uploadNext(ctx context.Context, progress func(int64)) (Entry, boo
 		return Entry{}, false, err
 	}
 	if err := x.m.Commit(id, info.Size, sum, plan.Meta.MaxTimestamp); err != nil {
+		if errors.Is(err, ErrWrongBase) { // refused: aborted, its key collected
+			x.inflight.Delete(id)
+			return Entry{}, false, errors.Join(err, x.manifestErr(x.m.Abort(id, x.nowMs())), x.collectAborted(ctx))
+		}
 		return Entry{}, false, x.manifestErr(err)
 	}
 	e, _ := x.m.Get(id)

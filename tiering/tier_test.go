@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -15,11 +16,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/writerstate"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -689,4 +692,128 @@ func setConfig(t *testing.T, tb *tablet.Tablet, key, value string) {
 	cfg := tb.Config()
 	require.NoError(t, cfg.Set(key, value))
 	require.NoError(t, tb.SetConfig(cfg))
+}
+
+// A tablet whose local segments are all gone (a new disk) starts from the
+// tier: at its end, with the producers' state from the newest object's
+// snapshot, and every tiered record readable.
+func TestTierWriterStateFromSnapshot(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 60)
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	_, err = x.Upload(ctx, nil)
+	require.NoError(t, err)
+	end := x.Manifest().TieredEnd()
+	before := everything(t, f.t, 1<<20)
+	// What the producers' state was at the tiered end.
+	var tiered []byte
+	for b := before; len(b) > 0; {
+		batch, rest, err := record.ParseBatch(b)
+		require.NoError(t, err)
+		if batch.BaseOffset() >= end {
+			break
+		}
+		tiered = append(tiered, batch.Bytes()...)
+		b = rest
+	}
+	require.NoError(t, x.Close())
+	require.NoError(t, f.m.Close())
+	require.NoError(t, removeAll(f.dir))
+
+	f.open(t)
+	cfg := tablet.DefaultConfig()
+	require.NoError(t, cfg.Set("segment.bytes", "6000"))
+	f.t, err = f.m.Create(tp, &cfg)
+	require.NoError(t, err)
+	x, err = Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	defer x.Close()
+	off := f.t.Offsets()
+	require.Equal(t, end, off.LogEndOffset)
+	require.Equal(t, end, off.LocalLogStartOffset)
+	require.Zero(t, off.LogStartOffset)
+	require.Equal(t, tiered, everything(t, f.t, 1<<20))
+
+	// The idempotent producer's state came back: its next sequence is
+	// accepted, a sequence it already passed is not.
+	var idem *crashload.Ack
+	for i := range f.acks {
+		if a := f.acks[i]; a.Kind == 'i' && a.Last < end {
+			idem = &f.acks[i]
+		}
+	}
+	require.NotNil(t, idem)
+	p, ok := findProducer(f.t.Producers(), crashload.IdempotentPID)
+	require.True(t, ok, "the producer is known again")
+	last := p.Batches[len(p.Batches)-1]
+	require.Equal(t, idem.Last, last.LastOffset)
+	b := record.NewBuilder(record.None)
+	b.SetProducer(crashload.IdempotentPID, p.Epoch, last.LastSeq+1)
+	require.NoError(t, b.Append(record.Record{Timestamp: f.now.Load(), Key: []byte("k"), Value: []byte("v")}))
+	batch, err := b.Build()
+	require.NoError(t, err)
+	res, err := f.t.Append(batch.Bytes(), tablet.AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, end, res.FirstOffset)
+	b.Reset()
+	b.SetProducer(crashload.IdempotentPID, p.Epoch, last.LastSeq+5)
+	require.NoError(t, b.Append(record.Record{Timestamp: f.now.Load(), Key: []byte("k"), Value: []byte("v")}))
+	batch, err = b.Build()
+	require.NoError(t, err)
+	_, err = f.t.Append(batch.Bytes(), tablet.AppendOptions{})
+	require.Error(t, err, "a gap in sequences is refused: the state is there")
+}
+
+func findProducer(ps []writerstate.Entry, pid int64) (writerstate.Entry, bool) {
+	for _, p := range ps {
+		if p.ProducerID == pid {
+			return p, true
+		}
+	}
+	return writerstate.Entry{}, false
+}
+
+// A corrupt object (a flipped bit in a block, a bad footer) is an error at
+// read time, never served; data still local is read locally.
+func TestTierCorruptObjectAtRead(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 40)
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	defer x.Close()
+	_, err = x.Upload(ctx, nil)
+	require.NoError(t, err)
+	vis := x.Manifest().Visible()
+	// Before local deletion the local copy serves every read.
+	flip := func(e Entry, at int64) {
+		p := filepath.Join(store.Dir(), filepath.FromSlash(e.Key))
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		b[at] ^= 0x40
+		require.NoError(t, os.WriteFile(p, b, 0o640))
+	}
+	flip(vis[0], 30)             // inside the first block's data
+	flip(vis[1], vis[1].Size-10) // the footer's magic
+	before := everything(t, f.t, 1<<20)
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	_, err = f.t.Read(vis[0].Base, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd})
+	var ce *seglog.CorruptionError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, vis[0].Key, ce.Path)
+	_, err = f.t.Read(vis[1].Base, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd})
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, vis[1].Key, ce.Path)
+	// Other objects read fine.
+	res, err := f.t.Read(vis[2].Base, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd})
+	require.NoError(t, err)
+	b, err := res.Records.AppendTo(nil)
+	res.Close()
+	require.NoError(t, err)
+	require.True(t, bytes.Contains(before, b))
 }

@@ -373,3 +373,19 @@ func (s *State) ReloadSnapshots() error {
 	s.snapshots, err = listSnapshots(s.fsys, s.dir)
 	return err
 }
+
+// Restore replaces the state with a snapshot's entries taken at offset
+// (a tier's copy, when no local segment is left) and writes them as the
+// snapshot there, synced.
+func (s *State) Restore(offset int64, entries []Entry, nowMs int64) error {
+	clear(s.producers)
+	s.ongoing, s.unreplicated = s.ongoing[:0], s.unreplicated[:0]
+	for i := range entries {
+		if e := &entries[i]; !s.expired(nowMs, e) {
+			s.loadEntry(e)
+		}
+	}
+	s.snapEnd, s.mapEnd = offset, offset
+	s.updateOldestTxnTimestamp()
+	return s.TakeSnapshot(true)
+}
