@@ -310,17 +310,19 @@ func (x *Tier) Upload(ctx context.Context, progress func(n int64)) (UploadResult
 	}
 }
 
-// Eligible returns the bytes of the local segments not yet tiered that
-// could be (sealed and below the HW and LSO).
+// Untiered returns the local bytes not yet tiered (total, the active
+// segment included) and those of them that could be uploaded now
+// (eligible: sealed, below the high watermark and the last stable offset).
 func (x *Tier) Untiered() (eligible, total int64) {
 	end := x.m.TieredEnd()
 	off := x.t.Offsets()
-	for _, s := range x.t.Segments() {
+	segs := x.t.Segments()
+	for i, s := range segs {
 		if s.BaseOffset < end {
 			continue
 		}
 		total += s.Size
-		if s.BaseOffset != off.LogEndOffset && x.sealedBelowBound(s, off) {
+		if i < len(segs)-1 && x.sealedBelowBound(s, off) {
 			eligible += s.Size
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog"
@@ -816,4 +817,64 @@ func TestTierCorruptObjectAtRead(t *testing.T) {
 	res.Close()
 	require.NoError(t, err)
 	require.True(t, bytes.Contains(before, b))
+}
+
+// The background service tiers every tablet, bounded, and reports untiered
+// bytes; through a store outage nothing untiered is deleted and the
+// growth shows in the metric.
+func TestTierService(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 40)
+	cfg := f.t.Config()
+	other, err := f.m.Create(checkpoint.TopicPartition{Topic: "other", Partition: 0}, &cfg)
+	require.NoError(t, err)
+	for i := range 200 {
+		_, err := other.AppendRecords([]record.Record{{Timestamp: f.now.Load(), Value: bytes.Repeat([]byte{byte(i)}, 300)}}, record.None, tablet.AppendOptions{})
+		require.NoError(t, err)
+	}
+	inner, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	fs := &faultStore{ObjectStore: inner}
+	svc := NewService(f.m, fs, &ServiceOptions{Tier: *f.tierOpts(), Concurrency: 1})
+	defer svc.Close()
+	res, err := svc.RunOnce(ctx, true)
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	for _, tb := range f.m.Tablets() {
+		x, err := svc.Tier(ctx, tb)
+		require.NoError(t, err)
+		require.Equal(t, x.Manifest().TieredEnd(), tb.Offsets().LocalLogStartOffset, "%s: tiered and deleted locally", tb.TopicPartition())
+		eligible, total := x.Untiered()
+		require.Zero(t, eligible)
+		require.Equal(t, tb.Segments()[len(tb.Segments())-1].Size, total, "only the active segment is untiered")
+	}
+	fs.mu.Lock()
+	fs.down = true
+	fs.mu.Unlock()
+	localStart := other.Offsets().LocalLogStartOffset
+	for i := range 200 {
+		_, err := other.AppendRecords([]record.Record{{Timestamp: f.now.Load(), Value: bytes.Repeat([]byte{byte(i)}, 300)}}, record.None, tablet.AppendOptions{})
+		require.NoError(t, err)
+	}
+	_, err = svc.RunOnce(ctx, false)
+	require.ErrorIs(t, err, errStore)
+	require.Equal(t, localStart, other.Offsets().LocalLogStartOffset, "nothing untiered is deleted")
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(svc.Collector()))
+	got, err := reg.Gather()
+	require.NoError(t, err)
+	var eligible float64
+	var failures float64
+	for _, mf := range got {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "seglog_tier_eligible_bytes":
+				eligible += m.GetGauge().GetValue()
+			case "seglog_tier_step_failures_total":
+				failures = m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Positive(t, eligible, "the growth is reported")
+	require.Positive(t, failures)
 }

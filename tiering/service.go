@@ -1,0 +1,226 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/tablet"
+)
+
+// ServiceOptions configure background tiering.
+type ServiceOptions struct {
+	// Tier are the options of each tablet's tier.
+	Tier Options
+	// Interval is how often each tablet is stepped (upload, local
+	// deletion, retention). The default is 30 s.
+	Interval time.Duration
+	// GCInterval is how often garbage is collected. The default is 10
+	// minutes.
+	GCInterval time.Duration
+	// Concurrency bounds the tablets stepped at once. The default is 4.
+	Concurrency int
+}
+
+func (o *ServiceOptions) ensureDefaults() {
+	if o.Interval <= 0 {
+		o.Interval = 30 * time.Second
+	}
+	if o.GCInterval <= 0 {
+		o.GCInterval = 10 * time.Minute
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	o.Tier.EnsureDefaults()
+}
+
+// Service tiers every tablet of a Manager in the background: a tier per
+// tablet, opened when first seen, stepped every Interval with bounded
+// concurrency, garbage collected every GCInterval. Its Collector reports
+// untiered bytes, so a store outage that makes local data grow is seen.
+type Service struct {
+	m     *tablet.Manager
+	store ObjectStore
+	opts  ServiceOptions
+
+	mu    sync.Mutex
+	tiers map[checkpoint.TopicPartition]*Tier
+
+	uploaded atomic.Int64
+	failures atomic.Int64
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// NewService returns a service over m's tablets; Start runs it in the
+// background, RunOnce steps every tablet once.
+func NewService(m *tablet.Manager, store ObjectStore, o *ServiceOptions) *Service {
+	var opts ServiceOptions
+	if o != nil {
+		opts = *o
+	}
+	opts.ensureDefaults()
+	return &Service{m: m, store: store, opts: opts, tiers: map[checkpoint.TopicPartition]*Tier{}, stop: make(chan struct{})}
+}
+
+// Tier returns the tier of a tablet, opening it on first use.
+func (s *Service) Tier(ctx context.Context, t *tablet.Tablet) (*Tier, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tp := t.TopicPartition()
+	if x, ok := s.tiers[tp]; ok && x.t == t {
+		return x, nil
+	}
+	x, err := Open(ctx, t, tp.Topic, tp.Partition, s.store, &s.opts.Tier)
+	if err != nil {
+		return nil, err
+	}
+	s.tiers[tp] = x
+	return x, nil
+}
+
+// RunOnce steps every tablet once (gc: and collects garbage), at most
+// Concurrency at a time, and returns what each did.
+func (s *Service) RunOnce(ctx context.Context, gc bool) (map[checkpoint.TopicPartition]StepResult, error) {
+	tablets := s.m.Tablets()
+	out := make(map[checkpoint.TopicPartition]StepResult, len(tablets))
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, s.opts.Concurrency)
+	var wg sync.WaitGroup
+	for _, t := range tablets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := s.step(ctx, t, gc)
+			mu.Lock()
+			defer mu.Unlock()
+			out[t.TopicPartition()] = res
+			if err != nil {
+				s.failures.Add(1)
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+func (s *Service) step(ctx context.Context, t *tablet.Tablet, gc bool) (StepResult, error) {
+	x, err := s.Tier(ctx, t)
+	if err != nil {
+		return StepResult{}, err
+	}
+	res, err := x.Step(ctx)
+	s.uploaded.Add(res.Upload.Bytes)
+	if err != nil {
+		if _, total := x.Untiered(); total > 0 {
+			s.opts.Tier.Logger.Warn("tiering is behind; untiered data stays local", "tablet", x.prefix, "untieredBytes", total, "err", err)
+		}
+		return res, err
+	}
+	if gc {
+		_, err = x.CollectGarbage(ctx)
+	}
+	return res, err
+}
+
+// Start runs the service in the background until Close.
+func (s *Service) Start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			<-s.stop
+			cancel()
+		}()
+		step := time.NewTicker(s.opts.Interval)
+		defer step.Stop()
+		lastGC := time.Time{}
+		for {
+			gc := time.Since(lastGC) >= s.opts.GCInterval
+			if gc {
+				lastGC = time.Now()
+			}
+			if _, err := s.RunOnce(ctx, gc); err != nil && ctx.Err() == nil {
+				s.opts.Tier.Logger.Error("tiering", "err", err)
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-step.C:
+			}
+		}
+	}()
+}
+
+// Close stops the background work and closes the tiers' manifests. Close
+// the Manager after it.
+func (s *Service) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for tp, x := range s.tiers {
+		errs = append(errs, x.Close())
+		delete(s.tiers, tp)
+	}
+	return errors.Join(errs...)
+}
+
+var (
+	tierLabels     = []string{"topic", "partition"}
+	descUntiered   = prometheus.NewDesc("seglog_tier_untiered_bytes", "Local bytes not yet in the object store (the active segment included).", tierLabels, nil)
+	descEligible   = prometheus.NewDesc("seglog_tier_eligible_bytes", "Local bytes that could be uploaded now.", tierLabels, nil)
+	descTieredEnd  = prometheus.NewDesc("seglog_tier_tiered_end_offset", "Offset below which the store holds the log.", tierLabels, nil)
+	descObjects    = prometheus.NewDesc("seglog_tier_objects", "Visible objects.", tierLabels, nil)
+	descUploaded   = prometheus.NewDesc("seglog_tier_uploaded_bytes_total", "Bytes uploaded.", nil, nil)
+	descStepErrors = prometheus.NewDesc("seglog_tier_step_failures_total", "Tiering steps that failed.", nil, nil)
+)
+
+type serviceCollector struct{ s *Service }
+
+// Collector reports the service's metrics.
+func (s *Service) Collector() prometheus.Collector { return serviceCollector{s} }
+
+func (c serviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descUntiered, descEligible, descTieredEnd, descObjects, descUploaded, descStepErrors} {
+		ch <- d
+	}
+}
+
+func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.mu.Lock()
+	tiers := make([]*Tier, 0, len(c.s.tiers))
+	for _, x := range c.s.tiers {
+		tiers = append(tiers, x)
+	}
+	c.s.mu.Unlock()
+	for _, x := range tiers {
+		lv := []string{x.topic, strconv.Itoa(int(x.partition))}
+		eligible, total := x.Untiered()
+		ch <- prometheus.MustNewConstMetric(descUntiered, prometheus.GaugeValue, float64(total), lv...)
+		ch <- prometheus.MustNewConstMetric(descEligible, prometheus.GaugeValue, float64(eligible), lv...)
+		ch <- prometheus.MustNewConstMetric(descTieredEnd, prometheus.GaugeValue, float64(x.m.TieredEnd()), lv...)
+		ch <- prometheus.MustNewConstMetric(descObjects, prometheus.GaugeValue, float64(len(x.m.Visible())), lv...)
+	}
+	ch <- prometheus.MustNewConstMetric(descUploaded, prometheus.CounterValue, float64(c.s.uploaded.Load()))
+	ch <- prometheus.MustNewConstMetric(descStepErrors, prometheus.CounterValue, float64(c.s.failures.Load()))
+}
+
