@@ -58,11 +58,26 @@ crash); --verify-index-only checks them against the .log beside the index
 entry the running maximum first reached by the batch ending at its offset,
 every aborted transaction ending at an ABORT marker of its producer).
 
+A stream object of the tier (spec/tiering.md) — a .seg path, file:///path, or
+s3://bucket/key?endpoint=…&region=…&path-style=true (credentials from the AWS
+chain) — gives its metadata line, then each block (its CRC checked) and the
+batches in it; a damaged footer, index or block is reported at its position.
+
 The exit status is 1 if anything was wrong. dump never changes a file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d := &dumper{w: cmd.OutOrStdout(), opts: o}
+			ctx := ctxOf(cmd)
 			for _, path := range args {
+				if isObjectArg(path) {
+					if !o.json {
+						fmt.Fprintf(d.w, "Dumping %s\n", path)
+					}
+					if err := d.dumpObject(ctx, path); err != nil {
+						return err
+					}
+					continue
+				}
 				if err := d.dumpFile(vfs.OS, path); err != nil {
 					return err
 				}

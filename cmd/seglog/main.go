@@ -64,6 +64,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(),
-		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newBenchCmd(), newDemoCmd())
+		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newTierCmd(), newBenchCmd(), newDemoCmd())
 	return root
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tiering"
 )
 
 // tabletFlags are the flags every tablet command shares.
@@ -88,7 +89,20 @@ func (f *tabletFlags) withTablet(cmd *cobra.Command, create bool, fn func(t *tab
 			return err
 		}
 	}
+	tiers, err := attachTiers(cmd, m, func(tp checkpoint.TopicPartition) bool { return tp == f.tp() })
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, tiers.Close()) }()
 	return fn(t)
+}
+
+// attachTiers attaches the tier of each matching tablet that was tiered
+// (seglog tier), so reads below the local log start go to the store.
+// S3 credentials come from the standard AWS chain.
+func attachTiers(cmd *cobra.Command, m *tablet.Manager, match func(checkpoint.TopicPartition) bool) (*tiering.Attached, error) {
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return tiering.Attach(cmd.Context(), m, match, nil, &tiering.Options{Logger: logger})
 }
 
 func applyConfigs(cfg tablet.Config, kvs []string) (tablet.Config, error) {
@@ -500,6 +514,11 @@ segments (base offset, next offset, size, path).`,
 				return err
 			}
 			defer func() { err = errors.Join(err, m.Close()) }()
+			tiers, err := attachTiers(cmd, m, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, tiers.Close()) }()
 			type out struct {
 				Topic     string `json:"topic"`
 				Partition int32  `json:"partition"`

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tiering"
+)
+
+// s3Flags are the credentials of an s3:// store given on the command line
+// (otherwise the standard AWS chain is used). They are never printed.
+type s3Flags struct {
+	accessKey, secretKey, sessionToken string
+}
+
+func (f *s3Flags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.accessKey, "access-key-id", "", "S3 access key id (default: the AWS credential chain)")
+	cmd.Flags().StringVar(&f.secretKey, "secret-access-key", "", "S3 secret access key")
+	cmd.Flags().StringVar(&f.sessionToken, "session-token", "", "S3 session token")
+}
+
+func (f *s3Flags) options() *tiering.S3Options {
+	if f.accessKey == "" {
+		return nil
+	}
+	return &tiering.S3Options{AccessKey: f.accessKey, SecretKey: f.secretKey, SessionToken: f.sessionToken}
+}
+
+func ctxOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// tierConfigKeys are the tier's own settings (the retention ones are topic
+// configs under Kafka's names).
+var tierConfigKeys = []string{"tier.block.bytes", "tier.index.cache.objects", "tier.block.cache.bytes",
+	"tier.upload.timeout.ms", "tier.grace.period.ms", "tier.keep.local.segments"}
+
+// splitConfigs applies tier.* keys to opts and returns the others.
+func splitConfigs(kvs []string, opts *tiering.Options) ([]string, error) {
+	var rest []string
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || !strings.HasPrefix(k, "tier.") {
+			rest = append(rest, kv)
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: %s=%q is not a non-negative integer", tablet.ErrConfig, k, v)
+		}
+		switch k {
+		case "tier.block.bytes":
+			opts.BlockSize = int(n)
+		case "tier.index.cache.objects":
+			opts.IndexCacheObjects = int(n)
+		case "tier.block.cache.bytes":
+			opts.BlockCacheBytes = n
+		case "tier.upload.timeout.ms":
+			opts.UploadTimeout = time.Duration(n) * time.Millisecond
+		case "tier.grace.period.ms":
+			opts.GracePeriod = time.Duration(n) * time.Millisecond
+		case "tier.keep.local.segments":
+			opts.KeepLocalSegments = int(n)
+		default:
+			return nil, fmt.Errorf("%w: unknown key %q (tier keys: %s)", tablet.ErrConfig, k, strings.Join(tierConfigKeys, ", "))
+		}
+	}
+	return rest, nil
+}
+
+func newTierCmd() *cobra.Command {
+	var (
+		f        tabletFlags
+		store    string
+		once     bool
+		interval time.Duration
+		creds    s3Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "tier --data-dir D [--topic T --partition P] --store URL [--once]",
+		Short: "Upload sealed segments to an object store and delete them locally",
+		Long: `tier moves each tablet's sealed segments (all tablets without --topic) to an
+object store as stream objects (spec/tiering.md): a segment is uploaded once
+it is wholly below the high watermark and the last stable offset, in offset
+order; the upload is recorded in the tablet's manifest (tier/manifest.log)
+before it starts and committed once the store holds it whole; then local
+retention deletes the uploaded segments, and total retention retires the
+oldest objects.
+
+--store is file:///dir (a directory) or
+s3://bucket/prefix?endpoint=URL&region=R&path-style=true. S3 credentials come
+from the AWS credential chain (environment, shared files, instance role) or
+--access-key-id/--secret-access-key; they are never printed or stored. The
+store URL is kept in the tablet (tier/store.url), so consume, offsets and the
+other commands read the tiered part from then on.
+
+--config sets topic configs as key=value: local.retention.bytes and
+local.retention.ms (how much stays local once tiered; -2, the default, means
+retention.bytes / retention.ms), retention.bytes and retention.ms (the whole
+log, tier included), and the tier's own: ` + strings.Join(tierConfigKeys, ", ") + `.
+
+With --once it makes one pass (upload with a progress bar, local deletion,
+retention, garbage collection) and prints what it did; otherwise it repeats
+every --interval until interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if store == "" {
+				return errors.New("--store is required")
+			}
+			var opts tiering.Options
+			rest, err := splitConfigs(f.configs, &opts)
+			if err != nil {
+				return err
+			}
+			m, err := openManager(cmd, f.dataDir)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, m.Close()) }()
+			ctx := ctxOf(cmd)
+			s, err := tiering.OpenStore(ctx, store, creds.options())
+			if err != nil {
+				return err
+			}
+			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			var tiers []*tiering.Tier
+			defer func() {
+				for _, x := range tiers {
+					err = errors.Join(err, x.Close())
+				}
+			}()
+			for _, t := range m.Tablets() {
+				tp := t.TopicPartition()
+				if f.topic != "" && tp != f.tp() {
+					continue
+				}
+				if len(rest) > 0 {
+					cfg, err := applyConfigs(t.Config(), rest)
+					if err != nil {
+						return err
+					}
+					if err := t.SetConfig(cfg); err != nil {
+						return err
+					}
+				}
+				if u, ok, err := tiering.StoreURL(vfs.OS, t.Dir()); err != nil {
+					return err
+				} else if ok && u != store {
+					return fmt.Errorf("%s is tiered to %s, not %s", tp, u, store)
+				}
+				if err := tiering.SaveStoreURL(vfs.OS, t.Dir(), store); err != nil {
+					return err
+				}
+				x, err := tiering.Open(ctx, t, tp.Topic, tp.Partition, s, &opts)
+				if err != nil {
+					return err
+				}
+				tiers = append(tiers, x)
+			}
+			if len(tiers) == 0 {
+				if f.topic != "" {
+					return fmt.Errorf("%w: %s in %s", tablet.ErrNotFound, f.tp(), f.dataDir)
+				}
+				return fmt.Errorf("no tablet in %s", f.dataDir)
+			}
+			if once {
+				return tierPass(ctx, cmd, tiers)
+			}
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for {
+				if err := tierPass(ctx, cmd, tiers); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "tier: %v (retrying in %s)\n", err, interval)
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-tick.C:
+				}
+			}
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&store, "store", "", "the object store URL: file:///dir or s3://bucket/prefix?endpoint=&region=&path-style=")
+	cmd.Flags().BoolVar(&once, "once", false, "make one pass and exit")
+	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "time between passes without --once")
+	creds.register(cmd)
+	cmd.AddCommand(newTierLsCmd())
+	return cmd
+}
+
+// tierPass uploads, deletes locally, applies retention and collects
+// garbage for each tier, printing what happened.
+func tierPass(ctx context.Context, cmd *cobra.Command, tiers []*tiering.Tier) error {
+	w := cmd.OutOrStdout()
+	var errs []error
+	for _, x := range tiers {
+		name := x.Name()
+		eligible, _ := x.Untiered()
+		bar := progressBar(cmd.ErrOrStderr(), eligible, "upload "+name)
+		up, err := x.Upload(ctx, func(n int64) {
+			if bar != nil {
+				_ = bar.Add64(n)
+			}
+		})
+		if bar != nil {
+			_ = bar.Finish()
+		}
+		for _, e := range up.Objects {
+			if e.Key == "" {
+				fmt.Fprintf(w, "%s: skipped empty segment [%d, %d)\n", name, e.Base, e.End)
+				continue
+			}
+			fmt.Fprintf(w, "%s: uploaded and committed %s offsets [%d, %d) %d bytes\n", name, e.Key, e.Base, e.End, e.Size)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		del, err := x.DeleteLocal()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		if del.Segments > 0 {
+			fmt.Fprintf(w, "%s: deleted %d local segment(s), %d bytes; the local log now starts at %d\n",
+				name, del.Segments, del.Bytes, x.Tablet().Offsets().LocalLogStartOffset)
+		}
+		ret, err := x.ApplyRetention(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		if ret.Retired > 0 || ret.Deleted > 0 {
+			fmt.Fprintf(w, "%s: retention retired %d object(s) (log start %d), deleted %d from the store\n",
+				name, ret.Retired, ret.LogStart, ret.Deleted)
+		}
+		gc, err := x.CollectGarbage(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		if gc != (tiering.GCResult{}) {
+			fmt.Fprintf(w, "%s: garbage: %d orphan(s), %d multipart upload(s), %d old mirror(s), %d stale upload(s)\n",
+				name, gc.Orphans, gc.Multipart, gc.Mirrors, gc.Aborted)
+		}
+		off := x.Tablet().Offsets()
+		fmt.Fprintf(w, "%s: tiered to %d; log start %d, local log start %d, log end %d\n",
+			name, x.Manifest().TieredEnd(), off.LogStartOffset, off.LocalLogStartOffset, off.LogEndOffset)
+	}
+	return errors.Join(errs...)
+}
+
+// progressBar returns a bar on a terminal, nil otherwise.
+func progressBar(w io.Writer, total int64, what string) *progressbar.ProgressBar {
+	f, ok := w.(*os.File)
+	if !ok || total <= 0 || !isTerminal(f) {
+		return nil
+	}
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
+		progressbar.OptionSetWidth(30), progressbar.OptionShowBytes(true), progressbar.OptionClearOnFinish())
+}
+
+func newTierLsCmd() *cobra.Command {
+	var (
+		store   string
+		topic   string
+		part    int32
+		dataDir string
+		creds   s3Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "ls --store URL [--topic T --partition P] [--data-dir D]",
+		Short: "List a store's objects and the manifests",
+		Long: `ls lists the stream objects and manifest mirrors in the store (a tablet's with
+--topic), then, for each tablet whose manifest is known (the store's newest
+mirror, or with --data-dir the local manifest), its objects with their state
+and offsets.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if store == "" {
+				return errors.New("--store is required")
+			}
+			ctx := ctxOf(cmd)
+			s, err := tiering.OpenStore(ctx, store, creds.options())
+			if err != nil {
+				return err
+			}
+			list, err := s.List(ctx, "")
+			if err != nil {
+				return err
+			}
+			want := ""
+			if topic != "" {
+				want = "/" + checkpoint.TopicPartition{Topic: topic, Partition: part}.String() + "/"
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tBYTES\tMODIFIED")
+			for _, o := range list {
+				if want != "" && !strings.Contains("/"+o.Key, want) {
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", o.Key, o.Size, o.Modified.UTC().Format(time.RFC3339))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			states, err := tiering.Manifests(ctx, s, list, dataDir)
+			if err != nil {
+				return err
+			}
+			for _, ms := range states {
+				if want != "" && !strings.Contains("/"+ms.Tablet+"/", want) {
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\nmanifest of %s (%s): seq %d, tiered end %d, log start %d\n",
+					ms.Tablet, ms.Source, ms.State.Seq, ms.State.TieredEnd, ms.State.LogStart)
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "STATE\tBASE\tEND\tBYTES\tKEY")
+				for _, e := range ms.State.Objects {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", e.State, e.Base, e.End, e.Size, e.Key)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", "", "the object store URL")
+	cmd.Flags().StringVar(&topic, "topic", "", "only this topic's objects")
+	cmd.Flags().Int32Var(&part, "partition", 0, "the partition, with --topic")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "read the local manifests of this data directory too")
+	creds.register(cmd)
+	return cmd
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -1,0 +1,160 @@
+package tiering
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/tablet"
+)
+
+// StoreURLFile, in a tablet's tier directory, names the store the tablet
+// is tiered to (without credentials), so later opens attach the tier.
+const StoreURLFile = "store.url"
+
+// SaveStoreURL records the store a tablet is tiered to. A URL carrying
+// credentials is refused: they come from the AWS chain or flags, never a
+// file.
+func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("tiering: store URL: %w", err)
+	}
+	if u.User != nil {
+		return fmt.Errorf("tiering: the store URL must not carry credentials")
+	}
+	dir := filepath.Join(tabletDir, ManifestDir)
+	if err := fsys.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	return checkpoint.WriteAtomic(fsys, filepath.Join(dir, StoreURLFile), []byte(rawURL+"\n"))
+}
+
+// StoreURL returns the store a tablet is tiered to, if any.
+func StoreURL(fsys vfs.FS, tabletDir string) (string, bool, error) {
+	b, err := readFile(fsys, filepath.Join(tabletDir, ManifestDir, StoreURLFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return strings.TrimSpace(string(b)), true, nil
+}
+
+// Attached are the tiers Attach opened; Close closes them and their stores.
+type Attached struct {
+	Tiers []*Tier
+}
+
+// Close closes the tiers' manifests.
+func (a *Attached) Close() error {
+	var errs []error
+	for _, x := range a.Tiers {
+		errs = append(errs, x.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Attach opens the tier of every tablet of m (only those match accepts,
+// if match is set) that was tiered before, so that reads below the local
+// log start work.
+func Attach(ctx context.Context, m *tablet.Manager, match func(checkpoint.TopicPartition) bool, s3opts *S3Options, o *Options) (*Attached, error) {
+	a := &Attached{}
+	stores := map[string]ObjectStore{}
+	for _, t := range m.Tablets() {
+		tp := t.TopicPartition()
+		if match != nil && !match(tp) {
+			continue
+		}
+		u, ok, err := StoreURL(vfs.OS, t.Dir())
+		if err != nil || !ok {
+			if err != nil {
+				return a, errors.Join(err, a.Close())
+			}
+			continue
+		}
+		s, ok := stores[u]
+		if !ok {
+			if s, err = OpenStore(ctx, u, s3opts); err != nil {
+				return a, errors.Join(err, a.Close())
+			}
+			stores[u] = s
+		}
+		x, err := Open(ctx, t, tp.Topic, tp.Partition, s, o)
+		if err != nil {
+			return a, errors.Join(fmt.Errorf("tiering: attaching %s: %w", tp, err), a.Close())
+		}
+		a.Tiers = append(a.Tiers, x)
+	}
+	return a, nil
+}
+
+// Name names the tier's tablet: topic-partition.
+func (x *Tier) Name() string { return fmt.Sprintf("%s-%d", x.topic, x.partition) }
+
+// Tablet returns the tier's tablet.
+func (x *Tier) Tablet() *tablet.Tablet { return x.t }
+
+// ManifestInfo is a tablet's manifest as found by Manifests.
+type ManifestInfo struct {
+	Tablet string // topic-partition
+	Source string // the mirror's key, or the local manifest's directory
+	State  ManifestState
+}
+
+// Manifests returns, for each tablet with objects in the store, its
+// manifest: the local one under dataDir if given and present, else the
+// newest readable mirror among list (a listing of the whole store).
+func Manifests(ctx context.Context, s ObjectStore, list []ObjectInfo, dataDir string) ([]ManifestInfo, error) {
+	newest := map[string]ObjectInfo{}
+	var order []string
+	for _, o := range list {
+		i := strings.LastIndex(o.Key, "/manifest-")
+		if i < 0 || !strings.HasSuffix(o.Key, ".json") {
+			continue
+		}
+		tp := o.Key[strings.LastIndex(o.Key[:i], "/")+1 : i]
+		if _, ok := newest[tp]; !ok {
+			order = append(order, tp)
+		}
+		if o.Key > newest[tp].Key {
+			newest[tp] = o
+		}
+	}
+	var out []ManifestInfo
+	for _, tp := range order {
+		if dataDir != "" {
+			dir := filepath.Join(dataDir, tp, ManifestDir)
+			if _, err := os.Stat(filepath.Join(dir, ManifestLog)); err == nil {
+				m, err := OpenManifest(vfs.OS, dir, 0)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, ManifestInfo{Tablet: tp, Source: dir, State: m.State()})
+				if err := m.Close(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		o := newest[tp]
+		data, err := readAll(ctx, s, o.Key, o.Size)
+		if err != nil {
+			return nil, err
+		}
+		var st ManifestState
+		if err := json.Unmarshal(data, &st); err != nil {
+			return nil, fmt.Errorf("tiering: mirror %s: %w", o.Key, err)
+		}
+		out = append(out, ManifestInfo{Tablet: tp, Source: o.Key, State: st})
+	}
+	return out, nil
+}
