@@ -170,10 +170,15 @@ func TestDemo(t *testing.T) {
 		"payments-0  log start 0, log end 9000",
 		"appends 97, records 30043", // 12 + 18 + 30 transactions + 30 markers, + 7 in kinds; markers count as records
 		"duplicates 1, rejections 0",
+		"7. Tier: the sealed segments",
+		"   clicks-0       12000 records read back from offset 0\n",
+		"   orders-0        8100 records read back from offset 0\n",
+		"10. Offsets after recovery",
 	} {
 		require.Contains(t, out, want)
 	}
 	require.NotContains(t, out, "isvalid: false")
+	require.Regexp(t, `clicks-0 +\d+ object\(s\); log start 0, local log start [1-9]\d*, log end 12000`, out)
 	// The tour's own directory was closed cleanly and reads back.
 	code, out, errOut = runSeglog(t, "consume", "--data-dir", dir, "--topic", "orders", "--isolation", "read-committed",
 		"--max-records", "2", "--format", "value")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tiering"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -55,6 +57,7 @@ type tour struct {
 	m     *tablet.Manager
 	logs  *slog.Logger
 	start time.Time // the records' timestamps start here
+	tiers *tiering.Attached
 }
 
 func (t *tour) printf(format string, args ...any) { fmt.Fprintf(t.w, format, args...) }
@@ -75,7 +78,9 @@ func runTour(w, errw io.Writer, dir string, n int) (err error) {
 	}()
 	t.printf("seglog demo: a tour on %s\n\n", dir)
 	cfg := tablet.DefaultConfig()
-	cfg.SegmentBytes = 1 << 20 // small, so that there are several segments to roll, read across and recover
+	// Small segments, so that there are several to roll, read across, tier
+	// and recover: 1 MiB for the default million records (~11 bytes each).
+	cfg.SegmentBytes = min(max(int64(n)*11/10, 64<<10), 1<<20)
 	clicks, payments, orders := n*4/10, n*3/10, n-n*4/10-n*3/10
 
 	t.printf("1. Produce %d records over three topics\n", n)
@@ -112,7 +117,7 @@ func runTour(w, errw io.Writer, dir string, n int) (err error) {
 	if err := t.readBack(); err != nil {
 		return err
 	}
-	if err := t.byTime(); err != nil {
+	if err := t.byTime("4. Offsets by time"); err != nil {
 		return err
 	}
 	if err := t.kinds(); err != nil {
@@ -121,7 +126,10 @@ func runTour(w, errw io.Writer, dir string, n int) (err error) {
 	if err := t.metrics(); err != nil {
 		return err
 	}
-	t.printf("7. Close cleanly: every tablet flushed, its writer state snapshotted, the checkpoints written, then the clean-shutdown marker\n\n")
+	if err := t.tier(); err != nil {
+		return fmt.Errorf("tiering: %w", err)
+	}
+	t.printf("8. Close cleanly: every tablet flushed, its writer state snapshotted, the checkpoints written, then the clean-shutdown marker\n\n")
 	err = t.m.Close()
 	t.m = nil
 	if err != nil {
@@ -271,7 +279,7 @@ func (t *tour) readBack() error {
 }
 
 // byTime finds an offset by timestamp.
-func (t *tour) byTime() error {
+func (t *tour) byTime(label string) error {
 	clicks := t.get("clicks")
 	end := clicks.Offsets().LogEndOffset
 	ts := t.start.UnixMilli() + end/100/2
@@ -279,7 +287,7 @@ func (t *tour) byTime() error {
 	if err != nil {
 		return err
 	}
-	t.printf("4. Offsets by time: the first click at or after %s is offset %d (timestamp %s)\n\n",
+	t.printf("%s: the first click at or after %s is offset %d (timestamp %s)\n\n", label,
 		time.UnixMilli(ts).UTC().Format(time.RFC3339), o.Offset, time.UnixMilli(o.Timestamp).UTC().Format(time.RFC3339))
 	return nil
 }
@@ -347,7 +355,7 @@ func (t *tour) metrics() error {
 
 // crashCopy copies the closed directory, damages the copy as a crash
 // would, recovers it and prints what recovery did and the offsets.
-func (t *tour) crashCopy() error {
+func (t *tour) crashCopy() (err error) {
 	crashed := t.dir + "-crash"
 	if err := os.RemoveAll(crashed); err != nil {
 		return err
@@ -382,15 +390,24 @@ func (t *tour) crashCopy() error {
 	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(crashed, "payments-0", segment.Filename(0, segment.Index))); err != nil {
+	indexes, err := filepath.Glob(filepath.Join(crashed, "payments-0", "*.index"))
+	if err != nil || len(indexes) == 0 {
+		return errors.Join(err, fmt.Errorf("no .index in %s", crashed))
+	}
+	if err := os.Remove(indexes[0]); err != nil { // the first local one (older segments are in the store)
 		return err
 	}
-	t.printf("8. Crash a copy (%s): no clean-shutdown marker, no recovery-point checkpoint, 200 bytes of a torn batch\n", crashed)
-	t.printf("   at the end of clicks-0, the first .index of payments-0 deleted. Open it:\n")
+	t.printf("9. Crash a copy (%s): no clean-shutdown marker, no recovery-point checkpoint, 200 bytes of a torn batch\n", crashed)
+	t.printf("   at the end of clicks-0, the first local .index of payments-0 deleted. Open it:\n")
 	m, err := tablet.OpenManager(vfs.OS, crashed, tablet.ManagerOptions{Tablet: tablet.Options{Logger: t.logs}})
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if t.tiers != nil {
+			err = errors.Join(err, t.tiers.Close())
+		}
+	}()
 	r := m.Loaded
 	t.printf("   → recovered %.1f MB of .log in %.2f s (%.2f GiB/s)\n", float64(r.RecoveredBytes())/1e6, r.Duration.Seconds(),
 		float64(r.RecoveredBytes())/(1<<30)/r.Duration.Seconds())
@@ -409,7 +426,10 @@ func (t *tour) crashCopy() error {
 		t.printf("     %s: %d segment(s) checked batch by batch, %d writer-state snapshot(s) retaken\n",
 			rt.TopicPartition, checked, dropped)
 	}
-	t.printf("\n9. Offsets after recovery\n")
+	if err := t.attachCopy(m); err != nil {
+		return err
+	}
+	t.printf("\n10. Offsets after recovery (the copy's tiers attached: the log starts in the store)\n")
 	for _, tab := range m.Tablets() {
 		o := tab.Offsets()
 		t.printf("   %-11s log start %d, log end %d, high watermark %d, last stable %d, recovery point %d, %d segment(s)\n",
@@ -423,5 +443,95 @@ func (t *tour) crashCopy() error {
 	t.printf("   seglog offsets --data-dir %s\n", t.dir)
 	t.printf("   seglog consume --data-dir %s --topic orders --isolation read-committed --max-records 5\n", t.dir)
 	t.printf("   seglog dump --print-data-log %s\n", filepath.Join(t.dir, "kinds-0", segment.Filename(0, segment.Log)))
+	t.printf("   seglog tier ls --store %s --data-dir %s\n", t.storeURL(), t.dir)
 	return nil
+}
+
+// storeURL is the tour's object store: a directory beside its data.
+func (t *tour) storeURL() string {
+	abs, _ := filepath.Abs(t.dir + "-store")
+	return "file://" + abs
+}
+
+// tier uploads the three topics' sealed segments to the tour's store,
+// deletes them locally, and reads everything back through the store.
+func (t *tour) tier() error {
+	store := t.storeURL()
+	if err := os.RemoveAll(strings.TrimPrefix(store, "file://")); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	s, err := tiering.OpenStore(ctx, store, nil)
+	if err != nil {
+		return err
+	}
+	t.printf("7. Tier: the sealed segments of clicks, payments and orders uploaded to %s as stream objects,\n", store)
+	t.printf("   then deleted locally (local.retention.bytes=0); every read below the local log start goes to the store\n")
+	began := time.Now()
+	var objects int
+	var uploaded, deleted int64
+	var tiers []*tiering.Tier
+	defer func() {
+		for _, x := range tiers {
+			_ = x.Close()
+		}
+	}()
+	for _, topic := range []string{"clicks", "payments", "orders"} {
+		tab := t.get(topic)
+		cfg := tab.Config()
+		cfg.LocalRetentionBytes = 0
+		if err := tab.SetConfig(cfg); err != nil {
+			return err
+		}
+		if err := tiering.SaveStoreURL(vfs.OS, tab.Dir(), store); err != nil {
+			return err
+		}
+		x, err := tiering.Open(ctx, tab, topic, 0, s, &tiering.Options{Logger: t.logs})
+		if err != nil {
+			return err
+		}
+		tiers = append(tiers, x)
+		up, err := x.Upload(ctx, nil)
+		if err != nil {
+			return err
+		}
+		del, err := x.DeleteLocal()
+		if err != nil {
+			return err
+		}
+		objects += len(up.Objects)
+		uploaded += up.Bytes
+		deleted += del.Bytes
+		o := tab.Offsets()
+		t.printf("   %-11s %d object(s); log start %d, local log start %d, log end %d\n", topic+"-0", len(up.Objects),
+			o.LogStartOffset, o.LocalLogStartOffset, o.LogEndOffset)
+	}
+	took := time.Since(began)
+	t.printf("   → %d objects, %.1f MB uploaded and %.1f MB deleted locally in %.2f s (%.0f MB/s)\n", objects,
+		float64(uploaded)/1e6, float64(deleted)/1e6, took.Seconds(), float64(uploaded)/1e6/took.Seconds())
+	began = time.Now()
+	total := 0
+	for _, topic := range []string{"clicks", "payments", "orders"} {
+		iso := tablet.ReadHighWatermark
+		if topic == "orders" {
+			iso = tablet.ReadCommitted
+		}
+		n := 0
+		if err := t.get(topic).Records(0, iso, func(record.Batch, *record.Record) bool { n++; return true }); err != nil {
+			return err
+		}
+		total += n
+		t.printf("   %-11s %8d records read back from offset 0\n", topic+"-0", n)
+	}
+	took = time.Since(began)
+	t.printf("   → %d records in %.2f s (%.0f records/s), the same as step 3\n", total, took.Seconds(), float64(total)/took.Seconds())
+	return t.byTime("   By time, through the store")
+}
+
+// attachCopy attaches the crashed copy's tiers (it was tiered before the
+// copy), so its log starts in the store again.
+func (t *tour) attachCopy(m *tablet.Manager) error {
+	a, err := tiering.Attach(context.Background(), m, nil, nil, &tiering.Options{Logger: t.logs})
+	t.tiers = a
+	return err
 }
