@@ -51,6 +51,9 @@ type Options struct {
 	// MaxProducers bounds the durable workload's 1, 2, 4, … producers. The
 	// default is 8.
 	MaxProducers int
+	// Store is the object store URL of the tier workload; the default is
+	// a file:// store in Dir.
+	Store string
 	// Progress, if set, is told how far a step is (done of total).
 	Progress func(step string, done, total int64)
 }
@@ -143,6 +146,7 @@ var Workloads = []Workload{
 	{"random-read", "one record at a random offset, hot and cold, against pread", runRandomRead},
 	{"recovery", "unclean reopen: every batch CRC-checked, indexes rebuilt, against read + CRC-32C", runRecovery},
 	{"open", "clean open of a tablet of many segments: time, heap, descriptors, against list + stat", runOpen},
+	{"tier", "sealed segments uploaded as stream objects and read back through the tier, against raw PUT and GET", runTier},
 }
 
 // Lookup returns the named workload.

@@ -43,6 +43,12 @@ func TestEveryWorkloadReports(t *testing.T) {
 	fds, ok := r.Results[6].Fig("open.descriptors")
 	require.True(t, ok)
 	require.Less(t, fds.Max, float64(50), "a 50-segment tablet opens without a descriptor per segment")
+	up, ok := r.Results[7].Fig("tier.upload")
+	require.True(t, ok)
+	require.Positive(t, up.Ratio)
+	fb, ok := r.Results[7].Fig("tier.first-byte")
+	require.True(t, ok)
+	require.LessOrEqual(t, fb.P50, fb.P99)
 	require.Positive(t, r.Baselines.WriteMBps)
 	require.Positive(t, r.Baselines.Fsync4KiBMicros)
 

@@ -25,13 +25,18 @@ import (
 // tablet in a fresh data directory, closes it cleanly and reopens it. It
 // returns the manager, the tablet and the tablet's .log files.
 func filled(dir string, bytes int64, n, size int, progress func(int64, int64)) (*tablet.Manager, *tablet.Tablet, []string, error) {
+	return filledSegments(dir, bytes, n, size, 256<<20, progress)
+}
+
+// filledSegments is filled with segments of segBytes.
+func filledSegments(dir string, bytes int64, n, size int, segBytes int64, progress func(int64, int64)) (*tablet.Manager, *tablet.Tablet, []string, error) {
 	batch, err := buildBatch(n, size, 5)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	count := max(1, bytes/int64(len(batch)))
 	cfg := tablet.DefaultConfig()
-	cfg.SegmentBytes = 256 << 20
+	cfg.SegmentBytes = segBytes
 	m, tabs, err := openManager(dir, 1, cfg)
 	if err != nil {
 		return nil, nil, nil, err

@@ -1,7 +1,6 @@
 package tiering
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -89,7 +88,7 @@ func PlanObject(src SegmentSource) (*Plan, error) {
 		src.BlockSize = DefaultBlockSize
 	}
 	p := &Plan{src: src}
-	r := bufio.NewReaderSize(io.NewSectionReader(src.Log, 0, src.LogSize), 1<<20)
+	r := headerReader{r: src.Log, size: src.LogSize}
 	corrupt := func(pos int64, why string, err error) error {
 		return &seglog.CorruptionError{Path: src.Path, Offset: pos, Reason: why, Err: err}
 	}
@@ -98,7 +97,7 @@ func PlanObject(src SegmentSource) (*Plan, error) {
 	next := src.BaseOffset
 	maxTs := int64(-1)
 	for pos := int64(0); pos < src.LogSize; {
-		hb, err := r.Peek(record.HeaderSize)
+		hb, err := r.header(pos)
 		if err != nil {
 			return nil, corrupt(pos, "a batch header runs past the end", err)
 		}
@@ -116,9 +115,6 @@ func PlanObject(src SegmentSource) (*Plan, error) {
 			return nil, corrupt(pos, fmt.Sprintf("batch ends at %d, past the segment end %d", last, src.EndOffset), nil)
 		case size > 1<<31-1-blockHeaderSize:
 			return nil, corrupt(pos, fmt.Sprintf("batch of %d bytes", size), nil)
-		}
-		if _, err := r.Discard(int(size)); err != nil {
-			return nil, corrupt(pos, "reading the log", err)
 		}
 		if cur == nil || dataLen+size > int64(src.BlockSize) {
 			p.blocks = append(p.blocks, planBlock{logPos: pos, entry: BlockEntry{BaseOffset: h.BaseOffset, MaxTimestamp: -1}})
@@ -193,6 +189,40 @@ func (p *Plan) buildTail(indexPos int64) []byte {
 	binary.BigEndian.PutUint32(f[ftCRC:], sum)
 	binary.BigEndian.PutUint64(f[ftMagic:], objectMagic)
 	return append(b, f[:]...)
+}
+
+// CRC returns the footer's CRC-32C of the index and aux sections.
+func (p *Plan) CRC() uint32 {
+	return binary.BigEndian.Uint32(p.tail[len(p.tail)-footerSize+ftCRC:])
+}
+
+// headerReader reads batch headers at increasing positions through a
+// small window: one pread covers the headers of several small batches, and
+// a large batch's body is never read.
+type headerReader struct {
+	r     io.ReaderAt
+	size  int64
+	buf   [16 << 10]byte
+	start int64
+	n     int
+}
+
+func (h *headerReader) header(pos int64) ([]byte, error) {
+	if pos < h.start || pos+record.HeaderSize > h.start+int64(h.n) {
+		if pos+record.HeaderSize > h.size {
+			return nil, io.ErrUnexpectedEOF
+		}
+		n, err := h.r.ReadAt(h.buf[:min(int64(len(h.buf)), h.size-pos)], pos)
+		if n < record.HeaderSize {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		h.start, h.n = pos, n
+	}
+	at := pos - h.start
+	return h.buf[at : at+record.HeaderSize], nil
 }
 
 // Blocks returns the object's index entries.

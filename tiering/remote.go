@@ -383,3 +383,17 @@ func (x *Tier) RemoteOffsetForTimestamp(ctx context.Context, ts int64) (tablet.T
 	}
 	return tablet.TimestampOffset{}, false, nil
 }
+
+// DropCache empties the index and block caches (a cold start, for
+// benchmarks and tests). Fetches in flight finish.
+func (x *Tier) DropCache() {
+	c := x.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.idx)
+	c.idxLRU.Init()
+	clear(c.blocks)
+	c.blockLRU.Init()
+	c.bytes = 0
+	clear(c.readahead)
+}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -429,16 +428,21 @@ func (x *Tier) skipEmpty(base, next int64) (Entry, bool, error) {
 }
 
 // put streams the object to the store within the upload timeout and
-// checks what the store holds: size and CRC-32C.
+// checks what the store holds: size and CRC-32C. It returns the CRC the
+// manifest records: the footer's CRC-32C of index ‖ aux, which with each
+// block's own CRC covers the object.
 func (x *Tier) put(ctx context.Context, key string, plan *Plan, progress func(int64)) (ObjectInfo, uint32, error) {
 	ctx, cancel := context.WithTimeout(ctx, x.opts.UploadTimeout)
 	defer cancel()
 	pr, pw := io.Pipe()
-	h := crc32.New(castagnoli)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, err := plan.WriteTo(io.MultiWriter(h, pw, progressWriter(progress)))
+		var w io.Writer = pw
+		if progress != nil {
+			w = io.MultiWriter(pw, progressWriter(progress))
+		}
+		_, err := plan.WriteTo(w)
 		pw.CloseWithError(err)
 	}()
 	info, err := Upload(ctx, x.store, key, pr, plan.Size)
@@ -461,7 +465,7 @@ func (x *Tier) put(ctx context.Context, key string, plan *Plan, progress func(in
 			return ObjectInfo{}, 0, fmt.Errorf("%w: %s: the stored footer differs from the one sent", ErrChecksum, key)
 		}
 	}
-	return info, h.Sum32(), nil
+	return info, plan.CRC(), nil
 }
 
 type progressWriter func(int64)

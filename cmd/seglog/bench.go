@@ -125,6 +125,7 @@ and SVG plots (throughput against record size, latency CDFs).`)
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Dir, "dir", "", "where to write (a directory under it, removed after; default the system temp dir)")
+	fl.StringVar(&o.Store, "store", "", "the object store of the tier workload (default: a file:// store under --dir; S3 credentials from the AWS chain)")
 	fl.StringVar(&size, "bytes", "", "bytes per repetition of a throughput workload, e.g. 1GiB (default 256MiB)")
 	fl.IntVar(&o.RecordSize, "record-size", 0, "record size in bytes (default 1024)")
 	fl.IntVar(&o.BatchRecords, "batch-records", 0, "records per batch (default 100)")
