@@ -56,8 +56,7 @@ type blockItem struct {
 
 type call struct {
 	done chan struct{}
-	data []byte
-	obj  *Object
+	obj  *Object // of an index fetch
 	err  error
 }
 

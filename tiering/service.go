@@ -223,4 +223,3 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUploaded, prometheus.CounterValue, float64(c.s.uploaded.Load()))
 	ch <- prometheus.MustNewConstMetric(descStepErrors, prometheus.CounterValue, float64(c.s.failures.Load()))
 }
-
