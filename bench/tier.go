@@ -195,7 +195,7 @@ func runTier(o Options) (*Result, error) {
 	up = up.target("≥ 0.8 × baseline", up.Ratio >= 0.8)
 	rd := figure("tier.remote-read", "MB/s", readOurs, "raw GET of the whole objects", readRaw)
 	fb := latency("tier.first-byte", first, "raw ranged GET of 512 KiB", firstRaw)
-	return &Result{Workload: "tier", Params: fmt.Sprintf("%d MiB in %d segments of %d MiB (%d × %d B batches), %s store, %d cold first reads",
+	return &Result{Workload: "tier", Params: fmt.Sprintf("%d MiB in %d segments of %d MiB (%d × %d B batches), %s, %d cold first reads",
 		logBytes>>20, len(sealed), segBytes>>20, o.BatchRecords, o.RecordSize, storeKind(o), ops),
 		Figures: []Figure{up, rd, fb}, Samples: map[string][]float64{"tier first byte": first, "GET 512 KiB": firstRaw}}, nil
 }
@@ -204,7 +204,7 @@ const readaheadBytes = 512 << 10
 
 func storeKind(o Options) string {
 	if o.Store != "" {
-		return "the " + o.Store + " store"
+		return o.Store
 	}
 	return "a file:// store"
 }
