@@ -236,12 +236,9 @@ func TestTierOffsetForTimestamp(t *testing.T) {
 		want = append(want, got)
 		times = append(times, ts)
 	}
-	store, err := OpenFileStore(t.TempDir())
-	require.NoError(t, err)
-	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
-	require.NoError(t, err)
+	_, x := f.fileTier(t)
 	defer x.Close()
-	_, err = x.Upload(ctx, nil)
+	_, err := x.Upload(ctx, nil)
 	require.NoError(t, err)
 	_, err = x.DeleteLocal()
 	require.NoError(t, err)
@@ -435,10 +432,7 @@ func TestTierCrashPoints(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			f := newFixture(t, 40)
 			before := everything(t, f.t, 1<<20)
-			store, err := OpenFileStore(t.TempDir())
-			require.NoError(t, err)
-			x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
-			require.NoError(t, err)
+			store, x := f.fileTier(t)
 			_, ok, err := x.uploadNext(ctx, nil) // one committed object first
 			require.NoError(t, err)
 			require.True(t, ok)
@@ -578,11 +572,8 @@ func TestTierManifestRebuildAndGC(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 40)
 	before := everything(t, f.t, 1<<20)
-	store, err := OpenFileStore(t.TempDir())
-	require.NoError(t, err)
-	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
-	require.NoError(t, err)
-	_, err = x.Upload(ctx, nil)
+	store, x := f.fileTier(t)
+	_, err := x.Upload(ctx, nil)
 	require.NoError(t, err)
 	want := x.Manifest().State()
 	// An orphan: a key of this tablet no manifest names (an upload whose
@@ -630,10 +621,7 @@ func TestTierManifestRebuildAndGC(t *testing.T) {
 func TestTierConcurrent(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 10)
-	store, err := OpenFileStore(t.TempDir())
-	require.NoError(t, err)
-	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
-	require.NoError(t, err)
+	_, x := f.fileTier(t)
 	defer x.Close()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -680,7 +668,7 @@ func TestTierConcurrent(t *testing.T) {
 	if err := readErr.Load(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = x.Step(ctx)
+	_, err := x.Step(ctx)
 	require.NoError(t, err)
 	require.NoError(t, crashload.AbortPrevious(f.t, 2, f.now.Add(1000), true))
 	_, err = crashload.Check(f.t, f.acks)
@@ -701,11 +689,8 @@ func setConfig(t *testing.T, tb *tablet.Tablet, key, value string) {
 func TestTierWriterStateFromSnapshot(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 60)
-	store, err := OpenFileStore(t.TempDir())
-	require.NoError(t, err)
-	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
-	require.NoError(t, err)
-	_, err = x.Upload(ctx, nil)
+	store, x := f.fileTier(t)
+	_, err := x.Upload(ctx, nil)
 	require.NoError(t, err)
 	end := x.Manifest().TieredEnd()
 	before := everything(t, f.t, 1<<20)
@@ -782,12 +767,9 @@ func findProducer(ps []writerstate.Entry, pid int64) (writerstate.Entry, bool) {
 func TestTierCorruptObjectAtRead(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 40)
-	store, err := OpenFileStore(t.TempDir())
-	require.NoError(t, err)
-	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
-	require.NoError(t, err)
+	store, x := f.fileTier(t)
 	defer x.Close()
-	_, err = x.Upload(ctx, nil)
+	_, err := x.Upload(ctx, nil)
 	require.NoError(t, err)
 	vis := x.Manifest().Visible()
 	// Before local deletion the local copy serves every read.
@@ -1067,4 +1049,13 @@ func durableDirs(t *testing.T, dir string) *vfs.MemFS {
 			return mem
 		}
 	}
+}
+
+// fileTier opens the fixture's tier on a new file store.
+func (f *fixture) fileTier(t *testing.T) (*FileStore, *Tier) {
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	x, err := Open(context.Background(), f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	return store, x
 }
