@@ -274,3 +274,12 @@ func (t *Tablet) StartFromTier(end int64, snapshot []byte, epochs []leaderepoch.
 	}
 	return nil
 }
+
+// Fail makes the tablet fail with err from now on (ErrFailed, as a failed
+// fsync does): for a part outside the tablet whose failure leaves its
+// state unknown, such as a tier's manifest.
+func (t *Tablet) Fail(err error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failLocked(err)
+}

@@ -1059,3 +1059,25 @@ func (f *fixture) fileTier(t *testing.T) (*FileStore, *Tier) {
 	require.NoError(t, err)
 	return store, x
 }
+
+// A manifest that cannot be written fails the tier and the tablet: an
+// upload's outcome is never left unknown while the tablet goes on.
+func TestTierManifestFailureIsFatal(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 30)
+	store, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	in := vfs.NewInjector(durableDirs(t, f.t.Dir()))
+	opts := f.tierOpts()
+	opts.FS = in
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, store, opts)
+	require.NoError(t, err)
+	defer x.Close()
+	in.Add(vfs.Rule{Ops: vfs.OpSync, From: true})
+	_, err = x.Upload(ctx, nil)
+	require.ErrorIs(t, err, ErrManifestFailed)
+	_, err = x.Upload(ctx, nil)
+	require.ErrorIs(t, err, ErrManifestFailed, "the tier stays failed")
+	_, err = f.t.AppendRecords([]record.Record{{Value: []byte("v")}}, record.None, tablet.AppendOptions{})
+	require.ErrorIs(t, err, tablet.ErrFailed, "the tablet refuses appends until reopened")
+}
