@@ -975,6 +975,10 @@ func TestTierKillPoints(t *testing.T) {
 		return end, err
 	}
 	check := func(t *testing.T, f *fixture, inner ObjectStore, fsys vfs.FS, before []byte, acked int64) {
+		// The next life: the process restarts (a manifest failure failed the
+		// tablet, whose close then reports it).
+		_ = f.m.Close()
+		f.open(t)
 		f.now.Add(time.Hour.Milliseconds())
 		opts := f.tierOpts()
 		opts.FS = fsys
