@@ -32,11 +32,15 @@ type Tablet struct {
 	// (its indexes at full size). There is always at least one.
 	Segments       []*segment.Segment
 	LogStartOffset int64
-	RecoveryPoint  int64
-	LogEndOffset   int64
-	State          *writerstate.State
-	Epochs         *leaderepoch.Cache
-	Report         []Change
+	// CheckpointLogStart is the log start the checkpoint held: LogStartOffset
+	// raises it to the first segment's base, and a tier may hold the
+	// offsets between.
+	CheckpointLogStart int64
+	RecoveryPoint      int64
+	LogEndOffset       int64
+	State              *writerstate.State
+	Epochs             *leaderepoch.Cache
+	Report             []Change
 	// RecoveredBytes is how many bytes of .log segment recovery read (CRC
 	// check and index rebuild), a cut tail included.
 	RecoveredBytes int64
@@ -194,6 +198,7 @@ func (l *tabletLoader) load() error {
 		return err
 	}
 	l.t.LogStartOffset = max(l.logStart, l.t.Segments[0].BaseOffset())
+	l.t.CheckpointLogStart = l.logStart
 	if err := l.t.Epochs.TruncateFromStart(l.logStart); err != nil {
 		return err
 	}

@@ -65,7 +65,9 @@ func (t *Tablet) SetRemote(r Remote, start int64) error {
 	t.remote.Store(&remoteHolder{r})
 	switch {
 	case first && start <= v.localStart:
-		v.logStart = start
+		// The log start the checkpoint kept (DeleteRecordsBefore below the
+		// local log start) still holds.
+		v.logStart = max(start, min(t.checkpointLogStart, v.localStart))
 	case start <= v.logStart:
 		return nil
 	case start <= v.localStart:
@@ -282,4 +284,11 @@ func (t *Tablet) Fail(err error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.failLocked(err)
+}
+
+// LeaderEpochs returns the leader-epoch cache's entries.
+func (t *Tablet) LeaderEpochs() []leaderepoch.Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.epochs.Entries()
 }

@@ -269,6 +269,10 @@ type Tablet struct {
 	flush flusher
 	// remote is the tier below the local log start, if one is attached.
 	remote atomic.Pointer[remoteHolder]
+	// checkpointLogStart is the log start the checkpoint held at open,
+	// which a tier attached later may serve from (it is below the first
+	// segment's base when the log starts in the tier).
+	checkpointLogStart int64
 	// durable mirrors flush.synced for Offsets.
 	durable     atomic.Int64
 	lastFlushMs atomic.Int64   // when the last flush ended, for flush.ms
@@ -419,6 +423,7 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 	}
 	pos := t.mu.active.Size()
 	end := mark{offset: r.LogEndOffset, base: t.mu.active.BaseOffset(), pos: pos}
+	t.checkpointLogStart = r.CheckpointLogStart
 	v := view{logStart: r.LogStartOffset, localStart: r.LogStartOffset, recoveryPoint: max(r.RecoveryPoint, r.LogStartOffset),
 		leo: end, hw: end}
 	t.flush.flushed, t.flush.synced = r.RecoveryPoint, r.RecoveryPoint

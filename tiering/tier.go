@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -145,27 +146,37 @@ func Open(ctx context.Context, t *tablet.Tablet, topic string, partition int32, 
 }
 
 // startFromTier starts a tablet with no local record at the tiered end,
-// with the writer state and leader epochs of the newest object, when the
-// tier holds the log (a tablet rebuilt on a new disk).
+// with the writer state of the newest object and the leader epochs of all
+// of them, when the tier holds the log (a tablet rebuilt on a new disk).
 func (x *Tier) startFromTier(ctx context.Context) error {
 	off := x.t.Offsets()
 	end := x.m.TieredEnd()
 	if off.LogEndOffset != off.LogStartOffset || end <= off.LogEndOffset {
 		return nil
 	}
-	vis := x.m.Visible()
-	for i := len(vis) - 1; i >= 0; i-- {
-		if vis[i].Key == "" {
+	var epochs []leaderepoch.Entry
+	var newest *Object
+	var newestKey string
+	for _, e := range x.m.Visible() {
+		if e.Key == "" {
 			continue
 		}
-		o, err := x.cache.index(ctx, vis[i])
+		o, err := x.cache.index(ctx, e)
 		if err != nil {
 			return err
 		}
-		x.opts.Logger.Info("starting the tablet from the tier", "tablet", x.prefix, "end", end, "object", vis[i].Key)
-		return x.t.StartFromTier(end, o.Snapshot, o.Epochs)
+		for _, ep := range o.Epochs {
+			if n := len(epochs); n == 0 || ep.Epoch > epochs[n-1].Epoch {
+				epochs = append(epochs, ep)
+			}
+		}
+		newest, newestKey = o, e.Key
 	}
-	return nil
+	if newest == nil {
+		return nil
+	}
+	x.opts.Logger.Info("starting the tablet from the tier", "tablet", x.prefix, "end", end, "object", newestKey)
+	return x.t.StartFromTier(end, newest.Snapshot, epochs)
 }
 
 // Close closes the manifest. The tablet keeps the tier attached; close

@@ -21,6 +21,7 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/writerstate"
@@ -688,11 +689,28 @@ func setConfig(t *testing.T, tb *tablet.Tablet, key, value string) {
 // snapshot, and every tiered record readable.
 func TestTierWriterStateFromSnapshot(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, 60)
+	f := newFixture(t, 30)
+	// A second leader epoch, so the cache the tier restores has two.
+	require.NoError(t, f.t.SetLeaderEpoch(3))
+	w := crashload.New(f.t, 1, 43, func() int64 { return f.now.Add(1000) }, func(a crashload.Ack) error {
+		f.acks = append(f.acks, a)
+		return nil
+	})
+	require.NoError(t, w.Begin())
+	for range 30 {
+		require.NoError(t, w.Step())
+	}
 	store, x := f.fileTier(t)
 	_, err := x.Upload(ctx, nil)
 	require.NoError(t, err)
 	end := x.Manifest().TieredEnd()
+	var wantEpochs []leaderepoch.Entry
+	for _, e := range f.t.LeaderEpochs() {
+		if e.StartOffset < end {
+			wantEpochs = append(wantEpochs, e)
+		}
+	}
+	require.Len(t, wantEpochs, 2)
 	before := everything(t, f.t, 1<<20)
 	// What the producers' state was at the tiered end.
 	var tiered []byte
@@ -722,6 +740,7 @@ func TestTierWriterStateFromSnapshot(t *testing.T) {
 	require.Equal(t, end, off.LocalLogStartOffset)
 	require.Zero(t, off.LogStartOffset)
 	requireSameBytes(t, tiered, everything(t, f.t, 1<<20))
+	require.Equal(t, wantEpochs, f.t.LeaderEpochs(), "the epochs of every object")
 
 	// The idempotent producer's state came back: its next sequence is
 	// accepted, a sequence it already passed is not.
@@ -1084,4 +1103,39 @@ func TestTierManifestFailureIsFatal(t *testing.T) {
 	require.ErrorIs(t, err, ErrManifestFailed, "the tier stays failed")
 	_, err = f.t.AppendRecords([]record.Record{{Value: []byte("v")}}, record.None, tablet.AppendOptions{})
 	require.ErrorIs(t, err, tablet.ErrFailed, "the tablet refuses appends until reopened")
+}
+
+// DeleteRecordsBefore below the local log start of a tiered tablet moves
+// the log start for good: across a restart too, and retention retires
+// the objects wholly below it.
+func TestTierDeleteRecordsBelowLocalStart(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 40)
+	store, x := f.fileTier(t)
+	_, err := x.Upload(ctx, nil)
+	require.NoError(t, err)
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	vis := x.Manifest().Visible()
+	cut := vis[1].Base + 3 // inside the second object
+	got, err := f.t.DeleteRecordsBefore(cut)
+	require.NoError(t, err)
+	require.Equal(t, cut, got)
+	rr, err := x.ApplyRetention(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rr.Retired, "the object wholly below the new log start")
+	require.Equal(t, cut, f.t.Offsets().LogStartOffset)
+	require.NoError(t, x.Close())
+
+	f.reopen(t)
+	x, err = Open(ctx, f.t, tp.Topic, tp.Partition, store, f.tierOpts())
+	require.NoError(t, err)
+	defer x.Close()
+	require.Equal(t, cut, f.t.Offsets().LogStartOffset, "the log start survives the restart")
+	_, err = f.t.Read(cut-1, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd})
+	require.ErrorIs(t, err, tablet.ErrOffsetOutOfRange)
+	res, err := f.t.Read(cut, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
+	require.NoError(t, err)
+	require.Positive(t, res.Records.Size())
+	res.Close()
 }
