@@ -239,6 +239,17 @@ func (s *Scanner) Batch() (Batch, error) {
 	return Batch{b: b[:len(b):len(b)]}, nil
 }
 
+// Resident returns the current batch's bytes if the read-ahead window
+// already holds all of them (valid until the next call to Next or Batch),
+// or nil; it never reads.
+func (s *Scanner) Resident() []byte {
+	if !s.resident || s.size == 0 || s.pos < s.bufPos || s.pos+s.size > s.bufPos+int64(len(s.buf)) {
+		return nil
+	}
+	off := int(s.pos - s.bufPos)
+	return s.buf[off : off+int(s.size)]
+}
+
 // Stop returns why the scan stopped, or Running.
 func (s *Scanner) Stop() Stop { return s.stop }
 

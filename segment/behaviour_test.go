@@ -493,3 +493,50 @@ func TestTranslateOffsetLargeBatchesWithGaps(t *testing.T) {
 		}
 	}
 }
+
+// A one-batch read that the offset lookup already read whole is served
+// from the caller's scratch: the same bytes as from the file, and only
+// when it fits.
+func TestReadWithScratch(t *testing.T) {
+	s := createSegment(t, vfs.NewMem(), "/d", 0, Options{IndexIntervalBytes: 4096})
+	for i := int64(0); i < 60; i++ {
+		ms := records(t, i, string(bytes.Repeat([]byte{byte('a' + i%26)}, int(100+i*13))))
+		require.NoError(t, s.Append(infoOf(t, ms), ms))
+	}
+	inMemory := 0
+	for off := int64(0); off < 60; off++ {
+		want, ok, err := s.Read(off, 1, s.Size(), true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.False(t, want.Records.InMemory())
+		wantBytes, err := want.Records.AppendTo(nil)
+		require.NoError(t, err)
+
+		scratch := make([]byte, 16<<10)
+		got, ok, err := s.ReadWith(off, 1, s.Size(), true, scratch)
+		require.NoError(t, err)
+		require.True(t, ok)
+		gotBytes, err := got.Records.AppendTo(nil)
+		require.NoError(t, err)
+		require.Equal(t, wantBytes, gotBytes, "offset %d", off)
+		require.Equal(t, want.Position, got.Position)
+		require.Equal(t, want.Records.Position(), got.Records.Position())
+		var w bytes.Buffer
+		_, err = got.Records.WriteTo(&w)
+		require.NoError(t, err)
+		require.Equal(t, wantBytes, w.Bytes())
+		if got.Records.InMemory() {
+			inMemory++
+		}
+
+		small, _, err := s.ReadWith(off, 1, s.Size(), true, make([]byte, 10))
+		require.NoError(t, err)
+		require.False(t, small.Records.InMemory(), "a batch larger than scratch is read from the file")
+		// A read of several batches is never served from scratch (the last
+		// batch alone is a one-batch read).
+		many, _, err := s.ReadWith(off, 1<<20, s.Size(), false, scratch)
+		require.NoError(t, err)
+		require.Equal(t, off == 59, many.Records.InMemory())
+	}
+	require.Greater(t, inMemory, 50, "most one-batch reads need no second read")
+}

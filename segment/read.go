@@ -99,9 +99,18 @@ func (s *Segment) TranslateOffset(offset, startingPosition int64) (OffsetPositio
 }
 
 func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPosition, bool, error) {
+	op, _, found, err := s.translateOffsetInto(offset, startingPosition, end, nil)
+	return op, found, err
+}
+
+// translateOffsetInto is translateOffset that also copies the batch found
+// into scratch when the reads it made already hold all of it (and it
+// fits), returning scratch[:size] or nil: a one-batch read then needs no
+// second read.
+func (s *Segment) translateOffsetInto(offset, startingPosition, end int64, scratch []byte) (OffsetPosition, []byte, bool, error) {
 	e, next, hasNext, err := s.offsetIdx.Bounds(offset)
 	if err != nil {
-		return OffsetPosition{}, false, err
+		return OffsetPosition{}, nil, false, err
 	}
 	// When index entries are far apart (large batches), the batch that
 	// starts at the next entry usually holds the offset: one header read
@@ -109,7 +118,7 @@ func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPo
 	if hasNext && int64(next.Position)-int64(e.Position) >= farEntries && int64(next.Position) >= startingPosition {
 		f, err := s.file()
 		if err != nil {
-			return OffsetPosition{}, false, err
+			return OffsetPosition{}, nil, false, err
 		}
 		hdr := headers.Get().(*[record.HeaderSize]byte)
 		_, err = f.ReadAt(hdr[:], int64(next.Position))
@@ -117,30 +126,33 @@ func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPo
 		headers.Put(hdr)
 		if err == nil && perr == nil && h.BaseOffset <= offset && h.BaseOffset+int64(h.LastOffsetDelta) == next.Offset &&
 			int64(next.Position)+size <= end {
-			return OffsetPosition{Offset: next.Offset, Position: int64(next.Position), Size: size}, true, nil
+			return OffsetPosition{Offset: next.Offset, Position: int64(next.Position), Size: size}, nil, true, nil
 		}
 	}
 	start := max(int64(e.Position), startingPosition)
-	op, found, trusted, err := s.scanFor(offset, start, end, e, start == int64(e.Position) && e.Position > 0)
+	op, held, found, trusted, err := s.scanFor(offset, start, end, e, start == int64(e.Position) && e.Position > 0, scratch)
 	if err != nil || trusted {
-		return op, found, err
+		return op, held, found, err
 	}
 	// Beyond Kafka: the index entry does not point at the batch it names
 	// (a damaged index a clean load trusted). The answer comes from a scan
 	// from where the caller allows instead; seglog verify names the entry,
 	// and the next recovery of the segment, or deleting the index file,
 	// rebuilds it.
-	op, found, _, err = s.scanFor(offset, startingPosition, end, e, false)
-	return op, found, err
+	op, held, found, _, err = s.scanFor(offset, startingPosition, end, e, false, scratch)
+	return op, held, found, err
 }
 
 // scanFor walks the batches from start for the first whose last offset is
 // at least offset. With check, the first batch must be the one entry names
 // (trusted is false otherwise, or when the walk stops at damage).
-func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, check bool) (op OffsetPosition, found, trusted bool, err error) {
+//
+// With scratch, the batch found is copied into it (held) when the scan's
+// window already holds all of it and it fits.
+func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, check bool, scratch []byte) (op OffsetPosition, held []byte, found, trusted bool, err error) {
 	f, err := s.file()
 	if err != nil {
-		return OffsetPosition{}, false, false, err
+		return OffsetPosition{}, nil, false, false, err
 	}
 	sc := scanners.get(f, start, end)
 	defer scanners.put(sc)
@@ -149,20 +161,23 @@ func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, che
 		h := sc.Header()
 		last := h.BaseOffset + int64(h.LastOffsetDelta)
 		if first && check && last != entry.Offset {
-			return OffsetPosition{}, false, false, nil
+			return OffsetPosition{}, nil, false, false, nil
 		}
 		first = false
 		if last >= offset {
-			return OffsetPosition{Offset: last, Position: sc.Pos(), Size: sc.Size()}, true, true, nil
+			if b := sc.Resident(); b != nil && len(b) <= len(scratch) {
+				held = scratch[:copy(scratch, b)]
+			}
+			return OffsetPosition{Offset: last, Position: sc.Pos(), Size: sc.Size()}, held, true, true, nil
 		}
 	}
 	switch sc.Stop() {
 	case record.ReadFailed:
-		return OffsetPosition{}, false, false, sc.Err()
+		return OffsetPosition{}, nil, false, false, sc.Err()
 	case record.AtEnd:
-		return OffsetPosition{}, false, !check || !first, nil
+		return OffsetPosition{}, nil, false, !check || !first, nil
 	default:
-		return OffsetPosition{}, false, !check, nil
+		return OffsetPosition{}, nil, false, !check, nil
 	}
 }
 
@@ -190,6 +205,13 @@ type ReadResult struct {
 // maxPosition (spec 3.3). Unlike Kafka, it never returns part of a batch.
 // It reports false if startOffset is beyond the segment.
 func (s *Segment) Read(startOffset int64, maxSize int, maxPosition int64, minOneMessage bool) (ReadResult, bool, error) {
+	return s.ReadWith(startOffset, maxSize, maxPosition, minOneMessage, nil)
+}
+
+// ReadWith is Read with a scratch buffer: a read of one batch that the
+// offset lookup already read whole is returned from scratch (a copy, valid
+// while the caller keeps scratch), saving a second read of the file.
+func (s *Segment) ReadWith(startOffset int64, maxSize int, maxPosition int64, minOneMessage bool, scratch []byte) (ReadResult, bool, error) {
 	if maxSize < 0 {
 		return ReadResult{}, false, errInvalidMaxSize(maxSize)
 	}
@@ -201,7 +223,7 @@ func (s *Segment) Read(startOffset int64, maxSize int, maxPosition int64, minOne
 	if maxPosition >= 0 {
 		end = min(end, maxPosition)
 	}
-	first, ok, err := s.translateOffset(startOffset, 0, end)
+	first, held, ok, err := s.translateOffsetInto(startOffset, 0, end, scratch)
 	if err != nil || !ok {
 		return ReadResult{}, false, err
 	}
@@ -225,8 +247,12 @@ func (s *Segment) Read(startOffset int64, maxSize int, maxPosition int64, minOne
 	stop := min(end, first.Position+limit)
 	if stop < first.Position+first.Size+record.HeaderSize {
 		// No second batch fits: the read is the first batch, and no
-		// header needs reading (a one-batch read, e.g. a random one).
+		// header needs reading (a one-batch read, e.g. a random one). If
+		// the lookup read it whole, it is served from that copy.
 		r.Records.size = first.Size
+		if int64(len(held)) == first.Size {
+			r.Records.mem = held
+		}
 		return r, true, nil
 	}
 	last, err := s.wholeBatchesBefore(first.Position, stop, size)

@@ -18,8 +18,10 @@ import (
 // sendfile or copy_file_range where the destination allows, and through a
 // pooled buffer otherwise.
 //
-// A slice of batches read from elsewhere (the object store) holds them in
-// memory: see BytesSlice.
+// A slice may hold its bytes in memory instead: batches read from
+// elsewhere (the object store, see BytesSlice; Position is -1), or a batch
+// the offset lookup already read whole (Position is still its place in the
+// .log).
 type Slice struct {
 	f         vfs.File
 	mem       []byte
@@ -34,6 +36,9 @@ var (
 	_ io.ReaderAt = Slice{}
 	_ io.WriterTo = Slice{}
 )
+
+// InMemory reports whether the slice's bytes are held in memory.
+func (s Slice) InMemory() bool { return s.mem != nil }
 
 // Position returns where the slice starts in the .log.
 func (s Slice) Position() int64 { return s.pos }
@@ -50,7 +55,7 @@ func (s Slice) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), s.size-off))
-	if s.f == nil {
+	if s.mem != nil {
 		got := copy(p[:n], s.mem[off:])
 		if got < len(p) {
 			return got, io.EOF
@@ -85,7 +90,7 @@ func (s Slice) WriteTo(w io.Writer) (int64, error) {
 	if s.size == 0 {
 		return 0, nil
 	}
-	if s.f == nil {
+	if s.mem != nil {
 		n, err := w.Write(s.mem)
 		return int64(n), err
 	}

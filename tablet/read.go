@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/btree"
 
@@ -54,6 +55,7 @@ type FetchResult struct {
 	AbortedTxns []txnindex.AbortedTxn
 
 	release *seg
+	scratch *[]byte // the pooled buffer Records is served from, if any
 	t       *Tablet
 }
 
@@ -63,7 +65,16 @@ func (r *FetchResult) Close() {
 		r.t.done(r.release)
 		r.release = nil
 	}
+	if r.scratch != nil {
+		scratches.Put(r.scratch)
+		r.scratch = nil
+	}
 }
+
+// scratches lend reads the buffer a one-batch read is served from when
+// the offset lookup already read the batch whole (one read of the file
+// instead of two); a FetchResult holds it until Close.
+var scratches = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // Read returns the batches from the one holding offset, within the
 // isolation bound. An offset below the log start or above the log end
@@ -128,13 +139,18 @@ func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) erro
 		if g.base == bound.base {
 			maxPos = bound.pos
 		}
-		r, found, err := g.Read(offset, opts.MaxBytes, maxPos, opts.MinOneMessage)
+		scratch := scratches.Get().(*[]byte)
+		r, found, err := g.ReadWith(offset, opts.MaxBytes, maxPos, opts.MinOneMessage, *scratch)
+		if err != nil || !r.Records.InMemory() {
+			scratches.Put(scratch)
+			scratch = nil
+		}
 		if err != nil {
 			t.done(g)
 			return err
 		}
 		if found {
-			res.Records, res.FirstEntryIncomplete, res.release = r.Records, r.FirstEntryIncomplete, g
+			res.Records, res.FirstEntryIncomplete, res.release, res.scratch = r.Records, r.FirstEntryIncomplete, g, scratch
 			if opts.Isolation == ReadCommitted && r.Records.Size() > 0 {
 				if res.AbortedTxns, err = t.abortedTxns(aborted, v.segs, g, offset, r, v.leo.offset); err != nil {
 					res.Close()
