@@ -2,9 +2,12 @@ package tablet
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +213,48 @@ func BenchmarkSyncAppend10kSegments(b *testing.B) {
 		if _, err := tab.Append(work, AppendOptions{Sync: true}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkGroupCommit: Sync appends of 100 KiB batches from 1 and 8
+// producers, reporting appends per fsync (what group commit shares).
+func BenchmarkGroupCommit(b *testing.B) {
+	for _, producers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
+			m, err := OpenManager(vfs.OS, b.TempDir(), ManagerOptions{Tablet: Options{Logger: quiet}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			tab, err := m.Create(tp0, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			data := batch(&testing.T{}, 100, time.Now().UnixMilli(), 1000)
+			b.SetBytes(int64(len(data)))
+			before := tab.flush.fsyncs
+			var next atomic.Int64
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range producers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					work := append([]byte(nil), data...)
+					for next.Add(1) <= int64(b.N) {
+						if _, err := tab.Append(work, AppendOptions{Sync: true}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			tab.flush.mu.Lock()
+			syncs := tab.flush.fsyncs - before
+			tab.flush.mu.Unlock()
+			b.ReportMetric(float64(b.N)/float64(max(syncs, 1)), "appends/fsync")
+		})
 	}
 }
