@@ -323,6 +323,14 @@ func (x *Tier) Upload(ctx context.Context, progress func(n int64)) (UploadResult
 	}
 }
 
+// UploadNext uploads the next eligible segment, if any (ok false when
+// none is), as Upload does for each.
+func (x *Tier) UploadNext(ctx context.Context, progress func(n int64)) (e Entry, ok bool, err error) {
+	x.step.Lock()
+	defer x.step.Unlock()
+	return x.uploadNext(ctx, progress)
+}
+
 // Untiered returns the local bytes not yet tiered (total, the active
 // segment included) and those of them that could be uploaded now
 // (eligible: sealed, below the high watermark and the last stable offset).

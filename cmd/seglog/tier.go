@@ -224,20 +224,26 @@ func tierPass(ctx context.Context, cmd *cobra.Command, tiers []*tiering.Tier) er
 		name := x.Name()
 		eligible, _ := x.Untiered()
 		bar := progressBar(cmd.ErrOrStderr(), eligible, "upload "+name)
-		up, err := x.Upload(ctx, func(n int64) {
-			if bar != nil {
-				_ = bar.Add64(n)
+		var err error
+		for {
+			var e tiering.Entry
+			var ok bool
+			e, ok, err = x.UploadNext(ctx, func(n int64) {
+				if bar != nil {
+					_ = bar.Add64(n)
+				}
+			})
+			if err != nil || !ok {
+				break
 			}
-		})
-		if bar != nil {
-			_ = bar.Finish()
-		}
-		for _, e := range up.Objects {
 			if e.Key == "" {
 				fmt.Fprintf(w, "%s: skipped empty segment [%d, %d)\n", name, e.Base, e.End)
 				continue
 			}
 			fmt.Fprintf(w, "%s: uploaded and committed %s offsets [%d, %d) %d bytes\n", name, e.Key, e.Base, e.End, e.Size)
+		}
+		if bar != nil {
+			_ = bar.Finish()
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,4 +109,83 @@ func TestTierCommandErrors(t *testing.T) {
 		require.NotZero(t, code, "%v", args)
 		require.NotContains(t, errOut, "secret@", "credentials are never printed")
 	}
+}
+
+// TestKillTier runs `seglog tier --once` as a child process and kills it
+// with SIGKILL after a random number of committed objects (0: at once,
+// while it opens), again and again, with more records produced between
+// lives. After each kill the directory is opened again by `consume`
+// (which attaches the tier: a restart) and every record produced so far
+// is there with its offset; the last life runs to the end, after which
+// the store holds exactly the visible objects and the manifest nothing
+// prepared or aborted.
+func TestKillTier(t *testing.T) {
+	k := newKiller(t)
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	n := kills(t)
+	produced := 0
+	for life := 0; life <= n; life++ {
+		lines := 200 + k.rng.IntN(1500)
+		var in strings.Builder
+		for i := range lines {
+			fmt.Fprintln(&in, produceLine(life, i))
+		}
+		code, _, errOut := runWithStdin(t, in.String(), "produce", "--data-dir", k.dir, "--topic", "lines",
+			"--key-separator", ":", "--batch-records", "20", "--config", "segment.bytes=16384")
+		require.Zero(t, code, errOut)
+		produced += lines
+		code, before, errOut := runSeglog(t, "consume", "--data-dir", k.dir, "--topic", "lines", "--from", "earliest")
+		require.Zero(t, code, errOut)
+		require.Equal(t, produced, strings.Count(before, "\n"))
+
+		args := []string{"tier", "--data-dir", k.dir, "--store", store, "--once",
+			"--config", "local.retention.bytes=0", "--config", "tier.block.bytes=4096", "--config", "tier.grace.period.ms=1"}
+		argJSON, err := json.Marshal(args)
+		require.NoError(t, err)
+		cmd := k.child("cli", "SEGLOG_CHILD_ARGS="+string(argJSON))
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		if life == n {
+			rest, _ := io.ReadAll(out)
+			require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
+			require.Contains(t, string(rest), "tiered to")
+		} else {
+			// Kill after the k-th committed object (0: at once).
+			objects := k.rng.IntN(4)
+			sc := bufio.NewScanner(out)
+			for seen := 0; seen < objects && sc.Scan(); {
+				if strings.Contains(sc.Text(), "uploaded and committed") {
+					seen++
+				}
+			}
+			k.kill(cmd)
+		}
+		code, after, errOut := runSeglog(t, "consume", "--data-dir", k.dir, "--topic", "lines", "--from", "earliest")
+		require.Zero(t, code, "seed %d after kill %d: %s", k.seed, k.kills, errOut)
+		require.Equal(t, before, after, "seed %d after kill %d: every record with its offset", k.seed, k.kills)
+		k.checks++
+	}
+	code, offs, errOut := runSeglog(t, "offsets", "--data-dir", k.dir, "--topic", "lines")
+	require.Zero(t, code, errOut)
+	require.Contains(t, offs, `"logStartOffset":0`)
+	s, err := tiering.OpenStore(context.Background(), store, nil)
+	require.NoError(t, err)
+	list, err := s.List(context.Background(), "")
+	require.NoError(t, err)
+	states, err := tiering.Manifests(context.Background(), s, list, k.dir)
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	visible := map[string]bool{}
+	for _, e := range states[0].State.Objects {
+		require.Equal(t, tiering.StateCommitted, e.State, "seed %d: nothing left prepared or aborted", k.seed)
+		visible[e.Key] = true
+	}
+	for _, o := range list {
+		if strings.HasSuffix(o.Key, ".seg") {
+			require.True(t, visible[o.Key], "seed %d: %s is in the store but not visible", k.seed, o.Key)
+		}
+	}
+	require.NotEmpty(t, visible)
+	t.Logf("%d kills, %d restarts checked, %d records, 0 lost; %d objects", k.kills, k.checks, produced, len(visible))
 }
