@@ -3,7 +3,6 @@ package tiering
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/seglog/seglog/tablet"
@@ -173,22 +172,9 @@ func (x *Tier) CollectGarbage(ctx context.Context) (GCResult, error) {
 		named[e.Key] = true
 	}
 	old := func(t time.Time) bool { return now.Sub(t) > x.opts.GracePeriod }
-	list, err := x.store.List(ctx, "")
+	mirrors, err := x.store.List(ctx, x.prefix+"/manifest-")
 	if err != nil {
 		return res, err
-	}
-	var mirrors []ObjectInfo
-	for _, o := range list {
-		switch {
-		case strings.HasPrefix(o.Key, x.prefix+"/manifest-"):
-			mirrors = append(mirrors, o)
-		case x.ownsKey(o.Key) && !named[o.Key] && old(o.Modified):
-			if err := x.store.Delete(ctx, o.Key); err != nil {
-				return res, err
-			}
-			x.opts.Logger.Info("deleted an orphan object", "key", o.Key)
-			res.Orphans++
-		}
 	}
 	for i := 0; i < len(mirrors)-keepMirrors; i++ {
 		if err := x.store.Delete(ctx, mirrors[i].Key); err != nil {
@@ -196,21 +182,12 @@ func (x *Tier) CollectGarbage(ctx context.Context) (GCResult, error) {
 		}
 		res.Mirrors++
 	}
-	ups, err := x.store.ListMultipart(ctx, "")
-	if err != nil {
-		return res, err
-	}
-	for _, u := range ups {
-		if !x.ownsKey(u.Key) || !old(u.Started) {
-			continue
-		}
-		if e, ok := x.entryByKey(st, u.Key); ok && e.State == StatePrepared {
-			continue // its upload may still be running
-		}
-		if err := x.store.AbortMultipart(ctx, u.Key, u.UploadID); err != nil && !errors.Is(err, ErrNotFound) {
+	if x.scanDue(now) {
+		young, err := x.scanOrphans(ctx, st, named, old, &res)
+		if err != nil {
 			return res, err
 		}
-		res.Multipart++
+		x.lastScan, x.rescan = now, young
 	}
 	if x.m.Records() > 1000 {
 		if err := x.m.Compact(); err != nil {
@@ -218,6 +195,62 @@ func (x *Tier) CollectGarbage(ctx context.Context) (GCResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// scanDue reports whether CollectGarbage should list the store for
+// orphans: keys of this tablet no manifest entry names exist only when a
+// manifest was lost (rebuilt from the mirror) or something outside wrote
+// them, so the store — listed whole, as the hash prefix spreads a
+// tablet's keys — is scanned at the first collection of a process, until
+// no orphan younger than the grace period is left, and then every
+// OrphanScanInterval.
+func (x *Tier) scanDue(now time.Time) bool {
+	return x.rescan || x.lastScan.IsZero() || now.Sub(x.lastScan) >= x.opts.OrphanScanInterval
+}
+
+// scanOrphans deletes this tablet's unreferenced keys past the grace
+// period and aborts its stale multipart uploads; young reports an orphan
+// left for being younger than the grace period.
+func (x *Tier) scanOrphans(ctx context.Context, st ManifestState, named map[string]bool, old func(time.Time) bool, res *GCResult) (young bool, err error) {
+	list, err := x.store.List(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	for _, o := range list {
+		if !x.ownsKey(o.Key) || named[o.Key] {
+			continue
+		}
+		if !old(o.Modified) {
+			young = true
+			continue
+		}
+		if err := x.store.Delete(ctx, o.Key); err != nil {
+			return young, err
+		}
+		x.opts.Logger.Info("deleted an orphan object", "key", o.Key)
+		res.Orphans++
+	}
+	ups, err := x.store.ListMultipart(ctx, "")
+	if err != nil {
+		return young, err
+	}
+	for _, u := range ups {
+		if !x.ownsKey(u.Key) {
+			continue
+		}
+		if !old(u.Started) {
+			young = true
+			continue
+		}
+		if e, ok := x.entryByKey(st, u.Key); ok && e.State == StatePrepared {
+			continue // its upload may still be running
+		}
+		if err := x.store.AbortMultipart(ctx, u.Key, u.UploadID); err != nil && !errors.Is(err, ErrNotFound) {
+			return young, err
+		}
+		res.Multipart++
+	}
+	return young, nil
 }
 
 func (x *Tier) entryByKey(st ManifestState, key string) (Entry, bool) {

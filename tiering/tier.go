@@ -39,6 +39,10 @@ type Options struct {
 	// unreferenced key must be before garbage collection deletes it. The
 	// default is 10 minutes.
 	GracePeriod time.Duration
+	// OrphanScanInterval is how often garbage collection lists the whole
+	// store for keys no manifest names (besides the first collection of a
+	// process). The default is 24 hours.
+	OrphanScanInterval time.Duration
 	// IndexCacheObjects bounds the objects whose index is cached. The
 	// default is 256.
 	IndexCacheObjects int
@@ -62,6 +66,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.GracePeriod <= 0 {
 		o.GracePeriod = 10 * time.Minute
+	}
+	if o.OrphanScanInterval <= 0 {
+		o.OrphanScanInterval = 24 * time.Hour
 	}
 	if o.IndexCacheObjects <= 0 {
 		o.IndexCacheObjects = 256
@@ -97,6 +104,10 @@ type Tier struct {
 	step     sync.Mutex // one step at a time
 	inflight sync.Map   // object id → struct{}: uploads running now
 	failed   error      // the manifest failed: the tier does nothing more
+	// lastScan is when garbage collection last listed the store for
+	// orphans; rescan asks the next one to (an orphan was too young).
+	lastScan time.Time
+	rescan   bool
 }
 
 var _ tablet.Remote = (*Tier)(nil)

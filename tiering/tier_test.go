@@ -1139,3 +1139,57 @@ func TestTierDeleteRecordsBelowLocalStart(t *testing.T) {
 	require.Positive(t, res.Records.Size())
 	res.Close()
 }
+
+// countingStore counts listings of the whole store.
+type countingStore struct {
+	ObjectStore
+	mu         sync.Mutex
+	wholeLists int
+}
+
+func (s *countingStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if prefix == "" {
+		s.mu.Lock()
+		s.wholeLists++
+		s.mu.Unlock()
+	}
+	return s.ObjectStore.List(ctx, prefix)
+}
+
+// Garbage collection lists the whole store only at the first collection
+// of a process, while an orphan waits out its grace period, and every
+// OrphanScanInterval: orphans come only from a lost manifest.
+func TestTierGCScansTheStoreRarely(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 20)
+	setConfig(t, f.t, "retention.ms", "-1")
+	inner, err := OpenFileStore(t.TempDir())
+	require.NoError(t, err)
+	cs := &countingStore{ObjectStore: inner}
+	clock := time.Now()
+	opts := f.tierOpts()
+	opts.Now = func() time.Time { return clock }
+	opts.GracePeriod = time.Minute
+	opts.OrphanScanInterval = time.Hour
+	x, err := Open(ctx, f.t, tp.Topic, tp.Partition, cs, opts)
+	require.NoError(t, err)
+	defer x.Close()
+	_, err = x.Upload(ctx, nil)
+	require.NoError(t, err)
+	scans := func() int { cs.mu.Lock(); defer cs.mu.Unlock(); return cs.wholeLists }
+	_, err = x.CollectGarbage(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, scans(), "the first collection of a process scans")
+	_, err = x.CollectGarbage(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, scans(), "not again within the interval")
+
+	orphan := x.objectKey(999, newID())
+	_, err = inner.Put(ctx, orphan, []byte("x"))
+	require.NoError(t, err)
+	clock = clock.Add(2 * time.Hour)
+	g, err := x.CollectGarbage(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, scans(), "the interval passed")
+	require.Equal(t, 1, g.Orphans)
+}
