@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The long crash runs (make crash): 200 SIGKILLs of child processes (100 of
-# `seglog produce --sync`, 100 of the mixed library workload), power cuts
+# The long crash runs (make crash): 300 SIGKILLs of child processes (100 of
+# `seglog produce --sync`, 100 of the mixed library workload, 100 of
+# `seglog tier`), power cuts
 # through the crash simulator, and the recovery fault loops with many seeds.
 # It prints each harness's summary (kills, acknowledged records, lost) and
 # fails if any test does.
