@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
@@ -63,24 +64,18 @@ func (t *Tablet) SetRemote(r Remote, start int64) error {
 	}
 	first := t.remote.Load() == nil
 	t.remote.Store(&remoteHolder{r})
-	switch {
-	case first && start <= v.localStart:
-		// The log start the checkpoint kept (DeleteRecordsBefore below the
-		// local log start) still holds.
+	if first && start <= v.localStart {
+		// Attaching: the log start moves down into the tier, as far as the
+		// log start the checkpoint kept (DeleteRecordsBefore below the
+		// local log start) allows.
 		v.logStart = max(start, min(t.checkpointLogStart, v.localStart))
-	case start <= v.logStart:
+		v.lso = t.lsoMarkLocked(v.hw, v.logStart)
+		t.publishLocked(v)
 		return nil
-	case start <= v.localStart:
-		v.logStart = start
-	default:
-		t.mu.Unlock()
-		_, err := t.DeleteRecordsBefore(start)
-		t.mu.Lock()
-		return err
 	}
-	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
-	t.publishLocked(v)
-	return nil
+	// Remote retention moved the log start up: as DeleteRecordsBefore.
+	_, err := t.deleteRecordsBeforeLocked(start)
+	return err
 }
 
 type remoteHolder struct{ r Remote }
@@ -118,26 +113,7 @@ func (t *Tablet) DeleteLocalBefore(offset int64) (RetentionResult, error) {
 	if len(doomed) == 0 {
 		return RetentionResult{}, nil
 	}
-	var res RetentionResult
-	for _, g := range doomed {
-		t.mu.segs.Delete(g)
-		res.Segments++
-		res.Bytes += g.Size()
-	}
-	first, _ := t.mu.segs.Min()
-	v.localStart = max(v.localStart, first.base)
-	v.recoveryPoint = max(v.recoveryPoint, v.localStart)
-	t.publishLocked(v)
-	var errs []error
-	for _, g := range doomed {
-		errs = append(errs, t.retireSegmentLocked(g))
-		t.opts.Logger.Info("deleted tiered segment", "tablet", t.tp.String(), "base", g.base)
-	}
-	errs = append(errs, t.mu.state.DeleteSnapshotsBefore(first.base))
-	if err := errors.Join(errs...); err != nil {
-		return res, t.failLocked(err)
-	}
-	return res, nil
+	return t.deleteSegmentsLocked(doomed, "tiered", true)
 }
 
 // SealedSegment is a sealed segment opened for copying to a tier. Close
@@ -199,24 +175,11 @@ func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
 	for _, x := range txns {
 		s.TxnIndex = x.AppendTo(s.TxnIndex)
 	}
-	snap := filepath.Join(t.dir, segment.Filename(s.Next, segment.Snapshot))
-	if f, err := t.fsys.Open(snap); err == nil {
-		n, serr := f.Size()
-		b := make([]byte, max(n, 0))
-		if serr == nil {
-			_, serr = f.ReadAt(b, 0)
-			if serr == io.EOF && int64(len(b)) == n {
-				serr = nil
-			}
-		}
-		f.Close()
-		if serr != nil {
-			return fail(serr)
-		}
-		s.Snapshot = b
-	} else if !errors.Is(err, os.ErrNotExist) {
+	snap, err := vfs.ReadFile(t.fsys, filepath.Join(t.dir, segment.Filename(s.Next, segment.Snapshot)))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(err)
 	}
+	s.Snapshot = snap
 	t.mu.Lock()
 	entries := t.mu.epochs.Entries()
 	t.mu.Unlock()

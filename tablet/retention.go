@@ -72,13 +72,15 @@ func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 			return RetentionResult{}, err
 		}
 	}
-	return t.deleteSegmentsLocked(doomed, "retention")
+	return t.deleteSegmentsLocked(doomed, "retention", false)
 }
 
 // deleteSegmentsLocked removes the oldest segments: the log start moves to
-// the first remaining base, the files are renamed .deleted at once, closed
-// when their last reader goes and unlinked after file.delete.delay.ms.
-func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string) (RetentionResult, error) {
+// the first remaining base (unless keepLogStart: a tier holds them, and
+// only the local log start moves), the files are renamed .deleted at
+// once, closed when their last reader goes and unlinked after
+// file.delete.delay.ms.
+func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string, keepLogStart bool) (RetentionResult, error) {
 	var res RetentionResult
 	for _, g := range doomed {
 		t.mu.segs.Delete(g)
@@ -87,14 +89,18 @@ func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string) (RetentionResul
 	}
 	first, _ := t.mu.segs.Min()
 	v := t.view()
-	v.logStart = max(v.logStart, first.base)
-	v.localStart = max(v.localStart, v.logStart)
+	if !keepLogStart {
+		v.logStart = max(v.logStart, first.base)
+	}
+	v.localStart = max(v.localStart, v.logStart, first.base)
 	v.recoveryPoint = max(v.recoveryPoint, v.localStart) // nothing below it needs recovering (as Kafka)
 	v.lso = t.lsoMarkLocked(v.hw, v.logStart)
 	t.publishLocked(v) // readers no longer find them
-	t.mu.state.OnLogStartOffsetIncremented(v.logStart)
 	var errs []error
-	errs = append(errs, t.mu.epochs.TruncateFromStart(v.logStart))
+	if !keepLogStart {
+		t.mu.state.OnLogStartOffsetIncremented(v.logStart)
+		errs = append(errs, t.mu.epochs.TruncateFromStart(v.logStart))
+	}
 	for _, g := range doomed {
 		errs = append(errs, t.retireSegmentLocked(g))
 		t.opts.Logger.Info("deleted segment", "tablet", t.tp.String(), "base", g.base, "why", why)
@@ -153,6 +159,10 @@ func (t *Tablet) DeleteRecordsBefore(offset int64) (int64, error) {
 	if err := t.usableLocked(); err != nil {
 		return 0, err
 	}
+	return t.deleteRecordsBeforeLocked(offset)
+}
+
+func (t *Tablet) deleteRecordsBeforeLocked(offset int64) (int64, error) {
 	v := t.view()
 	if offset > v.hw.offset {
 		return v.logStart, fmt.Errorf("%w: %d is above the high watermark %d", ErrOffsetOutOfRange, offset, v.hw.offset)
@@ -179,7 +189,7 @@ func (t *Tablet) DeleteRecordsBefore(offset int64) (int64, error) {
 		doomed = append(doomed, g)
 	}
 	if len(doomed) > 0 {
-		if _, err := t.deleteSegmentsLocked(doomed, "records deleted"); err != nil {
+		if _, err := t.deleteSegmentsLocked(doomed, "records deleted", false); err != nil {
 			return offset, err
 		}
 	}
