@@ -39,7 +39,7 @@ func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
 
 // StoreURL returns the store a tablet is tiered to, if any.
 func StoreURL(fsys vfs.FS, tabletDir string) (string, bool, error) {
-	b, err := readFile(fsys, filepath.Join(tabletDir, ManifestDir, StoreURLFile))
+	b, err := vfs.ReadFile(fsys, filepath.Join(tabletDir, ManifestDir, StoreURLFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", false, nil
 	}

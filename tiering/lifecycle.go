@@ -103,7 +103,7 @@ func (x *Tier) ApplyRetention(ctx context.Context) (RetentionResult, error) {
 		total -= e.Size
 		res.Retired++
 	}
-	res.LogStart = max(logStart, x.m.State().LogStart)
+	res.LogStart = max(logStart, x.m.LogStart())
 	if res.Retired > 0 {
 		if err := x.t.SetRemote(x, res.LogStart); err != nil {
 			return res, err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
@@ -121,8 +122,9 @@ var (
 // Manifest is a tablet's tiering manifest: an append-only file of fsynced
 // records over a compacted snapshot. It is safe for concurrent use.
 type Manifest struct {
-	fsys vfs.FS
-	dir  string
+	fsys    vfs.FS
+	dir     string
+	visible atomic.Pointer[[]Entry] // see Visible
 	mu   struct {
 		sync.Mutex
 		f       vfs.File
@@ -145,16 +147,12 @@ func OpenManifest(fsys vfs.FS, dir string, start int64) (*Manifest, error) {
 	m.mu.st.TieredEnd = start
 	m.mu.objs = map[string]*Entry{}
 	snap := filepath.Join(dir, ManifestSnapshot)
-	if data, err := readFile(fsys, snap); err == nil {
+	if data, err := vfs.ReadFile(fsys, snap); err == nil {
 		var st ManifestState
 		if err := json.Unmarshal(data, &st); err != nil {
 			return nil, &seglog.CorruptionError{Path: snap, Offset: -1, Reason: "manifest snapshot is not valid JSON", Err: err}
 		}
-		m.mu.st = st
-		for i := range st.Objects {
-			e := st.Objects[i]
-			m.mu.objs[e.ID] = &e
-		}
+		m.loadLocked(st)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -186,23 +184,6 @@ func OpenManifest(fsys vfs.FS, dir string, start int64) (*Manifest, error) {
 		}
 	}
 	return m, nil
-}
-
-func readFile(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && n > 0 {
-		return nil, err
-	}
-	return b, nil
 }
 
 // replay applies the log's records after the snapshot's sequence number.
@@ -286,15 +267,15 @@ func appendRecord(dst []byte, typ RecordType, payload []byte) []byte {
 	return append(dst, body...)
 }
 
-// applyLocked changes the state by one record.
-func (m *Manifest) applyLocked(typ RecordType, r mrecord) error {
+// checkLocked reports whether a record may change the state, changing
+// nothing.
+func (m *Manifest) checkLocked(typ RecordType, r mrecord) error {
 	e := m.mu.objs[r.ID]
 	switch typ {
 	case Prepare:
 		if e != nil {
 			return fmt.Errorf("%w: %s prepared twice", ErrUnknownObject, r.ID)
 		}
-		m.mu.objs[r.ID] = &Entry{ID: r.ID, Key: r.Key, Base: r.Base, End: r.End, DeadlineMs: r.DeadlineMs, State: StatePrepared}
 	case Commit:
 		switch {
 		case e == nil || e.State != StatePrepared:
@@ -302,29 +283,62 @@ func (m *Manifest) applyLocked(typ RecordType, r mrecord) error {
 		case e.Base != m.mu.st.TieredEnd:
 			return fmt.Errorf("%w: %s starts at %d, the tiered end is %d", ErrWrongBase, r.ID, e.Base, m.mu.st.TieredEnd)
 		}
-		e.State, e.Size, e.CRC, e.MaxTimestamp = StateCommitted, r.Size, r.CRC, r.MaxTimestamp
-		m.mu.st.TieredEnd = e.End
 	case Abort:
 		if e == nil || e.State != StatePrepared {
 			return fmt.Errorf("%w: abort of %s", ErrUnknownObject, r.ID)
 		}
-		e.State, e.AbortedMs = StateAborted, r.TimeMs
 	case Retire:
 		if e == nil || e.State != StateCommitted {
 			return fmt.Errorf("%w: retire of %s", ErrUnknownObject, r.ID)
 		}
-		e.State, e.RetiredMs = StateRetired, r.TimeMs
-		m.mu.st.LogStart = max(m.mu.st.LogStart, e.End)
 	case Gone:
 		if e == nil || (e.State != StateRetired && e.State != StateAborted) {
 			return fmt.Errorf("%w: gone of %s", ErrUnknownObject, r.ID)
 		}
-		delete(m.mu.objs, r.ID)
 	default:
 		return fmt.Errorf("unknown record type %d", typ)
 	}
-	m.mu.st.Seq = r.Seq
 	return nil
+}
+
+// applyLocked changes the state by one record.
+func (m *Manifest) applyLocked(typ RecordType, r mrecord) error {
+	if err := m.checkLocked(typ, r); err != nil {
+		return err
+	}
+	e := m.mu.objs[r.ID]
+	switch typ {
+	case Prepare:
+		m.mu.objs[r.ID] = &Entry{ID: r.ID, Key: r.Key, Base: r.Base, End: r.End, DeadlineMs: r.DeadlineMs, State: StatePrepared}
+	case Commit:
+		e.State, e.Size, e.CRC, e.MaxTimestamp = StateCommitted, r.Size, r.CRC, r.MaxTimestamp
+		m.mu.st.TieredEnd = e.End
+	case Abort:
+		e.State, e.AbortedMs = StateAborted, r.TimeMs
+	case Retire:
+		e.State, e.RetiredMs = StateRetired, r.TimeMs
+		m.mu.st.LogStart = max(m.mu.st.LogStart, e.End)
+	case Gone:
+		delete(m.mu.objs, r.ID)
+	}
+	m.mu.st.Seq = r.Seq
+	if typ == Commit || typ == Retire {
+		m.publishVisibleLocked()
+	}
+	return nil
+}
+
+// publishVisibleLocked rebuilds the visible set readers load without a
+// lock: the committed objects by base offset.
+func (m *Manifest) publishVisibleLocked() {
+	vis := make([]Entry, 0, len(m.mu.objs))
+	for _, e := range m.mu.objs {
+		if e.State == StateCommitted {
+			vis = append(vis, *e)
+		}
+	}
+	slices.SortFunc(vis, func(a, b Entry) int { return cmp.Compare(a.Base, b.Base) })
+	m.visible.Store(&vis)
 }
 
 // write appends a record, fsyncs it and applies it. A failed write or
@@ -336,13 +350,9 @@ func (m *Manifest) write(typ RecordType, r mrecord) error {
 		return m.mu.failed
 	}
 	r.Seq = m.mu.st.Seq + 1
-	// Check before writing: a refused change writes nothing.
-	saved, objs := m.mu.st, cloneObjs(m.mu.objs)
-	if err := m.applyLocked(typ, r); err != nil {
-		m.mu.st, m.mu.objs = saved, objs
-		return err
+	if err := m.checkLocked(typ, r); err != nil {
+		return err // a refused change writes nothing
 	}
-	m.mu.st, m.mu.objs = saved, objs
 	payload, _ := json.Marshal(r)
 	buf := appendRecord(nil, typ, payload)
 	if _, err := m.mu.f.WriteAt(buf, m.mu.size); err != nil {
@@ -354,15 +364,6 @@ func (m *Manifest) write(typ RecordType, r mrecord) error {
 	m.mu.size += int64(len(buf))
 	m.mu.records++
 	return m.applyLocked(typ, r)
-}
-
-func cloneObjs(in map[string]*Entry) map[string]*Entry {
-	out := make(map[string]*Entry, len(in))
-	for k, v := range in {
-		e := *v
-		out[k] = &e
-	}
-	return out
 }
 
 func (m *Manifest) failLocked(err error) error {
@@ -434,15 +435,21 @@ func (m *Manifest) State() ManifestState {
 	return st
 }
 
-// Visible returns the committed objects, by base offset.
+// Visible returns the committed objects, by base offset, without taking
+// the manifest's lock (reads call it): the slice is shared and must not be
+// changed.
 func (m *Manifest) Visible() []Entry {
-	var out []Entry
-	for _, e := range m.State().Objects {
-		if e.State == StateCommitted {
-			out = append(out, e)
-		}
+	if v := m.visible.Load(); v != nil {
+		return *v
 	}
-	return out
+	return nil
+}
+
+// LogStart is where the tier's log starts after retention.
+func (m *Manifest) LogStart() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.st.LogStart
 }
 
 // Records returns how many records the log holds since the snapshot.
@@ -492,13 +499,21 @@ func (m *Manifest) Restore(st ManifestState) error {
 		m.mu.Unlock()
 		return fmt.Errorf("tiering: restoring over a manifest that is not empty")
 	}
-	m.mu.st = st
+	m.loadLocked(st)
+	m.mu.Unlock()
+	return m.Compact()
+}
+
+// loadLocked takes a whole state (a snapshot or a mirror): the objects go
+// to the map, which State rebuilds the list from.
+func (m *Manifest) loadLocked(st ManifestState) {
 	for i := range st.Objects {
 		e := st.Objects[i]
 		m.mu.objs[e.ID] = &e
 	}
-	m.mu.Unlock()
-	return m.Compact()
+	st.Objects = nil
+	m.mu.st = st
+	m.publishVisibleLocked()
 }
 
 // Close closes the log file.

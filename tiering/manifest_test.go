@@ -148,7 +148,7 @@ func TestManifestTornAndDamaged(t *testing.T) {
 	upload(t, m, "b", 10, 20)
 	require.NoError(t, m.Close())
 	path := filepath.Join(mdir, ManifestLog)
-	data, err := readFile(mem, path)
+	data, err := vfs.ReadFile(mem, path)
 	require.NoError(t, err)
 
 	write := func(b []byte) vfs.FS {

@@ -207,9 +207,9 @@ func (x *Tier) attach() error {
 	off := x.t.Offsets()
 	start := off.LocalLogStartOffset
 	if len(vis) > 0 && x.m.TieredEnd() >= off.LocalLogStartOffset {
-		start = max(vis[0].Base, x.m.State().LogStart)
-	} else if len(vis) == 0 && x.m.State().LogStart > start {
-		start = x.m.State().LogStart
+		start = max(vis[0].Base, x.m.LogStart())
+	} else if len(vis) == 0 && x.m.LogStart() > start {
+		start = x.m.LogStart()
 	}
 	return x.t.SetRemote(x, start)
 }
