@@ -125,7 +125,7 @@ type Manifest struct {
 	fsys    vfs.FS
 	dir     string
 	visible atomic.Pointer[[]Entry] // see Visible
-	mu   struct {
+	mu      struct {
 		sync.Mutex
 		f       vfs.File
 		size    int64
