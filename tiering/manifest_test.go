@@ -161,14 +161,27 @@ func TestManifestTornAndDamaged(t *testing.T) {
 		require.NoError(t, f.Close())
 		return fsys
 	}
-	// A torn last record, cut at every byte, is dropped: "b" is prepared
-	// at most, "a" committed.
-	last := len(data) - 1
-	for cut := last; cut > 0; cut-- {
+	// A torn last record, cut at every byte, is dropped: the records
+	// before the cut hold, so "a" is committed once its COMMIT (the second
+	// record) is whole, and "b" never is.
+	var ends []int
+	for at := 0; at < len(data); {
+		_, _, n, ok := parseRecord(data[at:])
+		require.True(t, ok)
+		at += int(n)
+		ends = append(ends, at)
+	}
+	require.Len(t, ends, 4)
+	for cut := len(data) - 1; cut > 0; cut-- {
 		m, err := OpenManifest(write(data[:cut]), mdir, 0)
 		require.NoError(t, err, "cut at %d", cut)
-		require.GreaterOrEqual(t, m.TieredEnd(), int64(0))
-		require.LessOrEqual(t, m.TieredEnd(), int64(10))
+		want := int64(0)
+		if cut >= ends[1] {
+			want = 10
+		}
+		require.Equal(t, want, m.TieredEnd(), "cut at %d", cut)
+		_, prepared := m.Get("b")
+		require.Equal(t, cut >= ends[2], prepared, "cut at %d", cut)
 	}
 	// A damaged record with good ones after it is corruption, located.
 	bad := append([]byte(nil), data...)

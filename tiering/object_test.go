@@ -161,14 +161,13 @@ func TestObjectRoundTrip(t *testing.T) {
 	require.Equal(t, o.Blocks, o2.Blocks)
 
 	// Every offset finds the block holding its batch.
-	for i, b := range bases {
+	for _, b := range bases {
 		for off := b; off < b+4; off++ {
 			k, ok := o.FindBlock(off)
 			require.True(t, ok)
 			e := o.Blocks[k]
 			require.True(t, e.BaseOffset <= off && off <= e.LastOffset(), "offset %d in block %d", off, k)
 		}
-		_ = i
 	}
 	_, ok := o.FindBlock(300)
 	require.False(t, ok)
