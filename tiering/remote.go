@@ -114,20 +114,7 @@ func wait(ctx context.Context, cl *call) (*Object, error) {
 }
 
 func (c *cache) fetchIndex(ctx context.Context, e Entry) (*Object, error) {
-	n := TailSize(e.Size)
-	tail, err := c.x.store.GetRange(ctx, e.Key, e.Size-n, int(n))
-	if err != nil {
-		return nil, err
-	}
-	o, need, err := ParseTail(e.Key, tail, e.Size)
-	if err == nil && need > 0 {
-		if tail, err = c.x.store.GetRange(ctx, e.Key, e.Size-need, int(need)); err == nil {
-			o, need, err = ParseTail(e.Key, tail, e.Size)
-		}
-	}
-	if err == nil && need > 0 {
-		err = fmt.Errorf("tiering: %s: the index does not fit the tail", e.Key)
-	}
+	o, err := FetchObject(ctx, c.x.store, e.Key, e.Size)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +122,27 @@ func (c *cache) fetchIndex(ctx context.Context, e Entry) (*Object, error) {
 		return nil, o.corrupt(e.Size-footerSize, "holds offsets [%d, %d), the manifest says [%d, %d)", o.BaseOffset, o.EndOffset, e.Base, e.End)
 	}
 	return o, nil
+}
+
+// FetchObject reads an object's footer, index and aux sections from a
+// store: one ranged GET of TailSize(size) bytes, and a second, longer one
+// when the index does not fit in it.
+func FetchObject(ctx context.Context, s ObjectStore, key string, size int64) (*Object, error) {
+	n := TailSize(size)
+	for {
+		tail, err := s.GetRange(ctx, key, size-n, int(n))
+		if err != nil {
+			return nil, err
+		}
+		o, need, err := ParseTail(key, tail, size)
+		if err != nil || need == 0 {
+			return o, err
+		}
+		if need <= n {
+			return nil, fmt.Errorf("tiering: %s: the index does not fit the tail", key)
+		}
+		n = need
+	}
 }
 
 // block returns block i's batches, CRC checked: from the cache, from a

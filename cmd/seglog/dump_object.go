@@ -87,17 +87,7 @@ func (d *dumper) dumpObject(ctx context.Context, arg string) error {
 	if err != nil {
 		return err
 	}
-	n := tiering.TailSize(info.Size)
-	tail, err := s.GetRange(ctx, key, info.Size-n, int(n))
-	if err != nil {
-		return err
-	}
-	o, need, err := tiering.ParseTail(key, tail, info.Size)
-	if err == nil && need > 0 {
-		if tail, err = s.GetRange(ctx, key, info.Size-need, int(need)); err == nil {
-			o, _, err = tiering.ParseTail(key, tail, info.Size)
-		}
-	}
+	o, err := tiering.FetchObject(ctx, s, key, info.Size)
 	var ce *seglog.CorruptionError
 	if errors.As(err, &ce) {
 		d.problem(ce.Offset, ce.Reason)
