@@ -103,11 +103,38 @@ func (s *Segment) translateOffset(offset, startingPosition, end int64) (OffsetPo
 	return op, found, err
 }
 
-// translateOffsetInto is translateOffset that also copies the batch found
-// into scratch when the reads it made already hold all of it (and it
-// fits), returning scratch[:size] or nil: a one-batch read then needs no
-// second read.
-func (s *Segment) translateOffsetInto(offset, startingPosition, end int64, scratch []byte) (OffsetPosition, []byte, bool, error) {
+// oneBatchRead is the shape of a read that may be served from a copy the
+// offset lookup made: scratch to copy into, and what decides whether the
+// read is one batch.
+type oneBatchRead struct {
+	scratch     []byte
+	limit       int64 // maxSize
+	minOne      bool
+	end         int64 // the visible end
+	maxPosition int64
+}
+
+// limitFor is the read's byte limit once the first batch is known.
+func (o *oneBatchRead) limitFor(first OffsetPosition) int64 {
+	if o.minOne {
+		return max(o.limit, first.Size)
+	}
+	return o.limit
+}
+
+// only reports whether the read starting with first is that batch alone:
+// a limit that holds it but no header after it, or the visible end.
+func (o *oneBatchRead) only(first OffsetPosition) bool {
+	limit := o.limitFor(first)
+	return limit > 0 && o.maxPosition >= 0 && limit >= first.Size &&
+		min(o.end, first.Position+limit) < first.Position+first.Size+record.HeaderSize
+}
+
+// translateOffsetInto is translateOffset that, for a read that will be
+// the batch found alone (rd, if not nil), copies that batch into
+// rd.scratch when the reads it made already hold all of it (and it fits),
+// returning the copy or nil: the read then needs no second read.
+func (s *Segment) translateOffsetInto(offset, startingPosition, end int64, rd *oneBatchRead) (OffsetPosition, []byte, bool, error) {
 	e, next, hasNext, err := s.offsetIdx.Bounds(offset)
 	if err != nil {
 		return OffsetPosition{}, nil, false, err
@@ -130,7 +157,7 @@ func (s *Segment) translateOffsetInto(offset, startingPosition, end int64, scrat
 		}
 	}
 	start := max(int64(e.Position), startingPosition)
-	op, held, found, trusted, err := s.scanFor(offset, start, end, e, start == int64(e.Position) && e.Position > 0, scratch)
+	op, held, found, trusted, err := s.scanFor(offset, start, end, e, start == int64(e.Position) && e.Position > 0, rd)
 	if err != nil || trusted {
 		return op, held, found, err
 	}
@@ -139,7 +166,7 @@ func (s *Segment) translateOffsetInto(offset, startingPosition, end int64, scrat
 	// from where the caller allows instead; seglog verify names the entry,
 	// and the next recovery of the segment, or deleting the index file,
 	// rebuilds it.
-	op, held, found, _, err = s.scanFor(offset, startingPosition, end, e, false, scratch)
+	op, held, found, _, err = s.scanFor(offset, startingPosition, end, e, false, rd)
 	return op, held, found, err
 }
 
@@ -147,9 +174,9 @@ func (s *Segment) translateOffsetInto(offset, startingPosition, end int64, scrat
 // at least offset. With check, the first batch must be the one entry names
 // (trusted is false otherwise, or when the walk stops at damage).
 //
-// With scratch, the batch found is copied into it (held) when the scan's
-// window already holds all of it and it fits.
-func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, check bool, scratch []byte) (op OffsetPosition, held []byte, found, trusted bool, err error) {
+// With rd, the batch found is copied into rd.scratch (held) when the read
+// is that batch alone and the scan's window already holds all of it.
+func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, check bool, rd *oneBatchRead) (op OffsetPosition, held []byte, found, trusted bool, err error) {
 	f, err := s.file()
 	if err != nil {
 		return OffsetPosition{}, nil, false, false, err
@@ -165,10 +192,13 @@ func (s *Segment) scanFor(offset, start, end int64, entry offsetindex.Entry, che
 		}
 		first = false
 		if last >= offset {
-			if b := sc.Resident(); b != nil && len(b) <= len(scratch) {
-				held = scratch[:copy(scratch, b)]
+			op := OffsetPosition{Offset: last, Position: sc.Pos(), Size: sc.Size()}
+			if rd != nil && op.Size <= int64(len(rd.scratch)) && rd.only(op) {
+				if b := sc.Resident(); b != nil {
+					held = rd.scratch[:copy(rd.scratch, b)]
+				}
 			}
-			return OffsetPosition{Offset: last, Position: sc.Pos(), Size: sc.Size()}, held, true, true, nil
+			return op, held, true, true, nil
 		}
 	}
 	switch sc.Stop() {
@@ -223,7 +253,8 @@ func (s *Segment) ReadWith(startOffset int64, maxSize int, maxPosition int64, mi
 	if maxPosition >= 0 {
 		end = min(end, maxPosition)
 	}
-	first, held, ok, err := s.translateOffsetInto(startOffset, 0, end, scratch)
+	rd := &oneBatchRead{scratch: scratch, limit: int64(maxSize), minOne: minOneMessage, end: end, maxPosition: maxPosition}
+	first, held, ok, err := s.translateOffsetInto(startOffset, 0, end, rd)
 	if err != nil || !ok {
 		return ReadResult{}, false, err
 	}
@@ -233,10 +264,7 @@ func (s *Segment) ReadWith(startOffset int64, maxSize int, maxPosition int64, mi
 	}
 	r := ReadResult{StartOffset: startOffset, BaseOffset: s.base, Position: first.Position,
 		Records: Slice{f: f, pos: first.Position}}
-	limit := int64(maxSize)
-	if minOneMessage {
-		limit = max(limit, first.Size)
-	}
+	limit := rd.limitFor(first)
 	if limit == 0 || maxPosition < 0 {
 		return r, true, nil
 	}
@@ -244,8 +272,7 @@ func (s *Segment) ReadWith(startOffset int64, maxSize int, maxPosition int64, mi
 		r.FirstEntryIncomplete = true
 		return r, true, nil
 	}
-	stop := min(end, first.Position+limit)
-	if stop < first.Position+first.Size+record.HeaderSize {
+	if rd.only(first) {
 		// No second batch fits: the read is the first batch, and no
 		// header needs reading (a one-batch read, e.g. a random one). If
 		// the lookup read it whole, it is served from that copy.
@@ -255,6 +282,7 @@ func (s *Segment) ReadWith(startOffset int64, maxSize int, maxPosition int64, mi
 		}
 		return r, true, nil
 	}
+	stop := min(end, first.Position+limit)
 	last, err := s.wholeBatchesBefore(first.Position, stop, size)
 	if err != nil {
 		return ReadResult{}, false, err
