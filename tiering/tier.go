@@ -197,9 +197,6 @@ func (x *Tier) Close() error { return x.m.Close() }
 // Manifest returns the tier's manifest.
 func (x *Tier) Manifest() *Manifest { return x.m }
 
-// Store returns the tier's store.
-func (x *Tier) Store() ObjectStore { return x.store }
-
 // attach tells the tablet where the log starts now: the oldest visible
 // object's base when the tier reaches the local log (else the local start).
 func (x *Tier) attach() error {

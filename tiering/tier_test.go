@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog"
@@ -1196,4 +1197,52 @@ func TestTierGCScansTheStoreRarely(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, scans(), "the interval passed")
 	require.Equal(t, 1, g.Orphans)
+}
+
+// Remote reads fetch each object's tail once and its blocks in merged
+// runs (readahead), and readers missing the same block at once share one
+// GET: a whole read-back costs two GETs per object, however many blocks.
+func TestTierBlockCacheMergesAndShares(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 60)
+	_, x := f.fileTier(t)
+	defer x.Close()
+	_, err := x.Upload(ctx, nil)
+	require.NoError(t, err)
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	vis := x.Manifest().Visible()
+	blocks := 0
+	for _, e := range vis {
+		o, err := x.cache.index(ctx, e)
+		require.NoError(t, err)
+		blocks += len(o.Blocks)
+	}
+	require.Greater(t, blocks, 2*len(vis), "objects of several blocks")
+
+	x.DropCache()
+	before := x.Fetches()
+	everything(t, f.t, 1<<20)
+	require.Equal(t, int64(2*len(vis)), x.Fetches()-before, "a tail and one merged run of blocks per object")
+
+	x.DropCache()
+	before = x.Fetches()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := f.t.Read(vis[0].Base, tablet.ReadOptions{MaxBytes: 1, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.Positive(t, res.Records.Size())
+			res.Close()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, int64(2), x.Fetches()-before, "eight readers of one cold block: one tail GET and one block GET")
 }
