@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // runRecovery: an unclean reopen of o.Bytes over o.Tablets tablets (no

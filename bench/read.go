@@ -14,11 +14,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/timeindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 // filled writes bytes of batches (records of size, n to a batch) to one

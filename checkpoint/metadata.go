@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TopicID is a topic's 16-byte UUID, written as 22 characters of base64url
@@ -49,6 +49,7 @@ var colonSpace = regexp.MustCompile(`:\s+`)
 // ReadPartitionMetadata reads a tablet's partition.metadata: version 0 and
 // a non-zero topic id. A missing file reports false.
 func ReadPartitionMetadata(fsys vfs.FS, path string) (TopicID, bool, error) {
+	fsys = vfs.OrOS(fsys)
 	data, err := readFile(fsys, path)
 	if err != nil || data == nil {
 		return TopicID{}, false, err
@@ -99,6 +100,7 @@ func FormatPartitionMetadata(id TopicID) []byte {
 
 // WritePartitionMetadata replaces partition.metadata atomically.
 func WritePartitionMetadata(fsys vfs.FS, path string, id TopicID) error {
+	fsys = vfs.OrOS(fsys)
 	if id == (TopicID{}) {
 		return fmt.Errorf("checkpoint: the zero topic id is not valid")
 	}
@@ -141,6 +143,7 @@ func ParseProperties(data []byte) map[string]string {
 
 // ReadMetaProperties reads meta.properties. A missing file reports false.
 func ReadMetaProperties(fsys vfs.FS, path string) (MetaProperties, bool, error) {
+	fsys = vfs.OrOS(fsys)
 	data, err := readFile(fsys, path)
 	if err != nil || data == nil {
 		return MetaProperties{}, false, err
@@ -221,6 +224,7 @@ func (m MetaProperties) Format(now time.Time) []byte {
 
 // WriteMetaProperties replaces meta.properties atomically.
 func WriteMetaProperties(fsys vfs.FS, path string, m MetaProperties) error {
+	fsys = vfs.OrOS(fsys)
 	return WriteAtomic(fsys, path, m.Format(time.Now()))
 }
 
@@ -235,6 +239,7 @@ type cleanShutdown struct {
 // It is written last, after every tablet is flushed and closed and the
 // checkpoints are written.
 func WriteCleanShutdown(fsys vfs.FS, dir string, brokerEpoch int64) error {
+	fsys = vfs.OrOS(fsys)
 	path := filepath.Join(dir, CleanShutdownFile)
 	data, _ := json.Marshal(cleanShutdown{Version: 0, BrokerEpoch: brokerEpoch})
 	err := writeSynced(fsys, path, data)
@@ -268,6 +273,7 @@ func ParseCleanShutdown(path string, data []byte) (int64, error) {
 // (syncing the directory), so that a crash while loading counts as an
 // unclean shutdown.
 func TakeCleanShutdown(fsys vfs.FS, dir string) (clean bool, brokerEpoch int64, err error) {
+	fsys = vfs.OrOS(fsys)
 	path := filepath.Join(dir, CleanShutdownFile)
 	data, err := readFile(fsys, path)
 	if err != nil || data == nil {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TopicPartition names a tablet.
@@ -32,6 +32,7 @@ type Offsets map[TopicPartition]int64
 // ReadOffsets reads an offset checkpoint (recovery point, log start,
 // high watermark, cleaner). A missing or empty file has no entries.
 func ReadOffsets(fsys vfs.FS, path string) (Offsets, error) {
+	fsys = vfs.OrOS(fsys)
 	data, err := readFile(fsys, path)
 	if err != nil {
 		return nil, err
@@ -79,6 +80,7 @@ func (o Offsets) Format() []byte {
 
 // WriteOffsets replaces the checkpoint at path atomically.
 func WriteOffsets(fsys vfs.FS, path string, o Offsets) error {
+	fsys = vfs.OrOS(fsys)
 	return WriteAtomic(fsys, path, o.Format())
 }
 
@@ -91,6 +93,7 @@ type EpochEntry struct {
 // ReadEpochs reads a leader-epoch-checkpoint. A missing or empty file has
 // no entries.
 func ReadEpochs(fsys vfs.FS, path string) ([]EpochEntry, error) {
+	fsys = vfs.OrOS(fsys)
 	data, err := readFile(fsys, path)
 	if err != nil {
 		return nil, err
@@ -127,6 +130,7 @@ func FormatEpochs(entries []EpochEntry) []byte {
 
 // WriteEpochs replaces the leader-epoch-checkpoint at path atomically.
 func WriteEpochs(fsys vfs.FS, path string, entries []EpochEntry) error {
+	fsys = vfs.OrOS(fsys)
 	return WriteAtomic(fsys, path, FormatEpochs(entries))
 }
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // File names: part of the on-disk format; never change.
@@ -119,6 +119,7 @@ func readFile(fsys vfs.FS, path string) ([]byte, error) {
 // renames it over path and fsyncs the directory, so that a crash leaves the
 // old file or the new one, never a mix.
 func WriteAtomic(fsys vfs.FS, path string, data []byte) error {
+	fsys = vfs.OrOS(fsys)
 	tmp := path + TempSuffix
 	err := writeSynced(fsys, tmp, data)
 	if err == nil {

@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Undefined is the epoch, and the offset, answered when none is known.
@@ -33,6 +33,7 @@ type Cache struct {
 // Open reads the cache from the checkpoint at path (a missing file is an
 // empty cache).
 func Open(fsys vfs.FS, path string) (*Cache, error) {
+	fsys = vfs.OrOS(fsys)
 	entries, err := checkpoint.ReadEpochs(fsys, path)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // fullIndex returns a full default-size index (1,310,720 entries) at base

@@ -14,8 +14,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
 
@@ -134,6 +134,7 @@ func (r *Result) RecoveredBytes() int64 {
 // fails to load fails the whole directory, as a Kafka log directory goes
 // offline; everything loaded so far is closed then.
 func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
+	fsys = vfs.OrOS(fsys)
 	opts.EnsureDefaults()
 	start := opts.Now()
 	r := &Result{Dir: dataDir, fsys: fsys}

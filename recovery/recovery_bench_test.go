@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // benchDataDir writes tablets × mib MiB of 16 KiB idempotent batches (16

@@ -14,12 +14,12 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/mmapfile"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
 
@@ -108,6 +108,7 @@ func (l *tabletLoader) remove(name string, why string) error {
 // whether the data directory was shut down cleanly; recoveryPoint and
 // logStart come from the data directory's checkpoints (0 if absent).
 func LoadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64, opts Options) (*Tablet, error) {
+	fsys = vfs.OrOS(fsys)
 	opts.EnsureDefaults()
 	return loadTablet(fsys, dir, tp, clean, recoveryPoint, logStart, &opts, func(int64) {})
 }

@@ -11,10 +11,10 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
 
@@ -90,6 +90,7 @@ type VerifyOptions struct {
 // file. A problem is reported, not returned; the error is for a directory
 // that cannot be read at all.
 func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, error) {
+	fsys = vfs.OrOS(fsys)
 	start := time.Now()
 	r := &VerifyReport{Dir: dataDir, Problems: []Problem{}, Tablets: []*TabletReport{}}
 	problem := func(file string, off int64, format string, args ...any) {

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 // A torn tail at every byte of the last batch leaves exactly the earlier

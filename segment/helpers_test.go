@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 // records is Kafka's LogSegmentTest.records: one uncompressed batch at

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TailKind says what ended a segment's valid batches.
@@ -90,6 +90,7 @@ func (s *Segment) ScanLog(size int64, fn func(b record.Batch, pos int64) error) 
 // batch's) and reports where and why recovery would end its valid batches.
 // fn may be nil. It changes nothing.
 func ScanLogFile(fsys vfs.FS, path string, fn func(b record.Batch, pos int64) error) (Tail, error) {
+	fsys = vfs.OrOS(fsys)
 	f, err := fsys.Open(path)
 	if err != nil {
 		return Tail{}, err

@@ -11,11 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/timeindex"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Defaults, Kafka's (spec 6).
@@ -166,6 +166,7 @@ type Segment struct {
 // Create makes a new, empty segment at base offset base in dir. The .log
 // must not exist yet; its indexes are created on first use.
 func Create(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	fsys = vfs.OrOS(fsys)
 	s, err := newSegment(fsys, dir, base, opts)
 	if err != nil {
 		return nil, err
@@ -213,6 +214,7 @@ func preallocate(f vfs.File, n int64) error {
 // the batch headers from the last offset index entry: a preallocated
 // .log's zeros, or a partial batch a crash left, are not part of it.
 func Open(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	fsys = vfs.OrOS(fsys)
 	s, err := newSegment(fsys, dir, base, opts)
 	if err != nil {
 		return nil, err

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/vfs"
 )
 
 const benchWrap = 256 << 20 // files wrap at this size, so runs do not fill the disk

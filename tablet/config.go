@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Config is a tablet's topic configuration, under Kafka's names (spec 6).

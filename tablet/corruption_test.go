@@ -16,11 +16,11 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/crashload"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // golden is a data directory written once, cleanly closed, that every

@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // fillUntilFull appends Sync batches until one fails; it returns what was

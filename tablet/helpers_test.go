@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/vfs"
 )
 
 var tp0 = checkpoint.TopicPartition{Topic: "events", Partition: 0}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // injectEnv is a data directory with acknowledged records, on the

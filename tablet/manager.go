@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // ManagerOptions configure a data directory.
@@ -149,6 +149,7 @@ type Manager struct {
 // takes the lock, writes meta.properties if there is none, loads every
 // tablet (recovery.Load) and starts the background tasks.
 func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
+	fsys = vfs.OrOS(fsys)
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err

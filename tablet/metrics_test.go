@@ -7,8 +7,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
 

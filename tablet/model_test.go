@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/internal/testenv"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/vfs"
 )
 
 // model is what a tablet should hold: the value of every offset ever

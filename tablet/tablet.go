@@ -14,10 +14,10 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/invariants"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
 
@@ -384,6 +384,7 @@ func (t *Tablet) OpenFiles() int {
 // is the tablet's configuration (ReadConfig gives the one kept in its
 // directory).
 func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, error) {
+	fsys = vfs.OrOS(fsys)
 	opts.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -439,6 +440,7 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 // ReadConfig reads the config kept in a tablet directory (ConfigFile),
 // over the defaults.
 func ReadConfig(fsys vfs.FS, dir string) (Config, error) {
+	fsys = vfs.OrOS(fsys)
 	return readConfig(fsys, filepath.Join(dir, ConfigFile))
 }
 

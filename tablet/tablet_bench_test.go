@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // manySegments writes a cleanly closed data directory whose tablet has n

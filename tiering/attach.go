@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // StoreURLFile, in a tablet's tier directory, names the store the tablet
@@ -23,6 +23,7 @@ const StoreURLFile = "store.url"
 // credentials is refused: they come from the AWS chain or flags, never a
 // file.
 func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
+	fsys = vfs.OrOS(fsys)
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return fmt.Errorf("tiering: store URL: %w", err)
@@ -39,6 +40,7 @@ func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
 
 // StoreURL returns the store a tablet is tiered to, if any.
 func StoreURL(fsys vfs.FS, tabletDir string) (string, bool, error) {
+	fsys = vfs.OrOS(fsys)
 	b, err := vfs.ReadFile(fsys, filepath.Join(tabletDir, ManifestDir, StoreURLFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", false, nil

@@ -15,7 +15,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Manifest files, under <tablet-dir>/tier/ (spec/tiering.md section 2).
@@ -140,6 +140,7 @@ type Manifest struct {
 // starts at start when the manifest is new. A torn last record is dropped;
 // a damaged record followed by good ones is a *seglog.CorruptionError.
 func OpenManifest(fsys vfs.FS, dir string, start int64) (*Manifest, error) {
+	fsys = vfs.OrOS(fsys)
 	m := &Manifest{fsys: fsys, dir: dir}
 	if err := fsys.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("tiering: manifest dir: %w", err)

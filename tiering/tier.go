@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Options configure a tablet's tier. Retention comes from the tablet's

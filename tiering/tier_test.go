@@ -21,10 +21,10 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/crashload"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
 

@@ -20,8 +20,8 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/mmapfile"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/vfs"
 )
 
 // EntrySize is the size of an entry: part of the on-disk format; never
@@ -80,6 +80,7 @@ type Index struct {
 // Open returns the time index of the segment at base offset base, stored at
 // path. The file is opened, or created, on first use.
 func Open(fsys vfs.FS, path string, base int64, opts Options) (*Index, error) {
+	fsys = vfs.OrOS(fsys)
 	if opts.MaxIndexSize == 0 {
 		opts.MaxIndexSize = DefaultMaxIndexSize
 	}

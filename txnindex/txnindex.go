@@ -23,7 +23,7 @@ import (
 	"sync"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Entry layout: part of the on-disk format; never change.
@@ -117,6 +117,7 @@ type Index struct {
 // Open returns the transaction index of the segment at base offset base,
 // stored at path. Nothing is opened or created until it is used.
 func Open(fsys vfs.FS, path string, base int64, opts Options) *Index {
+	fsys = vfs.OrOS(fsys)
 	return &Index{fsys: fsys, base: base, opts: opts, path: path}
 }
 

@@ -12,9 +12,9 @@ import (
 	"strings"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Snapshot layout: part of the on-disk format; never change.
@@ -294,6 +294,7 @@ func (s *State) RemoveStraySnapshots(segmentBases []int64) error {
 // ReadSnapshotFile reads and parses the snapshot at path. A damaged file
 // fails with a *seglog.CorruptionError wrapping ErrCorruptSnapshot.
 func ReadSnapshotFile(fsys vfs.FS, path string) ([]Entry, error) {
+	fsys = vfs.OrOS(fsys)
 	data, err := vfs.ReadFile(fsys, path)
 	if err != nil {
 		return nil, err

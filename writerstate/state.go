@@ -6,9 +6,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Defaults, Kafka's.
@@ -82,6 +82,7 @@ type State struct {
 // Open returns the writer state of the tablet in dir, empty, with the
 // snapshot files found there listed (TruncateAndReload loads one).
 func Open(fsys vfs.FS, dir string, opts Options) (*State, error) {
+	fsys = vfs.OrOS(fsys)
 	opts.EnsureDefaults()
 	s := &State{fsys: fsys, dir: dir, opts: opts, producers: map[int64]*Entry{},
 		verification: map[int64]*Verification{}, oldestTxnTS: -1}

@@ -22,9 +22,9 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/internal/testenv"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TestMain lets the test binary be the child a crash test kills:

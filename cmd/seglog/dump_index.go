@@ -6,11 +6,11 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/mmapfile"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/timeindex"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 type offsetLine struct {

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/vfs"
 )
 
 func newRecoverCmd() *cobra.Command {

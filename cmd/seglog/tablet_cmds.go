@@ -16,10 +16,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
+	"github.com/seglog/seglog/vfs"
 )
 
 // tabletFlags are the flags every tablet command shares.

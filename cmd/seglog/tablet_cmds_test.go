@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
+	"github.com/seglog/seglog/vfs"
 )
 
 func runWithStdin(t *testing.T, stdin string, args ...string) (int, string, string) {

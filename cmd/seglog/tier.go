@@ -19,9 +19,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
+	"github.com/seglog/seglog/vfs"
 )
 
 // s3Flags are the credentials of an s3:// store given on the command line

@@ -15,12 +15,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
+	"github.com/seglog/seglog/vfs"
 )
 
 func newDemoCmd() *cobra.Command {

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/vfs"
 )
 
 func newVerifyCmd() *cobra.Command {

@@ -32,7 +32,7 @@ import (
 	"sync"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // MaxEntrySize is the widest entry a File holds.
@@ -159,6 +159,7 @@ type File struct {
 // New returns a File for path. Nothing is opened or created until the file
 // is first used.
 func New(fsys vfs.FS, path string, opts Options) (*File, error) {
+	fsys = vfs.OrOS(fsys)
 	if opts.EntrySize <= 0 || opts.EntrySize > MaxEntrySize {
 		return nil, fmt.Errorf("mmapfile: entry size %d out of range", opts.EntrySize)
 	}

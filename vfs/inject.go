@@ -101,7 +101,7 @@ var _ FS = (*Injector)(nil)
 
 // NewInjector wraps fs. With no rules it passes everything through and
 // counts.
-func NewInjector(fs FS) *Injector { return &Injector{fs: fs} }
+func NewInjector(fs FS) *Injector { return &Injector{fs: OrOS(fs)} }
 
 // Add adds a rule.
 func (in *Injector) Add(r Rule) {

@@ -17,6 +17,7 @@ const (
 // process umask still applies, as it does to any creation). Zero keeps
 // the defaults, DefaultFileMode and DefaultDirMode.
 func WithModes(fs FS, file, dir os.FileMode) FS {
+	fs = OrOS(fs)
 	if file == 0 {
 		file = DefaultFileMode
 	}

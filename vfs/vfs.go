@@ -119,6 +119,7 @@ const supportedFlags = os.O_RDONLY | os.O_RDWR | os.O_CREATE | os.O_EXCL | os.O_
 
 // ReadFile reads the whole of name.
 func ReadFile(fs FS, name string) ([]byte, error) {
+	fs = OrOS(fs)
 	f, err := fs.Open(name)
 	if err != nil {
 		return nil, err
@@ -139,10 +140,20 @@ func ReadFile(fs FS, name string) ([]byte, error) {
 // WriteFile creates (or truncates) name, writes data and closes it, without
 // syncing.
 func WriteFile(fs FS, name string, data []byte) error {
+	fs = OrOS(fs)
 	f, err := fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.WriteAt(data, 0)
 	return errors.Join(err, f.Close())
+}
+
+// OrOS returns fs, or OS when fs is nil: every seglog function that takes an
+// FS treats nil as the real filesystem.
+func OrOS(fs FS) FS {
+	if fs == nil {
+		return OS
+	}
+	return fs
 }
