@@ -3,15 +3,12 @@ package recovery
 import (
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/segment"
@@ -31,9 +28,12 @@ type Options struct {
 	// Parallelism is how many tablets load at once. The default is 2
 	// (Kafka 4's num.recovery.threads.per.data.dir).
 	Parallelism int
-	// Progress, when set, receives a progress bar while segment recovery
-	// reads more than ProgressThreshold bytes. The default is none.
-	Progress io.Writer
+	// Progress, when set, is told how far segment recovery is when it has
+	// at least ProgressThreshold bytes to read: done bytes of an estimated
+	// total, as they are read. Calls are serialized (tablets load in
+	// parallel) and the last one has done == total. The command draws a
+	// progress bar with it; the engine draws nothing. The default is none.
+	Progress func(done, total int64)
 	// ProgressThreshold is the size of a recovery that shows progress. The
 	// default is 256 MiB.
 	ProgressThreshold int64
@@ -221,7 +221,8 @@ func (r *Result) readOffsets(fsys vfs.FS, name string) checkpoint.Offsets {
 }
 
 // progress returns the function recovery reports scanned bytes to: a
-// progress bar when the data to recover is large, nothing otherwise.
+// report to Options.Progress when the data to recover is large, nothing
+// otherwise.
 func (r *Result) progress(opts Options, fsys vfs.FS, jobs []tabletJob, recoveryPoints checkpoint.Offsets) (func(int64), func()) {
 	noop := func(int64) {}
 	if opts.Progress == nil || r.CleanShutdown {
@@ -234,16 +235,24 @@ func (r *Result) progress(opts Options, fsys vfs.FS, jobs []tabletJob, recoveryP
 	if total < opts.ProgressThreshold {
 		return noop, func() {}
 	}
-	bar := progressbar.NewOptions64(total, progressbar.OptionSetWriter(opts.Progress),
-		progressbar.OptionSetDescription("recovering "+r.Dir), progressbar.OptionShowBytes(true),
-		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-	var mu sync.Mutex
+	var (
+		mu   sync.Mutex
+		done int64
+	)
 	return func(n int64) {
 			mu.Lock()
-			_ = bar.Add64(n)
+			// The total is an estimate (the files as listed before
+			// loading): never report past it.
+			done = min(done+n, total)
+			opts.Progress(done, total)
 			mu.Unlock()
 		}, func() {
-			_ = bar.Finish()
+			mu.Lock()
+			if done < total {
+				done = total
+				opts.Progress(done, total)
+			}
+			mu.Unlock()
 		}
 }
 

@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/vfs"
@@ -47,9 +45,7 @@ marked clean then.`,
 				return fmt.Errorf("--data-dir is required")
 			}
 			opts := recovery.Options{Parallelism: parallel}
-			if f, ok := cmd.ErrOrStderr().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-				opts.Progress = f
-			}
+			opts.Progress = recoveryProgress(cmd.ErrOrStderr(), dataDir)
 			r, err := recovery.Load(vfs.OS, dataDir, opts)
 			if err != nil {
 				return err

@@ -143,3 +143,17 @@ func TestDumpCheckpointFiles(t *testing.T) {
 	require.Contains(t, out, `error at position 8: line 4: "x 5" is not epoch, start offset`)
 	require.Contains(t, out, "error: version 3 is not 0")
 }
+
+// The recovery progress bar is drawn from the engine's callback: its
+// description, then cleared when done reaches the total.
+func TestBarProgress(t *testing.T) {
+	var buf strings.Builder
+	p := barProgress(&buf, "recovering data")
+	p(10, 100)
+	p(100, 100)
+	require.Contains(t, buf.String(), "recovering data")
+	require.True(t, strings.HasSuffix(buf.String(), "\r"), "the bar is cleared when recovery ends: %q", buf.String())
+
+	var notTerm strings.Builder
+	require.Nil(t, recoveryProgress(&notTerm, "data"), "no bar where stderr is not a terminal")
+}

@@ -283,6 +283,32 @@ func tierPass(ctx context.Context, cmd *cobra.Command, tiers []*tiering.Tier) er
 	return errors.Join(errs...)
 }
 
+// recoveryProgress returns a recovery.Options.Progress that draws a bar on
+// w when it is a terminal, or nil.
+func recoveryProgress(w io.Writer, dataDir string) func(done, total int64) {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(f) {
+		return nil
+	}
+	return barProgress(f, "recovering "+dataDir)
+}
+
+// barProgress draws a byte progress bar on w, made at the first call.
+func barProgress(w io.Writer, what string) func(done, total int64) {
+	var bar *progressbar.ProgressBar
+	return func(done, total int64) {
+		if bar == nil {
+			bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
+				progressbar.OptionSetWidth(30), progressbar.OptionShowBytes(true),
+				progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+		}
+		_ = bar.Set64(done)
+		if done >= total {
+			_ = bar.Finish()
+		}
+	}
+}
+
 // progressBar returns a bar on a terminal, nil otherwise.
 func progressBar(w io.Writer, total int64, what string) *progressbar.ProgressBar {
 	f, ok := w.(*os.File)
