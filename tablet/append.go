@@ -284,10 +284,23 @@ func (t *Tablet) segmentOptionsLocked() segment.Options {
 }
 
 // AppendRecords builds one batch from plain records (no producer) with the
-// codec and appends it.
+// codec and appends it. Only Key, Value, Headers and Timestamp of each record
+// are used. A record without a timestamp (0, the zero value, or
+// record.NoTimestamp) is stamped with the append time from the tablet's
+// clock, as a Kafka producer stamps a record it is given without one: a
+// timestamp of 0 would put the record 56 years in the past, and the default
+// retention.ms (7 days) would delete it at the next retention pass. records
+// is not changed.
 func (t *Tablet) AppendRecords(records []record.Record, codec record.Compression, opts AppendOptions) (AppendResult, error) {
 	b := record.NewBuilder(codec)
+	now := int64(-1)
 	for _, r := range records {
+		if r.Timestamp == 0 || r.Timestamp == record.NoTimestamp {
+			if now < 0 {
+				now = t.opts.Now().UnixMilli()
+			}
+			r.Timestamp = now
+		}
 		if err := b.Append(r); err != nil {
 			return AppendResult{}, err
 		}

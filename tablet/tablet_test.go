@@ -288,6 +288,29 @@ func TestLogAppendTime(t *testing.T) {
 	}
 }
 
+// A plain record without a timestamp is stamped with the append time (as a
+// Kafka producer stamps one), so the default retention keeps it; one with a
+// timestamp keeps its own.
+func TestAppendRecordsStampsMissingTimestamps(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	recs := []record.Record{{Value: []byte("unset")}, {Timestamp: record.NoTimestamp, Value: []byte("none")},
+		{Timestamp: 1_690_000_000_000, Value: []byte("own")}}
+	_, err := tab.AppendRecords(recs, record.None, AppendOptions{})
+	require.NoError(t, err)
+	require.Zero(t, recs[0].Timestamp, "the caller's records are not changed")
+	now := e.clock.Now().UnixMilli()
+	got := readAll(t, tab, 0, ReadHighWatermark)
+	require.Len(t, got, 3)
+	require.Equal(t, []int64{now, now, 1_690_000_000_000}, []int64{got[0].Timestamp, got[1].Timestamp, got[2].Timestamp})
+
+	e.clock.Advance(24 * time.Hour)
+	res, err := tab.ApplyRetention()
+	require.NoError(t, err)
+	require.Zero(t, res.Segments, "a day later, the default 7-day retention keeps them")
+	require.Zero(t, tab.Offsets().LogStartOffset)
+}
+
 func TestRetention(t *testing.T) {
 	e := newEnv(t, vfs.NewMem(), "/data")
 	one := batch(t, 1, 1, 100)
