@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -72,7 +73,8 @@ func (s Slice) ReadAt(p []byte, off int64) (int, error) {
 // AppendTo appends the slice's bytes to dst.
 func (s Slice) AppendTo(dst []byte) ([]byte, error) {
 	start := len(dst)
-	dst = append(dst, make([]byte, s.size)...)
+	// Grown, not zeroed: ReadAt fills every byte it returns.
+	dst = slices.Grow(dst, int(s.size))[:start+int(s.size)]
 	n, err := s.ReadAt(dst[start:], 0)
 	if err == io.EOF && int64(n) == s.size {
 		err = nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/btree"
 
-	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
@@ -288,63 +287,6 @@ func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 		}
 	}
 	return TimestampOffset{}, fmt.Errorf("%w: %d", ErrNoOffsetForTimestamp, ts)
-}
-
-// Records calls fn with every record from offset on that a consumer with
-// the isolation sees — control batches and, for ReadCommitted, aborted
-// transactions skipped — until fn returns false or the visible end. Every
-// batch's CRC is checked first. The record is valid only during the call.
-func (t *Tablet) Records(from int64, iso Isolation, fn func(b record.Batch, r *record.Record) bool) error {
-	const chunk = 1 << 20
-	var buf []byte
-	var it record.Iter
-	res := new(FetchResult)
-	for {
-		if err := t.ReadInto(res, from, ReadOptions{MaxBytes: chunk, Isolation: iso, MinOneMessage: true}); err != nil {
-			return err
-		}
-		var err error
-		buf, err = res.Records.AppendTo(buf[:0])
-		aborted := res.AbortedTxns
-		path, pos := "", res.Records.Position()
-		if res.release != nil {
-			path = res.release.LogPath()
-		}
-		res.Close()
-		if err != nil {
-			return err
-		}
-		if len(buf) == 0 {
-			return nil
-		}
-		for data := buf; len(data) > 0; {
-			at := pos + int64(len(buf)-len(data))
-			b, rest, err := record.ParseBatch(data)
-			if err != nil {
-				return &seglog.CorruptionError{Path: path, Offset: at, Reason: "unreadable batch", Err: err}
-			}
-			data = rest
-			if err := b.Verify(); err != nil { // a flipped bit is reported, never served
-				return &seglog.CorruptionError{Path: path, Offset: at, Err: err,
-					Reason: fmt.Sprintf("the batch of offsets %d to %d fails its CRC check", b.BaseOffset(), b.LastOffset())}
-			}
-			next := b.NextOffset()
-			if b.IsControl() || abortedBatch(b, aborted) {
-				from = max(from, next)
-				continue
-			}
-			it.Reset(b, record.DefaultMaxUncompressed)
-			for it.Next() {
-				if r := it.Record(); r.Offset >= from && !fn(b, r) {
-					return nil
-				}
-			}
-			if err := it.Err(); err != nil {
-				return err
-			}
-			from = max(from, next)
-		}
-	}
 }
 
 // abortedBatch reports whether a transactional batch belongs to one of the
