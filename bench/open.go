@@ -8,8 +8,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
 )
@@ -111,16 +112,16 @@ func manySegments(d string, n int) error {
 		return err
 	}
 	dir := filepath.Join(d, tp(0).DirName())
-	files := map[segment.Kind][]byte{}
-	for _, k := range []segment.Kind{segment.Log, segment.Index, segment.TimeIndex} {
-		if files[k], err = os.ReadFile(filepath.Join(dir, segment.Filename(0, k))); err != nil {
+	files := map[logfile.Kind][]byte{}
+	for _, k := range []logfile.Kind{logfile.Log, logfile.Index, logfile.TimeIndex} {
+		if files[k], err = os.ReadFile(filepath.Join(dir, logfile.Filename(0, k))); err != nil {
 			return err
 		}
 	}
 	for i := 1; i < n; i++ {
-		binary.BigEndian.PutUint64(files[segment.Log], uint64(i))
+		binary.BigEndian.PutUint64(files[logfile.Log], uint64(i))
 		for k, data := range files {
-			if err := os.WriteFile(filepath.Join(dir, segment.Filename(int64(i), k)), data, 0o640); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, logfile.Filename(int64(i), k)), data, 0o640); err != nil {
 				return err
 			}
 		}
@@ -131,8 +132,8 @@ func manySegments(d string, n int) error {
 			return err
 		}
 	}
-	if err := os.Rename(filepath.Join(dir, segment.Filename(1, segment.Snapshot)),
-		filepath.Join(dir, segment.Filename(int64(n), segment.Snapshot))); err != nil {
+	if err := os.Rename(filepath.Join(dir, logfile.Filename(1, logfile.Snapshot)),
+		filepath.Join(dir, logfile.Filename(int64(n), logfile.Snapshot))); err != nil {
 		return err
 	}
 	return checkpoint.WriteCleanShutdown(vfs.OS, d, 0)

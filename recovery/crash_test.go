@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/internal/testenv"
@@ -267,7 +269,7 @@ func replaceFirstSegment(fsys vfs.FS, dir string, kept []record.Batch, mid int64
 	}
 	defer func() { err = errors.Join(err, closeAll()) }()
 	for _, base := range []int64{0, mid} {
-		s, err := segment.Create(fsys, dir, base, segment.Options{FileSuffix: segment.CleanedSuffix, IndexIntervalBytes: 150})
+		s, err := segment.Create(fsys, dir, base, segment.Options{FileSuffix: logfile.CleanedSuffix, IndexIntervalBytes: 150})
 		if err != nil {
 			return err
 		}
@@ -289,7 +291,7 @@ func replaceFirstSegment(fsys vfs.FS, dir string, kept []record.Batch, mid int64
 		}
 	}
 	for i := len(news) - 1; i >= 0; i-- {
-		if err := news[i].ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
+		if err := news[i].ChangeSuffix(logfile.CleanedSuffix, logfile.SwapSuffix); err != nil {
 			return err
 		}
 	}
@@ -297,11 +299,11 @@ func replaceFirstSegment(fsys vfs.FS, dir string, kept []record.Batch, mid int64
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(old.ChangeSuffix("", segment.DeletedSuffix), old.Close()); err != nil {
+	if err := errors.Join(old.ChangeSuffix("", logfile.DeletedSuffix), old.Close()); err != nil {
 		return err
 	}
 	for _, s := range news {
-		if err := s.ChangeSuffix(segment.SwapSuffix, ""); err != nil {
+		if err := s.ChangeSuffix(logfile.SwapSuffix, ""); err != nil {
 			return err
 		}
 	}
@@ -340,7 +342,7 @@ func TestFaultLoopInLoad(t *testing.T) {
 	_, err = f.WriteAt([]byte("torn batch bytes"), active.Size())
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	require.NoError(t, base.Remove(dir+"/"+segment.Filename(l.segs[1].BaseOffset(), segment.Index)))
+	require.NoError(t, base.Remove(dir+"/"+logfile.Filename(l.segs[1].BaseOffset(), logfile.Index)))
 	require.NoError(t, vfs.WriteFile(base, dir+"/00000000000000099999.index", make([]byte, 16)))
 	require.NoError(t, vfs.WriteFile(base, dir+"/00000000000000000000.snapshot.deleted", []byte("x")))
 	pristine := base.Crash(vfs.CrashKeepAll, 0)

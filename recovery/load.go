@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
@@ -266,7 +268,7 @@ func unflushedBytes(fsys vfs.FS, dir string, recoveryPoint int64) int64 {
 	type seg struct{ base, size int64 }
 	var segs []seg
 	for _, name := range names {
-		if n, err := segment.ParseFilename(name); err == nil && n.Kind == segment.Log && n.Suffix == "" {
+		if n, err := logfile.ParseFilename(name); err == nil && n.Kind == logfile.Log && n.Suffix == "" {
 			if info, err := fsys.Stat(filepath.Join(dir, name)); err == nil {
 				segs = append(segs, seg{n.Base, info.Size()})
 			}

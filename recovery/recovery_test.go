@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -107,7 +109,7 @@ func TestIndexRebuild(t *testing.T) {
 				require.Equal(t, off, ts.Offset)
 			}
 			for _, s := range tab.Segments {
-				for _, k := range []segment.Kind{segment.Index, segment.TimeIndex} {
+				for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex} {
 					problems, err := s.VerifyIndex(k)
 					require.NoError(t, err)
 					require.Empty(t, problems)
@@ -138,9 +140,9 @@ func TestOrphansAndLeftoversAreRemoved(t *testing.T) {
 	require.NoError(t, os.WriteFile(orphan, make([]byte, 80), 0o644))
 	// A segment pending deletion.
 	doomed := l.segs[1].BaseOffset()
-	for _, k := range []segment.Kind{segment.Log, segment.Index, segment.TimeIndex} {
-		name := segment.Filename(doomed, k)
-		require.NoError(t, os.Rename(filepath.Join(l.dir, name), filepath.Join(l.dir, name+segment.DeletedSuffix)))
+	for _, k := range []logfile.Kind{logfile.Log, logfile.Index, logfile.TimeIndex} {
+		name := logfile.Filename(doomed, k)
+		require.NoError(t, os.Rename(filepath.Join(l.dir, name), filepath.Join(l.dir, name+logfile.DeletedSuffix)))
 	}
 	r := l.load()
 	_, err := os.Stat(orphan)
@@ -155,7 +157,7 @@ func TestOrphansAndLeftoversAreRemoved(t *testing.T) {
 		files = append(files, filepath.Base(c.File)+" "+string(c.Action))
 	}
 	require.Contains(t, files, "00000000000000000005.index deleted")
-	require.Contains(t, files, segment.Filename(doomed, segment.Log)+segment.DeletedSuffix+" deleted")
+	require.Contains(t, files, logfile.Filename(doomed, logfile.Log)+logfile.DeletedSuffix+" deleted")
 }
 
 // Scenario 43: testReopenThenTruncate.
@@ -370,7 +372,7 @@ func TestLoadingKeepsLargestStraySnapshot(t *testing.T) {
 	l.closeClean() // at the log end, 5
 	require.Len(t, l.segs, 3)
 	require.Equal(t, []int64{2, 3, 5}, l.state.Snapshots())
-	require.NoError(t, os.WriteFile(filepath.Join(l.dir, segment.Filename(4, segment.Snapshot)), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(l.dir, logfile.Filename(4, logfile.Snapshot)), nil, 0o644))
 	require.NoError(t, os.Remove(filepath.Join(d, checkpoint.CleanShutdownFile)))
 	r := l.load()
 	require.Equal(t, []int64{2, 3, 5}, r.Tablets[0].State.Snapshots(), "the stray at 4 goes, the largest at 5 stays")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/record"
@@ -38,10 +40,10 @@ func writeSegmentPart(t *testing.T, fsys vfs.FS, src *segment.Segment, base, fro
 // to another.
 func renameSegment(t *testing.T, dir string, base int64, from, to string) {
 	t.Helper()
-	for _, k := range []segment.Kind{segment.Log, segment.Index, segment.TimeIndex, segment.TxnIndex} {
-		err := os.Rename(filepath.Join(dir, segment.FilenameWithSuffix(base, k, from)),
-			filepath.Join(dir, segment.FilenameWithSuffix(base, k, to)))
-		if k != segment.TxnIndex || !os.IsNotExist(err) {
+	for _, k := range []logfile.Kind{logfile.Log, logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
+		err := os.Rename(filepath.Join(dir, logfile.FilenameWithSuffix(base, k, from)),
+			filepath.Join(dir, logfile.FilenameWithSuffix(base, k, to)))
+		if k != logfile.TxnIndex || !os.IsNotExist(err) {
 			require.NoError(t, err, "%s %v", k, base)
 		}
 	}
@@ -59,7 +61,7 @@ func checkTabletOn(t *testing.T, fsys vfs.FS, tab *Tablet, msg string) {
 	t.Helper()
 	prevNext := int64(-1)
 	for _, s := range tab.Segments {
-		for _, k := range []segment.Kind{segment.Index, segment.TimeIndex, segment.TxnIndex} {
+		for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
 			problems, err := s.VerifyIndex(k)
 			require.NoError(t, err)
 			require.Empty(t, problems, "%s: %s of %s; report %v", msg, k, s.LogPath(), tab.Report)
@@ -103,7 +105,7 @@ func TestRecoveryAfterCrashDuringSplit(t *testing.T) {
 				if i+1 < len(parts) {
 					to = parts[i+1]
 				}
-				writeSegmentPart(t, vfs.OS, opened[0], base, base, to, segment.CleanedSuffix)
+				writeSegmentPart(t, vfs.OS, opened[0], base, base, to, logfile.CleanedSuffix)
 			}
 			// Phase 1 stops here: every new segment is .cleaned. The
 			// replace protocol renames them to .swap in descending order.
@@ -111,17 +113,17 @@ func TestRecoveryAfterCrashDuringSplit(t *testing.T) {
 			slices.Reverse(descending)
 			switch phase {
 			case 2: // only the highest has become a .swap
-				renameSegment(t, l.dir, descending[0], segment.CleanedSuffix, segment.SwapSuffix)
+				renameSegment(t, l.dir, descending[0], logfile.CleanedSuffix, logfile.SwapSuffix)
 			case 3, 4, 5:
 				for _, base := range descending {
-					renameSegment(t, l.dir, base, segment.CleanedSuffix, segment.SwapSuffix)
+					renameSegment(t, l.dir, base, logfile.CleanedSuffix, logfile.SwapSuffix)
 				}
 			}
 			if phase >= 4 { // the old segment is marked for deletion
-				renameSegment(t, l.dir, 0, "", segment.DeletedSuffix)
+				renameSegment(t, l.dir, 0, "", logfile.DeletedSuffix)
 			}
 			if phase == 5 { // the first new segment is in place
-				renameSegment(t, l.dir, 0, segment.SwapSuffix, "")
+				renameSegment(t, l.dir, 0, logfile.SwapSuffix, "")
 			}
 			r := l.load()
 			tab := r.Tablets[0]
@@ -135,7 +137,7 @@ func TestRecoveryAfterCrashDuringSplit(t *testing.T) {
 			names, err := os.ReadDir(l.dir)
 			require.NoError(t, err)
 			for _, n := range names {
-				for _, suffix := range []string{segment.CleanedSuffix, segment.SwapSuffix, segment.DeletedSuffix} {
+				for _, suffix := range []string{logfile.CleanedSuffix, logfile.SwapSuffix, logfile.DeletedSuffix} {
 					require.False(t, strings.HasSuffix(n.Name(), suffix), n.Name())
 				}
 			}
@@ -169,7 +171,7 @@ func TestRecoverDamagedCopy(t *testing.T) {
 	copyDir := dataDir(t)
 	require.NoError(t, os.CopyFS(copyDir, os.DirFS(d)))
 	dir := filepath.Join(copyDir, tp.DirName())
-	name := func(base int64, k segment.Kind) string { return filepath.Join(dir, segment.Filename(base, k)) }
+	name := func(base int64, k logfile.Kind) string { return filepath.Join(dir, logfile.Filename(base, k)) }
 	bases := make([]int64, len(l.segs))
 	for i, s := range l.segs {
 		bases[i] = s.BaseOffset()
@@ -181,7 +183,7 @@ func TestRecoverDamagedCopy(t *testing.T) {
 	first := openAll(t, &testLog{dir: dir, segs: l.segs[:1]})[0]
 	firstNext, err := first.ReadNextOffset()
 	require.NoError(t, err)
-	cleaned, err := segment.Create(vfs.OS, dir, 0, segment.Options{FileSuffix: segment.SwapSuffix})
+	cleaned, err := segment.Create(vfs.OS, dir, 0, segment.Options{FileSuffix: logfile.SwapSuffix})
 	require.NoError(t, err)
 	require.NoError(t, first.Batches(0, segment.NoMaxPosition, func(b record.Batch) error {
 		if b.BaseOffset()%2 == 1 {
@@ -200,15 +202,15 @@ func TestRecoverDamagedCopy(t *testing.T) {
 	}
 	// 2. A corrupt sealed index: the last entry of the second segment's
 	// index points far beyond its .log.
-	idx, err := os.ReadFile(name(bases[1], segment.Index))
+	idx, err := os.ReadFile(name(bases[1], logfile.Index))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(idx), 16)
 	copy(idx[len(idx)-4:], []byte{0x7f, 0, 0, 0})
-	require.NoError(t, os.WriteFile(name(bases[1], segment.Index), idx, 0o644))
+	require.NoError(t, os.WriteFile(name(bases[1], logfile.Index), idx, 0o644))
 	// 3. A missing .index on the third segment.
-	require.NoError(t, os.Remove(name(bases[2], segment.Index)))
+	require.NoError(t, os.Remove(name(bases[2], logfile.Index)))
 	// 4. An orphan .timeindex.
-	orphan := filepath.Join(dir, segment.Filename(logEnd+1000, segment.TimeIndex))
+	orphan := filepath.Join(dir, logfile.Filename(logEnd+1000, logfile.TimeIndex))
 	require.NoError(t, os.WriteFile(orphan, make([]byte, 24), 0o644))
 	// 5. A torn active segment: the first 100 bytes of a batch.
 	b := record.NewBuilder(record.None)
@@ -217,7 +219,7 @@ func TestRecoverDamagedCopy(t *testing.T) {
 	torn, err := b.Build()
 	require.NoError(t, err)
 	activeSize := l.active().Size()
-	f, err := os.OpenFile(name(active, segment.Log), os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(name(active, logfile.Log), os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	_, err = f.Write(torn.Bytes()[:100])
 	require.NoError(t, err)
@@ -242,8 +244,8 @@ func TestRecoverDamagedCopy(t *testing.T) {
 	for _, c := range tab.Report {
 		got = append(got, change{filepath.Base(c.File), c.Action, c.Bytes})
 	}
-	base := func(o int64, k segment.Kind) string { return segment.Filename(o, k) }
-	size := func(k segment.Kind) int64 {
+	base := func(o int64, k logfile.Kind) string { return logfile.Filename(o, k) }
+	size := func(k logfile.Kind) int64 {
 		info, err := os.Stat(filepath.Join(l.dir, base(0, k)))
 		require.NoError(t, err)
 		return info.Size()
@@ -251,19 +253,19 @@ func TestRecoverDamagedCopy(t *testing.T) {
 	want := []change{
 		// Step 4: the replaced segment's files go, then the .swap files
 		// take their names.
-		{base(0, segment.Index), Deleted, size(segment.Index)},
-		{base(0, segment.Log), Deleted, size(segment.Log)},
-		{base(0, segment.TimeIndex), Deleted, size(segment.TimeIndex)},
+		{base(0, logfile.Index), Deleted, size(logfile.Index)},
+		{base(0, logfile.Log), Deleted, size(logfile.Log)},
+		{base(0, logfile.TimeIndex), Deleted, size(logfile.TimeIndex)},
 	}
-	for _, k := range []segment.Kind{segment.Index, segment.Log, segment.TimeIndex} {
+	for _, k := range []logfile.Kind{logfile.Index, logfile.Log, logfile.TimeIndex} {
 		want = append(want, change{base(0, k), Renamed, 0})
 	}
 	want = append(want,
 		// Step 5: the orphan goes as the directory is read; then the
 		// corrupt and the missing index are rebuilt, in offset order.
 		change{filepath.Base(orphan), Deleted, 24},
-		change{base(bases[1], segment.Log), RebuiltIndex, 0},
-		change{base(bases[2], segment.Log), RebuiltIndex, 0},
+		change{base(bases[1], logfile.Log), RebuiltIndex, 0},
+		change{base(bases[2], logfile.Log), RebuiltIndex, 0},
 	)
 	// Step 6: every segment from the one holding the recovery point is
 	// recovered (those rebuilt in step 5 are not scanned again); the torn
@@ -276,10 +278,10 @@ func TestRecoverDamagedCopy(t *testing.T) {
 	}
 	for _, o := range bases[holder:] {
 		if o != bases[1] && o != bases[2] {
-			want = append(want, change{base(o, segment.Log), RebuiltIndex, 0})
+			want = append(want, change{base(o, logfile.Log), RebuiltIndex, 0})
 		}
 	}
-	want = append(want, change{base(active, segment.Log), Truncated, 100})
+	want = append(want, change{base(active, logfile.Log), Truncated, 100})
 	require.Equal(t, want, got, "%v", tab.Report)
 	for _, c := range tab.Report {
 		if c.Action == Truncated {
@@ -287,9 +289,9 @@ func TestRecoverDamagedCopy(t *testing.T) {
 		}
 	}
 	// The original directory is untouched.
-	_, err = os.Stat(filepath.Join(l.dir, base(0, segment.Log)+segment.SwapSuffix))
+	_, err = os.Stat(filepath.Join(l.dir, base(0, logfile.Log)+logfile.SwapSuffix))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	_, err = os.Stat(filepath.Join(l.dir, base(bases[2], segment.Index)))
+	_, err = os.Stat(filepath.Join(l.dir, base(bases[2], logfile.Index)))
 	require.NoError(t, err)
 }
 

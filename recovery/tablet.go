@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/mmapfile"
@@ -248,16 +250,16 @@ func (l *tabletLoader) removeTempFiles() ([]string, error) {
 	minCleaned := int64(math.MaxInt64)
 	for _, name := range names {
 		switch {
-		case strings.HasSuffix(name, segment.DeletedSuffix) && !strings.HasSuffix(name, ".checkpoint"+segment.DeletedSuffix):
+		case strings.HasSuffix(name, logfile.DeletedSuffix) && !strings.HasSuffix(name, ".checkpoint"+logfile.DeletedSuffix):
 			if err := l.remove(name, "left over from a deletion"); err != nil {
 				return nil, err
 			}
-		case strings.HasSuffix(name, segment.CleanedSuffix):
+		case strings.HasSuffix(name, logfile.CleanedSuffix):
 			if o, ok := offsetOfName(name); ok {
 				minCleaned = min(minCleaned, o)
 			}
 			cleaned = append(cleaned, name)
-		case strings.HasSuffix(name, segment.SwapSuffix):
+		case strings.HasSuffix(name, logfile.SwapSuffix):
 			swaps = append(swaps, name)
 		case strings.HasSuffix(name, checkpoint.TempSuffix): // a checkpoint or config never renamed into place
 			if err := l.remove(name, "left over from an interrupted atomic write"); err != nil {
@@ -289,11 +291,11 @@ func (l *tabletLoader) removeTempFiles() ([]string, error) {
 func (l *tabletLoader) completeSwaps(swaps []string) error {
 	minSwap, maxSwap := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, name := range swaps {
-		n, err := segment.ParseFilename(name)
-		if err != nil || n.Kind != segment.Log {
+		n, err := logfile.ParseFilename(name)
+		if err != nil || n.Kind != logfile.Log {
 			continue
 		}
-		seg, err := segment.Open(l.fsys, l.t.Dir, n.Base, segment.Options{ReadOnly: true, FileSuffix: segment.SwapSuffix})
+		seg, err := segment.Open(l.fsys, l.t.Dir, n.Base, segment.Options{ReadOnly: true, FileSuffix: logfile.SwapSuffix})
 		if err != nil {
 			return err
 		}
@@ -309,7 +311,7 @@ func (l *tabletLoader) completeSwaps(swaps []string) error {
 		return err
 	}
 	for _, name := range names {
-		if strings.HasSuffix(name, segment.SwapSuffix) {
+		if strings.HasSuffix(name, logfile.SwapSuffix) {
 			continue
 		}
 		if o, ok := offsetOfName(name); ok && o >= minSwap && o < maxSwap {
@@ -319,7 +321,7 @@ func (l *tabletLoader) completeSwaps(swaps []string) error {
 		}
 	}
 	for _, name := range swaps {
-		final := strings.TrimSuffix(name, segment.SwapSuffix)
+		final := strings.TrimSuffix(name, logfile.SwapSuffix)
 		if err := l.fsys.Rename(l.path(name), l.path(final)); err != nil {
 			return fmt.Errorf("recovery: completing %s: %w", name, err)
 		}
@@ -339,7 +341,7 @@ func (l *tabletLoader) loadSegments() error {
 	}
 	lastBase, holder := int64(-1), int64(-1)
 	for _, name := range names {
-		if n, err := segment.ParseFilename(name); err == nil && n.Suffix == "" && n.Kind == segment.Log {
+		if n, err := logfile.ParseFilename(name); err == nil && n.Suffix == "" && n.Kind == logfile.Log {
 			lastBase = max(lastBase, n.Base)
 			if n.Base <= l.recoveryPoint || holder < 0 {
 				holder = max(holder, n.Base)
@@ -357,27 +359,27 @@ func (l *tabletLoader) loadSegments() error {
 	}
 	var opened []openedSegment
 	for _, name := range names {
-		n, err := segment.ParseFilename(name)
+		n, err := logfile.ParseFilename(name)
 		if err != nil || n.Suffix != "" {
 			continue
 		}
 		switch n.Kind {
-		case segment.Index, segment.TimeIndex, segment.TxnIndex:
-			if !have[segment.Filename(n.Base, segment.Log)] {
+		case logfile.Index, logfile.TimeIndex, logfile.TxnIndex:
+			if !have[logfile.Filename(n.Base, logfile.Log)] {
 				if err := l.remove(name, "an index without its .log"); err != nil {
 					return err
 				}
 			}
-		case segment.Log:
+		case logfile.Log:
 			seg, err := segment.Open(l.fsys, l.t.Dir, n.Base, l.opts.Segment)
 			if err != nil {
 				return err
 			}
 			l.t.Segments = append(l.t.Segments, seg)
 			opened = append(opened, openedSegment{seg: seg, active: n.Base == lastBase,
-				indexMissing:     !have[segment.Filename(n.Base, segment.Index)],
-				timeIndexMissing: !have[segment.Filename(n.Base, segment.TimeIndex)],
-				hasTxnIndex:      have[segment.Filename(n.Base, segment.TxnIndex)]})
+				indexMissing:     !have[logfile.Filename(n.Base, logfile.Index)],
+				timeIndexMissing: !have[logfile.Filename(n.Base, logfile.TimeIndex)],
+				hasTxnIndex:      have[logfile.Filename(n.Base, logfile.TxnIndex)]})
 		}
 	}
 	checkAll(opened, l.opts.Parallelism)
@@ -648,7 +650,7 @@ func (l *tabletLoader) dropUnflushedSnapshots() error {
 	}
 	for _, o := range state.Snapshots() {
 		if o > l.recoveryPoint {
-			l.report(Change{File: l.path(segment.Filename(o, segment.Snapshot)), Action: Deleted,
+			l.report(Change{File: l.path(logfile.Filename(o, logfile.Snapshot)), Action: Deleted,
 				Why: fmt.Sprintf("a writer-state snapshot above the recovery point %d, not trusted after a crash", l.recoveryPoint)})
 		}
 	}
@@ -725,7 +727,7 @@ func (l *tabletLoader) deleteSegment(seg *segment.Segment, why string) error {
 	if err := seg.RemoveFiles(); err != nil {
 		return err
 	}
-	snap := l.path(segment.Filename(seg.BaseOffset(), segment.Snapshot))
+	snap := l.path(logfile.Filename(seg.BaseOffset(), logfile.Snapshot))
 	if err := l.fsys.Remove(snap); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
@@ -229,7 +231,7 @@ func (v *tabletVerifier) restart(base int64) (bool, error) {
 	}
 	found := false
 	if slices.Contains(v.snapshots, base) {
-		entries, err := writerstate.ReadSnapshotFile(v.fsys, filepath.Join(v.dir, segment.Filename(base, segment.Snapshot)))
+		entries, err := writerstate.ReadSnapshotFile(v.fsys, filepath.Join(v.dir, logfile.Filename(base, logfile.Snapshot)))
 		if err == nil {
 			v.state.LoadEntries(entries)
 			found = true
@@ -270,14 +272,14 @@ func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offset
 	for _, name := range names {
 		have[name] = true
 		path := filepath.Join(j.path, name)
-		n, err := segment.ParseFilename(name)
+		n, err := logfile.ParseFilename(name)
 		switch {
 		case err == nil && n.Suffix != "":
 			v.problem(path, -1, "left over from an interrupted %s", map[string]string{
-				segment.DeletedSuffix: "deletion", segment.CleanedSuffix: "replacement", segment.SwapSuffix: "replacement"}[n.Suffix])
-		case err == nil && n.Kind == segment.Log:
+				logfile.DeletedSuffix: "deletion", logfile.CleanedSuffix: "replacement", logfile.SwapSuffix: "replacement"}[n.Suffix])
+		case err == nil && n.Kind == logfile.Log:
 			bases = append(bases, n.Base)
-		case err == nil && n.Kind == segment.Snapshot:
+		case err == nil && n.Kind == logfile.Snapshot:
 			v.snapshots = append(v.snapshots, n.Base)
 		case err == nil:
 		case name == checkpoint.LeaderEpochFile || name == "seglog.properties" || name == "tier":
@@ -292,8 +294,8 @@ func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offset
 		}
 	}
 	for _, name := range names { // indexes without their .log
-		if n, err := segment.ParseFilename(name); err == nil && n.Suffix == "" && n.Kind != segment.Log &&
-			n.Kind != segment.Snapshot && !have[segment.Filename(n.Base, segment.Log)] {
+		if n, err := logfile.ParseFilename(name); err == nil && n.Suffix == "" && n.Kind != logfile.Log &&
+			n.Kind != logfile.Snapshot && !have[logfile.Filename(n.Base, logfile.Log)] {
 			v.problem(filepath.Join(j.path, name), -1, "an index without its .log")
 		}
 	}
@@ -466,7 +468,7 @@ func (v *tabletVerifier) checkSnapshotsUpTo(o int64, atEnd bool) {
 	for len(v.snapshots) > 0 && v.snapshots[0] <= o {
 		s := v.snapshots[0]
 		v.snapshots = v.snapshots[1:]
-		path := filepath.Join(v.dir, segment.Filename(s, segment.Snapshot))
+		path := filepath.Join(v.dir, logfile.Filename(s, logfile.Snapshot))
 		switch {
 		case s < v.bases[0]:
 			v.problem(path, -1, "a snapshot below the first segment (%d)", v.bases[0])
@@ -492,7 +494,7 @@ func (v *tabletVerifier) checkSnapshotsUpTo(o int64, atEnd bool) {
 	}
 	if atEnd {
 		for _, s := range v.snapshots {
-			v.problem(filepath.Join(v.dir, segment.Filename(s, segment.Snapshot)), -1, "a snapshot past the log end %d", o)
+			v.problem(filepath.Join(v.dir, logfile.Filename(s, logfile.Snapshot)), -1, "a snapshot past the log end %d", o)
 		}
 		v.snapshots = nil
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -108,7 +110,7 @@ func writeOffsets(t *testing.T, path string, o int64) {
 }
 
 func TestVerifyFindsEveryDamage(t *testing.T) {
-	seg := func(base int64, k segment.Kind) string { return segment.Filename(base, k) }
+	seg := func(base int64, k logfile.Kind) string { return logfile.Filename(base, k) }
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, data, dir string)
@@ -117,55 +119,55 @@ func TestVerifyFindsEveryDamage(t *testing.T) {
 		reason string // a part of the reason
 	}{
 		{"bit flip in a sealed segment", func(t *testing.T, _, dir string) {
-			flip(t, filepath.Join(dir, seg(19, segment.Log)), 91+70)
-		}, seg(19, segment.Log), 91 + 17, "crc mismatch"},
+			flip(t, filepath.Join(dir, seg(19, logfile.Log)), 91+70)
+		}, seg(19, logfile.Log), 91 + 17, "crc mismatch"},
 		{"a batch length past the end of a sealed segment", func(t *testing.T, _, dir string) {
-			flip(t, filepath.Join(dir, seg(19, segment.Log)), 91+9)
-		}, seg(19, segment.Log), 91, "torn"},
+			flip(t, filepath.Join(dir, seg(19, logfile.Log)), 91+9)
+		}, seg(19, logfile.Log), 91, "torn"},
 		{"truncated active segment", func(t *testing.T, _, dir string) {
-			truncateBy(t, filepath.Join(dir, seg(95, segment.Log)), 7)
-		}, seg(95, segment.Log), 0, "torn"},
+			truncateBy(t, filepath.Join(dir, seg(95, logfile.Log)), 7)
+		}, seg(95, logfile.Log), 0, "torn"},
 		{"zeroes after the active segment", func(t *testing.T, _, dir string) {
-			appendZeros(t, filepath.Join(dir, seg(95, segment.Log)), 4096)
-		}, seg(95, segment.Log), 476, "zero"},
+			appendZeros(t, filepath.Join(dir, seg(95, logfile.Log)), 4096)
+		}, seg(95, logfile.Log), 476, "zero"},
 		{"offset index entry", func(t *testing.T, _, dir string) {
-			flip(t, filepath.Join(dir, seg(19, segment.Index)), 6)
-		}, seg(19, segment.Index), 0, "position"},
+			flip(t, filepath.Join(dir, seg(19, logfile.Index)), 6)
+		}, seg(19, logfile.Index), 0, "position"},
 		{"time index entry", func(t *testing.T, _, dir string) {
-			flip(t, filepath.Join(dir, seg(19, segment.TimeIndex)), 3)
-		}, seg(19, segment.TimeIndex), 0, "timestamp"},
+			flip(t, filepath.Join(dir, seg(19, logfile.TimeIndex)), 3)
+		}, seg(19, logfile.TimeIndex), 0, "timestamp"},
 		{"untrimmed sealed index", func(t *testing.T, _, dir string) {
-			appendZeros(t, filepath.Join(dir, seg(19, segment.Index)), 80)
-		}, seg(19, segment.Index), 32 + 80 - 8, "untrimmed"},
+			appendZeros(t, filepath.Join(dir, seg(19, logfile.Index)), 80)
+		}, seg(19, logfile.Index), 32 + 80 - 8, "untrimmed"},
 		{"txnindex entry", func(t *testing.T, _, dir string) {
-			flip(t, filepath.Join(dir, seg(19, segment.TxnIndex)), 10)
-		}, seg(19, segment.TxnIndex), -1, "the markers in"},
+			flip(t, filepath.Join(dir, seg(19, logfile.TxnIndex)), 10)
+		}, seg(19, logfile.TxnIndex), -1, "the markers in"},
 		{"txnindex missing", func(t *testing.T, _, dir string) {
-			remove(t, filepath.Join(dir, seg(19, segment.TxnIndex)))
-		}, seg(19, segment.TxnIndex), -1, "markers"},
+			remove(t, filepath.Join(dir, seg(19, logfile.TxnIndex)))
+		}, seg(19, logfile.TxnIndex), -1, "markers"},
 		{"offset index missing", func(t *testing.T, _, dir string) {
-			remove(t, filepath.Join(dir, seg(41, segment.Index)))
-		}, seg(41, segment.Index), -1, "missing"},
+			remove(t, filepath.Join(dir, seg(41, logfile.Index)))
+		}, seg(41, logfile.Index), -1, "missing"},
 		{"snapshot bit flip", func(t *testing.T, _, dir string) {
-			flip(t, filepath.Join(dir, seg(64, segment.Snapshot)), 30)
-		}, seg(64, segment.Snapshot), 0, "crc mismatch"},
+			flip(t, filepath.Join(dir, seg(64, logfile.Snapshot)), 30)
+		}, seg(64, logfile.Snapshot), 0, "crc mismatch"},
 		{"snapshot of another state", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(19, segment.Snapshot)), filepath.Join(dir, seg(64, segment.Snapshot)))
-		}, seg(64, segment.Snapshot), -1, "the replay"},
+			copyFile(t, filepath.Join(dir, seg(19, logfile.Snapshot)), filepath.Join(dir, seg(64, logfile.Snapshot)))
+		}, seg(64, logfile.Snapshot), -1, "the replay"},
 		{"snapshot inside a batch", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(64, segment.Snapshot)), filepath.Join(dir, seg(70, segment.Snapshot)))
-		}, seg(70, segment.Snapshot), -1, "no batch boundary"},
+			copyFile(t, filepath.Join(dir, seg(64, logfile.Snapshot)), filepath.Join(dir, seg(70, logfile.Snapshot)))
+		}, seg(70, logfile.Snapshot), -1, "no batch boundary"},
 		{"snapshot of another offset", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(64, segment.Snapshot)), filepath.Join(dir, seg(79, segment.Snapshot)))
-		}, seg(79, segment.Snapshot), -1, "the replay"},
+			copyFile(t, filepath.Join(dir, seg(64, logfile.Snapshot)), filepath.Join(dir, seg(79, logfile.Snapshot)))
+		}, seg(79, logfile.Snapshot), -1, "the replay"},
 		{"snapshot past the end", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(115, segment.Snapshot)), filepath.Join(dir, seg(200, segment.Snapshot)))
-		}, seg(200, segment.Snapshot), -1, "past the log end"},
+			copyFile(t, filepath.Join(dir, seg(115, logfile.Snapshot)), filepath.Join(dir, seg(200, logfile.Snapshot)))
+		}, seg(200, logfile.Snapshot), -1, "past the log end"},
 		{"overlapping segments", func(t *testing.T, _, dir string) {
-			for _, k := range []segment.Kind{segment.Log, segment.Index, segment.TimeIndex, segment.TxnIndex} {
+			for _, k := range []logfile.Kind{logfile.Log, logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
 				copyFile(t, filepath.Join(dir, seg(64, k)), filepath.Join(dir, seg(60, k)))
 			}
-		}, seg(64, segment.Log), -1, "inside the segment before"},
+		}, seg(64, logfile.Log), -1, "inside the segment before"},
 		{"recovery point past the end", func(t *testing.T, data, _ string) {
 			writeOffsets(t, filepath.Join(data, checkpoint.RecoveryPointFile), 500)
 		}, checkpoint.RecoveryPointFile, -1, "past the log end"},
@@ -196,14 +198,14 @@ func TestVerifyFindsEveryDamage(t *testing.T) {
 				[]checkpoint.EpochEntry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 6}}))
 		}, checkpoint.LeaderEpochFile, -1, "carry"},
 		{"leftover .deleted", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(19, segment.Log)), filepath.Join(dir, seg(19, segment.Log)+".deleted"))
-		}, seg(19, segment.Log) + ".deleted", -1, "deletion"},
+			copyFile(t, filepath.Join(dir, seg(19, logfile.Log)), filepath.Join(dir, seg(19, logfile.Log)+".deleted"))
+		}, seg(19, logfile.Log) + ".deleted", -1, "deletion"},
 		{"leftover .cleaned", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(19, segment.Log)), filepath.Join(dir, seg(19, segment.Log)+".cleaned"))
-		}, seg(19, segment.Log) + ".cleaned", -1, "replacement"},
+			copyFile(t, filepath.Join(dir, seg(19, logfile.Log)), filepath.Join(dir, seg(19, logfile.Log)+".cleaned"))
+		}, seg(19, logfile.Log) + ".cleaned", -1, "replacement"},
 		{"leftover .swap", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(19, segment.Index)), filepath.Join(dir, seg(19, segment.Index)+".swap"))
-		}, seg(19, segment.Index) + ".swap", -1, "replacement"},
+			copyFile(t, filepath.Join(dir, seg(19, logfile.Index)), filepath.Join(dir, seg(19, logfile.Index)+".swap"))
+		}, seg(19, logfile.Index) + ".swap", -1, "replacement"},
 		{"leftover .tmp in the tablet", func(t *testing.T, _, dir string) {
 			copyFile(t, filepath.Join(dir, checkpoint.LeaderEpochFile), filepath.Join(dir, checkpoint.LeaderEpochFile+".tmp"))
 		}, checkpoint.LeaderEpochFile + ".tmp", -1, "interrupted"},
@@ -211,8 +213,8 @@ func TestVerifyFindsEveryDamage(t *testing.T) {
 			copyFile(t, filepath.Join(data, checkpoint.RecoveryPointFile), filepath.Join(data, checkpoint.RecoveryPointFile+".tmp"))
 		}, checkpoint.RecoveryPointFile + ".tmp", -1, "interrupted"},
 		{"orphan index", func(t *testing.T, _, dir string) {
-			copyFile(t, filepath.Join(dir, seg(19, segment.Index)), filepath.Join(dir, seg(300, segment.Index)))
-		}, seg(300, segment.Index), -1, "without its .log"},
+			copyFile(t, filepath.Join(dir, seg(19, logfile.Index)), filepath.Join(dir, seg(300, logfile.Index)))
+		}, seg(300, logfile.Index), -1, "without its .log"},
 		{"unknown file", func(t *testing.T, _, dir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644))
 		}, "notes.txt", -1, "Kafka does not write"},
@@ -251,16 +253,16 @@ func TestVerifyNotesGaps(t *testing.T) {
 	// The snapshots past the gap no longer match a replay that lacks the
 	// missing segment's transactions; they go with it here.
 	for _, base := range []int64{64, 90, 95, 115} {
-		_ = os.Remove(filepath.Join(dir, segment.Filename(base, segment.Snapshot)))
+		_ = os.Remove(filepath.Join(dir, logfile.Filename(base, logfile.Snapshot)))
 	}
-	for _, k := range []segment.Kind{segment.Log, segment.Index, segment.TimeIndex, segment.TxnIndex} {
-		_ = os.Remove(filepath.Join(dir, segment.Filename(64, k)))
+	for _, k := range []logfile.Kind{logfile.Log, logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
+		_ = os.Remove(filepath.Join(dir, logfile.Filename(64, k)))
 	}
 	r := verify(t, d)
 	require.Len(t, r.Tablets, 1)
 	require.Len(t, r.Tablets[0].Notes, 1)
 	require.Contains(t, r.Tablets[0].Notes[0].Reason, "offsets 64 to 89 are missing between segments")
-	require.Equal(t, segment.Filename(90, segment.Log), filepath.Base(r.Tablets[0].Notes[0].File))
+	require.Equal(t, logfile.Filename(90, logfile.Log), filepath.Base(r.Tablets[0].Notes[0].File))
 }
 
 func TestVerifyOneTablet(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/record"
@@ -22,9 +24,9 @@ func franzSegment(t *testing.T) string {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, to), data, 0o644))
 	}
-	copyFile(filepath.Join("..", "record", "testdata", "franz.log"), Filename(0, Log))
-	for _, k := range []Kind{Index, TimeIndex, TxnIndex} {
-		copyFile(filepath.Join("..", "cmd", "seglog", "testdata", Filename(0, k)), Filename(0, k))
+	copyFile(filepath.Join("..", "record", "testdata", "franz.log"), logfile.Filename(0, logfile.Log))
+	for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
+		copyFile(filepath.Join("..", "cmd", "seglog", "testdata", logfile.Filename(0, k)), logfile.Filename(0, k))
 	}
 	return dir
 }
@@ -37,7 +39,7 @@ func TestReadsAnotherImplementationsSegment(t *testing.T) {
 	s, err := Open(vfs.OS, dir, 0, Options{ReadOnly: true})
 	require.NoError(t, err)
 	defer s.Close()
-	data, err := os.ReadFile(filepath.Join(dir, Filename(0, Log)))
+	data, err := os.ReadFile(filepath.Join(dir, logfile.Filename(0, logfile.Log)))
 	require.NoError(t, err)
 	require.Equal(t, int64(len(data)), s.Size())
 	next, err := s.ReadNextOffset()
@@ -71,7 +73,7 @@ func TestReadsAnotherImplementationsSegment(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, aborted.Txns, 1)
 	require.Equal(t, int64(3000), aborted.Txns[0].ProducerID)
-	for _, k := range []Kind{Index, TimeIndex, TxnIndex} {
+	for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
 		problems, err := s.VerifyIndex(k)
 		require.NoError(t, err)
 		require.Empty(t, problems, "%v", k)
@@ -85,12 +87,12 @@ func TestReadsAnotherImplementationsSegment(t *testing.T) {
 // (with the same interval: every batch after the first).
 func TestRecoveryRebuildsTheSameIndexes(t *testing.T) {
 	dir := franzSegment(t)
-	want := map[Kind][]byte{}
-	for _, k := range []Kind{Index, TimeIndex} {
-		data, err := os.ReadFile(filepath.Join(dir, Filename(0, k)))
+	want := map[logfile.Kind][]byte{}
+	for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex} {
+		data, err := os.ReadFile(filepath.Join(dir, logfile.Filename(0, k)))
 		require.NoError(t, err)
 		want[k] = data
-		require.NoError(t, os.Remove(filepath.Join(dir, Filename(0, k))))
+		require.NoError(t, os.Remove(filepath.Join(dir, logfile.Filename(0, k))))
 	}
 	s, err := Open(vfs.OS, dir, 0, Options{IndexIntervalBytes: IndexEveryAppend})
 	require.NoError(t, err)
@@ -98,8 +100,8 @@ func TestRecoveryRebuildsTheSameIndexes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, CleanEnd, tail.Kind)
 	require.NoError(t, s.Close())
-	for _, k := range []Kind{Index, TimeIndex} {
-		got, err := os.ReadFile(filepath.Join(dir, Filename(0, k)))
+	for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex} {
+		got, err := os.ReadFile(filepath.Join(dir, logfile.Filename(0, k)))
 		require.NoError(t, err)
 		require.Equal(t, want[k], got, "%v", k)
 	}

@@ -1,9 +1,10 @@
 package segment
 
 import (
-	"github.com/seglog/seglog/offsetindex"
 	"io"
 	"sync"
+
+	"github.com/seglog/seglog/offsetindex"
 
 	"github.com/seglog/seglog/record"
 )

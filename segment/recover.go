@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
@@ -101,7 +102,7 @@ func ScanLogFile(fsys vfs.FS, path string, fn func(b record.Batch, pos int64) er
 		return Tail{}, err
 	}
 	base := int64(-1)
-	if n, err := ParseFilename(filepath.Base(path)); err == nil && n.Kind == Log {
+	if n, err := logfile.ParseFilename(filepath.Base(path)); err == nil && n.Kind == logfile.Log {
 		base = n.Base
 	}
 	return scanLog(f, path, base, size, fn)

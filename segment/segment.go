@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/timeindex"
@@ -310,20 +311,22 @@ func newSegment(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, er
 	if base < 0 {
 		return nil, fmt.Errorf("segment: negative base offset %d", base)
 	}
-	path := func(k Kind) string { return filepath.Join(dir, FilenameWithSuffix(base, k, opts.FileSuffix)) }
+	path := func(k logfile.Kind) string {
+		return filepath.Join(dir, logfile.FilenameWithSuffix(base, k, opts.FileSuffix))
+	}
 	s := &Segment{fsys: fsys, dir: dir, base: base, opts: opts, created: opts.Now(), suffix: opts.FileSuffix,
 		rollingBasedTimestamp: record.NoTimestamp}
-	s.setLogPath(path(Log))
+	s.setLogPath(path(logfile.Log))
 	var err error
 	io := offsetindex.Options{MaxIndexSize: opts.MaxIndexSize, ReadOnly: opts.ReadOnly}
-	if s.offsetIdx, err = offsetindex.Open(fsys, path(Index), base, io); err != nil {
+	if s.offsetIdx, err = offsetindex.Open(fsys, path(logfile.Index), base, io); err != nil {
 		return nil, err
 	}
 	ti := timeindex.Options{MaxIndexSize: opts.MaxIndexSize, ReadOnly: opts.ReadOnly}
-	if s.timeIdx, err = timeindex.Open(fsys, path(TimeIndex), base, ti); err != nil {
+	if s.timeIdx, err = timeindex.Open(fsys, path(logfile.TimeIndex), base, ti); err != nil {
 		return nil, err
 	}
-	s.txnIdx = txnindex.Open(fsys, path(TxnIndex), base, txnindex.Options{ReadOnly: opts.ReadOnly})
+	s.txnIdx = txnindex.Open(fsys, path(logfile.TxnIndex), base, txnindex.Options{ReadOnly: opts.ReadOnly})
 	if j := min(opts.SegmentJitterMs, opts.SegmentMs); j > 0 {
 		s.rollJitterMs = rand.Int64N(j)
 	}
@@ -550,24 +553,26 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 	if oldSuffix != s.suffix {
 		return fmt.Errorf("segment: %s has suffix %q, not %q", s.path(), s.suffix, oldSuffix)
 	}
-	path := func(k Kind) string { return filepath.Join(s.dir, FilenameWithSuffix(s.base, k, newSuffix)) }
+	path := func(k logfile.Kind) string {
+		return filepath.Join(s.dir, logfile.FilenameWithSuffix(s.base, k, newSuffix))
+	}
 	s.fileMu.Lock() // a parked segment must not reopen the old name meanwhile
-	err := s.fsys.Rename(s.path(), path(Log))
+	err := s.fsys.Rename(s.path(), path(logfile.Log))
 	if err == nil {
-		s.setLogPath(path(Log))
+		s.setLogPath(path(logfile.Log))
 	}
 	s.fileMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("segment: renaming %s: %w", s.path(), err)
 	}
 	s.suffix = newSuffix
-	return errors.Join(s.offsetIdx.Rename(path(Index)), s.timeIdx.Rename(path(TimeIndex)), s.txnIdx.Rename(path(TxnIndex)))
+	return errors.Join(s.offsetIdx.Rename(path(logfile.Index)), s.timeIdx.Rename(path(logfile.TimeIndex)), s.txnIdx.Rename(path(logfile.TxnIndex)))
 }
 
 // Delete renames every file of the segment with DeletedSuffix: the first
 // step of deleting it. Its readers may go on; RemoveFiles unlinks the files
 // once they are gone.
-func (s *Segment) Delete() error { return s.ChangeSuffix(s.suffix, DeletedSuffix) }
+func (s *Segment) Delete() error { return s.ChangeSuffix(s.suffix, logfile.DeletedSuffix) }
 
 // RemoveFiles closes the segment without trimming anything and unlinks all
 // its files. Missing files are not an error.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/record"
@@ -261,10 +263,10 @@ func TestChangeFileSuffixes(t *testing.T) {
 	r, ok := read(t, s, 40, 1000)
 	require.True(t, ok, "a deleted segment is still readable")
 	require.Equal(t, []int64{40, 41, 42, 43}, batchesOf(t, r))
-	require.NoError(t, s.ChangeSuffix(DeletedSuffix, ""))
+	require.NoError(t, s.ChangeSuffix(logfile.DeletedSuffix, ""))
 	require.Equal(t, []string{"00000000000000000040.index", "00000000000000000040.log",
 		"00000000000000000040.timeindex", "00000000000000000040.txnindex"}, names())
-	require.Error(t, s.ChangeSuffix(SwapSuffix, ""), "the suffix must match")
+	require.Error(t, s.ChangeSuffix(logfile.SwapSuffix, ""), "the suffix must match")
 	require.NoError(t, s.RemoveFiles())
 	require.Empty(t, names())
 }
@@ -466,7 +468,7 @@ func TestPartialTailIsInvisible(t *testing.T) {
 	require.NoError(t, s.Append(infoOf(t, ms), ms))
 	require.NoError(t, s.Close())
 	for extra := 1; extra < 7; extra++ {
-		f, err := os.OpenFile(filepath.Join(dir, Filename(0, Log)), os.O_WRONLY, 0)
+		f, err := os.OpenFile(filepath.Join(dir, logfile.Filename(0, logfile.Log)), os.O_WRONLY, 0)
 		require.NoError(t, err)
 		_, err = f.WriteAt(bytes.Repeat([]byte{0}, extra), int64(len(ms)))
 		require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/mmapfile"
+	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/timeindex"
@@ -83,7 +84,7 @@ func (s *Segment) summarize() (*logSummary, error) {
 // at its offset; every aborted transaction must end at an ABORT marker of
 // its producer. Each mismatch is a *seglog.CorruptionError at the entry's
 // byte position in the index.
-func (s *Segment) VerifyIndex(k Kind) ([]*seglog.CorruptionError, error) {
+func (s *Segment) VerifyIndex(k logfile.Kind) ([]*seglog.CorruptionError, error) {
 	l, err := s.summarize()
 	if err != nil {
 		return nil, err
@@ -121,9 +122,9 @@ func (s *Segment) Check(fn func(b record.Batch, pos int64) error) (Tail, []*segl
 	}
 	l.end = tail.Position
 	var out []*seglog.CorruptionError
-	for _, k := range []Kind{Index, TimeIndex, TxnIndex} {
+	for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
 		problems, err := s.verifyAgainst(k, l)
-		if errors.Is(err, fs.ErrNotExist) && k != TxnIndex {
+		if errors.Is(err, fs.ErrNotExist) && k != logfile.TxnIndex {
 			// A transaction index may be absent, and so may every index
 			// of an empty segment (they are created on its first append,
 			// as Kafka's lazy indexes are). The position is -1: the file
@@ -132,7 +133,7 @@ func (s *Segment) Check(fn func(b record.Batch, pos int64) error) (Tail, []*segl
 				continue
 			}
 			path := s.offsetIdx.Path()
-			if k == TimeIndex {
+			if k == logfile.TimeIndex {
 				path = s.timeIdx.Path()
 			}
 			out = append(out, &seglog.CorruptionError{Path: path, Offset: -1, Err: err, Reason: "missing"})
@@ -147,7 +148,7 @@ func (s *Segment) Check(fn func(b record.Batch, pos int64) error) (Tail, []*segl
 }
 
 // verifyAgainst checks one index against a summary of the .log.
-func (s *Segment) verifyAgainst(k Kind, l *logSummary) ([]*seglog.CorruptionError, error) {
+func (s *Segment) verifyAgainst(k logfile.Kind, l *logSummary) ([]*seglog.CorruptionError, error) {
 	var err error
 	var out []*seglog.CorruptionError
 	report := func(path string, pos int64, format string, args ...any) {
@@ -156,7 +157,7 @@ func (s *Segment) verifyAgainst(k Kind, l *logSummary) ([]*seglog.CorruptionErro
 	}
 	logName := filepath.Base(s.path())
 	switch k {
-	case Index:
+	case logfile.Index:
 		err = eachEntry(s.offsetIdx, s.offsetIdx.Entry, func(i int, e offsetindex.Entry) {
 			pos := int64(i) * offsetindex.EntrySize
 			j := sort.Search(len(l.positions), func(j int) bool { return l.positions[j] >= int64(e.Position) })
@@ -172,7 +173,7 @@ func (s *Segment) verifyAgainst(k Kind, l *logSummary) ([]*seglog.CorruptionErro
 					e.Offset, e.Position, l.lasts[j])
 			}
 		})
-	case TimeIndex:
+	case logfile.TimeIndex:
 		err = eachEntry(s.timeIdx, s.timeIdx.Entry, func(i int, e timeindex.Entry) {
 			pos := int64(i) * timeindex.EntrySize
 			reached, ok := l.firstReach[e.Offset]
@@ -185,7 +186,7 @@ func (s *Segment) verifyAgainst(k Kind, l *logSummary) ([]*seglog.CorruptionErro
 					e.Timestamp, e.Offset, e.Offset, reached)
 			}
 		})
-	case TxnIndex:
+	case logfile.TxnIndex:
 		path := s.txnIdx.Path()
 		err = s.txnIdx.Scan(func(t txnindex.AbortedTxn, pos int64) bool {
 			pid, ok := l.aborts[t.LastOffset]

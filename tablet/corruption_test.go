@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog"
@@ -18,7 +20,6 @@ import (
 	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
 )
@@ -73,8 +74,8 @@ func writeGolden(t *testing.T) *golden {
 	names, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, n := range names {
-		f, err := segment.ParseFilename(n.Name())
-		if err != nil || f.Kind != segment.Log || f.Suffix != "" {
+		f, err := logfile.ParseFilename(n.Name())
+		if err != nil || f.Kind != logfile.Log || f.Suffix != "" {
 			continue
 		}
 		g.bases = append(g.bases, f.Base)
@@ -120,8 +121,8 @@ type caseDir struct {
 	dir  string // its tablet directory
 }
 
-func (c *caseDir) file(base int64, k segment.Kind) string {
-	return filepath.Join(c.dir, segment.Filename(base, k))
+func (c *caseDir) file(base int64, k logfile.Kind) string {
+	return filepath.Join(c.dir, logfile.Filename(base, k))
 }
 
 func flipBit(t *testing.T, path string, off int64) {
@@ -164,34 +165,34 @@ func TestCorruptionMatrix(t *testing.T) {
 	var cases []corruptionCase
 	for cut := last.pos; cut < last.pos+last.size; cut++ {
 		cases = append(cases, corruptionCase{name: fmt.Sprintf("last batch cut at byte %d", cut-last.pos), unclean: true,
-			damage: func(t *testing.T, c *caseDir) { cutTo(t, c.file(active, segment.Log), cut) }, intact: last.first})
+			damage: func(t *testing.T, c *caseDir) { cutTo(t, c.file(active, logfile.Log), cut) }, intact: last.first})
 	}
 	cases = append(cases,
 		corruptionCase{name: "last batch cut, clean shutdown", damage: func(t *testing.T, c *caseDir) {
-			cutTo(t, c.file(active, segment.Log), last.pos+last.size/2)
+			cutTo(t, c.file(active, logfile.Log), last.pos+last.size/2)
 		}, intact: last.first},
 		corruptionCase{name: "bit flip in a sealed segment, unclean", unclean: true, damage: func(t *testing.T, c *caseDir) {
-			flipBit(t, c.file(sealed, segment.Log), mid.pos+mid.size/2)
+			flipBit(t, c.file(sealed, logfile.Log), mid.pos+mid.size/2)
 			setCheckpoint(t, filepath.Join(c.data, checkpoint.RecoveryPointFile), 0)
 		}, intact: mid.first},
 		corruptionCase{name: "bit flip in a sealed segment, clean", damage: func(t *testing.T, c *caseDir) {
-			flipBit(t, c.file(sealed, segment.Log), mid.pos+mid.size/2)
-		}, intact: mid.first, readErr: segment.Filename(sealed, segment.Log), verifyNames: segment.Filename(sealed, segment.Log)},
+			flipBit(t, c.file(sealed, logfile.Log), mid.pos+mid.size/2)
+		}, intact: mid.first, readErr: logfile.Filename(sealed, logfile.Log), verifyNames: logfile.Filename(sealed, logfile.Log)},
 		// A clean load trusts a sealed index beyond its ends, as Kafka
 		// does; lookups check the batch an entry names and scan instead
 		// when it is not there, so reads stay right. verify names it.
 		corruptionCase{name: "bit flip in a sealed offset index", damage: func(t *testing.T, c *caseDir) {
-			flipBit(t, c.file(sealed, segment.Index), 8+5)
-		}, intact: all, verifyNames: segment.Filename(sealed, segment.Index)},
+			flipBit(t, c.file(sealed, logfile.Index), 8+5)
+		}, intact: all, verifyNames: logfile.Filename(sealed, logfile.Index)},
 		corruptionCase{name: "bit flip in a sealed offset index, unclean", unclean: true, damage: func(t *testing.T, c *caseDir) {
-			flipBit(t, c.file(sealed, segment.Index), 8+5)
+			flipBit(t, c.file(sealed, logfile.Index), 8+5)
 			setCheckpoint(t, filepath.Join(c.data, checkpoint.RecoveryPointFile), 0)
 		}, intact: all},
 		corruptionCase{name: "bit flip in a sealed time index", damage: func(t *testing.T, c *caseDir) {
-			flipBit(t, c.file(sealed, segment.TimeIndex), 12+6)
-		}, intact: all, verifyNames: segment.Filename(sealed, segment.TimeIndex)},
+			flipBit(t, c.file(sealed, logfile.TimeIndex), 12+6)
+		}, intact: all, verifyNames: logfile.Filename(sealed, logfile.TimeIndex)},
 		corruptionCase{name: "bit flip in a sealed time index, unclean", unclean: true, damage: func(t *testing.T, c *caseDir) {
-			flipBit(t, c.file(sealed, segment.TimeIndex), 12+6)
+			flipBit(t, c.file(sealed, logfile.TimeIndex), 12+6)
 			setCheckpoint(t, filepath.Join(c.data, checkpoint.RecoveryPointFile), 0)
 		}, intact: all},
 		corruptionCase{name: "bit flip in a txnindex", damage: func(t *testing.T, c *caseDir) {
@@ -203,7 +204,7 @@ func TestCorruptionMatrix(t *testing.T) {
 			setCheckpoint(t, filepath.Join(c.data, checkpoint.RecoveryPointFile), 0)
 		}, intact: all},
 		corruptionCase{name: "bit flip in the newest snapshot", damage: func(t *testing.T, c *caseDir) {
-			flipBit(t, c.file(all, segment.Snapshot), 30)
+			flipBit(t, c.file(all, logfile.Snapshot), 30)
 		}, intact: all},
 		corruptionCase{name: "bit flip in the recovery-point checkpoint", damage: func(t *testing.T, c *caseDir) {
 			flipBit(t, filepath.Join(c.data, checkpoint.RecoveryPointFile), 0)
@@ -223,22 +224,22 @@ func TestCorruptionMatrix(t *testing.T) {
 			flipBit(t, filepath.Join(c.data, checkpoint.MetaPropertiesFile), int64(strings.Index(string(data), "version=")+2))
 		}, refuse: checkpoint.MetaPropertiesFile, refuseAt: -2},
 		corruptionCase{name: "zero tail on the active segment, clean", damage: func(t *testing.T, c *caseDir) {
-			addZeros(t, c.file(active, segment.Log), 10000)
+			addZeros(t, c.file(active, logfile.Log), 10000)
 		}, intact: all},
 		corruptionCase{name: "zero tail on the active segment, unclean", unclean: true, damage: func(t *testing.T, c *caseDir) {
-			addZeros(t, c.file(active, segment.Log), 10000)
+			addZeros(t, c.file(active, logfile.Log), 10000)
 		}, intact: all},
 		corruptionCase{name: "zero tail on a sealed index", damage: func(t *testing.T, c *caseDir) {
-			addZeros(t, c.file(sealed, segment.Index), 800)
+			addZeros(t, c.file(sealed, logfile.Index), 800)
 		}, intact: all},
 		corruptionCase{name: "missing .log of a sealed segment", damage: func(t *testing.T, c *caseDir) {
-			require.NoError(t, os.Remove(c.file(sealed, segment.Log)))
+			require.NoError(t, os.Remove(c.file(sealed, logfile.Log)))
 		}, intact: sealed},
 		corruptionCase{name: "missing .index", damage: func(t *testing.T, c *caseDir) {
-			require.NoError(t, os.Remove(c.file(sealed, segment.Index)))
+			require.NoError(t, os.Remove(c.file(sealed, logfile.Index)))
 		}, intact: all},
 		corruptionCase{name: "missing .timeindex", damage: func(t *testing.T, c *caseDir) {
-			require.NoError(t, os.Remove(c.file(sealed, segment.TimeIndex)))
+			require.NoError(t, os.Remove(c.file(sealed, logfile.TimeIndex)))
 		}, intact: all},
 		corruptionCase{name: "missing .txnindex, unclean", unclean: true, damage: func(t *testing.T, c *caseDir) {
 			require.NoError(t, os.Remove(txnIndexOf(t, c)))
@@ -252,7 +253,7 @@ func TestCorruptionMatrix(t *testing.T) {
 		}, intact: all, verifyNames: filepath.Base(txnIndexOf(t, &caseDir{g: g, dir: filepath.Join(g.dir, crashTP.DirName())}))},
 		corruptionCase{name: "missing snapshots", damage: func(t *testing.T, c *caseDir) {
 			for _, b := range append(g.bases, all) {
-				_ = os.Remove(c.file(b, segment.Snapshot))
+				_ = os.Remove(c.file(b, logfile.Snapshot))
 			}
 		}, intact: all},
 		corruptionCase{name: "missing leader-epoch checkpoint", damage: func(t *testing.T, c *caseDir) {
@@ -277,16 +278,16 @@ func TestCorruptionMatrix(t *testing.T) {
 			require.NoError(t, os.Remove(filepath.Join(c.dir, tablet.ConfigFile)))
 		}, intact: all},
 		corruptionCase{name: "orphan index", damage: func(t *testing.T, c *caseDir) {
-			copyTo(t, c.file(sealed, segment.Index), c.file(all+1000, segment.Index))
+			copyTo(t, c.file(sealed, logfile.Index), c.file(all+1000, logfile.Index))
 		}, intact: all},
 		corruptionCase{name: "leftover .deleted", damage: func(t *testing.T, c *caseDir) {
-			copyTo(t, c.file(sealed, segment.Log), c.file(sealed, segment.Log)+segment.DeletedSuffix)
+			copyTo(t, c.file(sealed, logfile.Log), c.file(sealed, logfile.Log)+logfile.DeletedSuffix)
 		}, intact: all},
 		corruptionCase{name: "leftover .cleaned", damage: func(t *testing.T, c *caseDir) {
-			copyTo(t, c.file(sealed, segment.Log), c.file(sealed, segment.Log)+segment.CleanedSuffix)
+			copyTo(t, c.file(sealed, logfile.Log), c.file(sealed, logfile.Log)+logfile.CleanedSuffix)
 		}, intact: all},
 		corruptionCase{name: "leftover .swap", damage: func(t *testing.T, c *caseDir) {
-			copyTo(t, c.file(sealed, segment.Index), c.file(sealed, segment.Index)+segment.SwapSuffix)
+			copyTo(t, c.file(sealed, logfile.Index), c.file(sealed, logfile.Index)+logfile.SwapSuffix)
 		}, intact: all},
 		corruptionCase{name: "leftover .tmp", damage: func(t *testing.T, c *caseDir) {
 			copyTo(t, filepath.Join(c.dir, checkpoint.LeaderEpochFile), filepath.Join(c.dir, checkpoint.LeaderEpochFile+".tmp"))
@@ -319,8 +320,8 @@ func TestCorruptionMatrix(t *testing.T) {
 // txnIndexOf returns a .txnindex of the golden tablet.
 func txnIndexOf(t *testing.T, c *caseDir) string {
 	for _, b := range c.g.bases {
-		if _, err := os.Stat(c.file(b, segment.TxnIndex)); err == nil {
-			return c.file(b, segment.TxnIndex)
+		if _, err := os.Stat(c.file(b, logfile.TxnIndex)); err == nil {
+			return c.file(b, logfile.TxnIndex)
 		}
 	}
 	t.Fatal("the golden tablet has no aborted transaction")

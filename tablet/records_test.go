@@ -29,7 +29,7 @@ func consumerTablet(tb testing.TB, batches, perBatch, size int, codec record.Com
 	for i := range batches {
 		for j := range recs {
 			v := values[j*size : (j+1)*size]
-			fmt.Appendf(v[:0], "v%d-", i*perBatch+j)
+			copy(v, fmt.Sprintf("v%d-", i*perBatch+j))
 			recs[j] = record.Record{Value: v}
 		}
 		_, err := tab.AppendRecords(recs, codec, tablet.AppendOptions{})

@@ -8,8 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog/leaderepoch"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
@@ -175,7 +176,7 @@ func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
 	for _, x := range txns {
 		s.TxnIndex = x.AppendTo(s.TxnIndex)
 	}
-	snap, err := vfs.ReadFile(t.fsys, filepath.Join(t.dir, segment.Filename(s.Next, segment.Snapshot)))
+	snap, err := vfs.ReadFile(t.fsys, filepath.Join(t.dir, logfile.Filename(s.Next, logfile.Snapshot)))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog/segment"
 )
 
@@ -123,7 +125,7 @@ func (t *Tablet) retireSegmentLocked(g *seg) error {
 	if _, err := t.mu.state.MarkSnapshotForDeletion(g.base); err != nil {
 		return err
 	}
-	snapshot := t.dir + "/" + segment.FilenameWithSuffix(g.base, segment.Snapshot, segment.DeletedSuffix)
+	snapshot := t.dir + "/" + logfile.FilenameWithSuffix(g.base, logfile.Snapshot, logfile.DeletedSuffix)
 	log := func(err error) {
 		t.opts.Logger.Error("removing a deleted segment", "tablet", t.tp.String(), "base", g.base, "err", err)
 	}

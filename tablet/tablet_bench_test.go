@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -36,19 +37,19 @@ func manySegments(b *testing.B, d string, n int) {
 		b.Fatal(err)
 	}
 	dir := filepath.Join(d, tp0.DirName())
-	read := func(k segment.Kind) []byte {
-		data, err := os.ReadFile(filepath.Join(dir, segment.Filename(0, k)))
+	read := func(k logfile.Kind) []byte {
+		data, err := os.ReadFile(filepath.Join(dir, logfile.Filename(0, k)))
 		if err != nil {
 			b.Fatal(err)
 		}
 		return data
 	}
-	log, index, timeIndex := read(segment.Log), read(segment.Index), read(segment.TimeIndex)
+	log, index, timeIndex := read(logfile.Log), read(logfile.Index), read(logfile.TimeIndex)
 	for i := 1; i < n; i++ {
 		base := int64(i)
 		binary.BigEndian.PutUint64(log, uint64(base))
-		for k, data := range map[segment.Kind][]byte{segment.Log: log, segment.Index: index, segment.TimeIndex: timeIndex} {
-			if err := os.WriteFile(filepath.Join(dir, segment.Filename(base, k)), data, 0o644); err != nil {
+		for k, data := range map[logfile.Kind][]byte{logfile.Log: log, logfile.Index: index, logfile.TimeIndex: timeIndex} {
+			if err := os.WriteFile(filepath.Join(dir, logfile.Filename(base, k)), data, 0o644); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -60,8 +61,8 @@ func manySegments(b *testing.B, d string, n int) {
 		}
 	}
 	// The snapshot at the log end that a clean close leaves.
-	if err := os.Rename(filepath.Join(dir, segment.Filename(1, segment.Snapshot)),
-		filepath.Join(dir, segment.Filename(int64(n), segment.Snapshot))); err != nil {
+	if err := os.Rename(filepath.Join(dir, logfile.Filename(1, logfile.Snapshot)),
+		filepath.Join(dir, logfile.Filename(int64(n), logfile.Snapshot))); err != nil {
 		b.Fatal(err)
 	}
 	if err := checkpoint.WriteCleanShutdown(vfs.OS, d, 0); err != nil {

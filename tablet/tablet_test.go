@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -366,7 +367,7 @@ func TestDeletedSegmentStaysReadableUntilReleased(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tab.DeleteRecordsBefore(2)
 	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(tab.Dir(), segment.Filename(0, segment.Log)))
+	_, err = os.Stat(filepath.Join(tab.Dir(), logfile.Filename(0, logfile.Log)))
 	require.ErrorIs(t, err, os.ErrNotExist, "renamed at once")
 	data, err := res.Records.AppendTo(nil)
 	require.NoError(t, err, "the reader still reads it")

@@ -11,9 +11,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -96,7 +97,7 @@ func ParseSnapshot(b []byte) ([]Entry, error) {
 }
 
 func (s *State) snapshotPath(offset int64) string {
-	return filepath.Join(s.dir, segment.Filename(offset, segment.Snapshot))
+	return filepath.Join(s.dir, logfile.Filename(offset, logfile.Snapshot))
 }
 
 // listSnapshots returns the offsets of the snapshot files in dir.
@@ -107,7 +108,7 @@ func listSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
 	}
 	var out []int64
 	for _, name := range names {
-		if n, err := segment.ParseFilename(name); err == nil && n.Kind == segment.Snapshot && n.Suffix == "" {
+		if n, err := logfile.ParseFilename(name); err == nil && n.Kind == logfile.Snapshot && n.Suffix == "" {
 			out = append(out, n.Base)
 		}
 	}
@@ -245,7 +246,7 @@ func (s *State) DeleteSnapshotsAfter(offset int64) error {
 }
 
 // MarkSnapshotForDeletion forgets the snapshot at offset and renames it with
-// segment.DeletedSuffix, for removal with its segment. It reports false if
+// logfile.DeletedSuffix, for removal with its segment. It reports false if
 // there was no such snapshot (or its file was gone already).
 func (s *State) MarkSnapshotForDeletion(offset int64) (bool, error) {
 	i, found := slices.BinarySearch(s.snapshots, offset)
@@ -255,7 +256,7 @@ func (s *State) MarkSnapshotForDeletion(offset int64) (bool, error) {
 	s.snapshots = slices.Delete(s.snapshots, i, i+1)
 	s.forgetUnsynced(offset)
 	path := s.snapshotPath(offset)
-	err := s.fsys.Rename(path, path+segment.DeletedSuffix)
+	err := s.fsys.Rename(path, path+logfile.DeletedSuffix)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -24,7 +25,7 @@ func (f *fixture) files(t *testing.T) []string {
 	return names
 }
 
-func snapName(o int64) string { return segment.Filename(o, segment.Snapshot) }
+func snapName(o int64) string { return logfile.Filename(o, logfile.Snapshot) }
 
 // Scenario 63: testTakeSnapshot, testSkipSnapshotIfOffsetUnchanged,
 // testDeleteSnapshotsBefore, testTruncateFullyAndStartAt.
@@ -284,7 +285,7 @@ func TestReloadSnapshotsAndMarkForDeletion(t *testing.T) {
 	ok, err := s.MarkSnapshotForDeletion(3)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, []string{snapName(3) + segment.DeletedSuffix}, f.files(t))
+	require.Equal(t, []string{snapName(3) + logfile.DeletedSuffix}, f.files(t))
 	require.Empty(t, s.Snapshots())
 	ok, err = s.MarkSnapshotForDeletion(3)
 	require.NoError(t, err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog"
@@ -110,22 +112,22 @@ func (d *dumper) dumpFile(fsys vfs.FS, path string) error {
 		}
 		return d.dumpCheckpoint(fsys, path)
 	}
-	name, err := segment.ParseFilename(filepath.Base(path))
+	name, err := logfile.ParseFilename(filepath.Base(path))
 	if err != nil {
 		if filepath.Ext(path) != ".log" {
 			return fmt.Errorf("%s: unsupported file (%w)", path, err)
 		}
-		name = segment.Name{Kind: segment.Log} // any .log file can be read
+		name = logfile.Name{Kind: logfile.Log} // any .log file can be read
 	}
 	if !d.opts.json {
 		fmt.Fprintf(d.w, "Dumping %s\n", path)
 	}
 	switch name.Kind {
-	case segment.Log:
+	case logfile.Log:
 		return d.dumpLog(fsys, path)
-	case segment.Index, segment.TimeIndex, segment.TxnIndex:
+	case logfile.Index, logfile.TimeIndex, logfile.TxnIndex:
 		return d.dumpIndex(fsys, path, name)
-	case segment.Snapshot:
+	case logfile.Snapshot:
 		return d.dumpSnapshot(fsys, path)
 	}
 	return fmt.Errorf("%s: dump does not read %s files yet", path, name.Kind)

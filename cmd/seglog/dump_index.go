@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/offsetindex"
@@ -78,13 +80,13 @@ func (d *dumper) reportChecks(path string, entrySize int, problems []*seglog.Cor
 	return nil
 }
 
-func (d *dumper) dumpIndex(fsys vfs.FS, path string, name segment.Name) error {
+func (d *dumper) dumpIndex(fsys vfs.FS, path string, name logfile.Name) error {
 	print := !d.opts.sanityCheck && !d.opts.verifyIndex
 	var err error
 	switch name.Kind {
-	case segment.Index:
+	case logfile.Index:
 		err = d.dumpOffsetIndex(fsys, path, name.Base, print)
-	case segment.TimeIndex:
+	case logfile.TimeIndex:
 		err = d.dumpTimeIndex(fsys, path, name.Base, print)
 	default:
 		err = d.dumpTxnIndex(fsys, path, name.Base, print)
@@ -97,7 +99,7 @@ func (d *dumper) dumpIndex(fsys vfs.FS, path string, name segment.Name) error {
 
 // verifyIndex checks an index against the .log beside it, through the
 // segment code.
-func (d *dumper) verifyIndex(fsys vfs.FS, path string, name segment.Name) error {
+func (d *dumper) verifyIndex(fsys vfs.FS, path string, name logfile.Name) error {
 	if name.Suffix != "" {
 		return fmt.Errorf("%s: --verify-index-only reads segments under their final names", path)
 	}
@@ -110,8 +112,8 @@ func (d *dumper) verifyIndex(fsys vfs.FS, path string, name segment.Name) error 
 	if err != nil {
 		return err
 	}
-	size := map[segment.Kind]int{segment.Index: offsetindex.EntrySize, segment.TimeIndex: timeindex.EntrySize,
-		segment.TxnIndex: txnindex.EntrySize}[name.Kind]
+	size := map[logfile.Kind]int{logfile.Index: offsetindex.EntrySize, logfile.TimeIndex: timeindex.EntrySize,
+		logfile.TxnIndex: txnindex.EntrySize}[name.Kind]
 	for _, p := range problems {
 		d.slotProblem(p.Offset, size, p.Reason)
 	}

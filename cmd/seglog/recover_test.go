@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -31,7 +33,7 @@ func tabletDir(t *testing.T, d string, n int) int64 {
 	}
 	size := seg.Size()
 	require.NoError(t, seg.Close())
-	f, err := os.OpenFile(filepath.Join(dir, segment.Filename(0, segment.Log)), os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(filepath.Join(dir, logfile.Filename(0, logfile.Log)), os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	_, err = f.Write(oneRecordBatch(t, int64(n))[:30])
 	require.NoError(t, err)
@@ -58,7 +60,7 @@ func TestRecoverCommand(t *testing.T) {
 	require.Contains(t, out, "events-3: log start 0, log end 10, recovery point 0, 1 segment(s), 0 producer(s)")
 	require.Contains(t, out, fmt.Sprintf("00000000000000000000.log: truncated (30 bytes): torn tail at position %d", size))
 	require.Contains(t, out, "Closed cleanly")
-	info, err := os.Stat(filepath.Join(d, "events-3", segment.Filename(0, segment.Log)))
+	info, err := os.Stat(filepath.Join(d, "events-3", logfile.Filename(0, logfile.Log)))
 	require.NoError(t, err)
 	require.Equal(t, size, info.Size())
 
@@ -101,7 +103,7 @@ func TestRecoverCommandFails(t *testing.T) {
 	// marked clean.
 	d := t.TempDir()
 	tabletDir(t, d, 3)
-	log := filepath.Join(d, "events-3", segment.Filename(0, segment.Log))
+	log := filepath.Join(d, "events-3", logfile.Filename(0, logfile.Log))
 	data, err := os.ReadFile(log)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(log, append(data[:len(data)-30], oneRecordBatch(t, 1<<40)...), 0o644))

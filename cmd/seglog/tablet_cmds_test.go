@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -126,8 +128,8 @@ func TestProduceWritesAKafkaDirectory(t *testing.T) {
 	next := int64(0)
 	segments := 0
 	for _, n := range names {
-		name, err := segment.ParseFilename(n.Name())
-		if err != nil || name.Kind != segment.Log {
+		name, err := logfile.ParseFilename(n.Name())
+		if err != nil || name.Kind != logfile.Log {
 			continue
 		}
 		segments++
@@ -145,14 +147,14 @@ func TestProduceWritesAKafkaDirectory(t *testing.T) {
 		}
 		seg, err := segment.Open(vfs.OS, dir, name.Base, segment.Options{ReadOnly: true})
 		require.NoError(t, err)
-		for _, k := range []segment.Kind{segment.Index, segment.TimeIndex, segment.TxnIndex} {
+		for _, k := range []logfile.Kind{logfile.Index, logfile.TimeIndex, logfile.TxnIndex} {
 			problems, err := seg.VerifyIndex(k)
 			require.NoError(t, err)
 			require.Empty(t, problems, "%v of %s", k, n.Name())
 		}
 		require.NoError(t, seg.Close())
-		for k, width := range map[segment.Kind]int{segment.Index: 8, segment.TimeIndex: 12} {
-			idx, err := os.ReadFile(filepath.Join(dir, segment.Filename(name.Base, k)))
+		for k, width := range map[logfile.Kind]int{logfile.Index: 8, logfile.TimeIndex: 12} {
+			idx, err := os.ReadFile(filepath.Join(dir, logfile.Filename(name.Base, k)))
 			require.NoError(t, err)
 			require.Zero(t, len(idx)%width, "%v of %s: whole entries", k, n.Name())
 			if len(idx) > 0 {
@@ -266,7 +268,7 @@ func TestAppendFranzBatches(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.JSONEq(t, `{"offset":8}`, out)
 
-	aborted, err := txnindex.Open(vfs.OS, filepath.Join(d, "txns-0", segment.Filename(0, segment.TxnIndex)), 0,
+	aborted, err := txnindex.Open(vfs.OS, filepath.Join(d, "txns-0", logfile.Filename(0, logfile.TxnIndex)), 0,
 		txnindex.Options{ReadOnly: true}).All()
 	require.NoError(t, err)
 	require.Equal(t, []txnindex.AbortedTxn{{ProducerID: 2, FirstOffset: 3, LastOffset: 7, LastStableOffset: 5}}, aborted,

@@ -11,13 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
 	"github.com/seglog/seglog/vfs"
@@ -316,7 +317,7 @@ func (t *tour) kinds() error {
 			return err
 		}
 	}
-	path := filepath.Join(tab.Dir(), segment.Filename(0, segment.Log))
+	path := filepath.Join(tab.Dir(), logfile.Filename(0, logfile.Log))
 	t.printf("5. Every kind of batch (each codec, an idempotent producer, a committed and an aborted transaction) in kinds-0, dumped:\n")
 	d := &dumper{w: t.w, opts: dumpOptions{printData: true}}
 	if err := d.dumpFile(vfs.OS, path); err != nil {
@@ -382,7 +383,7 @@ func (t *tour) crashCopy() (err error) {
 	}
 	var active string
 	for _, n := range names {
-		if name, err := segment.ParseFilename(n.Name()); err == nil && name.Kind == segment.Log {
+		if name, err := logfile.ParseFilename(n.Name()); err == nil && name.Kind == logfile.Log {
 			active = filepath.Join(clicks, n.Name())
 		}
 	}
@@ -448,7 +449,7 @@ func (t *tour) crashCopy() (err error) {
 	t.printf("\nInspect it yourself:\n")
 	t.printf("   seglog offsets --data-dir %s\n", t.dir)
 	t.printf("   seglog consume --data-dir %s --topic orders --isolation read-committed --max-records 5\n", t.dir)
-	t.printf("   seglog dump --print-data-log %s\n", filepath.Join(t.dir, "kinds-0", segment.Filename(0, segment.Log)))
+	t.printf("   seglog dump --print-data-log %s\n", filepath.Join(t.dir, "kinds-0", logfile.Filename(0, logfile.Log)))
 	t.printf("   seglog tier ls --store %s --data-dir %s\n", t.storeURL(), t.dir)
 	return nil
 }

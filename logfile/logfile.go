@@ -1,4 +1,4 @@
-package segment
+package logfile
 
 import (
 	"errors"
@@ -48,7 +48,7 @@ func (k Kind) Ext() string {
 func (k Kind) String() string { return strings.TrimPrefix(k.Ext(), ".") }
 
 // ErrBadName is returned by ParseFilename for a name Kafka would not write.
-var ErrBadName = errors.New("segment: not a segment file name")
+var ErrBadName = errors.New("logfile: not a segment file name")
 
 // Filename returns the name of a segment file: the base offset as 20
 // zero-padded digits, then the kind's extension
