@@ -104,7 +104,7 @@ func WritePartitionMetadata(fsys vfs.FS, path string, id TopicID) error {
 	if id == (TopicID{}) {
 		return fmt.Errorf("checkpoint: the zero topic id is not valid")
 	}
-	return WriteAtomic(fsys, path, FormatPartitionMetadata(id))
+	return vfs.WriteAtomic(fsys, path, FormatPartitionMetadata(id))
 }
 
 // MetaProperties is a data directory's meta.properties.
@@ -225,7 +225,7 @@ func (m MetaProperties) Format(now time.Time) []byte {
 // WriteMetaProperties replaces meta.properties atomically.
 func WriteMetaProperties(fsys vfs.FS, path string, m MetaProperties) error {
 	fsys = vfs.OrOS(fsys)
-	return WriteAtomic(fsys, path, m.Format(time.Now()))
+	return vfs.WriteAtomic(fsys, path, m.Format(time.Now()))
 }
 
 // cleanShutdown is the marker's JSON.
@@ -242,7 +242,7 @@ func WriteCleanShutdown(fsys vfs.FS, dir string, brokerEpoch int64) error {
 	fsys = vfs.OrOS(fsys)
 	path := filepath.Join(dir, CleanShutdownFile)
 	data, _ := json.Marshal(cleanShutdown{Version: 0, BrokerEpoch: brokerEpoch})
-	err := writeSynced(fsys, path, data)
+	err := vfs.WriteFileSynced(fsys, path, data)
 	if err == nil {
 		err = fsys.SyncDir(dir)
 	}

@@ -81,7 +81,7 @@ func (o Offsets) Format() []byte {
 // WriteOffsets replaces the checkpoint at path atomically.
 func WriteOffsets(fsys vfs.FS, path string, o Offsets) error {
 	fsys = vfs.OrOS(fsys)
-	return WriteAtomic(fsys, path, o.Format())
+	return vfs.WriteAtomic(fsys, path, o.Format())
 }
 
 // EpochEntry is a leader epoch and the first offset written in it.
@@ -131,7 +131,7 @@ func FormatEpochs(entries []EpochEntry) []byte {
 // WriteEpochs replaces the leader-epoch-checkpoint at path atomically.
 func WriteEpochs(fsys vfs.FS, path string, entries []EpochEntry) error {
 	fsys = vfs.OrOS(fsys)
-	return WriteAtomic(fsys, path, FormatEpochs(entries))
+	return vfs.WriteAtomic(fsys, path, FormatEpochs(entries))
 }
 
 // Tablet directory suffixes: part of the on-disk format; never change.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,9 +23,6 @@ const (
 	PartitionMetadataFile = "partition.metadata"
 	MetaPropertiesFile    = "meta.properties"
 	CleanShutdownFile     = ".kafka_cleanshutdown"
-	// TempSuffix ends the temporary file of an atomic write (WriteAtomic):
-	// a file left with it was never renamed into place.
-	TempSuffix = ".tmp"
 	// version is the version of every offset and epoch checkpoint.
 	version = 0
 )
@@ -113,36 +108,4 @@ func readFile(fsys vfs.FS, path string) ([]byte, error) {
 		return nil, nil
 	}
 	return data, err
-}
-
-// WriteAtomic replaces path with data: it writes path.tmp, fsyncs it,
-// renames it over path and fsyncs the directory, so that a crash leaves the
-// old file or the new one, never a mix.
-func WriteAtomic(fsys vfs.FS, path string, data []byte) error {
-	fsys = vfs.OrOS(fsys)
-	tmp := path + TempSuffix
-	err := writeSynced(fsys, tmp, data)
-	if err == nil {
-		err = fsys.Rename(tmp, path)
-	}
-	if err == nil {
-		err = fsys.SyncDir(filepath.Dir(path))
-	}
-	if err != nil {
-		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
-	}
-	return nil
-}
-
-// writeSynced writes data as the whole of path and fsyncs it.
-func writeSynced(fsys vfs.FS, path string, data []byte) error {
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(data, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
 }

@@ -155,7 +155,7 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 	for _, name := range names {
 		path := filepath.Join(dataDir, name)
 		info, err := fsys.Stat(path)
-		if err == nil && !info.IsDir() && strings.HasSuffix(name, checkpoint.TempSuffix) {
+		if err == nil && !info.IsDir() && strings.HasSuffix(name, vfs.TempSuffix) {
 			if err := fsys.Remove(path); err != nil {
 				return nil, fmt.Errorf("recovery: %w", err)
 			}

@@ -261,7 +261,7 @@ func (l *tabletLoader) removeTempFiles() ([]string, error) {
 			cleaned = append(cleaned, name)
 		case strings.HasSuffix(name, logfile.SwapSuffix):
 			swaps = append(swaps, name)
-		case strings.HasSuffix(name, checkpoint.TempSuffix): // a checkpoint or config never renamed into place
+		case strings.HasSuffix(name, vfs.TempSuffix): // a checkpoint or config never renamed into place
 			if err := l.remove(name, "left over from an interrupted atomic write"); err != nil {
 				return nil, err
 			}

@@ -139,7 +139,7 @@ func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, err
 			return nil, err
 		}
 		if !info.IsDir() {
-			if !strings.HasSuffix(name, checkpoint.TempSuffix) {
+			if !strings.HasSuffix(name, vfs.TempSuffix) {
 				problem(path, -1, "a file Kafka does not write in a data directory")
 			} else {
 				problem(path, -1, "left over from an interrupted checkpoint write")
@@ -287,7 +287,7 @@ func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offset
 			if _, _, err := checkpoint.ReadPartitionMetadata(fsys, path); err != nil {
 				v.problem(path, errOffset(err), "%v", errReason(err))
 			}
-		case strings.HasSuffix(name, checkpoint.TempSuffix):
+		case strings.HasSuffix(name, vfs.TempSuffix):
 			v.problem(path, -1, "left over from an interrupted checkpoint write")
 		default:
 			v.problem(path, -1, "a file Kafka does not write in a tablet directory")

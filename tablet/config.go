@@ -292,5 +292,5 @@ func readConfig(fsys vfs.FS, path string) (Config, error) {
 
 // writeConfig writes a tablet's config file atomically.
 func writeConfig(fsys vfs.FS, path string, c Config) error {
-	return checkpoint.WriteAtomic(fsys, path, formatConfig(c))
+	return vfs.WriteAtomic(fsys, path, formatConfig(c))
 }

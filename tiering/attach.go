@@ -35,7 +35,7 @@ func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
 	if err := fsys.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
-	return checkpoint.WriteAtomic(fsys, filepath.Join(dir, StoreURLFile), []byte(rawURL+"\n"))
+	return vfs.WriteAtomic(fsys, filepath.Join(dir, StoreURLFile), []byte(rawURL+"\n"))
 }
 
 // StoreURL returns the store a tablet is tiered to, if any.

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -157,7 +156,7 @@ func OpenManifest(fsys vfs.FS, dir string, start int64) (*Manifest, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	_ = fsys.Remove(snap + checkpoint.TempSuffix) // a compaction that never renamed
+	_ = fsys.Remove(snap + vfs.TempSuffix) // a compaction that never renamed
 	path := filepath.Join(dir, ManifestLog)
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
@@ -471,13 +470,13 @@ func (m *Manifest) Compact() error {
 		return m.mu.failed
 	}
 	data, _ := json.MarshalIndent(st, "", " ")
-	if err := checkpoint.WriteAtomic(m.fsys, filepath.Join(m.dir, ManifestSnapshot), data); err != nil {
+	if err := vfs.WriteAtomic(m.fsys, filepath.Join(m.dir, ManifestSnapshot), data); err != nil {
 		return m.failLocked(err)
 	}
 	// An empty log replaces the old one by rename: old or new after a
 	// crash, never a torn mix.
 	path := filepath.Join(m.dir, ManifestLog)
-	if err := checkpoint.WriteAtomic(m.fsys, path, nil); err != nil {
+	if err := vfs.WriteAtomic(m.fsys, path, nil); err != nil {
 		return m.failLocked(err)
 	}
 	f, err := m.fsys.OpenFile(path, os.O_RDWR, 0)

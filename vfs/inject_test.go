@@ -110,43 +110,60 @@ func TestInjectorEveryKind(t *testing.T) {
 // i = 0, 1, 2, … until a run injects nothing. Here the workload is the
 // atomic file replacement of a checkpoint, and after every failure the old
 // or the new contents survive a crash, never a mix.
-func TestFaultLoopAtomicReplace(t *testing.T) {
-	replace := func(fsys FS, data string) error {
-		f, err := fsys.OpenFile("/cp.tmp", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := f.WriteAt([]byte(data), 0); err != nil {
-			return errors.Join(err, f.Close())
-		}
-		if err := f.Sync(); err != nil {
-			return errors.Join(err, f.Close())
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		if err := fsys.Rename("/cp.tmp", "/cp"); err != nil {
-			return err
-		}
-		return fsys.SyncDir(filepath.Dir("/cp"))
-	}
+// WriteAtomic under a fault at every step, then a crash: the file is the
+// old one or the new one, never a mix; once it returned, the new one
+// survives any crash.
+func TestFaultLoopWriteAtomic(t *testing.T) {
 	for i := 0; ; i++ {
 		mem := NewMem()
-		require.NoError(t, replace(mem, "old"))
+		require.NoError(t, WriteAtomic(mem, "/cp", []byte("old")))
 		in := NewInjector(mem)
 		in.Add(Rule{Ops: OpMutating | OpOpen | OpClose, Nth: i, Short: true, Sticky: true})
-		err := replace(in, "new")
+		err := WriteAtomic(in, "/cp", []byte("new"))
 		if in.Injected() == 0 {
 			require.NoError(t, err)
 			require.Greater(t, i, 4, "the loop covered every step")
+			require.Equal(t, "new", string(mustContents(t, mem.Crash(CrashDropAll, 0), "/cp")))
 			break
 		}
 		require.Error(t, err)
+		require.ErrorIs(t, err, ErrInjected)
 		for seed := range crashSeeds(t, 20) {
 			got := mustContents(t, mem.Crash(CrashRandom, seed), "/cp")
 			require.Contains(t, []string{"old", "new"}, string(got), "fault %d seed %d", i, seed)
 		}
 	}
+}
+
+// WriteFileSynced's bytes survive a power cut once its directory entry is
+// durable; WriteFile's may not.
+func TestWriteFileSynced(t *testing.T) {
+	mem := NewMem()
+	require.NoError(t, WriteFileSynced(mem, "/a", []byte("synced")))
+	require.NoError(t, WriteFile(mem, "/b", []byte("unsynced")))
+	require.NoError(t, mem.SyncDir("/"))
+	after := mem.Crash(CrashDropAll, 0)
+	require.Equal(t, "synced", string(mustContents(t, after, "/a")))
+	require.Empty(t, mustContents(t, after, "/b"))
+}
+
+// Every function that takes an FS treats nil as the OS.
+func TestNilIsOS(t *testing.T) {
+	require.Equal(t, OS, OrOS(nil))
+	mem := NewMem()
+	require.Equal(t, FS(mem), OrOS(mem))
+	p := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, WriteAtomic(nil, p, []byte("x")))
+	got, err := ReadFile(nil, p)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+	in := NewInjector(nil)
+	_, err = in.Stat(p)
+	require.NoError(t, err)
+	require.Equal(t, 1, in.Ops())
+	modes := WithModes(nil, 0, 0)
+	_, err = modes.Stat(p)
+	require.NoError(t, err)
 }
 
 func TestOpString(t *testing.T) {

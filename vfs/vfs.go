@@ -16,8 +16,10 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // FS is a filesystem.
@@ -140,13 +142,50 @@ func ReadFile(fs FS, name string) ([]byte, error) {
 // WriteFile creates (or truncates) name, writes data and closes it, without
 // syncing.
 func WriteFile(fs FS, name string, data []byte) error {
-	fs = OrOS(fs)
+	return writeFile(OrOS(fs), name, data, false)
+}
+
+// WriteFileSynced is WriteFile with an fsync before the close: the bytes are
+// durable when it returns, the directory entry only after SyncDir.
+func WriteFileSynced(fs FS, name string, data []byte) error {
+	return writeFile(OrOS(fs), name, data, true)
+}
+
+func writeFile(fs FS, name string, data []byte, sync bool) error {
 	f, err := fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.WriteAt(data, 0)
+	if err == nil && sync {
+		err = f.Sync()
+	}
 	return errors.Join(err, f.Close())
+}
+
+// TempSuffix ends the temporary file of an atomic write (WriteAtomic): a
+// file left with it was never renamed into place. Part of the on-disk
+// format (recovery removes such files); never change.
+const TempSuffix = ".tmp"
+
+// WriteAtomic replaces name with data: it writes name+TempSuffix, fsyncs
+// it, renames it over name and fsyncs the directory, so that a crash leaves
+// the old file or the new one, never a mix, and the new one is durable when
+// it returns.
+func WriteAtomic(fs FS, name string, data []byte) error {
+	fs = OrOS(fs)
+	tmp := name + TempSuffix
+	err := writeFile(fs, tmp, data, true)
+	if err == nil {
+		err = fs.Rename(tmp, name)
+	}
+	if err == nil {
+		err = fs.SyncDir(filepath.Dir(name))
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
 }
 
 // OrOS returns fs, or OS when fs is nil: every seglog function that takes an
