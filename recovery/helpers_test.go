@@ -12,7 +12,6 @@ import (
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -152,7 +151,7 @@ func (l *testLog) appendBatch(data []byte) {
 	l.state.Apply(a)
 	if completed != nil {
 		if completed.IsAborted {
-			l.must(l.active().TxnIndex().Append(txnindex.AbortedTxn{ProducerID: completed.ProducerID,
+			l.must(l.active().TxnIndex().Append(record.AbortedTxn{ProducerID: completed.ProducerID,
 				FirstOffset: completed.FirstOffset, LastOffset: completed.LastOffset,
 				LastStableOffset: l.state.LastStableOffsetOf(*completed)}))
 		}
@@ -264,8 +263,8 @@ func offsetsOf(t *testing.T, tab *Tablet) map[int64]string {
 	return out
 }
 
-func abortedOf(t *testing.T, tab *Tablet) []txnindex.AbortedTxn {
-	var out []txnindex.AbortedTxn
+func abortedOf(t *testing.T, tab *Tablet) []record.AbortedTxn {
+	var out []record.AbortedTxn
 	for _, s := range tab.Segments {
 		all, err := s.TxnIndex().All()
 		require.NoError(t, err)

@@ -15,7 +15,6 @@ import (
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -279,7 +278,7 @@ func mixedTransactions(l *testLog) {
 	l.marker(4, record.ControlCommit) // 90
 }
 
-var wantAborted = []txnindex.AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 29, LastStableOffset: 8},
+var wantAborted = []record.AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 29, LastStableOffset: 8},
 	{ProducerID: 2, FirstOffset: 8, LastOffset: 74, LastStableOffset: 36}}
 
 // Scenario 47: testFullTransactionIndexRecovery; scenario 48:

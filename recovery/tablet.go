@@ -20,7 +20,6 @@ import (
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -628,7 +627,7 @@ type replayer struct {
 	epochs *leaderepoch.Cache
 }
 
-func (r *replayer) Replay(b record.Batch) ([]txnindex.AbortedTxn, error) {
+func (r *replayer) Replay(b record.Batch) ([]record.AbortedTxn, error) {
 	if e := b.PartitionLeaderEpoch(); e >= 0 {
 		if latest, ok := r.epochs.LatestEpoch(); !ok || e > latest {
 			if err := r.epochs.Assign(e, b.BaseOffset()); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -380,7 +379,7 @@ func (v *tabletVerifier) segment(base int64, active bool) (int64, error) {
 			v.corruptionOrError(err)
 		}
 	}
-	var aborted []txnindex.AbortedTxn
+	var aborted []record.AbortedTxn
 	tail, problems, err := seg.Check(func(b record.Batch, pos int64) error {
 		switch expected := max(v.next, base); {
 		case b.BaseOffset() < expected:

@@ -14,7 +14,6 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -56,7 +55,7 @@ type recordingReplayer struct {
 	failAt int
 }
 
-func (r *recordingReplayer) Replay(b record.Batch) ([]txnindex.AbortedTxn, error) {
+func (r *recordingReplayer) Replay(b record.Batch) ([]record.AbortedTxn, error) {
 	if r.fail != nil && len(r.seen) == r.failAt {
 		return nil, r.fail
 	}
@@ -74,7 +73,7 @@ func (r *recordingReplayer) Replay(b record.Batch) ([]txnindex.AbortedTxn, error
 	if m.Type != record.ControlAbort {
 		return nil, nil
 	}
-	return []txnindex.AbortedTxn{{ProducerID: m.ProducerID, FirstOffset: r.first[m.ProducerID],
+	return []record.AbortedTxn{{ProducerID: m.ProducerID, FirstOffset: r.first[m.ProducerID],
 		LastOffset: b.LastOffset(), LastStableOffset: b.LastOffset() + 1}}, nil
 }
 
@@ -111,7 +110,7 @@ func TestRecoverFeedsTheReplayer(t *testing.T) {
 	require.Equal(t, []int64{100, 101, 102, 103, 104}, r.seen)
 	all, err := s.TxnIndex().All()
 	require.NoError(t, err)
-	require.Equal(t, []txnindex.AbortedTxn{{ProducerID: 2, FirstOffset: 101, LastOffset: 103, LastStableOffset: 104}}, all)
+	require.Equal(t, []record.AbortedTxn{{ProducerID: 2, FirstOffset: 101, LastOffset: 103, LastStableOffset: 104}}, all)
 
 	// Any error but an invalid record stops recovery and changes no byte
 	// of the log.

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -103,6 +102,6 @@ func logOffsets(t testing.TB, s *Segment) []int64 {
 	return out
 }
 
-func txnAborted(pid, first, last int64) txnindex.AbortedTxn {
-	return txnindex.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: last, LastStableOffset: last + 1}
+func txnAborted(pid, first, last int64) record.AbortedTxn {
+	return record.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: last, LastStableOffset: last + 1}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -70,7 +69,7 @@ const zeroProbe = 4096
 // record.ErrInvalidRecord (an unreadable marker) ends the valid batches
 // there, like corruption; any other error stops recovery.
 type Replayer interface {
-	Replay(b record.Batch) ([]txnindex.AbortedTxn, error)
+	Replay(b record.Batch) ([]record.AbortedTxn, error)
 }
 
 // ScanLog reads every batch of the .log up to size, as recovery does —

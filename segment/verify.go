@@ -13,7 +13,6 @@ import (
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/timeindex"
-	"github.com/seglog/seglog/txnindex"
 )
 
 // logSummary is what index verification needs from the .log: each batch's
@@ -188,7 +187,7 @@ func (s *Segment) verifyAgainst(k logfile.Kind, l *logSummary) ([]*seglog.Corrup
 		})
 	case logfile.TxnIndex:
 		path := s.txnIdx.Path()
-		err = s.txnIdx.Scan(func(t txnindex.AbortedTxn, pos int64) bool {
+		err = s.txnIdx.Scan(func(t record.AbortedTxn, pos int64) bool {
 			pid, ok := l.aborts[t.LastOffset]
 			switch {
 			case !ok:

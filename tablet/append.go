@@ -6,7 +6,6 @@ import (
 
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/writerstate"
 )
 
@@ -204,7 +203,7 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 // writer state.
 func (t *Tablet) completeTxnLocked(c writerstate.CompletedTxn) error {
 	if c.IsAborted {
-		at := txnindex.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset,
+		at := record.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset,
 			LastStableOffset: t.mu.state.LastStableOffsetOf(c)}
 		if err := t.mu.active.TxnIndex().Append(at); err != nil {
 			return err

@@ -29,7 +29,9 @@
 // attaches through the Remote interface and SetRemote.
 package tablet
 
-import "github.com/seglog/seglog/checkpoint"
+import (
+	"github.com/seglog/seglog/checkpoint"
+)
 
 // TopicPartition names a tablet: its directory is "<topic>-<partition>".
 // It is checkpoint's type, named here so that a caller of the tablet needs

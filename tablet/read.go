@@ -10,7 +10,6 @@ import (
 
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/txnindex"
 )
 
 // Isolation bounds what a read sees.
@@ -51,7 +50,7 @@ type FetchResult struct {
 	Offsets
 	// AbortedTxns are the aborted transactions overlapping the records,
 	// for ReadCommitted.
-	AbortedTxns []txnindex.AbortedTxn
+	AbortedTxns []record.AbortedTxn
 
 	release *seg
 	scratch *[]byte // the pooled buffer Records is served from, if any
@@ -182,7 +181,7 @@ func higherSeg(tr *btree.BTreeG[*seg], base int64) *seg {
 // after the fetched bytes, from the read's segment on through every later
 // segment (an abort is indexed in its marker's segment) until an entry's
 // last stable offset shows that no later one can overlap.
-func (t *Tablet) abortedTxns(out []txnindex.AbortedTxn, segs *btree.BTreeG[*seg], g *seg, offset int64, r segment.ReadResult, logEnd int64) ([]txnindex.AbortedTxn, error) {
+func (t *Tablet) abortedTxns(out []record.AbortedTxn, segs *btree.BTreeG[*seg], g *seg, offset int64, r segment.ReadResult, logEnd int64) ([]record.AbortedTxn, error) {
 	upper := logEnd
 	if e, ok, err := g.OffsetIndex().FetchUpperBoundOffset(int32(r.Position), int(r.Records.Size())); err != nil {
 		return nil, err
@@ -197,7 +196,7 @@ func (t *Tablet) abortedTxns(out []txnindex.AbortedTxn, segs *btree.BTreeG[*seg]
 // localAbortedTxns collects the aborted transactions overlapping
 // [offset, upper) from segment cur on (held: the caller's use of cur is
 // handed over) until an entry shows no later segment can hold another.
-func (t *Tablet) localAbortedTxns(out []txnindex.AbortedTxn, segs *btree.BTreeG[*seg], cur *seg, held bool, offset, upper int64) ([]txnindex.AbortedTxn, error) {
+func (t *Tablet) localAbortedTxns(out []record.AbortedTxn, segs *btree.BTreeG[*seg], cur *seg, held bool, offset, upper int64) ([]record.AbortedTxn, error) {
 	for cur != nil {
 		// The active segment's index may gain an entry past the log end
 		// this read saw (an append racing the read): it is not checked
@@ -291,7 +290,7 @@ func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 
 // abortedBatch reports whether a transactional batch belongs to one of the
 // aborted transactions a read returned.
-func abortedBatch(b record.Batch, aborted []txnindex.AbortedTxn) bool {
+func abortedBatch(b record.Batch, aborted []record.AbortedTxn) bool {
 	if !b.IsTransactional() {
 		return false
 	}
@@ -306,7 +305,7 @@ func abortedBatch(b record.Batch, aborted []txnindex.AbortedTxn) bool {
 // readRemote serves a read below the local log start from the tier, up
 // to upper (the isolation bound, or the local log start: the next read
 // goes on locally).
-func (t *Tablet) readRemote(r Remote, res *FetchResult, aborted []txnindex.AbortedTxn, offset int64, opts ReadOptions, upper int64) error {
+func (t *Tablet) readRemote(r Remote, res *FetchResult, aborted []record.AbortedTxn, offset int64, opts ReadOptions, upper int64) error {
 	if offset >= upper {
 		return nil
 	}

@@ -8,10 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/seglog/seglog/record"
+
 	"github.com/seglog/seglog/logfile"
 
 	"github.com/seglog/seglog/leaderepoch"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -27,7 +28,7 @@ type Remote interface {
 	// RemoteAbortedTxns returns the aborted transactions overlapping
 	// [from, upper) that the tier indexes, from the object holding from
 	// on; complete reports that no later data can hold another.
-	RemoteAbortedTxns(ctx context.Context, from, upper int64) (txns []txnindex.AbortedTxn, complete bool, err error)
+	RemoteAbortedTxns(ctx context.Context, from, upper int64) (txns []record.AbortedTxn, complete bool, err error)
 	// RemoteOffsetForTimestamp returns the first record in the tier with
 	// a timestamp at or after ts, or false.
 	RemoteOffsetForTimestamp(ctx context.Context, ts int64) (TimestampOffset, bool, error)

@@ -298,7 +298,7 @@ type Object struct {
 	Size                  int64
 	BaseOffset, EndOffset int64
 	Blocks                []BlockEntry
-	Aborted               []txnindex.AbortedTxn
+	Aborted               []record.AbortedTxn
 	Snapshot              []byte
 	Epochs                []leaderepoch.Entry
 	Meta                  ObjectMeta
@@ -426,7 +426,7 @@ func (o *Object) parseAux(b []byte, pos int64) error {
 func (o *Object) aux(typ uint16, payload []byte) error {
 	switch typ {
 	case auxAborted:
-		t, err := txnindex.ParseEntries(payload)
+		t, err := record.ParseAbortedTxns(payload)
 		o.Aborted = t
 		return err
 	case auxSnapshot:

@@ -15,7 +15,6 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/txnindex"
 )
 
 // logOf builds a log of n batches of recs records of valueSize bytes from
@@ -44,7 +43,7 @@ func logOf(t testing.TB, base int64, n, recs, valueSize int) ([]byte, []int64) {
 func sourceOf(log []byte, base, end int64) SegmentSource {
 	return SegmentSource{Log: bytes.NewReader(log), LogSize: int64(len(log)), Path: "00000000000000000100.log",
 		BaseOffset: base, EndOffset: end,
-		TxnIndex: txnindex.AbortedTxn{ProducerID: 7, FirstOffset: base, LastOffset: base + 3, LastStableOffset: base}.AppendTo(nil),
+		TxnIndex: record.AbortedTxn{ProducerID: 7, FirstOffset: base, LastOffset: base + 3, LastStableOffset: base}.AppendTo(nil),
 		Snapshot: []byte("snapshot bytes"), Epochs: []leaderepoch.Entry{{Epoch: 3, StartOffset: base}},
 		Topic: "orders", Partition: 2, CreatedMs: 1234, BlockSize: 4096}
 }
@@ -146,7 +145,7 @@ func TestObjectRoundTrip(t *testing.T) {
 	o, err := Verify("k", obj)
 	require.NoError(t, err)
 	require.Equal(t, p.Blocks(), o.Blocks)
-	require.Equal(t, []txnindex.AbortedTxn{{ProducerID: 7, FirstOffset: 100, LastOffset: 103, LastStableOffset: 100}}, o.Aborted)
+	require.Equal(t, []record.AbortedTxn{{ProducerID: 7, FirstOffset: 100, LastOffset: 103, LastStableOffset: 100}}, o.Aborted)
 	require.Equal(t, []byte("snapshot bytes"), o.Snapshot)
 	require.Equal(t, src.Epochs, o.Epochs)
 	require.Equal(t, ObjectMeta{Topic: "orders", Partition: 2, BaseOffset: 100, EndOffset: 300, MaxTimestamp: 1049,

@@ -10,7 +10,6 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
-	"github.com/seglog/seglog/txnindex"
 )
 
 // Readahead bounds (spec/tiering.md section 5): a miss fetches 512 KiB of
@@ -324,8 +323,8 @@ func (x *Tier) ReadRemote(ctx context.Context, offset int64, maxBytes int, minOn
 
 // RemoteAbortedTxns implements tablet.Remote from the objects' aux
 // sections.
-func (x *Tier) RemoteAbortedTxns(ctx context.Context, from, upper int64) ([]txnindex.AbortedTxn, bool, error) {
-	var out []txnindex.AbortedTxn
+func (x *Tier) RemoteAbortedTxns(ctx context.Context, from, upper int64) ([]record.AbortedTxn, bool, error) {
+	var out []record.AbortedTxn
 	for _, e := range x.visibleFrom(from) {
 		if e.Key == "" {
 			continue

@@ -36,7 +36,7 @@ func FuzzTxnIndex(f *testing.F) {
 		}
 		w := Open(mem, "/x.txnindex", base, Options{})
 		_ = w.TruncateTo(fetch)
-		_ = w.Append(AbortedTxn{1, fetch, upper, upper})
+		_ = w.Append(txn(1, fetch, upper, upper))
 		require.NoError(t, w.Close())
 	})
 }

@@ -14,13 +14,14 @@
 package txnindex
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"sync"
+
+	"github.com/seglog/seglog/record"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/vfs"
@@ -29,9 +30,9 @@ import (
 // Entry layout: part of the on-disk format; never change.
 const (
 	// EntrySize is the size of an entry.
-	EntrySize = 34
+	EntrySize = record.AbortedTxnSize
 	// Version is the only entry version.
-	Version = 0
+	Version = record.AbortedTxnVersion
 )
 
 var (
@@ -44,50 +45,11 @@ var (
 	ErrReadOnly = errors.New("txnindex: index is read-only")
 )
 
-// AbortedTxn is an aborted transaction: its producer, its first offset, the
-// offset of its ABORT marker, and the LSO when the marker was written.
-type AbortedTxn struct {
-	ProducerID       int64
-	FirstOffset      int64
-	LastOffset       int64
-	LastStableOffset int64
-}
-
-// AppendTo appends the 34-byte entry.
-func (t AbortedTxn) AppendTo(dst []byte) []byte {
-	dst = binary.BigEndian.AppendUint16(dst, Version)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(t.ProducerID))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(t.FirstOffset))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(t.LastOffset))
-	return binary.BigEndian.AppendUint64(dst, uint64(t.LastStableOffset))
-}
-
-// parse decodes an entry. Kafka reads the version as one byte — the high
-// byte of the int16 — and so does this.
-func parse(b []byte) (AbortedTxn, int8) {
-	return AbortedTxn{
-		ProducerID:       int64(binary.BigEndian.Uint64(b[2:])),
-		FirstOffset:      int64(binary.BigEndian.Uint64(b[10:])),
-		LastOffset:       int64(binary.BigEndian.Uint64(b[18:])),
-		LastStableOffset: int64(binary.BigEndian.Uint64(b[26:])),
-	}, int8(b[0])
-}
-
-// ParseEntries decodes the bytes of a transaction index (whole entries,
-// as in a .txnindex file or a stream object's aux section).
-func ParseEntries(b []byte) ([]AbortedTxn, error) {
-	if len(b)%EntrySize != 0 {
-		return nil, fmt.Errorf("txnindex: %d bytes are not whole %d-byte entries", len(b), EntrySize)
-	}
-	out := make([]AbortedTxn, 0, len(b)/EntrySize)
-	for ; len(b) > 0; b = b[EntrySize:] {
-		t, v := parse(b)
-		if v != Version {
-			return nil, fmt.Errorf("txnindex: entry version %d", v)
-		}
-		out = append(out, t)
-	}
-	return out, nil
+// parse decodes the entry at the start of b, which holds at least
+// EntrySize bytes, and its version.
+func parse(b []byte) (record.AbortedTxn, int8) {
+	t, v, _ := record.ParseAbortedTxn(b)
+	return t, v
 }
 
 // Options configure an Index.
@@ -165,7 +127,7 @@ func (x *Index) openLocked(create bool) error {
 
 // Append adds an aborted transaction. Its last offset must be above the
 // previous entry's, including entries written before a reopen.
-func (x *Index) Append(t AbortedTxn) error {
+func (x *Index) Append(t record.AbortedTxn) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.opts.ReadOnly {
@@ -211,13 +173,13 @@ func (x *Index) loadLastLocked() error {
 // until fn returns false. An entry of a version other than 0 stops the scan
 // with a *seglog.CorruptionError. fn runs under the index's lock and must
 // not call its methods.
-func (x *Index) Scan(fn func(t AbortedTxn, pos int64) bool) error {
+func (x *Index) Scan(fn func(t record.AbortedTxn, pos int64) bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.scanLocked(fn)
 }
 
-func (x *Index) scanLocked(fn func(t AbortedTxn, pos int64) bool) error {
+func (x *Index) scanLocked(fn func(t record.AbortedTxn, pos int64) bool) error {
 	if err := x.openLocked(false); err != nil || x.f == nil {
 		return err
 	}
@@ -246,16 +208,16 @@ func (x *Index) scanLocked(fn func(t AbortedTxn, pos int64) bool) error {
 }
 
 // All returns every entry.
-func (x *Index) All() ([]AbortedTxn, error) {
-	var out []AbortedTxn
-	err := x.Scan(func(t AbortedTxn, _ int64) bool { out = append(out, t); return true })
+func (x *Index) All() ([]record.AbortedTxn, error) {
+	var out []record.AbortedTxn
+	err := x.Scan(func(t record.AbortedTxn, _ int64) bool { out = append(out, t); return true })
 	return out, err
 }
 
 // SearchResult is the answer of CollectAbortedTxns.
 type SearchResult struct {
 	// Txns are the aborted transactions overlapping the range.
-	Txns []AbortedTxn
+	Txns []record.AbortedTxn
 	// Complete reports that no later segment can hold another one: an entry
 	// had a last stable offset at or beyond the upper bound.
 	Complete bool
@@ -274,7 +236,7 @@ type SearchResult struct {
 func (x *Index) CollectAbortedTxns(fetchOffset, upperBound, segmentEnd int64) (SearchResult, error) {
 	var r SearchResult
 	var bad error
-	err := x.Scan(func(t AbortedTxn, pos int64) bool {
+	err := x.Scan(func(t record.AbortedTxn, pos int64) bool {
 		if t.LastOffset < x.base || (segmentEnd >= 0 && t.LastOffset >= segmentEnd) || t.FirstOffset < 0 ||
 			t.FirstOffset > t.LastOffset {
 			bad = &seglog.CorruptionError{Path: x.path, Offset: pos, Err: seglog.ErrCorruption, Reason: fmt.Sprintf(
@@ -306,7 +268,7 @@ func (x *Index) TruncateTo(offset int64) error {
 		return fmt.Errorf("%w: %s", ErrReadOnly, x.path)
 	}
 	cut, prevLast, hasPrev := int64(-1), int64(0), false
-	err := x.scanLocked(func(t AbortedTxn, pos int64) bool {
+	err := x.scanLocked(func(t record.AbortedTxn, pos int64) bool {
 		if t.LastOffset >= offset {
 			cut = pos
 			return false
@@ -348,7 +310,7 @@ func (x *Index) SanityCheck() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var bad error
-	err := x.scanLocked(func(t AbortedTxn, pos int64) bool {
+	err := x.scanLocked(func(t record.AbortedTxn, pos int64) bool {
 		if t.LastOffset < x.base {
 			bad = &seglog.CorruptionError{Path: x.path, Offset: pos, Err: seglog.ErrCorruption,
 				Reason: fmt.Sprintf("last offset %d of an aborted transaction is below the base offset %d", t.LastOffset, x.base)}
@@ -451,8 +413,8 @@ func (x *Index) Check() ([]*seglog.CorruptionError, error) {
 		out = append(out, &seglog.CorruptionError{Path: x.path, Offset: pos, Err: seglog.ErrCorruption,
 			Reason: fmt.Sprintf(format, args...)})
 	}
-	var prev AbortedTxn
-	err := x.scanLocked(func(t AbortedTxn, pos int64) bool {
+	var prev record.AbortedTxn
+	err := x.scanLocked(func(t record.AbortedTxn, pos int64) bool {
 		switch {
 		case t.LastOffset < x.base:
 			problem(pos, "last offset %d is below the base offset %d", t.LastOffset, x.base)

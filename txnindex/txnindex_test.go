@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/seglog/seglog/record"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog"
@@ -11,9 +13,9 @@ import (
 )
 
 // The transactions of TransactionIndexTest: (producer, first, last, LSO).
-var kafkaTxns = []AbortedTxn{{0, 0, 10, 11}, {1, 5, 15, 13}, {2, 18, 35, 25}, {3, 32, 50, 40}}
+var kafkaTxns = []record.AbortedTxn{txn(0, 0, 10, 11), txn(1, 5, 15, 13), txn(2, 18, 35, 25), txn(3, 32, 50, 40)}
 
-func withTxns(t *testing.T, fsys vfs.FS, path string, base int64, txns []AbortedTxn) *Index {
+func withTxns(t *testing.T, fsys vfs.FS, path string, base int64, txns []record.AbortedTxn) *Index {
 	x := Open(fsys, path, base, Options{})
 	for _, txn := range txns {
 		require.NoError(t, x.Append(txn))
@@ -27,15 +29,15 @@ func TestReopenAppends(t *testing.T) {
 	x := withTxns(t, mem, "/0.txnindex", 0, kafkaTxns)
 	require.NoError(t, x.Close())
 	y := Open(mem, "/0.txnindex", 0, Options{})
-	another := AbortedTxn{3, 50, 60, 55}
+	another := txn(3, 50, 60, 55)
 	require.NoError(t, y.Append(another))
 	all, err := y.All()
 	require.NoError(t, err)
-	require.Equal(t, append(append([]AbortedTxn{}, kafkaTxns...), another), all)
+	require.Equal(t, append(append([]record.AbortedTxn{}, kafkaTxns...), another), all)
 	// Beyond Kafka, the last offset is reloaded on reopen.
 	require.NoError(t, y.Close())
 	z := Open(mem, "/0.txnindex", 0, Options{})
-	require.ErrorIs(t, z.Append(AbortedTxn{4, 1, 55, 56}), ErrLastOffsetNotIncreasing)
+	require.ErrorIs(t, z.Append(txn(4, 1, 55, 56)), ErrLastOffsetNotIncreasing)
 }
 
 // Scenario 17: testSanityCheck.
@@ -53,9 +55,9 @@ func TestSanityCheck(t *testing.T) {
 
 // Scenario 18: testLastOffsetMustIncrease / testLastOffsetCannotDecrease.
 func TestLastOffsetMustIncrease(t *testing.T) {
-	x := withTxns(t, vfs.NewMem(), "/0.txnindex", 0, []AbortedTxn{{0, 0, 15, 11}})
-	require.ErrorIs(t, x.Append(AbortedTxn{1, 5, 15, 13}), ErrLastOffsetNotIncreasing)
-	require.ErrorIs(t, x.Append(AbortedTxn{1, 5, 10, 13}), ErrLastOffsetNotIncreasing)
+	x := withTxns(t, vfs.NewMem(), "/0.txnindex", 0, []record.AbortedTxn{txn(0, 0, 15, 11)})
+	require.ErrorIs(t, x.Append(txn(1, 5, 15, 13)), ErrLastOffsetNotIncreasing)
+	require.ErrorIs(t, x.Append(txn(1, 5, 10, 13)), ErrLastOffsetNotIncreasing)
 }
 
 // Scenario 19: testCollectAbortedTransactions.
@@ -63,7 +65,7 @@ func TestCollectAbortedTxns(t *testing.T) {
 	x := withTxns(t, vfs.NewMem(), "/0.txnindex", 0, kafkaTxns)
 	cases := []struct {
 		fetch, upper int64
-		want         []AbortedTxn
+		want         []record.AbortedTxn
 		complete     bool
 	}{
 		{0, 100, kafkaTxns, false},
@@ -91,8 +93,8 @@ func TestTruncate(t *testing.T) {
 	all, err = x.All()
 	require.NoError(t, err)
 	require.Equal(t, kafkaTxns[:3], all)
-	require.ErrorIs(t, x.Append(AbortedTxn{9, 30, 35, 36}), ErrLastOffsetNotIncreasing, "the last offset is now 35")
-	require.NoError(t, x.Append(AbortedTxn{9, 30, 36, 37}))
+	require.ErrorIs(t, x.Append(txn(9, 30, 35, 36)), ErrLastOffsetNotIncreasing, "the last offset is now 35")
+	require.NoError(t, x.Append(txn(9, 30, 36, 37)))
 	require.NoError(t, x.Reset())
 	all, err = x.All()
 	require.NoError(t, err)
@@ -100,12 +102,12 @@ func TestTruncate(t *testing.T) {
 	size, err := x.Size()
 	require.NoError(t, err)
 	require.Zero(t, size)
-	require.NoError(t, x.Append(AbortedTxn{0, 0, 1, 2}), "anything goes after a reset")
+	require.NoError(t, x.Append(txn(0, 0, 1, 2)), "anything goes after a reset")
 }
 
 // Scenario 21: testAbortedTxnSerde.
 func TestAbortedTxnSerde(t *testing.T) {
-	txn := AbortedTxn{ProducerID: 983493, FirstOffset: 137, LastOffset: 299, LastStableOffset: 200}
+	txn := record.AbortedTxn{ProducerID: 983493, FirstOffset: 137, LastOffset: 299, LastStableOffset: 200}
 	b := txn.AppendTo(nil)
 	require.Len(t, b, EntrySize)
 	got, version := parse(b)
@@ -160,9 +162,9 @@ func TestUnknownVersion(t *testing.T) {
 }
 
 func TestManyEntriesAcrossReadBuffers(t *testing.T) {
-	var txns []AbortedTxn
+	var txns []record.AbortedTxn
 	for i := range 1000 {
-		txns = append(txns, AbortedTxn{int64(i), int64(i * 10), int64(i*10 + 5), int64(i*10 + 6)})
+		txns = append(txns, txn(int64(i), int64(i*10), int64(i*10+5), int64(i*10+6)))
 	}
 	x := withTxns(t, vfs.NewMem(), "/0.txnindex", 0, txns)
 	all, err := x.All()
@@ -218,7 +220,7 @@ func TestCrash(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	mem := vfs.NewMem()
-	bad := []AbortedTxn{{1, 0, 10, 11}, {2, 20, 15, 16}, {3, 5, 14, 15}, {4, 30, 40, 60}, {5, 1, 3, 4}}
+	bad := []record.AbortedTxn{txn(1, 0, 10, 11), txn(2, 20, 15, 16), txn(3, 5, 14, 15), txn(4, 30, 40, 60), txn(5, 1, 3, 4)}
 	var data []byte
 	for _, b := range bad {
 		data = b.AppendTo(data)
@@ -244,4 +246,9 @@ func TestCheck(t *testing.T) {
 	problems, err = good.Check()
 	require.NoError(t, err)
 	require.Empty(t, problems)
+}
+
+// txn is an aborted transaction by its fields, in order.
+func txn(pid, first, last, lso int64) record.AbortedTxn {
+	return record.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: last, LastStableOffset: lso}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -75,7 +74,7 @@ func TestRecoverTransactionIndex(t *testing.T) {
 	require.Equal(t, int64(108), s.MapEndOffset())
 	all, err := seg.TxnIndex().All()
 	require.NoError(t, err)
-	require.Equal(t, []txnindex.AbortedTxn{{ProducerID: pid2, FirstOffset: 102, LastOffset: 106, LastStableOffset: 100}}, all)
+	require.Equal(t, []record.AbortedTxn{{ProducerID: pid2, FirstOffset: 102, LastOffset: 106, LastStableOffset: 100}}, all)
 
 	// Again, with pid2's transaction begun in an earlier segment.
 	s, err = Open(mem, "/p", Options{})
@@ -87,7 +86,7 @@ func TestRecoverTransactionIndex(t *testing.T) {
 	require.Equal(t, int64(108), s.MapEndOffset())
 	all, err = seg.TxnIndex().All()
 	require.NoError(t, err)
-	require.Equal(t, []txnindex.AbortedTxn{{ProducerID: pid2, FirstOffset: 75, LastOffset: 106, LastStableOffset: 100}}, all)
+	require.Equal(t, []record.AbortedTxn{{ProducerID: pid2, FirstOffset: 75, LastOffset: 106, LastStableOffset: 100}}, all)
 }
 
 // segments builds a log of three segments with idempotent and

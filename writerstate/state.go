@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/txnindex"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -136,17 +135,17 @@ func (s *State) updateOldestTxnTimestamp() {
 // it, and returns the transaction it aborted (with its last stable offset)
 // for the transaction index of the segment holding it. It is the hook
 // segment recovery calls.
-func (s *State) Replay(b record.Batch) ([]txnindex.AbortedTxn, error) {
+func (s *State) Replay(b record.Batch) ([]record.AbortedTxn, error) {
 	a := s.NewAppend(record.OriginReplication)
 	completed, err := a.AddBatch(b)
 	if err != nil {
 		return nil, err
 	}
 	s.Apply(a)
-	var aborted []txnindex.AbortedTxn
+	var aborted []record.AbortedTxn
 	if completed != nil {
 		if completed.IsAborted {
-			aborted = append(aborted, txnindex.AbortedTxn{ProducerID: completed.ProducerID,
+			aborted = append(aborted, record.AbortedTxn{ProducerID: completed.ProducerID,
 				FirstOffset: completed.FirstOffset, LastOffset: completed.LastOffset,
 				LastStableOffset: s.LastStableOffsetOf(*completed)})
 		}

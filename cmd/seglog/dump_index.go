@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/seglog/seglog/record"
+
 	"github.com/seglog/seglog/logfile"
 
 	"github.com/seglog/seglog"
@@ -194,7 +196,7 @@ func (d *dumper) dumpTxnIndex(fsys vfs.FS, path string, base int64, print bool) 
 	if !print {
 		return nil
 	}
-	return x.Scan(func(t txnindex.AbortedTxn, _ int64) bool {
+	return x.Scan(func(t record.AbortedTxn, _ int64) bool {
 		d.emit(&txnLine{Kind: "txnindex", Version: txnindex.Version, ProducerID: t.ProducerID,
 			FirstOffset: t.FirstOffset, LastOffset: t.LastOffset, LastStableOffset: t.LastStableOffset})
 		return true

@@ -271,7 +271,7 @@ func TestAppendFranzBatches(t *testing.T) {
 	aborted, err := txnindex.Open(vfs.OS, filepath.Join(d, "txns-0", logfile.Filename(0, logfile.TxnIndex)), 0,
 		txnindex.Options{ReadOnly: true}).All()
 	require.NoError(t, err)
-	require.Equal(t, []txnindex.AbortedTxn{{ProducerID: 2, FirstOffset: 3, LastOffset: 7, LastStableOffset: 5}}, aborted,
+	require.Equal(t, []record.AbortedTxn{{ProducerID: 2, FirstOffset: 3, LastOffset: 7, LastStableOffset: 5}}, aborted,
 		"producer 3's open transaction at 5 held the LSO when 2 aborted")
 
 	values := func(isolation string) string {
