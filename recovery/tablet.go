@@ -216,7 +216,7 @@ func (l *tabletLoader) load() error {
 	if err := l.t.State.RemoveStraySnapshots(l.bases()); err != nil {
 		return err
 	}
-	return l.t.State.Rebuild(l.t.Segments, l.t.LogStartOffset, logEnd, l.clean, l.nowMs)
+	return l.t.State.Rebuild(writerstate.Sources(l.t.Segments), l.t.LogStartOffset, logEnd, l.clean, l.nowMs)
 }
 
 func (l *tabletLoader) active() *segment.Segment { return l.t.Segments[len(l.t.Segments)-1] }
@@ -592,7 +592,7 @@ func (l *tabletLoader) recoverSegment(seg *segment.Segment, why string) (segment
 		return segment.Tail{}, err
 	}
 	i := slices.Index(l.t.Segments, seg)
-	if err := state.Rebuild(l.t.Segments[:i], l.logStart, seg.BaseOffset(), false, l.nowMs); err != nil {
+	if err := state.Rebuild(writerstate.Sources(l.t.Segments[:i]), l.logStart, seg.BaseOffset(), false, l.nowMs); err != nil {
 		return segment.Tail{}, err
 	}
 	tail, err := seg.Recover(&replayer{state: state, epochs: l.t.Epochs})

@@ -427,6 +427,23 @@ func (s *Segment) largestTimestampAfter(position int64) (timestampOffset, error)
 	return best, nil
 }
 
+// BatchesBelow calls fn with each whole batch from the one holding offset
+// from (or the first after it) whose offsets are all below to, in order,
+// until fn returns an error: what a replay of the log up to offset to
+// reads. The batch is valid until fn returns; its CRC is not checked.
+func (s *Segment) BatchesBelow(from, to int64, fn func(b record.Batch) error) error {
+	maxPosition := int64(NoMaxPosition)
+	if to <= s.base {
+		return nil
+	}
+	if at, ok, err := s.TranslateOffset(to, 0); err != nil {
+		return err
+	} else if ok {
+		maxPosition = at.Position // the batch holding to, and what follows, are not read
+	}
+	return s.Batches(from, maxPosition, fn)
+}
+
 // Batches calls fn with each whole batch from the one holding offset from
 // (or the first after it) up to maxPosition (NoMaxPosition: the end), in
 // order, until fn returns an error. The batch is valid until fn returns;

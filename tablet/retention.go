@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seglog/seglog/writerstate"
+
 	"github.com/seglog/seglog/logfile"
 
 	"github.com/seglog/seglog/segment"
@@ -281,7 +283,7 @@ func (t *Tablet) afterTruncationLocked(end int64, v view) error {
 		return t.failLocked(err)
 	}
 	now := t.opts.Now().UnixMilli()
-	var segs []*segment.Segment
+	var segs []writerstate.Source
 	t.mu.segs.Ascend(func(g *seg) bool { segs = append(segs, g.Segment); return true })
 	if err := t.mu.state.Rebuild(segs, v.logStart, end, false, now); err != nil {
 		return t.failLocked(err)

@@ -1,11 +1,31 @@
 package writerstate
 
 import (
+	"math"
 	"slices"
 
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/segment"
 )
+
+// Source is one segment of the log, as Rebuild replays it (the segment
+// package's *Segment is one).
+type Source interface {
+	// BaseOffset is the segment's first offset.
+	BaseOffset() int64
+	// BatchesBelow calls fn with each batch from the one holding from on
+	// whose offsets are all below to, in order, stopping at fn's first
+	// error.
+	BatchesBelow(from, to int64, fn func(b record.Batch) error) error
+}
+
+// Sources returns segs as the []Source Rebuild takes.
+func Sources[S Source](segs []S) []Source {
+	out := make([]Source, len(segs))
+	for i, g := range segs {
+		out[i] = g
+	}
+	return out
+}
 
 // Rebuild brings the state to lastOffset from its snapshots and the log
 // (spec 5.6), as loading a tablet and truncating it do. segs are the
@@ -17,7 +37,7 @@ import (
 // (logStart, lastOffset], reloads the newest, and replays the segments from
 // its offset to lastOffset, taking snapshots at the last two segment bases
 // on the way and one at lastOffset at the end.
-func (s *State) Rebuild(segs []*segment.Segment, logStart, lastOffset int64, cleanShutdown bool, nowMs int64) error {
+func (s *State) Rebuild(segs []Source, logStart, lastOffset int64, cleanShutdown bool, nowMs int64) error {
 	toSnapshot := []int64{lastOffset}
 	if n := len(segs); n > 0 {
 		toSnapshot = append(toSnapshot, segs[n-1].BaseOffset())
@@ -50,7 +70,7 @@ func (s *State) Rebuild(segs []*segment.Segment, logStart, lastOffset int64, cle
 
 // replay applies the batches of the segments from the map end up to
 // lastOffset, segment by segment.
-func (s *State) replay(segs []*segment.Segment, logStart, lastOffset int64, toSnapshot []int64) error {
+func (s *State) replay(segs []Source, logStart, lastOffset int64, toSnapshot []int64) error {
 	for i, seg := range segs {
 		if seg.BaseOffset() >= lastOffset {
 			break
@@ -65,18 +85,13 @@ func (s *State) replay(segs []*segment.Segment, logStart, lastOffset int64, toSn
 				return err
 			}
 		}
-		maxPosition := int64(segment.NoMaxPosition)
+		to := int64(math.MaxInt64) // a segment wholly below lastOffset is read to its end
 		if i+1 == len(segs) || segs[i+1].BaseOffset() > lastOffset {
-			// The segment holding lastOffset: stop at the batch holding it.
-			if at, ok, err := seg.TranslateOffset(lastOffset, 0); err != nil {
-				return err
-			} else if ok {
-				maxPosition = at.Position
-			}
+			to = lastOffset // the segment holding lastOffset: stop at the batch holding it
 		}
 		a := s.NewAppend(record.OriginReplication)
 		var completed []CompletedTxn
-		err := seg.Batches(start, maxPosition, func(b record.Batch) error {
+		err := seg.BatchesBelow(start, to, func(b record.Batch) error {
 			c, err := a.AddBatch(b)
 			if c != nil {
 				completed = append(completed, *c)

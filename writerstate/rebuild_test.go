@@ -143,7 +143,7 @@ func TestRebuildEqualsAFullReplay(t *testing.T) {
 
 	full, err := Open(mem, "/p", Options{Now: clock.Now})
 	require.NoError(t, err)
-	require.NoError(t, full.Rebuild(segs, 0, end, false, clock.millis()))
+	require.NoError(t, full.Rebuild(Sources(segs), 0, end, false, clock.millis()))
 	require.Equal(t, end, full.MapEndOffset())
 	require.Equal(t, []int64{40, 80, end}, full.Snapshots(), "snapshots at the last two bases and the end")
 	want := full.Producers()
@@ -153,7 +153,7 @@ func TestRebuildEqualsAFullReplay(t *testing.T) {
 	require.NoError(t, full.DeleteSnapshotsAfter(80))
 	partial, err := Open(mem, "/p", Options{Now: clock.Now})
 	require.NoError(t, err)
-	require.NoError(t, partial.Rebuild(segs, 0, end, false, clock.millis()))
+	require.NoError(t, partial.Rebuild(Sources(segs), 0, end, false, clock.millis()))
 	require.Equal(t, want, partial.Producers())
 	require.Equal(t, wantFUO, fuo(partial))
 
@@ -162,7 +162,7 @@ func TestRebuildEqualsAFullReplay(t *testing.T) {
 	upTo := int64(57)
 	truncated, err := Open(mem, "/p", Options{Now: clock.Now})
 	require.NoError(t, err)
-	require.NoError(t, truncated.Rebuild(segs, 0, upTo, false, clock.millis()))
+	require.NoError(t, truncated.Rebuild(Sources(segs), 0, upTo, false, clock.millis()))
 	replayed, err := Open(vfs.NewMem(), "/", Options{Now: clock.Now})
 	require.NoError(t, err)
 	for _, seg := range segs {
@@ -187,7 +187,7 @@ func TestRebuildAfterCleanShutdownWithoutSnapshots(t *testing.T) {
 	end := logEnd(t, segs)
 	s, err := Open(mem, "/p", Options{})
 	require.NoError(t, err)
-	require.NoError(t, s.Rebuild(segs, 0, end, true, 0))
+	require.NoError(t, s.Rebuild(Sources(segs), 0, end, true, 0))
 	require.Equal(t, []int64{40, 80, end}, s.Snapshots())
 	require.Zero(t, s.ProducerCount(), "the log was not read")
 	require.Equal(t, end, s.MapEndOffset())
