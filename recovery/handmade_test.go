@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/logfile"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/leaderepoch"
@@ -283,8 +285,8 @@ func TestLoadHandmadeDirectory(t *testing.T) {
 		require.Equal(t, wantProducers, producersOf(tab), "the replay agrees with the snapshot Kafka would write")
 		checkTablet(t, tab)
 		// The rebuilt index of the sealed segment is Kafka's, byte for byte.
-		require.NoError(t, tab.Segments[0].OffsetIndex().TrimToValidSize())
-		got, err := os.ReadFile(tab.Segments[0].OffsetIndex().Path())
+		require.NoError(t, tab.Segments[0].Seal())
+		got, err := os.ReadFile(tab.Segments[0].Path(logfile.Index))
 		require.NoError(t, err)
 		require.Equal(t, index0, got)
 		require.NotEmpty(t, index0)

@@ -151,7 +151,7 @@ func (l *testLog) appendBatch(data []byte) {
 	l.state.Apply(a)
 	if completed != nil {
 		if completed.IsAborted {
-			l.must(l.active().TxnIndex().Append(record.AbortedTxn{ProducerID: completed.ProducerID,
+			l.must(l.active().AppendAbortedTxn(record.AbortedTxn{ProducerID: completed.ProducerID,
 				FirstOffset: completed.FirstOffset, LastOffset: completed.LastOffset,
 				LastStableOffset: l.state.LastStableOffsetOf(*completed)}))
 		}
@@ -266,7 +266,7 @@ func offsetsOf(t *testing.T, tab *Tablet) map[int64]string {
 func abortedOf(t *testing.T, tab *Tablet) []record.AbortedTxn {
 	var out []record.AbortedTxn
 	for _, s := range tab.Segments {
-		all, err := s.TxnIndex().All()
+		all, err := s.AbortedTxns()
 		require.NoError(t, err)
 		out = append(out, all...)
 	}

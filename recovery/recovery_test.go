@@ -33,10 +33,9 @@ func TestLogRecoversToCorrectOffset(t *testing.T) {
 	}
 	require.Equal(t, int64(numMessages), l.next)
 	active := l.active()
-	lastIndexOffset, err := active.OffsetIndex().LastOffset()
+	info, err := active.IndexInfo()
 	require.NoError(t, err)
-	numIndexEntries, err := active.OffsetIndex().Entries()
-	require.NoError(t, err)
+	lastIndexOffset, numIndexEntries := info.LastIndexedOffset, info.OffsetEntries
 	largest, err := active.LargestTimestamp()
 	require.NoError(t, err)
 	l.closeDirty()
@@ -46,14 +45,11 @@ func TestLogRecoversToCorrectOffset(t *testing.T) {
 		require.Equal(t, wantRecoveryPoint, tab.RecoveryPoint)
 		require.Equal(t, int64(numMessages), tab.LogEndOffset)
 		act := tab.Segments[len(tab.Segments)-1]
-		last, err := act.OffsetIndex().LastOffset()
+		info, err := act.IndexInfo()
 		require.NoError(t, err)
-		require.Equal(t, lastIndexOffset, last)
-		n, err := act.OffsetIndex().Entries()
-		require.NoError(t, err)
-		require.Equal(t, numIndexEntries, n)
-		te, err := act.TimeIndex().LastEntry()
-		require.NoError(t, err)
+		require.Equal(t, lastIndexOffset, info.LastIndexedOffset)
+		require.Equal(t, numIndexEntries, info.OffsetEntries)
+		te := info.LastTimeEntry
 		require.Equal(t, largest, te.Timestamp, "the last time entry is the largest timestamp")
 		require.Equal(t, int64(numMessages-1), te.Offset, "at the last offset")
 	}
@@ -204,7 +200,7 @@ func TestCorruptLog(t *testing.T) {
 		l.closeDirty()
 		before := offsetsOf(t, &Tablet{Segments: openAll(t, l)})
 		appendNonsense(t, l.active().LogPath(), 1+int(rnd[1])*4)
-		appendNonsense(t, l.active().OffsetIndex().Path(), 1+int(rnd[0])*4)
+		appendNonsense(t, l.active().Path(logfile.Index), 1+int(rnd[0])*4)
 		l.checkpoint(checkpoint.RecoveryPointFile, 50)
 		r := l.load()
 		require.Equal(t, int64(n), r.Tablets[0].LogEndOffset, "round %d", round)
@@ -297,8 +293,8 @@ func TestTransactionIndexRecovery(t *testing.T) {
 			l.checkpoint(checkpoint.RecoveryPointFile, segs[0].BaseOffset())
 		}
 		for _, s := range segs {
-			require.NoError(t, os.Remove(s.OffsetIndex().Path()))
-			if err := os.Remove(s.TxnIndex().Path()); err != nil {
+			require.NoError(t, os.Remove(s.Path(logfile.Index)))
+			if err := os.Remove(s.Path(logfile.TxnIndex)); err != nil {
 				require.ErrorIs(t, err, os.ErrNotExist)
 			}
 		}
@@ -344,17 +340,17 @@ func TestRecoverWithEmptyActiveSegment(t *testing.T) {
 	l.records(5, 10)
 	l.roll()
 	l.closeDirty()
-	_, err := os.Stat(l.active().OffsetIndex().Path())
+	_, err := os.Stat(l.active().Path(logfile.Index))
 	require.ErrorIs(t, err, os.ErrNotExist, "a new segment's index is created on first use")
 	r := l.load()
 	tab := r.Tablets[0]
 	require.Len(t, tab.Segments, 2)
 	require.Equal(t, int64(5), tab.LogEndOffset)
-	_, err = os.Stat(tab.Segments[1].OffsetIndex().Path())
+	_, err = os.Stat(tab.Segments[1].Path(logfile.Index))
 	require.NoError(t, err, "the active segment's index exists")
-	full, err := tab.Segments[1].OffsetIndex().IsFull()
+	info, err := tab.Segments[1].IndexInfo()
 	require.NoError(t, err)
-	require.False(t, full)
+	require.False(t, info.Full)
 }
 
 // Scenario 51: testLoadingLogKeepsLargestStrayProducerStateSnapshot.

@@ -15,9 +15,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/leaderepoch"
-	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
@@ -411,7 +409,7 @@ func checkAll(opened []openedSegment, parallelism int) {
 			defer wg.Done()
 			for i := range next {
 				o := &opened[i]
-				o.checkErr = checkIndexes(o.seg, o.active, o.hasTxnIndex)
+				o.checkErr = o.seg.CheckIndexes(o.active, o.hasTxnIndex)
 			}
 		}()
 	}
@@ -440,11 +438,11 @@ func (l *tabletLoader) settleSegment(o openedSegment) error {
 	case o.indexMissing:
 		return recover("the .index is missing")
 	case o.timeIndexMissing:
-		if _, err := seg.TimeIndex().Resize(0); err != nil {
+		if err := seg.CreateTimeIndex(); err != nil {
 			return err
 		}
-		l.report(Change{File: seg.TimeIndex().Path(), Action: CreatedIndex, Why: "the .timeindex was missing"})
-		o.checkErr = checkIndexes(seg, o.active, o.hasTxnIndex)
+		l.report(Change{File: seg.Path(logfile.TimeIndex), Action: CreatedIndex, Why: "the .timeindex was missing"})
+		o.checkErr = seg.CheckIndexes(o.active, o.hasTxnIndex)
 	}
 	if err := o.checkErr; err != nil {
 		if !errors.Is(err, seglog.ErrCorruption) {
@@ -453,67 +451,6 @@ func (l *tabletLoader) settleSegment(o openedSegment) error {
 		return recover("an index is damaged: " + err.Error())
 	}
 	return nil
-}
-
-// checkIndexes runs the load-time checks. Kafka checks only the
-// transaction index (KAFKA-7283 dropped the others to start faster); the
-// offset and time indexes get the same O(1) checks here — whole entries, a
-// last entry at or above the base, a last position inside the .log, time
-// not going backwards from the first entry to the last — which catch a
-// torn, truncated or overwritten index without reading it whole. Beyond
-// that, a sealed segment's indexes were trimmed when it was sealed, and a
-// flush made that durable before the recovery point passed it, so a zero
-// tail there means a rebuild or a write was cut short: it is rebuilt too.
-// Sealed indexes are read with two preads each and not mapped, so that
-// loading a tablet opens nothing it does not use.
-func checkIndexes(seg *segment.Segment, active, hasTxnIndex bool) error {
-	var err error
-	if active {
-		err = checkActiveIndexes(seg)
-	} else {
-		err = checkSealedIndexes(seg)
-	}
-	if hasTxnIndex {
-		err = errors.Join(err, seg.TxnIndex().SanityCheck())
-	}
-	return err
-}
-
-// checkSealedIndexes checks a sealed segment's indexes from their lengths
-// and end slots, read without mapping them.
-func checkSealedIndexes(seg *segment.Segment) error {
-	last, n, err := seg.OffsetIndex().QuickCheck()
-	if err == nil {
-		err = checkLastPosition(seg, last, n)
-	}
-	return errors.Join(err, seg.TimeIndex().QuickCheck())
-}
-
-// checkActiveIndexes checks the active segment's indexes, which may be
-// left untrimmed by a crash; it maps them (it is about to take appends).
-func checkActiveIndexes(seg *segment.Segment) error {
-	err := errors.Join(seg.OffsetIndex().SanityCheck(), seg.TimeIndex().SanityCheck())
-	if err != nil {
-		return err
-	}
-	n, err := seg.OffsetIndex().Entries()
-	if err != nil || n == 0 {
-		return err
-	}
-	last, err := seg.OffsetIndex().LastEntry()
-	if err != nil {
-		return err
-	}
-	return checkLastPosition(seg, last, n)
-}
-
-func checkLastPosition(seg *segment.Segment, last offsetindex.Entry, n int) error {
-	if n == 0 || int64(last.Position) < seg.FileLength() { // the length: no read of the .log at load
-		return nil
-	}
-	return &seglog.CorruptionError{Path: seg.OffsetIndex().Path(), Offset: int64(n-1) * offsetindex.EntrySize,
-		Err: seglog.ErrCorruption, Reason: fmt.Sprintf("the last entry (offset %d) points at position %d, beyond the %d bytes of %s",
-			last.Offset, last.Position, seg.FileLength(), filepath.Base(seg.LogPath()))}
 }
 
 // openEpochs opens the leader-epoch cache. Beyond Kafka (which fails the
@@ -760,24 +697,11 @@ func (l *tabletLoader) checkLogStart() (int64, bool, error) {
 // prepareActive gives the active segment's indexes their room back (it
 // takes appends) and reports indexes a crash left untrimmed.
 func (l *tabletLoader) prepareActive() error {
-	seg := l.active()
-	for _, x := range []interface {
-		Open() (mmapfile.Opened, error)
-		Resize(int) (bool, error)
-		Path() string
-	}{seg.OffsetIndex(), seg.TimeIndex()} {
-		opened, err := x.Open()
-		if err != nil {
-			return err
-		}
-		if opened.Untrimmed() {
-			l.report(Change{File: x.Path(), Action: Ignored, Why: fmt.Sprintf(
-				"%d slots after the %d valid entries were left untrimmed (ending at a %s)",
-				opened.Slots-opened.Entries, opened.Entries, opened.StopReason)})
-		}
-		if _, err := x.Resize(l.opts.Segment.MaxIndexSize); err != nil {
-			return err
-		}
+	untrimmed, err := l.active().PrepareForAppends(l.opts.Segment.MaxIndexSize)
+	for _, u := range untrimmed {
+		l.report(Change{File: u.Path, Action: Ignored, Why: fmt.Sprintf(
+			"%d slots after the %d valid entries were left untrimmed (ending at a %s)",
+			u.Slots-u.Entries, u.Entries, u.StopReason)})
 	}
-	return nil
+	return err
 }

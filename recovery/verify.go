@@ -3,7 +3,6 @@ package recovery
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -372,10 +371,7 @@ func (v *tabletVerifier) segment(base int64, active bool) (int64, error) {
 		v.problem(seg.LogPath(), -1, "starts at offset %d, inside the segment before (which ends at %d)", base, v.next)
 	}
 	if !active { // before Check maps them: a mapped index hides its untrimmed tail
-		if _, _, err := seg.OffsetIndex().QuickCheck(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			v.corruptionOrError(err)
-		}
-		if err := seg.TimeIndex().QuickCheck(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		for _, err := range unjoin(seg.QuickCheckIndexes()) {
 			v.corruptionOrError(err)
 		}
 	}
@@ -439,12 +435,12 @@ func (v *tabletVerifier) segment(base int64, active bool) (int64, error) {
 	for _, p := range problems {
 		v.corruption(p)
 	}
-	indexed, err := seg.TxnIndex().All()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	indexed, err := seg.AbortedTxns()
+	if err != nil {
 		v.corruptionOrError(err)
 	}
 	if !v.blind && !slices.Equal(indexed, aborted) {
-		v.problem(seg.TxnIndex().Path(), -1, "holds %v; the markers in %s give %v", indexed,
+		v.problem(seg.Path(logfile.TxnIndex), -1, "holds %v; the markers in %s give %v", indexed,
 			filepath.Base(seg.LogPath()), aborted)
 	}
 	return tail.Length, nil
@@ -578,4 +574,15 @@ func (v *tabletVerifier) checkEpochs(end, logStart int64) {
 		return
 	}
 	v.problem(path, -1, "holds %v; the batches from %d to %d carry %v", cache, logStart, end, left)
+}
+
+// unjoin returns the errors errors.Join joined, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -108,7 +108,7 @@ func TestRecoverFeedsTheReplayer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, CleanEnd, tail.Kind)
 	require.Equal(t, []int64{100, 101, 102, 103, 104}, r.seen)
-	all, err := s.TxnIndex().All()
+	all, err := s.txnIndex().All()
 	require.NoError(t, err)
 	require.Equal(t, []record.AbortedTxn{{ProducerID: 2, FirstOffset: 101, LastOffset: 103, LastStableOffset: 104}}, all)
 
@@ -405,7 +405,7 @@ func TestShouldRoll(t *testing.T) {
 	size := s.Size()
 	require.ErrorIs(t, s.Append(AppendInfo{3, 3000, 3}, records(t, 3, "x")), ErrIndexFull)
 	require.Equal(t, size, s.Size())
-	n, err := s.OffsetIndex().Entries()
+	n, err := s.offsetIndex().Entries()
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the offset entry of the failed append is removed")
 	require.Equal(t, "index full", reason.String())
@@ -431,7 +431,7 @@ func TestSealAndClose(t *testing.T) {
 		require.NoError(t, s.Append(AppendInfo{i, 100 + i, i}, ms))
 	}
 	require.NoError(t, s.Seal())
-	last, err := s.TimeIndex().LastEntry()
+	last, err := s.timeIndex().LastEntry()
 	require.NoError(t, err)
 	require.Equal(t, int64(104), last.Timestamp, "the final time entry")
 	require.Equal(t, int64(4), last.Offset)

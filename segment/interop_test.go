@@ -69,7 +69,7 @@ func TestReadsAnotherImplementationsSegment(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, int64(15), got.Offset, "the LogAppendTime batch")
 
-	aborted, err := s.TxnIndex().CollectAbortedTxns(0, 100, -1)
+	aborted, err := s.txnIndex().CollectAbortedTxns(0, 100, -1)
 	require.NoError(t, err)
 	require.Len(t, aborted.Txns, 1)
 	require.Equal(t, int64(3000), aborted.Txns[0].ProducerID)

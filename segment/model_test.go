@@ -150,9 +150,9 @@ func TestModel(t *testing.T) {
 				require.NoError(t, err, msg)
 				require.Equal(t, CleanEnd, tail.Kind, msg)
 			}
-			_, err = s.OffsetIndex().Resize(opts.MaxIndexSize)
+			_, err = s.offsetIndex().Resize(opts.MaxIndexSize)
 			require.NoError(t, err, msg)
-			_, err = s.TimeIndex().Resize(opts.MaxIndexSize)
+			_, err = s.timeIndex().Resize(opts.MaxIndexSize)
 			require.NoError(t, err, msg)
 		}
 		size := 0

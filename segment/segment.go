@@ -377,13 +377,13 @@ func (s *Segment) Dir() string { return s.dir }
 func (s *Segment) LogPath() string { return s.path() }
 
 // OffsetIndex, TimeIndex and TxnIndex return the segment's indexes.
-func (s *Segment) OffsetIndex() *offsetindex.Index { return s.offsetIdx }
+func (s *Segment) offsetIndex() *offsetindex.Index { return s.offsetIdx }
 
-// TimeIndex returns the segment's time index.
-func (s *Segment) TimeIndex() *timeindex.Index { return s.timeIdx }
+// timeIndex returns the segment's time index.
+func (s *Segment) timeIndex() *timeindex.Index { return s.timeIdx }
 
-// TxnIndex returns the segment's transaction index.
-func (s *Segment) TxnIndex() *txnindex.Index { return s.txnIdx }
+// txnIndex returns the segment's transaction index.
+func (s *Segment) txnIndex() *txnindex.Index { return s.txnIdx }
 
 // RollJitterMs returns the jitter drawn for this segment.
 func (s *Segment) RollJitterMs() int64 { return s.rollJitterMs }

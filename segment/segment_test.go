@@ -102,16 +102,16 @@ func TestTruncateEmptySegment(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Create(vfs.OS, dir, 0, withClock(Options{}, clock))
 	require.NoError(t, err)
-	_, err = s.TimeIndex().Open() // force the lazy indexes into existence
+	_, err = s.timeIndex().Open() // force the lazy indexes into existence
 	require.NoError(t, err)
-	_, err = s.OffsetIndex().Open()
+	_, err = s.offsetIndex().Open()
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	reopened, err := Open(vfs.OS, dir, 0, withClock(Options{}, clock))
 	require.NoError(t, err)
 	defer reopened.Close()
-	for _, x := range []interface{ Length() (int, error) }{reopened.TimeIndex(), reopened.OffsetIndex()} {
+	for _, x := range []interface{ Length() (int, error) }{reopened.timeIndex(), reopened.offsetIndex()} {
 		n, err := x.Length()
 		require.NoError(t, err)
 		require.Zero(t, n, "closed empty indexes are trimmed to nothing")
@@ -122,10 +122,10 @@ func TestTruncateEmptySegment(t *testing.T) {
 	waited, err := reopened.timeWaitedForRoll(clock.milliseconds(), record.NoTimestamp)
 	require.NoError(t, err)
 	require.Zero(t, waited)
-	full, err := reopened.TimeIndex().IsFull()
+	full, err := reopened.timeIndex().IsFull()
 	require.NoError(t, err)
 	require.False(t, full)
-	full, err = reopened.OffsetIndex().IsFull()
+	full, err = reopened.offsetIndex().IsFull()
 	require.NoError(t, err)
 	require.False(t, full)
 
@@ -161,12 +161,12 @@ func TestReloadLargestTimestampAndNextOffsetAfterTruncation(t *testing.T) {
 	next, err := s.ReadNextOffset()
 	require.NoError(t, err)
 	require.Equal(t, offset, next)
-	n, err := s.TimeIndex().Entries()
+	n, err := s.timeIndex().Entries()
 	require.NoError(t, err)
 	require.Equal(t, numMessages/2-1, n)
 	_, err = s.TruncateTo(41)
 	require.NoError(t, err)
-	n, err = s.TimeIndex().Entries()
+	n, err = s.timeIndex().Entries()
 	require.NoError(t, err)
 	require.Zero(t, n)
 	largest, err := s.LargestTimestamp()
@@ -192,10 +192,10 @@ func TestTruncateFull(t *testing.T) {
 	waited, err = s.timeWaitedForRoll(clock.milliseconds(), record.NoTimestamp)
 	require.NoError(t, err)
 	require.Zero(t, waited, "the creation time is reset")
-	full, err := s.TimeIndex().IsFull()
+	full, err := s.timeIndex().IsFull()
 	require.NoError(t, err)
 	require.False(t, full)
-	full, err = s.OffsetIndex().IsFull()
+	full, err = s.offsetIndex().IsFull()
 	require.NoError(t, err)
 	require.False(t, full)
 	_, ok := read(t, s, 0, 1024)
@@ -251,7 +251,7 @@ func TestChangeFileSuffixes(t *testing.T) {
 		ms := records(t, i, "x")
 		require.NoError(t, s.Append(infoOf(t, ms), ms))
 	}
-	require.NoError(t, s.TxnIndex().Append(txnAborted(1, 40, 41)))
+	require.NoError(t, s.txnIndex().Append(txnAborted(1, 40, 41)))
 	names := func() []string {
 		names, err := vfs.OS.List(dir)
 		require.NoError(t, err)
@@ -278,7 +278,7 @@ func TestRecoveryFixesCorruptIndexes(t *testing.T) {
 		ms := records(t, i, string(rune('a'+i%26)))
 		require.NoError(t, s.Append(AppendInfo{i, i * 10, i}, ms))
 	}
-	for _, path := range []string{s.OffsetIndex().Path(), s.TimeIndex().Path()} {
+	for _, path := range []string{s.offsetIndex().Path(), s.timeIndex().Path()} {
 		writeNonsense(t, path, 5)
 	}
 	tail, err := s.Recover(nil)

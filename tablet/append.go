@@ -205,7 +205,7 @@ func (t *Tablet) completeTxnLocked(c writerstate.CompletedTxn) error {
 	if c.IsAborted {
 		at := record.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset,
 			LastStableOffset: t.mu.state.LastStableOffsetOf(c)}
-		if err := t.mu.active.TxnIndex().Append(at); err != nil {
+		if err := t.mu.active.AppendAbortedTxn(at); err != nil {
 			return err
 		}
 	}

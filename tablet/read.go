@@ -183,10 +183,10 @@ func higherSeg(tr *btree.BTreeG[*seg], base int64) *seg {
 // last stable offset shows that no later one can overlap.
 func (t *Tablet) abortedTxns(out []record.AbortedTxn, segs *btree.BTreeG[*seg], g *seg, offset int64, r segment.ReadResult, logEnd int64) ([]record.AbortedTxn, error) {
 	upper := logEnd
-	if e, ok, err := g.OffsetIndex().FetchUpperBoundOffset(int32(r.Position), int(r.Records.Size())); err != nil {
+	if o, ok, err := g.UpperBoundOffset(int32(r.Position), int(r.Records.Size())); err != nil {
 		return nil, err
 	} else if ok {
-		upper = e.Offset
+		upper = o
 	} else if n := higherSeg(segs, g.base); n != nil {
 		upper = n.base
 	}
@@ -205,15 +205,16 @@ func (t *Tablet) localAbortedTxns(out []record.AbortedTxn, segs *btree.BTreeG[*s
 		if n := higherSeg(segs, cur.base); n != nil {
 			segEnd = n.base
 		}
-		sr, err := cur.TxnIndex().CollectAbortedTxns(offset, upper, segEnd)
+		var complete bool
+		var err error
+		out, complete, err = cur.CollectAbortedTxns(out, offset, upper, segEnd)
 		if held {
 			t.done(cur)
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, sr.Txns...)
-		if sr.Complete {
+		if complete {
 			break
 		}
 		next := higherSeg(segs, cur.base)

@@ -170,7 +170,7 @@ func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
 		return fail(err)
 	}
 	s.Log, s.LogSize = sl, sl.Size()
-	txns, err := g.TxnIndex().All()
+	txns, err := g.AbortedTxns()
 	if err != nil {
 		return fail(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/txnindex"
 )
 
 // ObjectMeta is the metadata aux section of a stream object.
@@ -133,7 +132,7 @@ func PlanObject(src SegmentSource) (*Plan, error) {
 	if len(p.blocks) == 0 {
 		return nil, ErrEmptySegment
 	}
-	if len(src.TxnIndex)%txnindex.EntrySize != 0 {
+	if len(src.TxnIndex)%record.AbortedTxnSize != 0 {
 		return nil, corrupt(-1, fmt.Sprintf("transaction index of %d bytes", len(src.TxnIndex)), nil)
 	}
 	var at int64

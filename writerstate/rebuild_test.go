@@ -72,7 +72,7 @@ func TestRecoverTransactionIndex(t *testing.T) {
 	_, err = seg.Recover(s)
 	require.NoError(t, err)
 	require.Equal(t, int64(108), s.MapEndOffset())
-	all, err := seg.TxnIndex().All()
+	all, err := seg.AbortedTxns()
 	require.NoError(t, err)
 	require.Equal(t, []record.AbortedTxn{{ProducerID: pid2, FirstOffset: 102, LastOffset: 106, LastStableOffset: 100}}, all)
 
@@ -84,7 +84,7 @@ func TestRecoverTransactionIndex(t *testing.T) {
 	_, err = seg.Recover(s)
 	require.NoError(t, err)
 	require.Equal(t, int64(108), s.MapEndOffset())
-	all, err = seg.TxnIndex().All()
+	all, err = seg.AbortedTxns()
 	require.NoError(t, err)
 	require.Equal(t, []record.AbortedTxn{{ProducerID: pid2, FirstOffset: 75, LastOffset: 106, LastStableOffset: 100}}, all)
 }
