@@ -21,7 +21,7 @@
 //	cmd/seglog         the command: produce, append, end-txn, consume, offsets,
 //	                   dump, recover, verify, bench, demo, version
 //	bench              the benchmark harness (bench/peers: its own module)
-//	internal/crashload the producer workload the crash tests kill, and its check
+//	tablet/tablettest the producer workload the crash tests kill, and its check
 //
 // See README.md for the whole map and DESIGN.md for the architecture.
 package seglog

@@ -17,10 +17,10 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tablet/tablettest"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -57,7 +57,7 @@ func writeGolden(t *testing.T) *golden {
 	require.NoError(t, err)
 	clock := int64(1_700_000_000_000)
 	now := func() int64 { clock++; return clock }
-	w := crashload.New(tab, 0, 3, now, func(crashload.Ack) error { return nil })
+	w := tablettest.New(tab, 0, 3, now, func(tablettest.Ack) error { return nil })
 	for range 60 {
 		require.NoError(t, w.Step())
 	}

@@ -12,17 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/internal/testenv"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tablet/tablettest"
 	"github.com/seglog/seglog/vfs"
 )
 
 var crashTP = checkpoint.TopicPartition{Topic: "mixed", Partition: 0}
 
 // TestPowerLossHarness runs the mixed idempotent and transactional
-// workload (internal/crashload) through lives that each end in a power cut
+// workload (tablet/tablettest) through lives that each end in a power cut
 // at a random mutating filesystem operation — an operation and every one
 // after it fail, then the crash simulator keeps a random part of what was
 // not synced, tearing sectors. After each cut a copy of the image is
@@ -46,7 +46,7 @@ func TestPowerLossHarness(t *testing.T) {
 	cfg.IndexIntervalBytes = 256
 
 	mem := vfs.NewMem()
-	var acks []crashload.Ack
+	var acks []tablettest.Ack
 	cuts, steps := 0, 0
 	for life := range lives {
 		// A quarter of the cuts fall while opening (recovery included),
@@ -65,7 +65,7 @@ func TestPowerLossHarness(t *testing.T) {
 				inj.Add(vfs.Rule{Ops: vfs.OpMutating, Nth: cutAt, Sticky: true})
 			}
 			if err == nil {
-				w := crashload.New(tab, life, seed, now, func(a crashload.Ack) error { acks = append(acks, a); return nil })
+				w := tablettest.New(tab, life, seed, now, func(a tablettest.Ack) error { acks = append(acks, a); return nil })
 				for err = w.Begin(); err == nil; err = w.Step() {
 					if steps++; steps%8 == 0 { // the checkpoints the manager writes every minute
 						if err = m.Checkpoint(); err != nil {
@@ -90,8 +90,8 @@ func TestPowerLossHarness(t *testing.T) {
 			require.NoError(t, m.Close())
 			continue
 		}
-		require.NoError(t, crashload.AbortPrevious(tab, life+1, now(), false))
-		sum, err := crashload.Check(tab, acks)
+		require.NoError(t, tablettest.AbortPrevious(tab, life+1, now(), false))
+		sum, err := tablettest.Check(tab, acks)
 		if err != nil { // what recovery did, to read beside the failure
 			for _, rt := range m.Loaded.Tablets {
 				for _, c := range rt.Report {
@@ -109,7 +109,7 @@ func TestPowerLossHarness(t *testing.T) {
 	t.Logf("%d lives, %d power cuts, %d steps, %d acknowledged, 0 lost", lives, cuts, steps, len(acks))
 }
 
-func countAborted(acks []crashload.Ack) int {
+func countAborted(acks []tablettest.Ack) int {
 	n := 0
 	for _, a := range acks {
 		if a.Kind == 'a' {

@@ -20,10 +20,10 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tablet/tablettest"
 	"github.com/seglog/seglog/vfs"
 	"github.com/seglog/seglog/writerstate"
 )
@@ -39,7 +39,7 @@ type fixture struct {
 	dir  string
 	m    *tablet.Manager
 	t    *tablet.Tablet
-	acks []crashload.Ack
+	acks []tablettest.Ack
 	now  atomic.Int64
 }
 
@@ -53,7 +53,7 @@ func newFixture(t *testing.T, steps int) *fixture {
 	var err error
 	f.t, err = f.m.Create(tp, &cfg)
 	require.NoError(t, err)
-	w := crashload.New(f.t, 0, 42, func() int64 { return f.now.Add(1000) }, func(a crashload.Ack) error {
+	w := tablettest.New(f.t, 0, 42, func() int64 { return f.now.Add(1000) }, func(a tablettest.Ack) error {
 		f.acks = append(f.acks, a)
 		return nil
 	})
@@ -187,7 +187,7 @@ func TestTierEndToEnd(t *testing.T) {
 			requireSameBytes(t, before, everything(t, f.t, 1<<20), "byte for byte")
 			requireSameBytes(t, before, everything(t, f.t, 1), "batch by batch (maxBytes below one batch)")
 			require.Equal(t, wantRecs, committed(t, f.t), "record for record, read-committed")
-			_, err = crashload.Check(f.t, f.acks)
+			_, err = tablettest.Check(f.t, f.acks)
 			require.NoError(t, err)
 
 			// Every offset's read lands on the batch holding it.
@@ -658,7 +658,7 @@ func TestTierConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	w := crashload.New(f.t, 1, 7, func() int64 { return f.now.Add(1000) }, func(a crashload.Ack) error {
+	w := tablettest.New(f.t, 1, 7, func() int64 { return f.now.Add(1000) }, func(a tablettest.Ack) error {
 		f.acks = append(f.acks, a)
 		return nil
 	})
@@ -677,8 +677,8 @@ func TestTierConcurrent(t *testing.T) {
 	}
 	_, err := x.Step(ctx)
 	require.NoError(t, err)
-	require.NoError(t, crashload.AbortPrevious(f.t, 2, f.now.Add(1000), true))
-	_, err = crashload.Check(f.t, f.acks)
+	require.NoError(t, tablettest.AbortPrevious(f.t, 2, f.now.Add(1000), true))
+	_, err = tablettest.Check(f.t, f.acks)
 	require.NoError(t, err)
 	require.Greater(t, f.t.Offsets().LocalLogStartOffset, int64(0))
 }
@@ -697,7 +697,7 @@ func TestTierWriterStateFromSnapshot(t *testing.T) {
 	f := newFixture(t, 30)
 	// A second leader epoch, so the cache the tier restores has two.
 	require.NoError(t, f.t.SetLeaderEpoch(3))
-	w := crashload.New(f.t, 1, 43, func() int64 { return f.now.Add(1000) }, func(a crashload.Ack) error {
+	w := tablettest.New(f.t, 1, 43, func() int64 { return f.now.Add(1000) }, func(a tablettest.Ack) error {
 		f.acks = append(f.acks, a)
 		return nil
 	})
@@ -749,19 +749,19 @@ func TestTierWriterStateFromSnapshot(t *testing.T) {
 
 	// The idempotent producer's state came back: its next sequence is
 	// accepted, a sequence it already passed is not.
-	var idem *crashload.Ack
+	var idem *tablettest.Ack
 	for i := range f.acks {
 		if a := f.acks[i]; a.Kind == 'i' && a.Last < end {
 			idem = &f.acks[i]
 		}
 	}
 	require.NotNil(t, idem)
-	p, ok := findProducer(f.t.Producers(), crashload.IdempotentPID)
+	p, ok := findProducer(f.t.Producers(), tablettest.IdempotentPID)
 	require.True(t, ok, "the producer is known again")
 	last := p.Batches[len(p.Batches)-1]
 	require.Equal(t, idem.Last, last.LastOffset)
 	b := record.NewBuilder(record.None)
-	b.SetProducer(crashload.IdempotentPID, p.Epoch, last.LastSeq+1)
+	b.SetProducer(tablettest.IdempotentPID, p.Epoch, last.LastSeq+1)
 	require.NoError(t, b.Append(record.Record{Timestamp: f.now.Load(), Key: []byte("k"), Value: []byte("v")}))
 	batch, err := b.Build()
 	require.NoError(t, err)
@@ -769,7 +769,7 @@ func TestTierWriterStateFromSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, end, res.FirstOffset)
 	b.Reset()
-	b.SetProducer(crashload.IdempotentPID, p.Epoch, last.LastSeq+5)
+	b.SetProducer(tablettest.IdempotentPID, p.Epoch, last.LastSeq+5)
 	require.NoError(t, b.Append(record.Record{Timestamp: f.now.Load(), Key: []byte("k"), Value: []byte("v")}))
 	batch, err = b.Build()
 	require.NoError(t, err)

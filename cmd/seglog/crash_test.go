@@ -20,16 +20,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/internal/crashload"
 	"github.com/seglog/seglog/internal/testenv"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tablet/tablettest"
 	"github.com/seglog/seglog/vfs"
 )
 
 // TestMain lets the test binary be the child a crash test kills:
 // SEGLOG_CHILD=cli runs the command line in SEGLOG_CHILD_ARGS (JSON), and
-// SEGLOG_CHILD=lib runs the library workload of internal/crashload.
+// SEGLOG_CHILD=lib runs the library workload of internal/tablettest.
 func TestMain(m *testing.M) {
 	switch os.Getenv("SEGLOG_CHILD") {
 	case "cli":
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 
 var libTP = checkpoint.TopicPartition{Topic: "mixed", Partition: 0}
 
-// libChild runs life SEGLOG_CHILD_RUN of the crashload workload on the data
+// libChild runs life SEGLOG_CHILD_RUN of the tablettest workload on the data
 // directory SEGLOG_CHILD_DIR: each acknowledgement is appended to
 // SEGLOG_CHILD_ACKS (fsynced) and then printed, for the parent to pace its
 // kill. It runs until killed, or for SEGLOG_CHILD_STEPS steps and a clean
@@ -78,7 +78,7 @@ func libChild() error {
 		return err
 	}
 	now := func() int64 { return time.Now().UnixMilli() }
-	w := crashload.New(tab, lifeNo, 7, now, func(a crashload.Ack) error {
+	w := tablettest.New(tab, lifeNo, 7, now, func(a tablettest.Ack) error {
 		if _, err := fmt.Fprintln(acks, a); err != nil {
 			return err
 		}
@@ -284,10 +284,10 @@ func TestKillProduce(t *testing.T) {
 }
 
 // TestKillLibraryWorkload runs the mixed idempotent and transactional
-// workload of internal/crashload in a child process and kills it with
+// workload of tablet/tablettest in a child process and kills it with
 // SIGKILL after a random number of acknowledgements (or at once, while it
 // opens and recovers), again and again. After each kill a copy of the
-// directory is recovered and checked by crashload.Check (every
+// directory is recovered and checked by tablettest.Check (every
 // acknowledged batch and commit present with its bytes, no part of an
 // aborted or unfinished transaction visible, no sequence gap), closed and
 // verified. The next life, with a bumped producer epoch, aborts what the
@@ -295,7 +295,7 @@ func TestKillProduce(t *testing.T) {
 func TestKillLibraryWorkload(t *testing.T) {
 	k := newKiller(t)
 	n := kills(t)
-	var acks []crashload.Ack
+	var acks []tablettest.Ack
 	for life := 0; life <= n; life++ {
 		env := []string{"SEGLOG_CHILD_DIR=" + k.dir, "SEGLOG_CHILD_ACKS=" + k.acks, "SEGLOG_CHILD_RUN=" + strconv.Itoa(life)}
 		if life == n {
@@ -317,7 +317,7 @@ func TestKillLibraryWorkload(t *testing.T) {
 
 		acks = acks[:0]
 		for _, l := range k.readAcks() {
-			a, err := crashload.ParseAck(l)
+			a, err := tablettest.ParseAck(l)
 			require.NoError(t, err)
 			acks = append(acks, a)
 		}
@@ -328,8 +328,8 @@ func TestKillLibraryWorkload(t *testing.T) {
 			k.closeAndVerify(m, cp)
 			continue
 		}
-		require.NoError(t, crashload.AbortPrevious(tab, life+1, time.Now().UnixMilli(), false))
-		_, err = crashload.Check(tab, acks)
+		require.NoError(t, tablettest.AbortPrevious(tab, life+1, time.Now().UnixMilli(), false))
+		_, err = tablettest.Check(tab, acks)
 		require.NoError(t, err, "seed %d after kill %d", k.seed, k.kills)
 		k.closeAndVerify(m, cp)
 	}

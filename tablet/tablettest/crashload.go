@@ -1,6 +1,10 @@
-// Package crashload is the producer workload the crash tests run against a
-// tablet, and the check of what survived: an idempotent producer and a
-// transactional one, every append acknowledged only once it is durable.
+// Package tablettest is test support for code that embeds a tablet: the
+// producer workload the crash tests run against a tablet, and the check of
+// what survived. It sits above tablet (it imports it), so tablet itself and
+// the packages below never depend on it.
+//
+// The workload is an idempotent producer and a transactional one, every
+// append acknowledged only once it is durable.
 //
 // Each run is one life of the producers: both use the run number as their
 // epoch (a restarted producer gets a bumped epoch from InitProducerId) and
@@ -13,7 +17,7 @@
 //	t/<run>/<txn>/<k>/<n>   record k of the n of transaction txn
 //
 // Every third transaction (txn%3 == 2) is aborted.
-package crashload
+package tablettest
 
 import (
 	"errors"
@@ -51,13 +55,13 @@ func (a Ack) String() string {
 func ParseAck(line string) (Ack, error) {
 	f := strings.Fields(line)
 	if len(f) != 5 || len(f[0]) != 1 || !strings.Contains("ica", f[0]) {
-		return Ack{}, fmt.Errorf("crashload: bad ack %q", line)
+		return Ack{}, fmt.Errorf("tablettest: bad ack %q", line)
 	}
 	var n [4]int64
 	for i := range n {
 		v, err := strconv.ParseInt(f[i+1], 10, 64)
 		if err != nil {
-			return Ack{}, fmt.Errorf("crashload: bad ack %q", line)
+			return Ack{}, fmt.Errorf("tablettest: bad ack %q", line)
 		}
 		n[i] = v
 	}
@@ -207,7 +211,7 @@ func Check(t *tablet.Tablet, acks []Ack) (Summary, error) {
 	var sum Summary
 	o := t.Offsets()
 	if o.LastStableOffset != o.LogEndOffset {
-		return sum, fmt.Errorf("crashload: the last stable offset %d is not the log end %d", o.LastStableOffset, o.LogEndOffset)
+		return sum, fmt.Errorf("tablettest: the last stable offset %d is not the log end %d", o.LastStableOffset, o.LogEndOffset)
 	}
 	nextSeq := map[int]int{}
 	at := map[string]int64{}
