@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet lint bench bench-peers bench-micro fuzz fuzz-smoke crash clean
+.PHONY: run build test vet examples lint bench bench-peers bench-micro fuzz fuzz-smoke crash clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -16,12 +16,18 @@ VERSITYGW := bin/versitygw
 $(VERSITYGW):
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
 
-test: vet $(VERSITYGW)
+test: vet examples $(VERSITYGW)
 	$(GO) test -race -count=1 $(PKGS)
 	$(MAKE) fuzz-smoke FUZZTIME=4000x
 
 vet:
 	$(GO) vet $(PKGS)
+
+# examples is a module of its own that embeds seglog as another program
+# would (a replace of ../): it is vetted and each program run, checking
+# what it reads back.
+examples:
+	cd examples && $(GO) vet ./... && $(GO) run ./quickstart && $(GO) run ./tiered
 
 lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
