@@ -3,10 +3,14 @@
 // package may import it.
 //
 // seglog itself is a local-disk segment log engine: the storage layer of a
-// Kafka-style partition log. Its packages are, from the bottom up:
+// Kafka-style partition log, whose files are Kafka's own. Its packages are,
+// from the bottom up (an arrow only ever points down):
 //
-//	internal/vfs       the filesystem layer (OS, crash simulator, error injector)
-//	record             Kafka RecordBatch v2: views, records, builder, validation
+//	vfs                the filesystem layer: OS (the default), a crash simulator,
+//	                   an error injector; public, for embedders' own tests
+//	logfile            segment file names (Kafka's LogFileUtils)
+//	record             Kafka RecordBatch v2: views, records, builder, validation;
+//	                   the aborted-transaction entry
 //	internal/mmapfile  preallocated, memory-mapped files of fixed-width entries
 //	offsetindex        .index: offset → position
 //	timeindex          .timeindex: timestamp → offset
@@ -18,10 +22,12 @@
 //	recovery           loading a data directory after a clean or unclean shutdown;
 //	                   verifying one without changing it
 //	tablet             a partition log (Tablet) and a data directory (Manager)
-//	cmd/seglog         the command: produce, append, end-txn, consume, offsets,
-//	                   dump, recover, verify, bench, demo, version
+//	tablet/tablettest  test support above tablet: the crash tests' workload
+//	tiering            sealed segments to an object store (file://, S3), remote reads
 //	bench              the benchmark harness (bench/peers: its own module)
-//	tablet/tablettest the producer workload the crash tests kill, and its check
+//	cmd/seglog         the command: produce, append, end-txn, consume, offsets,
+//	                   dump, recover, verify, tier, bench, demo, version
 //
-// See README.md for the whole map and DESIGN.md for the architecture.
+// docs/architecture.md is the architecture; examples/ is a module of its
+// own that embeds seglog as another program would.
 package seglog
