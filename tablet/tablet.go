@@ -385,6 +385,9 @@ func (t *Tablet) OpenFiles() int {
 // directory).
 func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, error) {
 	fsys = vfs.OrOS(fsys)
+	if r == nil {
+		return nil, errors.New("tablet: Open needs the tablet recovery loaded")
+	}
 	opts.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

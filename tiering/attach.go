@@ -69,6 +69,9 @@ func (a *Attached) Close() error {
 // if match is set) that was tiered before, so that reads below the local
 // log start work.
 func Attach(ctx context.Context, m *tablet.Manager, match func(checkpoint.TopicPartition) bool, s3opts *S3Options, o *Options) (*Attached, error) {
+	if m == nil {
+		return nil, errors.New("tiering: Attach needs a manager")
+	}
 	a := &Attached{}
 	stores := map[string]ObjectStore{}
 	for _, t := range m.Tablets() {

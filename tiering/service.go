@@ -72,6 +72,9 @@ func NewService(m *tablet.Manager, store ObjectStore, o *ServiceOptions) *Servic
 
 // Tier returns the tier of a tablet, opening it on first use.
 func (s *Service) Tier(ctx context.Context, t *tablet.Tablet) (*Tier, error) {
+	if t == nil {
+		return nil, errors.New("tiering: no tablet")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tp := t.TopicPartition()
@@ -89,6 +92,9 @@ func (s *Service) Tier(ctx context.Context, t *tablet.Tablet) (*Tier, error) {
 // RunOnce steps every tablet once (gc: and collects garbage), at most
 // Concurrency at a time, and returns what each did.
 func (s *Service) RunOnce(ctx context.Context, gc bool) (map[checkpoint.TopicPartition]StepResult, error) {
+	if s.m == nil || s.store == nil {
+		return nil, errors.New("tiering: the service needs a manager and a store")
+	}
 	tablets := s.m.Tablets()
 	out := make(map[checkpoint.TopicPartition]StepResult, len(tablets))
 	var mu sync.Mutex

@@ -116,6 +116,9 @@ var _ tablet.Remote = (*Tier)(nil)
 // mirror if the local one is gone), aborts uploads a crash left prepared,
 // and attaches the tier to the tablet.
 func Open(ctx context.Context, t *tablet.Tablet, topic string, partition int32, store ObjectStore, o *Options) (*Tier, error) {
+	if t == nil || store == nil {
+		return nil, errors.New("tiering: Open needs a tablet and a store")
+	}
 	var opts Options
 	if o != nil {
 		opts = *o
