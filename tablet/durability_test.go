@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/internal/testenv"
@@ -103,18 +105,25 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	tab.flush.onWait = func() { waiting.Done() }
 	var done sync.WaitGroup
 	done.Add(1 + others)
+	// Batches are built here: a goroutine must not stop the test (require
+	// calls FailNow); it reports with assert and the test checks after.
+	leader := batch(t, 1, 1, 10)
+	followers := make([][]byte, others)
+	for i := range followers {
+		followers[i] = batch(t, 1, 1, 10)
+	}
 	go func() { // the leader: its fsync blocks at the gate
 		defer done.Done()
-		_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
-		require.NoError(t, err)
+		_, err := tab.Append(leader, AppendOptions{Sync: true})
+		assert.NoError(t, err)
 	}()
 	<-g.entered
 	before := in.Count(vfs.OpSync)
-	for range others {
+	for i := range others {
 		go func() {
 			defer done.Done()
-			_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
-			require.NoError(t, err)
+			_, err := tab.Append(followers[i], AppendOptions{Sync: true})
+			assert.NoError(t, err)
 		}()
 	}
 	waiting.Wait() // all appended, all waiting for the flush in progress
