@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -221,4 +223,129 @@ func TestDirNames(t *testing.T) {
 	}
 	require.Equal(t, "orders-7", TopicPartition{"orders", 7}.DirName())
 	require.Error(t, ValidateTopic(string(make([]byte, 250))))
+}
+
+// The strict parse of the clean-shutdown marker, as seglog dump uses it.
+func TestParseCleanShutdown(t *testing.T) {
+	epoch, err := ParseCleanShutdown("/m", []byte(`{"version":0,"brokerEpoch":42}`))
+	require.NoError(t, err)
+	require.Equal(t, int64(42), epoch)
+	for _, bad := range []string{``, `garbage`, `{"version":1,"brokerEpoch":1}`, `{"version":0,"brokerEpoch":1,"extra":true}`,
+		`{"version":0,"brokerEpoch":"x"}`} {
+		_, err := ParseCleanShutdown("/m", []byte(bad))
+		require.ErrorIs(t, err, ErrMalformed, "%q", bad)
+		var ce *seglog.CorruptionError
+		require.ErrorAs(t, err, &ce, "%q", bad)
+		require.Equal(t, "/m", ce.Path)
+	}
+}
+
+// Topic-partitions order by topic, then partition, as Kafka's checkpoints
+// list them.
+func TestTopicPartitionCompare(t *testing.T) {
+	tps := []TopicPartition{{"b", 0}, {"a", 10}, {"a", 2}, {"a-b", 0}}
+	slices.SortFunc(tps, TopicPartition.Compare)
+	require.Equal(t, []TopicPartition{{"a", 2}, {"a", 10}, {"a-b", 0}, {"b", 0}}, tps)
+	require.Zero(t, TopicPartition{"x", 1}.Compare(TopicPartition{"x", 1}))
+}
+
+// A missing file reads as empty; a file that cannot be read is an error,
+// not an empty checkpoint.
+func TestReadMissingAndUnreadable(t *testing.T) {
+	mem := vfs.NewMem()
+	o, err := ReadOffsets(mem, "/none")
+	require.NoError(t, err)
+	require.Empty(t, o)
+	e, err := ReadEpochs(mem, "/none")
+	require.NoError(t, err)
+	require.Empty(t, e)
+	_, ok, err := ReadMetaProperties(mem, "/none")
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, ok, err = ReadPartitionMetadata(mem, "/none")
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	require.NoError(t, WriteOffsets(mem, "/cp", Offsets{{"t", 0}: 5}))
+	in := vfs.NewInjector(mem)
+	in.Add(vfs.Rule{Ops: vfs.OpRead, Path: "cp"})
+	_, err = ReadOffsets(in, "/cp")
+	require.ErrorIs(t, err, vfs.ErrInjected)
+}
+
+// Every writer of a checkpoint file is atomic: a fault at any step, then a
+// crash, leaves the old content or the new one, never a mix; once the
+// write returned, the new one survives any crash.
+func TestEveryWriterIsAtomic(t *testing.T) {
+	id1, id2 := NewTopicID(), NewTopicID()
+	writers := map[string]struct {
+		write func(fsys vfs.FS, path string, next bool) error
+		read  func(fsys vfs.FS, path string) (any, error)
+	}{
+		"epochs": {
+			func(fsys vfs.FS, p string, next bool) error {
+				e := []EpochEntry{{Epoch: 0, StartOffset: 0}}
+				if next {
+					e = append(e, EpochEntry{Epoch: 3, StartOffset: 100})
+				}
+				return WriteEpochs(fsys, p, e)
+			},
+			func(fsys vfs.FS, p string) (any, error) { e, err := ReadEpochs(fsys, p); return fmt.Sprint(e), err },
+		},
+		"partition.metadata": {
+			func(fsys vfs.FS, p string, next bool) error {
+				if next {
+					return WritePartitionMetadata(fsys, p, id2)
+				}
+				return WritePartitionMetadata(fsys, p, id1)
+			},
+			func(fsys vfs.FS, p string) (any, error) { id, _, err := ReadPartitionMetadata(fsys, p); return id, err },
+		},
+		"meta.properties": {
+			func(fsys vfs.FS, p string, next bool) error {
+				m := MetaProperties{Version: 1, ClusterID: "old", NodeID: 1}
+				if next {
+					m.ClusterID, m.NodeID = "new", 2
+				}
+				return WriteMetaProperties(fsys, p, m)
+			},
+			func(fsys vfs.FS, p string) (any, error) {
+				m, _, err := ReadMetaProperties(fsys, p)
+				return [2]any{m.ClusterID, m.NodeID}, err
+			},
+		},
+	}
+	for name, w := range writers {
+		t.Run(name, func(t *testing.T) {
+			base := vfs.NewMem()
+			require.NoError(t, w.write(base, "/f", false))
+			old, err := w.read(base, "/f")
+			require.NoError(t, err)
+			nextMem := base.Crash(vfs.CrashKeepAll, 0)
+			require.NoError(t, w.write(nextMem, "/f", true))
+			want, err := w.read(nextMem, "/f")
+			require.NoError(t, err)
+			require.NotEqual(t, old, want)
+			for i := 0; ; i++ {
+				mem := base.Crash(vfs.CrashKeepAll, 0)
+				in := vfs.NewInjector(mem)
+				in.Add(vfs.Rule{Ops: vfs.OpAll, Nth: i, Short: true, Sticky: true})
+				err := w.write(in, "/f", true)
+				if in.Injected() == 0 {
+					require.NoError(t, err)
+					next, err := w.read(mem.Crash(vfs.CrashDropAll, 0), "/f")
+					require.NoError(t, err)
+					require.Equal(t, want, next, "durable once written")
+					require.Greater(t, i, 3, "the loop covered every step")
+					break
+				}
+				require.Error(t, err)
+				for seed := range uint64(8) {
+					got, err := w.read(mem.Crash(vfs.CrashRandom, seed), "/f")
+					require.NoError(t, err, "fault %d seed %d", i, seed)
+					require.Contains(t, []any{old, want}, got, "fault %d seed %d: neither old nor new", i, seed)
+				}
+			}
+		})
+	}
 }
