@@ -225,3 +225,102 @@ func TestConsumed(t *testing.T) {
 	require.Equal(t, "abcd", string(slices.Concat(firstBytes(bufs, 4)...)))
 	require.True(t, bytes.Equal([]byte("abcdef"), slices.Concat(firstBytes(bufs, 100)...)))
 }
+
+// What every FS refuses, it refuses alike: flags outside the positional
+// model, writes to a read-only file, use of a closed file; and truncation
+// and preallocation set the size the same way.
+func TestRefusalsAndSizes(t *testing.T) {
+	forEachFS(t, func(t *testing.T, fsys FS, dir string) {
+		name := filepath.Join(dir, "f")
+		_, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+		require.Error(t, err, "O_APPEND is not part of the model")
+		_, err = fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o644)
+		require.Error(t, err, "write-only is not part of the model")
+		require.NoError(t, WriteFile(fsys, name, []byte("0123456789")))
+
+		ro, err := fsys.Open(name)
+		require.NoError(t, err)
+		_, err = ro.WriteAt([]byte("x"), 0)
+		require.Error(t, err, "a read-only file takes no write")
+		require.Error(t, ro.Truncate(0))
+		require.NoError(t, ro.Close())
+		_, err = ro.ReadAt(make([]byte, 1), 0)
+		require.Error(t, err, "a closed file reads nothing")
+
+		f, err := fsys.OpenFile(name, os.O_RDWR, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		require.NoError(t, f.Truncate(4))
+		size, err := f.Size()
+		require.NoError(t, err)
+		require.Equal(t, int64(4), size)
+		require.NoError(t, f.Truncate(8))
+		buf := make([]byte, 8)
+		_, err = f.ReadAt(buf, 0)
+		require.NoError(t, err)
+		require.Equal(t, []byte("0123\x00\x00\x00\x00"), buf, "growing zero-fills")
+		if err := f.Preallocate(0, 4096); err != nil {
+			require.ErrorIs(t, err, ErrNotSupported)
+		} else {
+			size, err = f.Size()
+			require.NoError(t, err)
+			require.Equal(t, int64(4096), size, "preallocation grows the size to cover the range")
+			_, err = f.ReadAt(buf[:4], 0)
+			require.NoError(t, err)
+			require.Equal(t, "0123", string(buf[:4]), "and keeps what was there")
+		}
+		require.NoError(t, f.Datasync())
+		require.NoError(t, f.Sync())
+		_, err = f.ReadAt(buf, 1<<20)
+		require.ErrorIs(t, err, io.EOF, "past the end")
+
+		info, err := fsys.Stat(name)
+		require.NoError(t, err)
+		require.False(t, info.Mode().IsDir())
+		require.False(t, info.ModTime().IsZero() && fsys == OS)
+	})
+}
+
+// The injector counts every operation by kind, and a rule on one path
+// leaves the others alone.
+func TestInjectorCountsAndPaths(t *testing.T) {
+	mem := NewMem()
+	in := NewInjector(mem)
+	require.NoError(t, in.MkdirAll("/d", 0o755))
+	require.NoError(t, WriteFileSynced(in, "/d/a", []byte("a")))
+	require.NoError(t, in.SyncDir("/d"))
+	require.Equal(t, 1, in.Count(OpSync), "the file's fsync")
+	require.Equal(t, 2, in.Count(OpSync|OpSyncDir), "and the directory's")
+	require.Positive(t, in.Count(OpWrite))
+	in.Add(Rule{Path: "b", Ops: OpAll, From: true})
+	require.NoError(t, WriteFile(in, "/d/a", []byte("again")), "another path is untouched")
+	require.ErrorIs(t, WriteFile(in, "/d/b", []byte("b")), ErrInjected)
+	require.ErrorIs(t, WriteFile(in, "/d/b", []byte("b")), ErrInjected, "From: every later one fails too")
+	require.Equal(t, 2, in.Injected())
+	in.Reset()
+	require.NoError(t, WriteFile(in, "/d/b", []byte("b")))
+	require.Zero(t, in.Injected())
+}
+
+// A mapping of an OS file reaches the file, and its hints are accepted.
+func TestOSMappingAdvice(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "m")
+	require.NoError(t, WriteFile(OS, name, make([]byte, 4096)))
+	f, err := OS.OpenFile(name, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	m, err := f.Map(4096, true)
+	require.NoError(t, err)
+	for _, a := range []Advice{AdviseNormal, AdviseRandom, AdviseSequential, AdviseWillNeed} {
+		require.NoError(t, m.Advise(a))
+	}
+	copy(m.Bytes(), "mapped")
+	require.NoError(t, m.Flush())
+	require.NoError(t, m.Unmap())
+	got, err := ReadFile(OS, name)
+	require.NoError(t, err)
+	require.Equal(t, "mapped", string(got[:6]))
+	of, ok := f.(interface{ OSFile() *os.File })
+	require.True(t, ok, "an OS file exposes its *os.File for sendfile")
+	require.Equal(t, name, of.OSFile().Name())
+}
