@@ -1,0 +1,122 @@
+package tiering
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// attachEnv is a data directory of two tablets, a (tiered to a file://
+// store, its local copies deleted) and b (never tiered), closed cleanly.
+func attachEnv(t *testing.T) (dataDir, store string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	dataDir, store = filepath.Join(dir, "data"), "file://"+filepath.Join(dir, "store")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := tablet.OpenManager(nil, dataDir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	cfg := tablet.DefaultConfig()
+	cfg.SegmentBytes, cfg.LocalRetentionBytes = 4096, 0
+	for _, topic := range []string{"a", "b"} {
+		tab, err := m.Create(tablet.TopicPartition{Topic: topic}, &cfg)
+		require.NoError(t, err)
+		for i := range 10 {
+			recs := make([]record.Record, 20)
+			for j := range recs {
+				recs[j].Value = fmt.Appendf(nil, "%s %03d %0100d", topic, i*20+j, 0)
+			}
+			_, err := tab.AppendRecords(recs, record.None, tablet.AppendOptions{})
+			require.NoError(t, err)
+		}
+	}
+	tab, _ := m.Get(tablet.TopicPartition{Topic: "a"})
+	s, err := OpenStore(ctx, store, nil)
+	require.NoError(t, err)
+	require.NoError(t, SaveStoreURL(nil, tab.Dir(), store))
+	x, err := Open(ctx, tab, "a", 0, s, &Options{Logger: quiet})
+	require.NoError(t, err)
+	up, err := x.Upload(ctx, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, up.Objects)
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	require.Positive(t, tab.Offsets().LocalLogStartOffset)
+	require.NoError(t, x.Close())
+	require.NoError(t, m.Close())
+	return dataDir, store
+}
+
+// Attach opens the tier of each tablet that has a store URL, and only
+// those: the tiered tablet reads from offset 0 again, the other is left
+// alone; match narrows it; the store's manifests are found by Manifests.
+func TestAttach(t *testing.T) {
+	ctx := context.Background()
+	dataDir, store := attachEnv(t)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := tablet.OpenManager(nil, dataDir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer m.Close()
+	a, _ := m.Get(tablet.TopicPartition{Topic: "a"})
+	url, ok, err := StoreURL(nil, a.Dir())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store, url)
+	b, _ := m.Get(tablet.TopicPartition{Topic: "b"})
+	_, ok, err = StoreURL(nil, b.Dir())
+	require.NoError(t, err)
+	require.False(t, ok, "b was never tiered")
+
+	none, err := Attach(ctx, m, func(tp tablet.TopicPartition) bool { return tp.Topic == "b" }, nil, &Options{Logger: quiet})
+	require.NoError(t, err)
+	require.Empty(t, none.Tiers, "match leaves out a; b has no tier")
+	require.NoError(t, none.Close())
+
+	att, err := Attach(ctx, m, nil, nil, &Options{Logger: quiet})
+	require.NoError(t, err)
+	require.Len(t, att.Tiers, 1)
+	x := att.Tiers[0]
+	require.Equal(t, "a-0", x.Name())
+	require.Same(t, a, x.Tablet())
+	require.Zero(t, a.Offsets().LogStartOffset, "the log starts in the store again")
+	n := 0
+	for r, err := range a.Scan(0, tablet.ReadHighWatermark) {
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("a %03d", n), string(r.Value[:5]))
+		n++
+	}
+	require.Equal(t, 200, n)
+
+	s, err := OpenStore(ctx, store, nil)
+	require.NoError(t, err)
+	list, err := s.List(ctx, "")
+	require.NoError(t, err)
+	infos, err := Manifests(ctx, s, list, dataDir)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.Equal(t, "a-0", infos[0].Tablet)
+	require.Equal(t, x.Manifest().TieredEnd(), infos[0].State.TieredEnd)
+	fromStore, err := Manifests(ctx, s, list, "")
+	require.NoError(t, err)
+	require.Len(t, fromStore, 1, "without the data directory: the store's mirror")
+	require.Equal(t, infos[0].State.TieredEnd, fromStore[0].State.TieredEnd)
+	require.NoError(t, att.Close())
+}
+
+// A URL carrying credentials is never saved.
+func TestSaveStoreURLRefusesCredentials(t *testing.T) {
+	dir := t.TempDir()
+	require.Error(t, SaveStoreURL(nil, dir, "s3://KEY:SECRET@bucket/x"))
+	_, ok, err := StoreURL(nil, dir)
+	require.NoError(t, err)
+	require.False(t, ok, "nothing was written")
+	require.Error(t, SaveStoreURL(nil, dir, "%zz"))
+}
