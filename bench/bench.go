@@ -147,6 +147,7 @@ var Workloads = []Workload{
 	{"recovery", "unclean reopen: every batch CRC-checked, indexes rebuilt, against read + CRC-32C", runRecovery},
 	{"open", "clean open of a tablet of many segments: time, heap, descriptors, against list + stat", runOpen},
 	{"tier", "sealed segments uploaded as stream objects and read back through the tier, against raw PUT and GET", runTier},
+	{"consume", "the consumer API (Tablet.Records): one record at a random offset and a whole scan, against ReadInto + CRC + Iter", runConsume},
 }
 
 // Lookup returns the named workload.

@@ -49,6 +49,13 @@ func TestEveryWorkloadReports(t *testing.T) {
 	fb, ok := r.Results[7].Fig("tier.first-byte")
 	require.True(t, ok)
 	require.LessOrEqual(t, fb.P50, fb.P99)
+	rr, ok := r.Results[8].Fig("consume.random")
+	require.True(t, ok)
+	require.LessOrEqual(t, rr.P50, rr.P99)
+	require.Positive(t, rr.Ratio)
+	allocs, ok := r.Results[8].Fig("consume.allocs-per-batch")
+	require.True(t, ok)
+	require.NotNil(t, allocs.Met)
 	require.Positive(t, r.Baselines.WriteMBps)
 	require.Positive(t, r.Baselines.Fsync4KiBMicros)
 
