@@ -263,6 +263,13 @@ func (in *Injector) Lock(name string) (io.Closer, error) {
 	return in.fs.Lock(name)
 }
 
+func (in *Injector) RLock(name string) (io.Closer, error) {
+	if err := in.fail(OpLock, name); err != nil {
+		return nil, err
+	}
+	return in.fs.RLock(name)
+}
+
 type injFile struct {
 	File
 	in *Injector

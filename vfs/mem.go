@@ -24,7 +24,7 @@ import (
 type MemFS struct {
 	mu    sync.Mutex
 	root  *memDir
-	locks map[string]bool
+	locks map[string]int // -1: held exclusively; n > 0: n shared holders
 }
 
 var _ FS = (*MemFS)(nil)
@@ -69,7 +69,7 @@ type memInode struct {
 // NewMem returns an empty in-memory filesystem whose root is "/". Relative
 // names are taken from the root.
 func NewMem() *MemFS {
-	return &MemFS{root: newMemDir(), locks: map[string]bool{}}
+	return &MemFS{root: newMemDir(), locks: map[string]int{}}
 }
 
 func newMemDir() *memDir {
@@ -299,31 +299,54 @@ func cloneEntries(e map[string]any) map[string]any {
 
 // Lock takes an exclusive lock on name, creating the file if needed.
 func (m *MemFS) Lock(name string) (io.Closer, error) {
-	f, err := m.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
+	if info, err := m.Stat(name); err != nil || !info.IsDir() {
+		f, err := m.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		_ = f.Close()
+	}
+	return m.lock(name, -1)
+}
+
+// RLock takes a shared lock on name, an existing file or directory.
+func (m *MemFS) RLock(name string) (io.Closer, error) {
+	if _, err := m.Stat(name); err != nil {
 		return nil, err
 	}
-	_ = f.Close()
+	return m.lock(name, 1)
+}
+
+// lock adds a holder to name's lock: -1 exclusive, 1 shared.
+func (m *MemFS) lock(name string, how int) (io.Closer, error) {
 	key := clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.locks[key] {
+	if n := m.locks[key]; n < 0 || (n > 0 && how < 0) {
 		return nil, pathErr("flock", name, ErrLocked)
 	}
-	m.locks[key] = true
-	return &memLock{fs: m, key: key}, nil
+	m.locks[key] += how
+	if how < 0 {
+		m.locks[key] = -1
+	}
+	return &memLock{fs: m, key: key, how: how}, nil
 }
 
 type memLock struct {
 	fs   *MemFS
 	key  string
+	how  int
 	once sync.Once
 }
 
 func (l *memLock) Close() error {
 	l.once.Do(func() {
 		l.fs.mu.Lock()
-		delete(l.fs.locks, l.key)
+		if l.how < 0 || l.fs.locks[l.key] <= 1 {
+			delete(l.fs.locks, l.key)
+		} else {
+			l.fs.locks[l.key]--
+		}
 		l.fs.mu.Unlock()
 	})
 	return nil

@@ -40,8 +40,10 @@ func (m *modeFS) MkdirAll(dir string, _ os.FileMode) error { return m.FS.MkdirAl
 
 // Lock creates the lock file with the file mode before locking it.
 func (m *modeFS) Lock(name string) (io.Closer, error) {
-	if f, err := m.FS.OpenFile(name, os.O_RDWR|os.O_CREATE, m.file); err == nil {
-		_ = f.Close()
+	if info, err := m.FS.Stat(name); err != nil || !info.IsDir() {
+		if f, err := m.FS.OpenFile(name, os.O_RDWR|os.O_CREATE, m.file); err == nil {
+			_ = f.Close()
+		}
 	}
 	return m.FS.Lock(name)
 }

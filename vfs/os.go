@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
@@ -60,18 +62,30 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	flag := os.O_RDWR | os.O_CREATE
+	if info, err := os.Stat(name); err == nil && info.IsDir() {
+		flag = os.O_RDONLY // a directory is locked through a read-only descriptor
+	}
+	return osLock(name, flag, unix.LOCK_EX)
+}
+
+func (osFS) RLock(name string) (io.Closer, error) { return osLock(name, os.O_RDONLY, unix.LOCK_SH) }
+
+// osLock opens name with flag and flocks it (how: LOCK_EX or LOCK_SH),
+// without waiting. Closing the descriptor releases the lock.
+func osLock(name string, flag, how int) (io.Closer, error) {
+	f, err := os.OpenFile(name, flag|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			err = ErrLocked
 		}
 		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
 	}
-	return f, nil // closing the descriptor releases the lock
+	return f, nil
 }
 
 // osFile is a File on the real filesystem. It also offers the *os.File, for
@@ -96,6 +110,7 @@ func (f *osFile) Close() error                             { return f.f.Close() 
 
 func (f *osFile) WriteVAt(bufs [][]byte, off int64) (int, error) {
 	total := 0
+	bufs = consumed(bufs, 0) // empty buffers write nothing (and would read as a short write)
 	for len(bufs) > 0 {
 		n, err := unix.Pwritev(int(f.f.Fd()), bufs, off)
 		if n > 0 {
@@ -236,4 +251,31 @@ func (m *osMapping) Unmap() error {
 		return &fs.PathError{Op: "munmap", Path: m.name, Err: err}
 	}
 	return nil
+}
+
+// LockHolders returns the ids of the processes holding a flock on name, as
+// /proc/locks lists them (Linux), or nil when none or unknown: what lets a
+// refusal name who has a data directory open.
+func LockHolders(name string) []int {
+	var st unix.Stat_t
+	if unix.Stat(name, &st) != nil {
+		return nil
+	}
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	data, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		// "1: FLOCK  ADVISORY  WRITE 4321 fd:01:123456 0 EOF"; waiters ("->") hold nothing.
+		if len(f) < 6 || f[1] != "FLOCK" || f[5] != want {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil && !slices.Contains(pids, pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

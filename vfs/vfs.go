@@ -42,9 +42,15 @@ type FS interface {
 	// SyncDir makes dir's entries durable: creations, removals and
 	// renames in it survive a crash only after it returns.
 	SyncDir(dir string) error
-	// Lock takes an exclusive advisory lock on name (created if missing),
-	// failing with ErrLocked if someone holds it. Close releases it.
+	// Lock takes an exclusive advisory lock on name — a file, created if
+	// missing, or an existing directory — failing with ErrLocked if anyone
+	// holds a lock on it. Close releases it.
 	Lock(name string) (io.Closer, error)
+	// RLock takes a shared advisory lock on name, an existing file or
+	// directory, creating and changing nothing: shared holders run beside
+	// each other, never beside an exclusive one (ErrLocked either way).
+	// Close releases it.
+	RLock(name string) (io.Closer, error)
 }
 
 // File is an open file. Reads and writes are positional and may run
@@ -115,6 +121,8 @@ var (
 	ErrLocked = errors.New("vfs: locked by another holder")
 	// ErrInjected is the default error an Injector returns.
 	ErrInjected = errors.New("vfs: injected fault")
+	// ErrReadOnly is returned by every change through ReadOnly.
+	ErrReadOnly = errors.New("vfs: read-only")
 )
 
 const supportedFlags = os.O_RDONLY | os.O_RDWR | os.O_CREATE | os.O_EXCL | os.O_TRUNC

@@ -20,6 +20,8 @@ func filesystems(t *testing.T) map[string]func(t *testing.T) (FS, string) {
 		"mem":          func(t *testing.T) (FS, string) { return NewMem(), "/data" },
 		"injector/mem": func(t *testing.T) (FS, string) { return NewInjector(NewMem()), "/data" },
 		"injector/os":  func(t *testing.T) (FS, string) { return NewInjector(OS), t.TempDir() },
+		"overlay/os":   func(t *testing.T) (FS, string) { return NewOverlay(OS), t.TempDir() },
+		"overlay/mem":  func(t *testing.T) (FS, string) { return NewOverlay(NewMem()), "/" },
 	}
 }
 
