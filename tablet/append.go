@@ -58,6 +58,9 @@ var (
 // for LogAppendTime, its timestamp are stamped in place: data is changed.
 // A rejected batch writes nothing and moves no offset.
 func (t *Tablet) Append(data []byte, opts AppendOptions) (AppendResult, error) {
+	if err := t.readOnlyErr(); err != nil {
+		return AppendResult{}, err
+	}
 	cfg := t.Config()
 	now := t.opts.Now().UnixMilli()
 	v, err := record.ValidateAppend(data, record.ValidateOptions{Origin: opts.Origin, MaxMessageBytes: cfg.MaxMessageBytes,
@@ -314,6 +317,9 @@ func (t *Tablet) AppendRecords(records []record.Record, codec record.Compression
 // SetLeaderEpoch sets the leader epoch stamped on appended batches from
 // now on; it may not go down.
 func (t *Tablet) SetLeaderEpoch(epoch int32) error {
+	if err := t.readOnlyErr(); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if epoch < t.mu.epoch {

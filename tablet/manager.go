@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +53,14 @@ type ManagerOptions struct {
 	// directory the manager creates (the process umask applies too). The
 	// defaults are 0640 and 0750: the owner writes, its group reads.
 	FileMode, DirMode os.FileMode
+	// ReadOnly opens the data directory without changing a byte of it: a
+	// shared lock (beside other readers, never beside a writer), every
+	// change loading makes — recovery after an unclean shutdown included —
+	// kept in memory (a vfs.Overlay; Loaded reports it as usual), no
+	// background task, and Close writes nothing. Creating, deleting and
+	// every change to a tablet fail with ErrReadOnly. The directory must
+	// exist. The default is false.
+	ReadOnly bool
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -110,17 +121,136 @@ func (o *ManagerOptions) Validate() error {
 }
 
 var (
-	// ErrLocked is returned by Open when another process (or Manager) has
-	// the data directory open.
+	// ErrLocked is returned by OpenManager when another process (or
+	// Manager) has the data directory open: a writer, or readers when this
+	// open would write. The error names the holders' process ids when the
+	// system tells them.
 	ErrLocked = errors.New("tablet: data directory is in use")
+	// ErrNotDataDir is returned by OpenManager for a directory that is not
+	// a seglog or Kafka data directory — it holds files but none of a data
+	// directory's (meta.properties, the offset checkpoints, the
+	// clean-shutdown marker, .lock) — or, read-only, that does not exist.
+	// Nothing is created in it.
+	ErrNotDataDir = errors.New("tablet: not a data directory")
 	// ErrExists is returned by Create for a tablet that exists.
 	ErrExists = errors.New("tablet: tablet exists")
 	// ErrNotFound is returned for a tablet that does not exist.
 	ErrNotFound = errors.New("tablet: no such tablet")
 )
 
-// LockFile is the file a Manager holds an exclusive lock on.
+// LockFile is the file a Manager holds a lock on (Kafka's), beside the
+// data directory itself: exclusive for a writer, shared for a reader.
 const LockFile = ".lock"
+
+// dataDirMarks are the names only a data directory holds: one of them
+// makes a directory with files in it a data directory.
+var dataDirMarks = []string{checkpoint.MetaPropertiesFile, checkpoint.RecoveryPointFile, checkpoint.LogStartOffsetFile,
+	checkpoint.ReplicationOffsetFile, checkpoint.CleanShutdownFile, LockFile}
+
+// checkDataDir refuses a directory that is not a data directory: missing
+// (unless create, which makes it), not a directory, or holding files but
+// no mark of one.
+func checkDataDir(fsys vfs.FS, dir string, create bool) error {
+	info, err := fsys.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && create:
+		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("tablet: creating %s: %w", dir, err)
+		}
+		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil { // a new data directory must survive a crash
+			return fmt.Errorf("tablet: creating %s: %w", dir, err)
+		}
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist", ErrNotDataDir, dir)
+	case err != nil:
+		return fmt.Errorf("tablet: %w", err)
+	case !info.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrNotDataDir, dir)
+	}
+	names, err := fsys.List(dir)
+	if err != nil {
+		return fmt.Errorf("tablet: %w", err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	for _, n := range dataDirMarks {
+		if slices.Contains(names, n) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s holds %d entries but no %s: it is not a seglog or Kafka data directory, and nothing was written to it",
+		ErrNotDataDir, dir, len(names), checkpoint.MetaPropertiesFile)
+}
+
+// lockDir locks the data directory and its .lock: exclusively for a
+// writer (creating .lock, as Kafka does), shared for a reader (creating
+// nothing; .lock only if it exists, so that a Kafka broker holding it keeps
+// readers out too).
+func lockDir(fsys vfs.FS, dir string, shared bool) (io.Closer, error) {
+	lockFile := filepath.Join(dir, LockFile)
+	var locks []io.Closer
+	release := func() error {
+		var errs []error
+		for _, l := range slices.Backward(locks) {
+			errs = append(errs, l.Close())
+		}
+		return errors.Join(errs...)
+	}
+	take := func(name string) error {
+		var l io.Closer
+		var err error
+		if shared {
+			l, err = fsys.RLock(name)
+		} else {
+			l, err = fsys.Lock(name)
+		}
+		if err != nil {
+			_ = release()
+			if errors.Is(err, vfs.ErrLocked) {
+				return lockedError(dir, lockFile, shared, err)
+			}
+			return fmt.Errorf("tablet: locking %s: %w", name, err)
+		}
+		locks = append(locks, l)
+		return nil
+	}
+	if err := take(dir); err != nil {
+		return nil, err
+	}
+	if _, err := fsys.Stat(lockFile); !shared || err == nil {
+		if err := take(lockFile); err != nil {
+			return nil, err
+		}
+	}
+	return closerFunc(release), nil
+}
+
+// lockedError says who holds the data directory, when the system tells.
+func lockedError(dir, lockFile string, shared bool, err error) error {
+	var pids []string
+	for _, name := range []string{dir, lockFile} {
+		for _, pid := range vfs.LockHolders(name) {
+			if p := strconv.Itoa(pid); !slices.Contains(pids, p) {
+				pids = append(pids, p)
+			}
+		}
+	}
+	who := "another process"
+	if len(pids) > 0 {
+		who = "process " + strings.Join(pids, ", ")
+	}
+	mode := "a reader cannot open it beside a writer"
+	if !shared {
+		mode = "a writer needs it to itself"
+	}
+	return fmt.Errorf("%w: %s is open in %s (%s): %w", ErrLocked, dir, who, mode, err)
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // Manager is a data directory of tablets: it loads them (recovering after
 // a crash), creates and deletes them, runs the background tasks (flush by
@@ -145,25 +275,32 @@ type Manager struct {
 	wg    sync.WaitGroup
 }
 
-// OpenManager opens the data directory dir, creating it if needed: it
-// takes the lock, writes meta.properties if there is none, loads every
-// tablet (recovery.Load) and starts the background tasks.
+// OpenManager opens the data directory dir, creating it if it does not
+// exist: it refuses a directory that is not a data directory
+// (ErrNotDataDir), takes the lock (ErrLocked), writes meta.properties if
+// there is none, loads every tablet (recovery.Load) and starts the
+// background tasks. With ReadOnly it changes nothing on disk.
 func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	fsys = vfs.OrOS(fsys)
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	fsys = vfs.WithModes(fsys, opts.FileMode, opts.DirMode)
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("tablet: creating %s: %w", dir, err)
+	if !opts.ReadOnly {
+		fsys = vfs.WithModes(fsys, opts.FileMode, opts.DirMode)
 	}
-	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil { // a new data directory must survive a crash
-		return nil, fmt.Errorf("tablet: creating %s: %w", dir, err)
+	if err := checkDataDir(fsys, dir, !opts.ReadOnly); err != nil {
+		return nil, err
 	}
-	lock, err := fsys.Lock(filepath.Join(dir, LockFile))
+	lock, err := lockDir(fsys, dir, opts.ReadOnly)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
+		return nil, err
+	}
+	if opts.ReadOnly {
+		// From here on every change — the load's, the close's — stays in
+		// memory: the directory itself is only ever read.
+		fsys = vfs.NewOverlay(fsys)
+		opts.Tablet.ReadOnly = true
 	}
 	m := &Manager{fsys: fsys, dir: dir, opts: opts, lock: lock, stop: make(chan struct{})}
 	m.mu.tablets = map[checkpoint.TopicPartition]*Tablet{}
@@ -174,7 +311,9 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 		lock.Close()
 		return nil, err
 	}
-	m.startTasks()
+	if !opts.ReadOnly {
+		m.startTasks()
+	}
 	return m, nil
 }
 
@@ -269,6 +408,9 @@ func (m *Manager) Tablets() []*Tablet {
 // Its directory gets partition.metadata (a new topic id) and its config
 // file before the first segment.
 func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, error) {
+	if m.opts.ReadOnly {
+		return nil, fmt.Errorf("%w: cannot create %s in %s", ErrReadOnly, tp.DirName(), m.dir)
+	}
 	if err := checkpoint.ValidateTopic(tp.Topic); err != nil {
 		return nil, err
 	}
@@ -340,6 +482,9 @@ func (m *Manager) GetOrCreate(tp checkpoint.TopicPartition, cfg *Config) (*Table
 // -delete suffix first (a crash leaves it for the next load to remove),
 // then removed.
 func (m *Manager) Delete(tp checkpoint.TopicPartition) error {
+	if m.opts.ReadOnly {
+		return fmt.Errorf("%w: cannot delete %s in %s", ErrReadOnly, tp.DirName(), m.dir)
+	}
 	m.mu.Lock()
 	t, ok := m.mu.tablets[tp]
 	if ok {
@@ -435,9 +580,8 @@ func (m *Manager) Close() error {
 	// file.delete.delay.ms for readers have none left, and go now rather
 	// than at the next load.
 	m.sched.drain(true)
-	if err := errors.Join(errs...); err != nil {
-		m.lock.Close()
-		return err // no marker: the next open recovers
+	if err := errors.Join(errs...); err != nil || m.opts.ReadOnly {
+		return errors.Join(err, m.lock.Close()) // no marker: the next open recovers (read-only: nothing is written)
 	}
 	err := m.writeCheckpoints(tablets, offsets)
 	if err == nil {

@@ -93,6 +93,9 @@ func (t *Tablet) remoteTier() Remote {
 // below offset (and the high watermark), keeping the active one: the tier
 // holds them. The local log start moves; the log start does not.
 func (t *Tablet) DeleteLocalBefore(offset int64) (RetentionResult, error) {
+	if err := t.readOnlyErr(); err != nil {
+		return RetentionResult{}, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {
@@ -212,6 +215,9 @@ var ErrNotEmpty = errors.New("tablet: the local log is not empty")
 // stream object) and the leader epochs given: what a tablet needs to go on
 // when the tier holds its whole log and no local segment is left.
 func (t *Tablet) StartFromTier(end int64, snapshot []byte, epochs []leaderepoch.Entry) error {
+	if err := t.readOnlyErr(); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {

@@ -24,6 +24,9 @@ type RetentionResult struct {
 // oldest first. If every segment goes, an empty one is rolled first so the
 // log end is kept.
 func (t *Tablet) ApplyRetention() (RetentionResult, error) {
+	if err := t.readOnlyErr(); err != nil {
+		return RetentionResult{}, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {
@@ -158,6 +161,9 @@ func removeIfExists(t *Tablet, path string) error {
 // watermark) and deletes the segments wholly below it (Kafka's
 // DeleteRecords). It returns the new log start.
 func (t *Tablet) DeleteRecordsBefore(offset int64) (int64, error) {
+	if err := t.readOnlyErr(); err != nil {
+		return 0, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {
@@ -206,6 +212,9 @@ func (t *Tablet) deleteRecordsBeforeLocked(offset int64) (int64, error) {
 // down; the writer state is rebuilt from its snapshots and the log.
 // Below the first segment it is TruncateFullyAndStartAt.
 func (t *Tablet) TruncateTo(offset int64) error {
+	if err := t.readOnlyErr(); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {
@@ -302,6 +311,9 @@ func (t *Tablet) afterTruncationLocked(end int64, v view) error {
 // at offset: log start, log end, high watermark and recovery point all
 // move there; the epochs and the writer state are cleared.
 func (t *Tablet) TruncateFullyAndStartAt(offset int64) error {
+	if err := t.readOnlyErr(); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {

@@ -39,6 +39,10 @@ type Options struct {
 	// Scheduler runs delayed work (unlinking deleted segment files after
 	// file.delete.delay.ms). The default runs it with time.AfterFunc.
 	Scheduler Scheduler
+	// ReadOnly refuses every change with ErrReadOnly: appends, config,
+	// truncation, retention, deletion. A read-only Manager sets it. The
+	// default is false.
+	ReadOnly bool
 	// MaxOpenSegments bounds the sealed segments that keep their
 	// descriptors and mappings open: beyond it, the least recently read
 	// idle ones are parked (closed, reopened on their next read). The
@@ -464,6 +468,9 @@ func (t *Tablet) Config() Config {
 // directory. It applies to segments created from now on, and to rolls,
 // retention and flushes at once.
 func (t *Tablet) SetConfig(cfg Config) error {
+	if err := t.readOnlyErr(); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -672,4 +679,16 @@ func (t *Tablet) Close() (Offsets, error) {
 		return true
 	})
 	return t.Offsets(), errors.Join(errs...)
+}
+
+// ErrReadOnly is returned by every change to a tablet or data directory
+// opened read-only.
+var ErrReadOnly = errors.New("tablet: opened read-only")
+
+// readOnlyErr is ErrReadOnly for a read-only tablet, else nil.
+func (t *Tablet) readOnlyErr() error {
+	if t.opts.ReadOnly {
+		return fmt.Errorf("%w: %s", ErrReadOnly, t.tp.DirName())
+	}
+	return nil
 }

@@ -50,13 +50,13 @@ func lines(n int) string {
 }
 
 func TestProduceConsumeOffsets(t *testing.T) {
-	d := t.TempDir()
+	d, ackDir := t.TempDir(), t.TempDir()
 	code, out, errOut := runWithStdin(t, lines(250), "produce", "--data-dir", d, "--topic", "orders",
 		"--batch-records", "20", "--key-separator", ":", "--config", "segment.bytes=2000", "--sync",
-		"--acks-file", filepath.Join(d, "acks"))
+		"--acks-file", filepath.Join(ackDir, "acks"))
 	require.Equal(t, 0, code, errOut)
 	require.JSONEq(t, `{"records":250,"batches":13,"firstOffset":0,"lastOffset":249}`, out)
-	acks, err := os.ReadFile(filepath.Join(d, "acks"))
+	acks, err := os.ReadFile(filepath.Join(ackDir, "acks"))
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(acks), "0 19\n20 39\n"))
 	require.True(t, strings.HasSuffix(string(acks), "240 249\n"))
