@@ -685,6 +685,9 @@ func (t *Tablet) Close() (Offsets, error) {
 // opened read-only.
 var ErrReadOnly = errors.New("tablet: opened read-only")
 
+// ReadOnly reports whether the tablet was opened read-only.
+func (t *Tablet) ReadOnly() bool { return t.opts.ReadOnly }
+
 // readOnlyErr is ErrReadOnly for a read-only tablet, else nil.
 func (t *Tablet) readOnlyErr() error {
 	if t.opts.ReadOnly {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -119,4 +121,70 @@ func TestSaveStoreURLRefusesCredentials(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "nothing was written")
 	require.Error(t, SaveStoreURL(nil, dir, "%zz"))
+}
+
+// A read-only tablet gets a read-only tier: reads go to the store, an
+// upload left prepared is left alone, and neither the data directory nor
+// the store changes.
+func TestReadOnlyTier(t *testing.T) {
+	ctx := context.Background()
+	dataDir, store := attachEnv(t)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// A crash between PREPARE and COMMIT: the object is in the store, the
+	// manifest says prepared.
+	s, err := OpenStore(ctx, store, nil)
+	require.NoError(t, err)
+	m0, err := OpenManifest(nil, filepath.Join(dataDir, "a-0", ManifestDir), 0)
+	require.NoError(t, err)
+	require.NoError(t, m0.Prepare("crashed", "a-0/crashed.seg", m0.TieredEnd(), m0.TieredEnd()+20, 1))
+	require.NoError(t, m0.Close())
+	_, err = s.Put(ctx, "a-0/crashed.seg", []byte("half an object"))
+	require.NoError(t, err)
+	storeBefore, err := s.List(ctx, "")
+	require.NoError(t, err)
+	dirBefore := dirState(t, dataDir)
+
+	m, err := tablet.OpenManager(nil, dataDir, tablet.ManagerOptions{ReadOnly: true, Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	att, err := Attach(ctx, m, nil, nil, &Options{Logger: quiet})
+	require.NoError(t, err)
+	require.Len(t, att.Tiers, 1)
+	a, _ := m.Get(tablet.TopicPartition{Topic: "a"})
+	n := 0
+	for _, err := range a.Scan(0, tablet.ReadHighWatermark) {
+		require.NoError(t, err)
+		n++
+	}
+	require.Equal(t, 200, n, "every record, through the store")
+	_, err = att.Tiers[0].Upload(ctx, nil)
+	require.ErrorIs(t, err, tablet.ErrReadOnly)
+	_, err = att.Tiers[0].CollectGarbage(ctx)
+	require.ErrorIs(t, err, tablet.ErrReadOnly)
+	require.NoError(t, att.Close())
+	require.NoError(t, m.Close())
+
+	storeAfter, err := s.List(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, storeBefore, storeAfter, "nothing put to or deleted from the store")
+	require.Equal(t, dirBefore, dirState(t, dataDir), "nothing changed in the data directory")
+}
+
+// dirState is every file's bytes and mtime under root.
+func dirState(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		info, err := d.Info()
+		require.NoError(t, err)
+		data := ""
+		if !d.IsDir() {
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			data = string(b)
+		}
+		out[p] = info.ModTime().String() + " " + data
+		return nil
+	}))
+	return out
 }

@@ -54,6 +54,13 @@ type Options struct {
 	Logger *slog.Logger
 	// FS is the filesystem of the manifest. The default is the OS's.
 	FS vfs.FS
+	// ReadOnly opens the tier for reads only, as a read-only command needs:
+	// the manifest's changes stay in memory (a vfs.Overlay), uploads left
+	// prepared are left for a writer to resolve, and nothing is put to or
+	// deleted from the store; Upload, DeleteLocal, ApplyRetention and
+	// CollectGarbage fail with tablet.ErrReadOnly. A tablet opened
+	// read-only always gets a read-only tier. The default is false.
+	ReadOnly bool
 }
 
 // EnsureDefaults fills the zero fields.
@@ -124,6 +131,12 @@ func Open(ctx context.Context, t *tablet.Tablet, topic string, partition int32, 
 		opts = *o
 	}
 	opts.EnsureDefaults()
+	if t.ReadOnly() {
+		opts.ReadOnly = true
+	}
+	if opts.ReadOnly {
+		opts.FS = vfs.NewOverlay(opts.FS)
+	}
 	x := &Tier{t: t, topic: topic, partition: partition, store: store, opts: opts,
 		prefix: strings.TrimPrefix(store.Prefix()+"/"+fmt.Sprintf("%s-%d", topic, partition), "/")}
 	x.cache = newCache(x, opts.IndexCacheObjects, opts.BlockCacheBytes)
@@ -144,7 +157,13 @@ func Open(ctx context.Context, t *tablet.Tablet, topic string, partition int32, 
 			return nil, err
 		}
 	}
-	if err := x.abortPrepared(ctx); err != nil {
+	if opts.ReadOnly {
+		for _, e := range m.State().Objects {
+			if e.State == StatePrepared {
+				opts.Logger.Info("an upload left prepared is left for a writer to resolve", "tablet", x.prefix, "key", e.Key)
+			}
+		}
+	} else if err := x.abortPrepared(ctx); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -239,9 +258,14 @@ func newID() string {
 
 func (x *Tier) nowMs() int64 { return x.opts.Now().UnixMilli() }
 
+// usable fails a step (an upload, a deletion, retention, collection) of a
+// failed or read-only tier.
 func (x *Tier) usable() error {
 	if x.failed != nil {
 		return x.failed
+	}
+	if x.opts.ReadOnly {
+		return fmt.Errorf("%w: the tier of %s", tablet.ErrReadOnly, x.prefix)
 	}
 	return nil
 }
