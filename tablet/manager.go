@@ -184,6 +184,19 @@ func checkDataDir(fsys vfs.FS, dir string, create bool) error {
 		ErrNotDataDir, dir, len(names), checkpoint.MetaPropertiesFile)
 }
 
+// LockDir takes a data directory's lock as OpenManager does, for a program
+// that reads a directory's files without loading it (a verifier, a
+// dumper): it refuses a directory that is not a data directory, and locks
+// the directory and its .lock — exclusively for a writer, shared for a
+// reader (which creates nothing). Close releases it.
+func LockDir(fsys vfs.FS, dir string, shared bool) (io.Closer, error) {
+	fsys = vfs.OrOS(fsys)
+	if err := checkDataDir(fsys, dir, false); err != nil {
+		return nil, err
+	}
+	return lockDir(fsys, dir, shared)
+}
+
 // lockDir locks the data directory and its .lock: exclusively for a
 // writer (creating .lock, as Kafka does), shared for a reader (creating
 // nothing; .lock only if it exists, so that a Kafka broker holding it keeps

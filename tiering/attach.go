@@ -139,7 +139,7 @@ func Manifests(ctx context.Context, s ObjectStore, list []ObjectInfo, dataDir st
 		if dataDir != "" {
 			dir := filepath.Join(dataDir, tp, ManifestDir)
 			if _, err := os.Stat(filepath.Join(dir, ManifestLog)); err == nil {
-				m, err := OpenManifest(vfs.OS, dir, 0)
+				m, err := OpenManifest(vfs.NewOverlay(nil), dir, 0) // read only: nothing of the manifest changes on disk
 				if err != nil {
 					return nil, err
 				}

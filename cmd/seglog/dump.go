@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/logfile"
+	"github.com/seglog/seglog/tablet"
 
 	"github.com/spf13/cobra"
 
@@ -70,6 +73,11 @@ The exit status is 1 if anything was wrong. dump never changes a file.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d := &dumper{w: cmd.OutOrStdout(), opts: o}
 			ctx := ctxOf(cmd)
+			unlock, err := lockDataDirsOf(args)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			for _, path := range args {
 				if isObjectArg(path) {
 					if !o.json {
@@ -348,4 +356,47 @@ func printable(b []byte) string {
 		return string(b)
 	}
 	return "0x" + hex.EncodeToString(b)
+}
+
+// lockDataDirsOf takes a shared lock on each data directory that holds one
+// of the files (the file's directory, or the one above for a tablet's
+// files): dump only reads, beside other readers, never beside a writer.
+// Files outside any data directory are read without a lock.
+func lockDataDirsOf(paths []string) (func(), error) {
+	var locks []io.Closer
+	unlock := func() {
+		for _, l := range locks {
+			l.Close()
+		}
+	}
+	seen := map[string]bool{}
+	for _, path := range paths {
+		if isObjectArg(path) {
+			continue
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			continue
+		}
+		for _, dir := range []string{filepath.Dir(abs), filepath.Dir(filepath.Dir(abs))} {
+			if seen[dir] || !isDataDir(dir) {
+				continue
+			}
+			seen[dir] = true
+			l, err := tablet.LockDir(vfs.OS, dir, true)
+			if err != nil {
+				unlock()
+				return nil, err
+			}
+			locks = append(locks, l)
+			break
+		}
+	}
+	return unlock, nil
+}
+
+// isDataDir reports whether dir holds a data directory's meta.properties.
+func isDataDir(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, checkpoint.MetaPropertiesFile))
+	return err == nil
 }

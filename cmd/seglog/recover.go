@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -37,6 +40,9 @@ start skips recovery.
 A recovery that reads more than 256 MiB shows a progress bar on stderr when
 stderr is a terminal.
 
+It takes the directory's lock exclusively, as a writer does: it is refused
+while any other process has the directory open (a writer or a reader).
+
 The exit status is 1 if the directory could not be loaded; nothing is
 marked clean then.`,
 		Args: cobra.NoArgs,
@@ -44,14 +50,20 @@ marked clean then.`,
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required")
 			}
-			opts := recovery.Options{Parallelism: parallel}
-			opts.Progress = recoveryProgress(cmd.ErrOrStderr(), dataDir)
-			r, err := recovery.Load(vfs.OS, dataDir, opts)
+			if _, err := os.Stat(dataDir); err != nil {
+				return fmt.Errorf("no data directory %s", dataDir)
+			}
+			// The engine's own opener: the directory's exclusive lock (so
+			// never beside a running writer, nor a reader), each tablet's
+			// config honoured, then the clean close of any writer.
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			m, err := tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: logger},
+				Recovery: recovery.Options{Parallelism: parallel, Progress: recoveryProgress(cmd.ErrOrStderr(), dataDir)}})
 			if err != nil {
 				return err
 			}
-			report := newRecoverReport(r)
-			if err := r.CloseClean(r.BrokerEpoch); err != nil {
+			report := newRecoverReport(m.Loaded)
+			if err := m.Close(); err != nil {
 				return err
 			}
 			if asJSON {

@@ -25,6 +25,8 @@ import (
 func tabletDir(t *testing.T, d string, n int) int64 {
 	dir := filepath.Join(d, "events-3")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, checkpoint.WriteMetaProperties(nil, filepath.Join(d, checkpoint.MetaPropertiesFile),
+		checkpoint.MetaProperties{Version: 1, ClusterID: "test", NodeID: 0}))
 	seg, err := segment.Create(vfs.OS, dir, 0, segment.Options{})
 	require.NoError(t, err)
 	for i := range n {
@@ -87,7 +89,7 @@ func TestRecoverCommand(t *testing.T) {
 		"topic: events partition: 3 offset: 0",
 		"Dumping " + filepath.Join(d, checkpoint.CleanShutdownFile),
 		"version: 0",
-		"brokerEpoch: -1",
+		"brokerEpoch: 0",
 		"Dumping " + filepath.Join(d, "events-3", checkpoint.LeaderEpochFile),
 		"epoch: 4 startOffset: 0",
 	}, "\n")+"\n", out)

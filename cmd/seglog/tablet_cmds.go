@@ -17,6 +17,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
 	"github.com/seglog/seglog/vfs"
@@ -45,32 +46,51 @@ func (f *tabletFlags) tp() checkpoint.TopicPartition {
 	return checkpoint.TopicPartition{Topic: f.topic, Partition: f.partition}
 }
 
-// openManager opens the data directory (recovering it if needed) with a
-// logger that only speaks up for warnings, on stderr.
-func openManager(cmd *cobra.Command, dataDir string) (*tablet.Manager, error) {
+// access is how a command uses a data directory.
+type access int8
+
+const (
+	readOnly access = iota // shared lock, nothing on disk changes
+	write                  // exclusive lock
+	create                 // exclusive lock; a missing tablet (or directory) is created
+)
+
+// openManager is the one way every command opens a data directory: the
+// engine's opener, which refuses what is not a data directory and takes its
+// lock — shared for a command that only reads (which then changes no byte
+// on disk, recovering in memory if it must), exclusive for one that writes
+// — with a logger that only speaks up for warnings, on stderr.
+func openManager(cmd *cobra.Command, dataDir string, a access) (*tablet.Manager, error) {
 	if dataDir == "" {
 		return nil, errors.New("--data-dir is required")
 	}
+	if a != create {
+		// Only a command that creates tablets may create the directory.
+		if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no data directory %s", dataDir)
+		}
+	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: logger}})
+	return tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{ReadOnly: a == readOnly,
+		Tablet: tablet.Options{Logger: logger}, Recovery: recovery.Options{Progress: recoveryProgress(cmd.ErrOrStderr(), dataDir)}})
 }
 
 // withTablet opens the data directory, gets the tablet (creating it, for a
-// command that writes, with the --config values over the defaults; or
+// command that creates, with the --config values over the defaults; or
 // changing an existing one's configs), runs fn and closes the directory
-// cleanly.
-func (f *tabletFlags) withTablet(cmd *cobra.Command, create bool, fn func(t *tablet.Tablet) error) (err error) {
+// (cleanly, for a writer; a reader leaves it as it was).
+func (f *tabletFlags) withTablet(cmd *cobra.Command, a access, fn func(t *tablet.Tablet) error) (err error) {
 	if f.topic == "" {
 		return errors.New("--topic is required")
 	}
-	m, err := openManager(cmd, f.dataDir)
+	m, err := openManager(cmd, f.dataDir, a)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
 	t, ok := m.Get(f.tp())
 	if !ok {
-		if !create {
+		if a != create {
 			return fmt.Errorf("%w: %s in %s", tablet.ErrNotFound, f.tp(), f.dataDir)
 		}
 		cfg, err := applyConfigs(tablet.DefaultConfig(), f.configs)
@@ -166,7 +186,7 @@ fsynced: what the file lists was acknowledged.`,
 				}
 				defer acks.Close()
 			}
-			return f.withTablet(cmd, true, func(t *tablet.Tablet) error {
+			return f.withTablet(cmd, create, func(t *tablet.Tablet) error {
 				sum := struct {
 					Records     int   `json:"records"`
 					Batches     int   `json:"batches"`
@@ -269,7 +289,7 @@ names. The exit status is 1 if any batch was rejected.`,
 				return err
 			}
 			rejected := 0
-			err = f.withTablet(cmd, true, func(t *tablet.Tablet) error {
+			err = f.withTablet(cmd, create, func(t *tablet.Tablet) error {
 				w := cmd.OutOrStdout()
 				for len(data) > 0 {
 					size := len(data)
@@ -347,7 +367,7 @@ the transaction in the .txnindex so that read-committed readers skip it.`,
 			if err != nil {
 				return err
 			}
-			return f.withTablet(cmd, false, func(t *tablet.Tablet) error {
+			return f.withTablet(cmd, write, func(t *tablet.Tablet) error {
 				res, err := t.Append(data, tablet.AppendOptions{Origin: record.OriginCoordinator})
 				if err != nil {
 					return &exitError{code: 1, msg: tablet.ErrorName(err) + ": " + err.Error()}
@@ -401,7 +421,7 @@ value or header that is not valid UTF-8 is base64 and named in
 			if format != "json" && format != "value" {
 				return fmt.Errorf("--format %q is not json or value", format)
 			}
-			return f.withTablet(cmd, false, func(t *tablet.Tablet) error {
+			return f.withTablet(cmd, readOnly, func(t *tablet.Tablet) error {
 				start, err := startOffset(cmd, t, fromOffset, fromTime, from)
 				if err != nil {
 					return err
@@ -509,7 +529,7 @@ highWatermark, lastStableOffset, logEndOffset and recoveryPoint, and its
 segments (base offset, next offset, size, path).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			m, err := openManager(cmd, f.dataDir)
+			m, err := openManager(cmd, f.dataDir, readOnly)
 			if err != nil {
 				return err
 			}

@@ -133,7 +133,7 @@ every --interval until interrupted.`,
 			if err != nil {
 				return err
 			}
-			m, err := openManager(cmd, f.dataDir)
+			m, err := openManager(cmd, f.dataDir, write)
 			if err != nil {
 				return err
 			}
@@ -338,6 +338,18 @@ and offsets.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if store == "" {
 				return errors.New("--store is required")
+			}
+			if dataDir != "" {
+				// Read only: a shared lock, and the manifests read without a
+				// byte changing.
+				if _, err := os.Stat(dataDir); err != nil {
+					return fmt.Errorf("no data directory %s", dataDir)
+				}
+				lock, err := tablet.LockDir(vfs.OS, dataDir, true)
+				if err != nil {
+					return err
+				}
+				defer lock.Close()
 			}
 			ctx := ctxOf(cmd)
 			s, err := tiering.OpenStore(ctx, store, creds.options())

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -42,8 +44,9 @@ anything:
 Each file is read once. Every problem is printed with its file, the byte
 position where it has one, and the reason.
 
-Run it on a closed directory: a running engine's active segment and
-checkpoints move under it. The exit status is 1 when anything is wrong.`,
+It takes the directory's lock shared: it runs beside other readers, and is
+refused while a writer has the directory open. The exit status is 1 when
+anything is wrong.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
@@ -56,6 +59,14 @@ checkpoints move under it. The exit status is 1 when anything is wrong.`,
 				}
 				opts.Only = &checkpoint.TopicPartition{Topic: topic, Partition: partition}
 			}
+			if _, err := os.Stat(dataDir); err != nil {
+				return fmt.Errorf("no data directory %s", dataDir)
+			}
+			lock, err := tablet.LockDir(vfs.OS, dataDir, true) // beside other readers, never beside a writer
+			if err != nil {
+				return err
+			}
+			defer lock.Close()
 			r, err := recovery.Verify(vfs.OS, dataDir, opts)
 			if err != nil {
 				return err
