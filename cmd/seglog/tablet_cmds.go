@@ -180,11 +180,16 @@ fsynced: what the file lists was acknowledged.`,
 				return fmt.Errorf("--batch-records must be positive, not %d", batchRecords)
 			}
 			var acks *os.File
+			syncAcks := true
 			if acksFile != "" {
 				if acks, err = os.OpenFile(acksFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
 					return err
 				}
 				defer acks.Close()
+				// A pipe or a terminal (--acks-file /dev/stdout) has nothing to fsync.
+				if info, err := acks.Stat(); err == nil && !info.Mode().IsRegular() {
+					syncAcks = false
+				}
 			}
 			return f.withTablet(cmd, create, func(t *tablet.Tablet) error {
 				sum := struct {
@@ -213,7 +218,9 @@ fsynced: what the file lists was acknowledged.`,
 						if _, err := fmt.Fprintf(acks, "%d %d\n", res.FirstOffset, res.LastOffset); err != nil {
 							return err
 						}
-						return acks.Sync()
+						if syncAcks {
+							return acks.Sync()
+						}
 					}
 					return nil
 				}
