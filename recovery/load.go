@@ -156,6 +156,9 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 		path := filepath.Join(dataDir, name)
 		info, err := fsys.Stat(path)
 		if err == nil && !info.IsDir() && strings.HasSuffix(name, vfs.TempSuffix) {
+			if !slices.Contains(dataDirFiles, strings.TrimSuffix(name, vfs.TempSuffix)) {
+				continue // not a name seglog or Kafka writes: not ours to delete
+			}
 			if err := fsys.Remove(path); err != nil {
 				return nil, fmt.Errorf("recovery: %w", err)
 			}
@@ -169,6 +172,11 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 		switch {
 		case err != nil:
 			continue // not a tablet
+		case !IsTabletDir(fsys, path):
+			// A topic-partition name is not enough: only a directory with
+			// a tablet's marks is one (and anything in it ours to change).
+			r.Report = append(r.Report, Change{File: path, Action: Ignored,
+				Why: "named like a tablet but holding files and no partition.metadata or segment file: not a tablet, left alone"})
 		case suffix == checkpoint.DeleteDirSuffix:
 			if err := removeAll(fsys, path); err != nil {
 				return nil, err
@@ -208,6 +216,48 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 	slices.SortFunc(r.Tablets, func(a, b *Tablet) int { return a.TopicPartition.Compare(b.TopicPartition) })
 	r.Duration = opts.Now().Sub(start)
 	return r, nil
+}
+
+// dataDirFiles are the files seglog and Kafka write at the top of a data
+// directory: only their temporary files are removed by recovery.
+var dataDirFiles = []string{checkpoint.MetaPropertiesFile, checkpoint.RecoveryPointFile, checkpoint.LogStartOffsetFile,
+	checkpoint.ReplicationOffsetFile, checkpoint.CleanerOffsetFile, checkpoint.CleanShutdownFile}
+
+// tabletFiles are the files besides segment files that seglog and Kafka
+// write in a tablet directory (seglog.properties is the tablet's config).
+var tabletFiles = []string{checkpoint.PartitionMetadataFile, checkpoint.LeaderEpochFile, "seglog.properties"}
+
+// IsTabletDir reports whether dir has a tablet's marks: partition.metadata
+// or a segment file, or nothing at all (a tablet whose creation a crash cut
+// short). A directory named topic-partition holding anything else is not a
+// tablet, and recovery neither loads nor changes it.
+func IsTabletDir(fsys vfs.FS, dir string) bool {
+	names, err := vfs.OrOS(fsys).List(dir)
+	if err != nil {
+		return false
+	}
+	if len(names) == 0 {
+		return true
+	}
+	for _, n := range names {
+		if n == checkpoint.PartitionMetadataFile {
+			return true
+		}
+		if _, err := logfile.ParseFilename(n); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ours reports whether a name in a tablet directory is one seglog or Kafka
+// writes (a segment file, with or without a temporary suffix, or a tablet
+// file), so that recovery may delete it.
+func ours(name string) bool {
+	if _, err := logfile.ParseFilename(name); err == nil {
+		return true
+	}
+	return slices.Contains(tabletFiles, strings.TrimSuffix(name, vfs.TempSuffix))
 }
 
 // readOffsets reads a checkpoint of the data directory; one that cannot be

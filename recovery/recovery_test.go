@@ -506,3 +506,53 @@ func TestProgress(t *testing.T) {
 	require.NoError(t, r.Close())
 	require.Empty(t, clean, "a clean load reads no .log")
 }
+
+// Recovery deletes only what seglog or Kafka could have written, and only
+// inside directories with a tablet's marks: a user's files — in a
+// directory merely named like a tablet, in a tablet, or beside the
+// tablets — are left alone, and the directories not tablets are reported.
+func TestRecoveryDeletesOnlyOurs(t *testing.T) {
+	d := dataDir(t)
+	l := newTestLog(t, vfs.OS, d, segment.Options{})
+	l.records(3, 10)
+	l.closeDirty()
+	write := func(rel, data string) string {
+		p := filepath.Join(d, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
+		return p
+	}
+	users := []string{
+		write("app-1/draft.tmp", "a user's draft"), // named like a tablet, holding no tablet mark
+		write("cache-2/x.deleted", "kept"),
+		write("cache-2/00000000000000000000.notes", "not a segment file"),
+		write(tp.DirName()+"/notes.tmp", "a user's file in a tablet"),
+		write(tp.DirName()+"/readme.deleted", "also"),
+		write("notes.tmp", "beside the tablets"),
+	}
+	ours := []string{
+		write(tp.DirName()+"/"+logfile.FilenameWithSuffix(99, logfile.Log, logfile.DeletedSuffix), "a deleted segment"),
+		write(tp.DirName()+"/"+checkpoint.PartitionMetadataFile+vfs.TempSuffix, "an interrupted write"),
+		write(checkpoint.RecoveryPointFile+vfs.TempSuffix, "an interrupted checkpoint"),
+	}
+	r, err := Load(vfs.OS, d, Options{})
+	require.NoError(t, err)
+	require.Len(t, r.Tablets, 1, "app-1 and cache-2 are no tablets")
+	require.Equal(t, int64(3), r.Tablets[0].LogEndOffset)
+	require.NoError(t, r.Close())
+	for _, p := range users {
+		_, err := os.Stat(p)
+		require.NoError(t, err, "%s was deleted", p)
+	}
+	for _, p := range ours {
+		_, err := os.Stat(p)
+		require.ErrorIs(t, err, os.ErrNotExist, "%s was left", p)
+	}
+	var ignored []string
+	for _, c := range r.Report {
+		if c.Action == Ignored {
+			ignored = append(ignored, filepath.Base(c.File))
+		}
+	}
+	require.Equal(t, []string{"app-1", "cache-2"}, ignored)
+}

@@ -246,8 +246,11 @@ func (l *tabletLoader) removeTempFiles() ([]string, error) {
 	var cleaned, swaps []string
 	minCleaned := int64(math.MaxInt64)
 	for _, name := range names {
+		if !ours(name) {
+			continue // not a name seglog or Kafka writes: left alone (seglog verify reports it)
+		}
 		switch {
-		case strings.HasSuffix(name, logfile.DeletedSuffix) && !strings.HasSuffix(name, ".checkpoint"+logfile.DeletedSuffix):
+		case strings.HasSuffix(name, logfile.DeletedSuffix):
 			if err := l.remove(name, "left over from a deletion"); err != nil {
 				return nil, err
 			}
