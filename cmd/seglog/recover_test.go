@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/logfile"
+	"github.com/seglog/seglog/tablet"
 
 	"github.com/stretchr/testify/require"
 
@@ -160,4 +161,49 @@ func TestBarProgress(t *testing.T) {
 
 	var notTerm strings.Builder
 	require.Nil(t, recoveryProgress(&notTerm, "data"), "no bar where stderr is not a terminal")
+}
+
+// recover honours each tablet's config (its index size), and the
+// checkpoints it writes at the close are what it loaded: the high watermark
+// of a tail a crash tore off is written back at the log end, so verify
+// passes after it.
+func TestRecoverHonoursConfigAndClampsCheckpoints(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := runWithStdin(t, lines(100), "produce", "--data-dir", d, "--topic", "t", "--batch-records", "5",
+		"--config", "segment.index.bytes=65536")
+	require.Equal(t, 0, code, errOut)
+	// A crash: the marker gone, the recovery point at 50, and the last of
+	// the log torn off mid-batch (below the high watermark of 100).
+	require.NoError(t, os.Remove(filepath.Join(d, checkpoint.CleanShutdownFile)))
+	tp := checkpoint.TopicPartition{Topic: "t"}
+	require.NoError(t, checkpoint.WriteOffsets(nil, filepath.Join(d, checkpoint.RecoveryPointFile), checkpoint.Offsets{tp: 50}))
+	hw, err := checkpoint.ReadOffsets(nil, filepath.Join(d, checkpoint.ReplicationOffsetFile))
+	require.NoError(t, err)
+	require.Equal(t, int64(100), hw[tp])
+	log := filepath.Join(d, "t-0", logfile.Filename(0, logfile.Log))
+	info, err := os.Stat(log)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(log, info.Size()-200))
+
+	code, out, errOut := runSeglog(t, "recover", "--data-dir", d)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "truncated")
+	idx, err := os.Stat(filepath.Join(d, "t-0", logfile.Filename(0, logfile.Index)))
+	require.NoError(t, err)
+	require.LessOrEqual(t, idx.Size(), int64(65536), "the tablet's segment.index.bytes, not the 10 MiB default")
+
+	end := func(name string) int64 {
+		o, err := checkpoint.ReadOffsets(nil, filepath.Join(d, name))
+		require.NoError(t, err)
+		return o[tp]
+	}
+	code, out, _ = runSeglog(t, "offsets", "--data-dir", d, "--topic", "t")
+	require.Equal(t, 0, code)
+	var o tablet.Offsets
+	require.NoError(t, json.Unmarshal([]byte(out), &o))
+	require.Less(t, o.LogEndOffset, int64(100))
+	require.Equal(t, o.LogEndOffset, end(checkpoint.ReplicationOffsetFile), "the high watermark written back at the log end")
+	require.Equal(t, o.LogEndOffset, end(checkpoint.RecoveryPointFile))
+	code, out, errOut = runSeglog(t, "verify", "--data-dir", d)
+	require.Equal(t, 0, code, "%s%s", out, errOut)
 }
