@@ -140,6 +140,7 @@ func (o *Overlay) Open(name string) (File, error) { return o.OpenFile(name, os.O
 
 // OpenFile opens name; see FS.
 func (o *Overlay) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	name = absName(name)
 	if flag&^supportedFlags != 0 {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: flags %#x", ErrNotSupported, flag)}
 	}
@@ -214,6 +215,7 @@ func (o *Overlay) copyUpLocked(name string) (*ovInode, error) {
 
 // Remove removes a file or an empty directory.
 func (o *Overlay) Remove(name string) error {
+	name = absName(name)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	inMem, inBase, info := o.whereLocked(name)
@@ -242,6 +244,7 @@ func (o *Overlay) Remove(name string) error {
 // Rename renames oldname to newname, replacing a file there. A base file
 // is copied into memory first; a base directory cannot be renamed.
 func (o *Overlay) Rename(oldname, newname string) error {
+	oldname, newname = absName(oldname), absName(newname)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	inMem, inBase, info := o.whereLocked(oldname)
@@ -274,6 +277,7 @@ func (o *Overlay) Rename(oldname, newname string) error {
 
 // MkdirAll creates dir and any missing parents.
 func (o *Overlay) MkdirAll(dir string, perm os.FileMode) error {
+	dir = absName(dir)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for p := clean(dir); ; p = filepath.Dir(p) {
@@ -288,6 +292,7 @@ func (o *Overlay) MkdirAll(dir string, perm os.FileMode) error {
 // List returns the names in dir: the base's, less those removed, with
 // those created.
 func (o *Overlay) List(dir string) ([]string, error) {
+	dir = absName(dir)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.listLocked(dir)
@@ -318,6 +323,7 @@ func (o *Overlay) listLocked(dir string) ([]string, error) {
 
 // Stat describes name.
 func (o *Overlay) Stat(name string) (os.FileInfo, error) {
+	name = absName(name)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	inMem, inBase, info := o.whereLocked(name)
@@ -340,6 +346,7 @@ func (o *Overlay) Lock(name string) (io.Closer, error) { return o.lockName(name,
 func (o *Overlay) RLock(name string) (io.Closer, error) { return o.lockName(name, true) }
 
 func (o *Overlay) lockName(name string, shared bool) (io.Closer, error) {
+	name = absName(name)
 	if _, err := o.Stat(name); errors.Is(err, fs.ErrNotExist) && !shared {
 		f, err := o.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o640) // as Lock creates a missing file
 		if err != nil {
@@ -468,3 +475,12 @@ func (f *ovFile) Map(length int, writable bool) (Mapping, error) {
 // Close closes the handle on the base; the memory copy stays for the
 // Overlay's other handles.
 func (f *ovFile) Close() error { return f.base.Close() }
+
+// absName is name made absolute: the Overlay's memory and its base must
+// mean the same file by it, whatever the working directory does later.
+func absName(name string) string {
+	if a, err := filepath.Abs(name); err == nil {
+		return a
+	}
+	return name
+}

@@ -196,3 +196,29 @@ func TestLockHolders(t *testing.T) {
 	require.Equal(t, []int{os.Getpid()}, LockHolders(dir))
 	require.Empty(t, LockHolders(filepath.Join(dir, "missing")))
 }
+
+// Relative names mean the same files in the base and in the Overlay's
+// memory.
+func TestOverlayRelativeNames(t *testing.T) {
+	root := t.TempDir()
+	t.Chdir(root)
+	require.NoError(t, os.MkdirAll("d", 0o755))
+	require.NoError(t, os.WriteFile("d/f", []byte("base"), 0o644))
+	o := NewOverlay(OS)
+	f, err := o.OpenFile("d/f", os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("BA"), 0)
+	require.NoError(t, err, "the copy is read from the base by the same name")
+	require.NoError(t, f.Close())
+	got, err := ReadFile(o, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "BAse", string(got))
+	got, err = ReadFile(o, filepath.Join(root, "d", "f"))
+	require.NoError(t, err)
+	require.Equal(t, "BAse", string(got), "the absolute name is the same file")
+	names, err := o.List("d")
+	require.NoError(t, err)
+	require.Equal(t, []string{"f"}, names)
+	onDisk, _ := os.ReadFile("d/f")
+	require.Equal(t, "base", string(onDisk))
+}
