@@ -11,13 +11,18 @@ run: build
 build:
 	$(GO) build -o bin/seglog ./cmd/seglog
 
-# versitygw is the real S3 gateway the tiering tests start on loopback.
-VERSITYGW := bin/versitygw
+# versitygw is the real S3 gateway the tiering tests start on loopback. It
+# is built once per machine, in a cache outside the clone keyed by its
+# version (TOOLCACHE=... to put it elsewhere).
+VERSITYGW_VERSION := v1.8.0
+TOOLCACHE ?= $(HOME)/.cache/seglog-tools
+VERSITYGW := $(TOOLCACHE)/versitygw-$(VERSITYGW_VERSION)/versitygw
 $(VERSITYGW):
-	GOBIN=$(CURDIR)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+	mkdir -p $(dir $@)
+	GOBIN=$(dir $@) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 test: vet examples $(VERSITYGW)
-	$(GO) test -race -count=1 $(PKGS)
+	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 $(PKGS)
 	$(MAKE) fuzz-smoke FUZZTIME=4000x
 
 vet:
@@ -60,8 +65,8 @@ fuzz-smoke:
 # crash runs the crash harnesses long — 300 SIGKILLs of child processes,
 # power cuts through the simulator, the recovery fault loops with many
 # seeds — and prints their summaries; make test runs them short.
-crash:
-	@./scripts/crash.sh
+crash: $(VERSITYGW)
+	@SEGLOG_VERSITYGW=$(VERSITYGW) ./scripts/crash.sh
 
 clean:
 	rm -rf bin data

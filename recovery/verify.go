@@ -3,6 +3,7 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,6 +215,9 @@ type tabletVerifier struct {
 	// its snapshot, or goes on blind (no comparison with the replay)
 	// when there is none. damaged stays set once anything was missed.
 	broken, blind, damaged bool
+	// durable is the recovery point: every offset below it was made
+	// durable, so a gap below it is damage, not a power cut's loss.
+	durable int64
 }
 
 // restart begins the replay afresh at base, from the snapshot there if
@@ -243,11 +247,23 @@ func (v *tabletVerifier) problem(file string, off int64, format string, args ...
 	v.r.Problems = append(v.r.Problems, Problem{File: file, Offset: off, Reason: fmt.Sprintf(format, args...)})
 }
 
-// gap notes offsets [from, to) that no batch holds. It is not a problem:
-// a power cut may take a segment's unacknowledged tail while the next
-// segment's creation survived (recovery reports it), and a replica of a
-// compacted log has gaps.
+// gap reports offsets [from, to) that no batch holds. Below the recovery
+// point (everything, after a clean close) it is damage: those offsets were
+// made durable, so a file was cut or lost. Above it, a power cut may take
+// a segment's unacknowledged tail while the next segment's creation
+// survived (recovery reports it), and a replica of a compacted log has
+// gaps: a note, not a problem.
 func (v *tabletVerifier) gap(file string, off, from, to int64, where string) {
+	if from < v.durable {
+		below := fmt.Sprintf("the recovery point %d", v.durable)
+		if v.durable == math.MaxInt64 {
+			below = "the log end of a directory closed cleanly"
+		}
+		v.r.Problems = append(v.r.Problems, Problem{File: file, Offset: off,
+			Reason: fmt.Sprintf("offsets %d to %d are missing %s, below %s: they had been made durable, so a file was cut or lost", from, to-1, where, below)})
+		v.damaged = true
+		return
+	}
 	v.r.Notes = append(v.r.Notes, Problem{File: file, Offset: off,
 		Reason: fmt.Sprintf("offsets %d to %d are missing %s (unacknowledged records lost in a power cut, or a replica's gap)", from, to-1, where)})
 }
@@ -260,7 +276,10 @@ func (v *tabletVerifier) corruption(ce *seglog.CorruptionError) {
 // it read.
 func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offsets, clean bool) (*TabletReport, int64, error) {
 	r := &TabletReport{TopicPartition: j.tp, Tablet: j.tp.String(), Problems: []Problem{}, Notes: []Problem{}}
-	v := &tabletVerifier{fsys: fsys, dir: j.path, r: r, next: -1}
+	v := &tabletVerifier{fsys: fsys, dir: j.path, r: r, next: -1, durable: offsets[checkpoint.RecoveryPointFile][j.tp]}
+	if clean {
+		v.durable = math.MaxInt64 // a clean close made everything durable
+	}
 	names, err := fsys.List(j.path)
 	if err != nil {
 		return nil, 0, err

@@ -248,7 +248,10 @@ func TestVerifyFindsEveryDamage(t *testing.T) {
 // A missing segment leaves a gap: a note, not a problem, since a power cut
 // can leave one (a segment's unacknowledged tail lost, the next segment's
 // creation kept).
-func TestVerifyNotesGaps(t *testing.T) {
+// A gap below the recovery point — everywhere, in a directory closed
+// cleanly — is damage: those offsets had been made durable. Above it, it is
+// what a power cut can leave: a note.
+func TestVerifyGaps(t *testing.T) {
 	d, dir := verifiedDir(t)
 	// The snapshots past the gap no longer match a replay that lacks the
 	// missing segment's transactions; they go with it here.
@@ -260,9 +263,27 @@ func TestVerifyNotesGaps(t *testing.T) {
 	}
 	r := verify(t, d)
 	require.Len(t, r.Tablets, 1)
+	require.False(t, r.OK())
+	var gap *Problem
+	for i, p := range r.Tablets[0].Problems {
+		if strings.Contains(p.Reason, "offsets 64 to 89 are missing between segments") {
+			gap = &r.Tablets[0].Problems[i]
+		}
+	}
+	require.NotNil(t, gap, "%+v", r.Tablets[0].Problems)
+	require.Contains(t, gap.Reason, "below the log end of a directory closed cleanly")
+	require.Equal(t, logfile.Filename(90, logfile.Log), filepath.Base(gap.File))
+	require.Empty(t, r.Tablets[0].Notes)
+
+	// After a crash with the recovery point below the gap, it is a note.
+	require.NoError(t, os.Remove(filepath.Join(d, checkpoint.CleanShutdownFile)))
+	require.NoError(t, checkpoint.WriteOffsets(nil, filepath.Join(d, checkpoint.RecoveryPointFile), checkpoint.Offsets{tp: 60}))
+	r = verify(t, d)
 	require.Len(t, r.Tablets[0].Notes, 1)
-	require.Contains(t, r.Tablets[0].Notes[0].Reason, "offsets 64 to 89 are missing between segments")
-	require.Equal(t, logfile.Filename(90, logfile.Log), filepath.Base(r.Tablets[0].Notes[0].File))
+	require.Contains(t, r.Tablets[0].Notes[0].Reason, "offsets 64 to 89 are missing between segments (unacknowledged records lost in a power cut")
+	for _, p := range r.Tablets[0].Problems {
+		require.NotContains(t, p.Reason, "missing between segments")
+	}
 }
 
 func TestVerifyOneTablet(t *testing.T) {

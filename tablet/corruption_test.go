@@ -232,9 +232,11 @@ func TestCorruptionMatrix(t *testing.T) {
 		corruptionCase{name: "zero tail on a sealed index", damage: func(t *testing.T, c *caseDir) {
 			addZeros(t, c.file(sealed, logfile.Index), 800)
 		}, intact: all},
+		// Its offsets are missing below the log end: damage, which a read
+		// reports at the segment before the gap instead of skipping it.
 		corruptionCase{name: "missing .log of a sealed segment", damage: func(t *testing.T, c *caseDir) {
 			require.NoError(t, os.Remove(c.file(sealed, logfile.Log)))
-		}, intact: sealed},
+		}, intact: sealed, readErr: logfile.Filename(g.bases[0], logfile.Log), verifyNames: logfile.Filename(g.bases[2], logfile.Log)},
 		corruptionCase{name: "missing .index", damage: func(t *testing.T, c *caseDir) {
 			require.NoError(t, os.Remove(c.file(sealed, logfile.Index)))
 		}, intact: all},

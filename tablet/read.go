@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/google/btree"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 )
@@ -159,6 +161,17 @@ func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) erro
 		}
 		// The offset is past this segment's batches: the next one has it.
 		next := higherSeg(v.segs, g.base)
+		if next != nil && next.base > offset {
+			// Nothing holds [offset, next.base): offsets below the log
+			// end that no segment has were lost to damage (recovery
+			// removes the segments after a power cut's gap), never
+			// skipped over quietly.
+			err := &seglog.CorruptionError{Path: g.LogPath(), Offset: g.Size(), Err: seglog.ErrCorruption,
+				Reason: fmt.Sprintf("offsets %d to %d are missing: %s holds none of them and the next segment starts at %d (the log is damaged: seglog verify tells more; a read from %d on goes on)",
+					offset, next.base-1, filepath.Base(g.LogPath()), next.base, next.base)}
+			t.done(g)
+			return err
+		}
 		t.done(g)
 		if next == nil || next.base > bound.base || !next.acquire() {
 			return nil

@@ -54,16 +54,24 @@ func server(endpoint string) Server {
 		URL: fmt.Sprintf("s3://%s/t?endpoint=%s&region=us-east-1&path-style=true", Bucket, endpoint)}
 }
 
-// VersityBinary finds versitygw: $SEGLOG_VERSITYGW, bin/versitygw at the
-// module root (where make test installs it), or $PATH.
+// VersityBinary finds versitygw: $SEGLOG_VERSITYGW (make test sets it),
+// the machine's tool cache where make test builds it
+// (~/.cache/seglog-tools/versitygw-v1.8.0/), bin/versitygw at the module
+// root, or $PATH.
 func VersityBinary() (string, error) {
 	if p := os.Getenv("SEGLOG_VERSITYGW"); p != "" {
 		return p, nil
 	}
+	var candidates []string
+	if home, err := os.UserHomeDir(); err == nil {
+		candidates = append(candidates, filepath.Join(home, ".cache", "seglog-tools", "versitygw-v1.8.0", "versitygw"))
+	}
 	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "bin", "versitygw")
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
+	candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", "bin", "versitygw"))
+	for _, p := range candidates {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
 	}
 	return exec.LookPath("versitygw")
 }
@@ -75,7 +83,7 @@ func Versity(t testing.TB) Server {
 	t.Helper()
 	bin, err := VersityBinary()
 	if err != nil {
-		t.Fatalf("versitygw not found (make test installs it into bin/ with go install): %v", err)
+		t.Fatalf("versitygw not found (make test builds it once per machine into ~/.cache/seglog-tools with go install): %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
