@@ -18,6 +18,9 @@ const (
 	StateReset    Action = "reset writer state"
 	CheckpointBad Action = "ignored checkpoint"
 	Gap           Action = "offsets missing"
+	// Lost: offsets below the recovery point — made durable, so never a
+	// power cut's loss — are not in the log any more: damage.
+	Lost Action = "durable offsets lost"
 )
 
 // Change is one thing recovery did: to which file, what, how much was

@@ -194,6 +194,13 @@ func (l *tabletLoader) load() error {
 	if !l.clean || !logEndKnown {
 		l.t.RecoveryPoint = min(l.recoveryPoint, logEnd)
 	}
+	if l.recoveryPoint > logEnd && len(l.t.Report) > 0 {
+		// Something was cut below what had been made durable: damage, not
+		// a power cut's loss (a checkpoint alone past the end, with
+		// nothing cut, is only a stale checkpoint).
+		l.report(Change{File: l.t.Dir, Action: Lost, FromOffset: logEnd, ToOffset: l.recoveryPoint,
+			Why: fmt.Sprintf("the recovery point is %d but the log now ends at %d: those records had been made durable, so a file was damaged", l.recoveryPoint, logEnd)})
+	}
 	if err := l.prepareActive(); err != nil {
 		return err
 	}

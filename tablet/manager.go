@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
@@ -377,20 +378,28 @@ func (m *Manager) open() error {
 
 // ensureTopicID checks a loaded tablet's partition.metadata. A missing
 // one (a crash before Create's first sync, or a directory written by
-// something else) gets a new topic id, reported as a change; a damaged one
-// is a *seglog.CorruptionError: the id is the tablet's identity, and no
-// guess replaces it (removing the file lets the next open assign one).
+// something else) gets a new topic id, reported as a change; so does a
+// damaged one, reported with what was wrong with it: the tablet's records
+// are intact, and a tablet unreadable for its metadata would help nobody
+// (Kafka rewrites it too). seglog verify keeps reporting the damaged file
+// until a writer has rewritten it.
 func (m *Manager) ensureTopicID(rt *recovery.Tablet) error {
 	path := filepath.Join(rt.Dir, checkpoint.PartitionMetadataFile)
 	_, found, err := checkpoint.ReadPartitionMetadata(m.fsys, path)
-	if err != nil || found {
+	why := "missing: a new topic id assigned"
+	var ce *seglog.CorruptionError
+	switch {
+	case errors.As(err, &ce):
+		why = fmt.Sprintf("damaged (%s at byte %d): a new topic id assigned", ce.Reason, ce.Offset)
+	case err != nil:
 		return err
+	case found:
+		return nil
 	}
 	if err := checkpoint.WritePartitionMetadata(m.fsys, path, checkpoint.NewTopicID()); err != nil {
 		return err
 	}
-	rt.Report = append(rt.Report, recovery.Change{File: path, Action: recovery.Created,
-		Why: "missing: a new topic id assigned"})
+	rt.Report = append(rt.Report, recovery.Change{File: path, Action: recovery.Created, Why: why})
 	return nil
 }
 

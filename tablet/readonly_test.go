@@ -229,3 +229,35 @@ func TestReadOnlyOnFullDiskAndReadOnlyFS(t *testing.T) {
 		}
 	}
 }
+
+// A damaged partition.metadata does not make the tablet unreadable: it gets
+// a new topic id, reported with what was wrong — in memory for a reader,
+// on disk for a writer.
+func TestDamagedPartitionMetadataIsRebuilt(t *testing.T) {
+	dir := writeDir(t, 5)
+	pm := filepath.Join(dir, "events-0", checkpoint.PartitionMetadataFile)
+	require.NoError(t, os.WriteFile(pm, []byte("version: 9\ntopic_id: x\n"), 0o644))
+	report := func(m *tablet.Manager) string {
+		for _, c := range m.Loaded.Tablets[0].Report {
+			if c.File == pm {
+				return c.String()
+			}
+		}
+		return ""
+	}
+	r, err := tablet.OpenManager(nil, dir, readOnly())
+	require.NoError(t, err)
+	require.Contains(t, report(r), "damaged (line 1: unrecognized version 9 at byte 0): a new topic id assigned")
+	require.Equal(t, values(5), readValues(t, r))
+	require.NoError(t, r.Close())
+	data, _ := os.ReadFile(pm)
+	require.Equal(t, "version: 9\ntopic_id: x\n", string(data), "a reader changes nothing")
+
+	w, err := tablet.OpenManager(nil, dir, quietManager())
+	require.NoError(t, err)
+	require.Contains(t, report(w), "damaged")
+	require.NoError(t, w.Close())
+	_, found, err := checkpoint.ReadPartitionMetadata(nil, pm)
+	require.NoError(t, err)
+	require.True(t, found, "a writer rewrote it")
+}
