@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/tablet"
@@ -29,6 +31,8 @@ type tabletFlags struct {
 	topic     string
 	partition int32
 	configs   []string
+	// m is the data directory withTablet opened, for fn.
+	m *tablet.Manager
 }
 
 func (f *tabletFlags) register(cmd *cobra.Command, writes bool) {
@@ -71,8 +75,90 @@ func openManager(cmd *cobra.Command, dataDir string, a access) (*tablet.Manager,
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{ReadOnly: a == readOnly,
+	m, err := tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{ReadOnly: a == readOnly,
 		Tablet: tablet.Options{Logger: logger}, Recovery: recovery.Options{Progress: recoveryProgress(cmd.ErrOrStderr(), dataDir)}})
+	if err == nil {
+		printLoadChanges(cmd.ErrOrStderr(), m, a == readOnly)
+	}
+	return m, err
+}
+
+// printLoadChanges tells what loading the directory changed — nothing is
+// ever done quietly — on stderr: for a reader, what recovery did in memory
+// only (the directory itself is as it was).
+func printLoadChanges(w io.Writer, m *tablet.Manager, inMemory bool) {
+	how := ""
+	if inMemory {
+		how = " (in memory only: the directory is unchanged; seglog recover does it on disk)"
+	}
+	all := m.Loaded.Report
+	for _, t := range m.Loaded.Tablets {
+		all = append(all, t.Report...)
+	}
+	for _, c := range all {
+		kind := "note"
+		if isDamage(m, c) {
+			kind = "damage"
+		}
+		fmt.Fprintf(w, "%s: %s%s\n", kind, c, how)
+	}
+}
+
+// isDamage reports whether a load change means records that had been
+// acknowledged as durable are gone or unreadable: data cut after a clean
+// shutdown, or below the recovery point.
+func isDamage(m *tablet.Manager, c recovery.Change) bool {
+	switch {
+	case c.Action == recovery.Lost:
+		return true
+	case !m.Loaded.CleanShutdown:
+		return false // a torn tail after a crash: unacknowledged, expected
+	case c.Action == recovery.Truncated:
+		return true
+	case c.Action == recovery.Deleted:
+		n, err := logfile.ParseFilename(filepath.Base(c.File))
+		return err == nil && n.Kind == logfile.Log && n.Suffix == ""
+	}
+	return false
+}
+
+// damageOf returns the load's damage in a tablet at or after offset from
+// (a read that starts past the damage is not failed by it), as one error,
+// or nil.
+func damageOf(m *tablet.Manager, t *tablet.Tablet, from int64) error {
+	// below reports whether a change is wholly below from: a Lost range
+	// ending there, or a segment file whose successor starts there.
+	below := func(c recovery.Change) bool {
+		if c.Action == recovery.Lost {
+			return c.ToOffset <= from
+		}
+		n, err := logfile.ParseFilename(filepath.Base(c.File))
+		if err != nil {
+			return false
+		}
+		for _, s := range t.Segments() {
+			if s.BaseOffset > n.Base {
+				return s.BaseOffset <= from
+			}
+		}
+		return false
+	}
+	var errs []error
+	for _, rt := range m.Loaded.Tablets {
+		if rt.Dir != t.Dir() {
+			continue
+		}
+		for _, c := range rt.Report {
+			if isDamage(m, c) && !below(c) {
+				errs = append(errs, errors.New(c.String()))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s is damaged — the records after the last one printed are not readable, though they were acknowledged (seglog verify tells more; seglog recover cuts the damage for good):\n%w",
+		t.TopicPartition().DirName(), errors.Join(errs...))
 }
 
 // withTablet opens the data directory, gets the tablet (creating it, for a
@@ -87,6 +173,7 @@ func (f *tabletFlags) withTablet(cmd *cobra.Command, a access, fn func(t *tablet
 	if err != nil {
 		return err
 	}
+	f.m = m
 	defer func() { err = errors.Join(err, m.Close()) }()
 	t, ok := m.Get(f.tp())
 	if !ok {
@@ -449,6 +536,11 @@ value or header that is not valid UTF-8 is base64 and named in
 					}
 					return werr == nil
 				})
+				if err == nil && werr == nil && (maxRecords == 0 || n < maxRecords) {
+					// At the end: damage that loading found there is an error, never
+					// a quiet end of the log.
+					err = damageOf(f.m, t, start)
+				}
 				return errors.Join(err, werr)
 			})
 		},
