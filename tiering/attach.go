@@ -19,9 +19,9 @@ import (
 // is tiered to (without credentials), so later opens attach the tier.
 const StoreURLFile = "store.url"
 
-// SaveStoreURL records the store a tablet is tiered to. A URL carrying
-// credentials is refused: they come from the AWS chain or flags, never a
-// file.
+// SaveStoreURL records the store a tablet is tiered to, a file:// one
+// with its directory made absolute. A URL carrying credentials is refused:
+// they come from the AWS chain or flags, never a file.
 func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
 	fsys = vfs.OrOS(fsys)
 	u, err := url.Parse(rawURL)
@@ -30,6 +30,9 @@ func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
 	}
 	if u.User != nil {
 		return fmt.Errorf("tiering: the store URL must not carry credentials")
+	}
+	if rawURL, err = AbsoluteStoreURL(rawURL); err != nil {
+		return err
 	}
 	dir := filepath.Join(tabletDir, ManifestDir)
 	if err := fsys.MkdirAll(dir, 0o750); err != nil {

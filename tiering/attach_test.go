@@ -188,3 +188,22 @@ func dirState(t *testing.T, root string) map[string]string {
 	}))
 	return out
 }
+
+// A relative file:// store is saved with its directory made absolute, so
+// every later command finds the same store whatever its working directory.
+func TestSaveStoreURLMakesFileStoresAbsolute(t *testing.T) {
+	work := t.TempDir()
+	t.Chdir(work)
+	dir := t.TempDir()
+	require.NoError(t, SaveStoreURL(nil, dir, "file://store2"))
+	got, ok, err := StoreURL(nil, dir)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "file://"+filepath.Join(work, "store2"), got)
+	require.NoError(t, SaveStoreURL(nil, dir, "file:///abs/store"))
+	got, _, _ = StoreURL(nil, dir)
+	require.Equal(t, "file:///abs/store", got)
+	require.NoError(t, SaveStoreURL(nil, dir, "s3://bucket/prefix?region=x"))
+	got, _, _ = StoreURL(nil, dir)
+	require.Equal(t, "s3://bucket/prefix?region=x", got, "an S3 URL as written")
+}

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net/url"
+	"path/filepath"
 	"time"
 )
 
@@ -101,6 +102,29 @@ func OpenStore(ctx context.Context, rawURL string, s3opts *S3Options) (ObjectSto
 	default:
 		return nil, fmt.Errorf("tiering: store URL %q: scheme must be file or s3", rawURL)
 	}
+}
+
+// AbsoluteStoreURL returns rawURL with a file:// store's directory made
+// absolute (file://store2 means ./store2 now; saved as written it would
+// mean another directory for every later working directory). Other URLs
+// are returned as they are.
+func AbsoluteStoreURL(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("tiering: store URL: %w", err)
+	}
+	if u.Scheme != "file" {
+		return rawURL, nil
+	}
+	dir := u.Host + u.Path
+	if dir == "" {
+		return "", fmt.Errorf("tiering: store URL %q names no directory", rawURL)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("tiering: store URL %q: %w", rawURL, err)
+	}
+	return (&url.URL{Scheme: "file", Path: abs, RawQuery: u.RawQuery}).String(), nil
 }
 
 // crcBase64 is the CRC-32C of b as S3 writes it: base64 of 4 big-endian

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 
 	"github.com/spf13/cobra"
 )
@@ -33,19 +34,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	return exitCode(root.Execute(), stderr)
+}
+
+// exitCode prints a command's error for people on stderr and returns the
+// exit status: 0 without one.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
 	var ex *exitError
 	if errors.As(err, &ex) {
 		if ex.msg != "" {
-			fmt.Fprintln(stderr, "seglog:", ex.msg)
+			fmt.Fprintln(stderr, "seglog:", humanize(ex.msg))
 		}
 		return ex.code
 	}
-	fmt.Fprintln(stderr, "seglog:", err)
+	fmt.Fprintln(stderr, "seglog:", humanize(err.Error()))
 	return 1
+}
+
+// packagePrefix matches the Go package names the engine's errors start
+// with ("tablet: ", "checkpoint: ", …): they mean nothing to a person.
+var packagePrefix = regexp.MustCompile(`(^|: |\n)(seglog|tablet|checkpoint|vfs|recovery|segment|tiering|record|mmapfile|offsetindex|timeindex|txnindex|writerstate|leaderepoch|logfile): `)
+
+// humanize turns an engine error's text into a message for people: no Go
+// package prefixes.
+func humanize(msg string) string {
+	for {
+		next := packagePrefix.ReplaceAllString(msg, "$1")
+		if next == msg {
+			return msg
+		}
+		msg = next
+	}
 }
 
 // exitError ends the command with a status after its output is written.

@@ -36,8 +36,14 @@ type tabletFlags struct {
 }
 
 func (f *tabletFlags) register(cmd *cobra.Command, writes bool) {
+	f.registerTopic(cmd, writes, "the topic (required)")
+}
+
+// registerTopic registers the flags, with the --topic flag's own help (the
+// commands where it is optional say so).
+func (f *tabletFlags) registerTopic(cmd *cobra.Command, writes bool, topicHelp string) {
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "the data directory (required)")
-	cmd.Flags().StringVar(&f.topic, "topic", "", "the topic (required)")
+	cmd.Flags().StringVar(&f.topic, "topic", "", topicHelp)
 	cmd.Flags().Int32Var(&f.partition, "partition", 0, "the partition")
 	if writes {
 		cmd.Flags().StringArrayVar(&f.configs, "config", nil,
@@ -100,7 +106,7 @@ func printLoadChanges(w io.Writer, m *tablet.Manager, inMemory bool) {
 		if isDamage(m, c) {
 			kind = "damage"
 		}
-		fmt.Fprintf(w, "%s: %s%s\n", kind, c, how)
+		fmt.Fprintf(w, "%s: %s%s\n", kind, humanize(c.String()), how)
 	}
 }
 
@@ -236,6 +242,14 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
+// The most a RecordBatch v2 adds to its records (the 61-byte header) and
+// a record to its key and value (attributes, varint lengths and deltas, no
+// headers): produce cuts batches by them before max.message.bytes.
+const (
+	batchOverhead  = record.HeaderSize
+	recordOverhead = 1 + 5 + 10 + 5 + 5 + 5 + 1
+)
+
 func newProduceCmd() *cobra.Command {
 	var (
 		f            tabletFlags
@@ -311,30 +325,62 @@ fsynced: what the file lists was acknowledged.`,
 					}
 					return nil
 				}
-				sc := bufio.NewScanner(cmd.InOrStdin())
-				sc.Buffer(make([]byte, 64<<10), 16<<20)
-				for sc.Scan() {
-					line := sc.Bytes()
-					r := record.Record{Timestamp: nowMs(), Value: append([]byte(nil), line...)}
-					if keySep != "" {
-						if k, v, ok := strings.Cut(string(line), keySep); ok {
-							r.Key, r.Value = []byte(k), []byte(v)
+				// A batch is cut before it would pass max.message.bytes, and a
+				// record that cannot fit in any batch fails alone: what came
+				// before it is produced, and the summary says so.
+				limit := t.Config().MaxMessageBytes
+				pendingBytes := 0
+				lineNo := 0
+				produce := func() error {
+					sc := bufio.NewScanner(cmd.InOrStdin())
+					sc.Buffer(make([]byte, 64<<10), 64<<20)
+					for sc.Scan() {
+						lineNo++
+						line := sc.Bytes()
+						r := record.Record{Timestamp: nowMs(), Value: append([]byte(nil), line...)}
+						if keySep != "" {
+							if k, v, ok := strings.Cut(string(line), keySep); ok {
+								r.Key, r.Value = []byte(k), []byte(v)
+							}
+						}
+						size := recordOverhead + len(r.Key) + len(r.Value)
+						if batchOverhead+size > limit {
+							if err := flush(); err != nil {
+								return err
+							}
+							return fmt.Errorf("record too large: line %d is %d bytes, the limit is max.message.bytes=%d; raise it with --config max.message.bytes=N",
+								lineNo, len(line), limit)
+						}
+						if len(pending) > 0 && batchOverhead+pendingBytes+size > limit {
+							if err := flush(); err != nil {
+								return err
+							}
+						}
+						pending = append(pending, r)
+						pendingBytes = 0
+						for _, p := range pending {
+							pendingBytes += recordOverhead + len(p.Key) + len(p.Value)
+						}
+						if len(pending) == batchRecords {
+							if err := flush(); err != nil {
+								return err
+							}
 						}
 					}
-					pending = append(pending, r)
-					if len(pending) == batchRecords {
-						if err := flush(); err != nil {
-							return err
+					if err := sc.Err(); err != nil {
+						if errors.Is(err, bufio.ErrTooLong) {
+							return fmt.Errorf("line %d is longer than 64 MiB, the longest line produce reads", lineNo+1)
 						}
+						return err
 					}
+					return flush()
 				}
-				if err := sc.Err(); err != nil {
-					return err
+				err := produce()
+				if sum.Records > 0 || err == nil {
+					// What was written is said even when a later line failed.
+					err = errors.Join(err, printJSON(cmd.OutOrStdout(), sum))
 				}
-				if err := flush(); err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), sum)
+				return err
 			})
 		},
 	}
@@ -381,6 +427,9 @@ names. The exit status is 1 if any batch was rejected.`,
 			}
 			if err != nil {
 				return err
+			}
+			if len(data) == 0 {
+				return fmt.Errorf("no batch to append: %s is empty", map[bool]string{true: "stdin", false: batches}[batches == "-"])
 			}
 			rejected := 0
 			err = f.withTablet(cmd, create, func(t *tablet.Tablet) error {
@@ -514,6 +563,15 @@ value or header that is not valid UTF-8 is base64 and named in
 			}
 			if format != "json" && format != "value" {
 				return fmt.Errorf("--format %q is not json or value", format)
+			}
+			if cmd.Flags().Changed("from-offset") && fromOffset < 0 {
+				return fmt.Errorf("--from-offset %d is negative: offsets start at 0 (--from earliest reads from the log start)", fromOffset)
+			}
+			if cmd.Flags().Changed("from-time") && fromTime < 0 {
+				return fmt.Errorf("--from-time %d is negative: a time is milliseconds since 1970", fromTime)
+			}
+			if maxRecords < 0 {
+				return fmt.Errorf("--max-records %d is negative", maxRecords)
 			}
 			return f.withTablet(cmd, readOnly, func(t *tablet.Tablet) error {
 				start, err := startOffset(cmd, t, fromOffset, fromTime, from)
@@ -664,6 +722,6 @@ segments (base offset, next offset, size, path).`,
 			return printJSON(cmd.OutOrStdout(), all)
 		},
 	}
-	f.register(cmd, false)
+	f.registerTopic(cmd, false, "only this topic's tablet (every tablet's without it)")
 	return cmd
 }

@@ -32,12 +32,7 @@ func runWithStdin(t *testing.T, stdin string, args ...string) (int, string, stri
 	root.SetIn(strings.NewReader(stdin))
 	root.SetOut(&stdout)
 	root.SetErr(&stderr)
-	err := root.Execute()
-	code := 0
-	if err != nil {
-		code = 1
-		fmt.Fprintln(&stderr, "seglog:", err)
-	}
+	code := exitCode(root.Execute(), &stderr)
 	return code, stdout.String(), stderr.String()
 }
 

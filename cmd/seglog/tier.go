@@ -150,6 +150,10 @@ every --interval until interrupted.`,
 					err = errors.Join(err, x.Close())
 				}
 			}()
+			absStore, err := tiering.AbsoluteStoreURL(store) // as saved: file:// stores by their absolute directory
+			if err != nil {
+				return err
+			}
 			for _, t := range m.Tablets() {
 				tp := t.TopicPartition()
 				if f.topic != "" && tp != f.tp() {
@@ -166,7 +170,7 @@ every --interval until interrupted.`,
 				}
 				if u, ok, err := tiering.StoreURL(vfs.OS, t.Dir()); err != nil {
 					return err
-				} else if ok && u != store {
+				} else if ok && u != store && u != absStore {
 					return fmt.Errorf("%s is tiered to %s, not %s", tp, u, store)
 				}
 				if err := tiering.SaveStoreURL(vfs.OS, t.Dir(), store); err != nil {
@@ -206,7 +210,7 @@ every --interval until interrupted.`,
 			}
 		},
 	}
-	f.register(cmd, true)
+	f.registerTopic(cmd, true, "only this topic's tablet (every tiered tablet without it)")
 	cmd.Flags().StringVar(&store, "store", "", "the object store URL: file:///dir or s3://bucket/prefix?endpoint=&region=&path-style=")
 	cmd.Flags().BoolVar(&once, "once", false, "make one pass and exit")
 	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "time between passes without --once")
