@@ -333,6 +333,7 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 
 func (m *Manager) open() error {
 	metaPath := filepath.Join(m.dir, checkpoint.MetaPropertiesFile)
+	var created []recovery.Change
 	if _, ok, err := checkpoint.ReadMetaProperties(m.fsys, metaPath); err != nil {
 		return err
 	} else if !ok {
@@ -340,6 +341,10 @@ func (m *Manager) open() error {
 			DirectoryID: checkpoint.NewTopicID().String()}
 		if err := checkpoint.WriteMetaProperties(m.fsys, metaPath, meta); err != nil {
 			return err
+		}
+		if names, _ := m.fsys.List(m.dir); len(names) > 2 { // more than .lock and the new file: not a new directory
+			created = append(created, recovery.Change{File: metaPath, Action: recovery.Created,
+				Why: "missing: cluster id " + meta.ClusterID + ", node id " + strconv.Itoa(int(meta.NodeID))})
 		}
 	}
 	ropts := m.opts.Recovery
@@ -353,6 +358,7 @@ func (m *Manager) open() error {
 	if err != nil {
 		return err
 	}
+	r.Report = append(created, r.Report...) // nothing the open changed goes unsaid
 	m.Loaded = r
 	for _, rt := range r.Tablets {
 		err := m.ensureTopicID(rt)

@@ -202,6 +202,12 @@ func TestReadOnlyCommandsOnFullAndReadOnlyFilesystems(t *testing.T) {
 			code, out, _ := runWithStdin(t, "", "consume", "--data-dir", d, "--topic", "orders", "--format", "value")
 			require.Equal(t, 0, code)
 			require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 300)
+
+			// A writer is refused there, saying why — not "in use".
+			code, _, errOut := runWithStdin(t, "x\n", "produce", "--data-dir", d, "--topic", "orders")
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, map[string]string{"full": "no space left on device", "read-only": "read-only file system"}[kind])
+			require.NotContains(t, errOut, "in use")
 		})
 	}
 }
