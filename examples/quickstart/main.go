@@ -66,7 +66,7 @@ func run(dir string) error {
 	// answered with the original offsets and writes nothing.
 	b := record.NewBuilder(record.LZ4)
 	b.SetProducer(7, 0, 0)
-	shipped := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
+	shipped := time.Now().Add(time.Minute).UnixMilli() // after the plain records, stamped now
 	if err := b.Append(record.Record{Timestamp: shipped, Key: []byte("o-1"), Value: []byte("shipped")}); err != nil {
 		return err
 	}
