@@ -122,6 +122,13 @@ func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) erro
 		}
 		return t.readRemote(r, res, aborted, offset, opts, min(bound.offset, v.localStart))
 	}
+	if offset >= v.logStart && offset < v.localStart {
+		if g != nil {
+			t.done(g)
+		}
+		return fmt.Errorf("%w: offsets %d to %d of %s are in its tier's store; start the store or pass --store (the tier attaches when its store answers)",
+			ErrTierNotAttached, v.logStart, v.localStart-1, t.tp.DirName())
+	}
 	if offset < v.localStart || offset > v.leo.offset {
 		if g != nil {
 			t.done(g)
@@ -273,6 +280,9 @@ func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 	}
 	if ts < 0 {
 		return TimestampOffset{}, fmt.Errorf("tablet: timestamp %d is neither a time nor Earliest/LatestTimestamp", ts)
+	}
+	if t.remoteTier() == nil && v.logStart < v.localStart {
+		return TimestampOffset{}, fmt.Errorf("%w: the offset for a time may be in the store of %s's tier", ErrTierNotAttached, t.tp.DirName())
 	}
 	if r := t.remoteTier(); r != nil && v.logStart < v.localStart {
 		found, ok, err := r.RemoteOffsetForTimestamp(context.Background(), ts)

@@ -32,8 +32,11 @@ func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 	if err := t.usableLocked(); err != nil {
 		return RetentionResult{}, err
 	}
-	if t.remoteTier() != nil {
-		return RetentionResult{}, nil // the tier applies retention and deletes what it holds
+	if t.remoteTier() != nil || t.tiered {
+		// The tier applies retention and deletes what it holds; a tiered
+		// tablet whose tier is not attached waits for it (local data may be
+		// all there is of some offsets, and the log start is the tier's).
+		return RetentionResult{}, nil
 	}
 	cfg := t.mu.cfg
 	now := t.opts.Now().UnixMilli()

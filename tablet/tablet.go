@@ -277,6 +277,8 @@ type Tablet struct {
 	// which a tier attached later may serve from (it is below the first
 	// segment's base when the log starts in the tier).
 	checkpointLogStart int64
+	// tiered: the tablet directory holds a tier's state (TierDir).
+	tiered bool
 	// durable mirrors flush.synced for Offsets.
 	durable     atomic.Int64
 	lastFlushMs atomic.Int64   // when the last flush ended, for flush.ms
@@ -434,6 +436,15 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 	t.checkpointLogStart = r.CheckpointLogStart
 	v := view{logStart: r.LogStartOffset, localStart: r.LogStartOffset, recoveryPoint: max(r.RecoveryPoint, r.LogStartOffset),
 		leo: end, hw: end}
+	if _, err := fsys.Stat(filepath.Join(r.Dir, TierDir)); err == nil {
+		// A tiered tablet: the log below the local log start is in its
+		// tier, attached or not. Its log start moves only through the tier
+		// (SetRemote, remote retention); without it, it stays where the
+		// checkpoint kept it — so no close writes it up to the local log
+		// start, and no later retention retires the store's objects for it.
+		t.tiered = true
+		v.logStart = min(r.CheckpointLogStart, r.LogStartOffset)
+	}
 	t.flush.flushed, t.flush.synced = r.RecoveryPoint, r.RecoveryPoint
 	t.durable.Store(r.RecoveryPoint)
 	t.lastFlushMs.Store(opts.Now().UnixMilli())
@@ -695,3 +706,15 @@ func (t *Tablet) readOnlyErr() error {
 	}
 	return nil
 }
+
+// TierDir is the directory of a tablet's tier state (the tiering
+// package's manifest and store URL): a tablet that has one is tiered.
+const TierDir = "tier"
+
+// ErrTierNotAttached is returned by a read below the local log start of a
+// tiered tablet whose tier is not attached (its store down, or the command
+// given none): those records are in the store.
+var ErrTierNotAttached = errors.New("tablet: tier not attached")
+
+// Tiered reports whether the tablet has a tier (TierDir), attached or not.
+func (t *Tablet) Tiered() bool { return t.tiered }

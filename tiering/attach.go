@@ -70,39 +70,48 @@ func (a *Attached) Close() error {
 
 // Attach opens the tier of every tablet of m (only those match accepts,
 // if match is set) that was tiered before, so that reads below the local
-// log start work.
+// log start work. A tier that cannot be attached — its store down, its
+// manifest unreadable — does not stop the others: Attach returns the tiers
+// it opened and every failure, joined, for the caller to report or refuse
+// (a tablet without its tier keeps its log start and serves its local
+// records; tablet.ErrTierNotAttached answers reads below). Close the
+// tiers it returns in both cases.
 func Attach(ctx context.Context, m *tablet.Manager, match func(checkpoint.TopicPartition) bool, s3opts *S3Options, o *Options) (*Attached, error) {
 	if m == nil {
 		return nil, errors.New("tiering: Attach needs a manager")
 	}
 	a := &Attached{}
 	stores := map[string]ObjectStore{}
+	var errs []error
 	for _, t := range m.Tablets() {
 		tp := t.TopicPartition()
 		if match != nil && !match(tp) {
 			continue
 		}
 		u, ok, err := StoreURL(vfs.OS, t.Dir())
-		if err != nil || !ok {
-			if err != nil {
-				return a, errors.Join(err, a.Close())
-			}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tiering: attaching %s: %w", tp, err))
+			continue
+		}
+		if !ok {
 			continue
 		}
 		s, ok := stores[u]
 		if !ok {
 			if s, err = OpenStore(ctx, u, s3opts); err != nil {
-				return a, errors.Join(err, a.Close())
+				errs = append(errs, fmt.Errorf("tiering: attaching %s: %w", tp, err))
+				continue
 			}
 			stores[u] = s
 		}
 		x, err := Open(ctx, t, tp.Topic, tp.Partition, s, o)
 		if err != nil {
-			return a, errors.Join(fmt.Errorf("tiering: attaching %s: %w", tp, err), a.Close())
+			errs = append(errs, fmt.Errorf("tiering: attaching %s: %w", tp, err))
+			continue
 		}
 		a.Tiers = append(a.Tiers, x)
 	}
-	return a, nil
+	return a, errors.Join(errs...)
 }
 
 // Name names the tier's tablet: topic-partition.

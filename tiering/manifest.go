@@ -13,13 +13,15 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/seglog/seglog/tablet"
+
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/vfs"
 )
 
 // Manifest files, under <tablet-dir>/tier/ (spec/tiering.md section 2).
 const (
-	ManifestDir      = "tier"
+	ManifestDir      = tablet.TierDir
 	ManifestLog      = "manifest.log"
 	ManifestSnapshot = "manifest.snapshot"
 	recordHeaderSize = 9 // length u32, CRC-32C u32, type u8

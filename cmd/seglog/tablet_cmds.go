@@ -212,10 +212,18 @@ func (f *tabletFlags) withTablet(cmd *cobra.Command, a access, fn func(t *tablet
 
 // attachTiers attaches the tier of each matching tablet that was tiered
 // (seglog tier), so reads below the local log start go to the store.
-// S3 credentials come from the standard AWS chain.
+// S3 credentials come from the standard AWS chain. A tier that cannot be
+// attached (its store down) is said on stderr and the command goes on: the
+// tablet keeps its log start and serves its local records, and a read
+// below them says the tier is not attached.
 func attachTiers(cmd *cobra.Command, m *tablet.Manager, match func(checkpoint.TopicPartition) bool) (*tiering.Attached, error) {
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return tiering.Attach(cmd.Context(), m, match, nil, &tiering.Options{Logger: logger})
+	a, err := tiering.Attach(cmd.Context(), m, match, nil, &tiering.Options{Logger: logger})
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n  (the local records are served; those below the local log start are not until the store answers)\n",
+			humanize(err.Error()))
+	}
+	return a, nil
 }
 
 func applyConfigs(cfg tablet.Config, kvs []string) (tablet.Config, error) {

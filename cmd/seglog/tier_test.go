@@ -6,13 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/s3test"
+	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
 )
 
@@ -188,4 +193,81 @@ func TestKillTier(t *testing.T) {
 	}
 	require.NotEmpty(t, visible)
 	t.Logf("%d kills, %d restarts checked, %d records, 0 lost; %d objects", k.kills, k.checks, produced, len(visible))
+}
+
+// A tiered tablet's log start moves only through its tier: opening it
+// without the tier attached — recover, a refused attach to another store,
+// the store down — changes no checkpoint and retires no object; reads
+// below the local log start say the tier is not attached, local ones work,
+// and once the store answers everything is back.
+func TestTieredLogStartHoldsWithoutTheTier(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	storeDir := filepath.Join(t.TempDir(), "store")
+	store := "file://" + storeDir
+	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
+		"--config", "segment.bytes=16384", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "local.retention.bytes=0")
+	require.Zero(t, code, errOut)
+	logStart := func() int64 {
+		o, err := checkpoint.ReadOffsets(nil, filepath.Join(d, checkpoint.LogStartOffsetFile))
+		require.NoError(t, err)
+		return o[checkpoint.TopicPartition{Topic: "orders"}]
+	}
+	objects := func() []string {
+		var out []string
+		require.NoError(t, filepath.WalkDir(storeDir, func(p string, e fs.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(p, ".seg") {
+				out = append(out, p)
+			}
+			return err
+		}))
+		return out
+	}
+	require.Zero(t, logStart())
+	before := objects()
+	require.NotEmpty(t, before)
+	var o tablet.Offsets
+	code, out, _ := runSeglog(t, "offsets", "--data-dir", d, "--topic", "orders")
+	require.Zero(t, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &o))
+	local := o.LocalLogStartOffset
+	require.Greater(t, local, int64(1000))
+
+	// recover opens it without the tier.
+	code, _, errOut = runSeglog(t, "recover", "--data-dir", d)
+	require.Zero(t, code, errOut)
+	require.Zero(t, logStart(), "recover kept the log start")
+	// An attach to another store is refused.
+	code, _, _ = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+t.TempDir(), "--once")
+	require.Equal(t, 1, code)
+	require.Zero(t, logStart(), "a refused attach kept the log start")
+	// The store down: a file where its directory was.
+	require.NoError(t, os.Rename(storeDir, storeDir+".away"))
+	require.NoError(t, os.WriteFile(storeDir, []byte("not a store"), 0o644))
+	code, _, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "orders", "--from", "earliest")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "warning: ")
+	require.Contains(t, errOut, "tier not attached")
+	require.Contains(t, errOut, "start the store or pass --store")
+	code, out, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "orders", "--from-offset", strconv.FormatInt(local, 10))
+	require.Zero(t, code, errOut)
+	require.Equal(t, int(3000-local), strings.Count(out, "\n"), "the local records are served")
+	code, _, errOut = runWithStdin(t, "more:1\n", "produce", "--data-dir", d, "--topic", "orders", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	require.Zero(t, logStart(), "a writer without the tier kept the log start")
+	code, _, _ = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once")
+	require.Equal(t, 1, code, "the tier pass fails while the store is down")
+	require.Zero(t, logStart())
+
+	// The store back: every record, and nothing was retired.
+	require.NoError(t, os.Remove(storeDir))
+	require.NoError(t, os.Rename(storeDir+".away", storeDir))
+	code, out, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once")
+	require.Zero(t, code, errOut)
+	require.NotContains(t, out, "retired")
+	code, out, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "orders", "--from", "earliest", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Equal(t, 3001, strings.Count(out, "\n"))
+	require.Subset(t, objects(), before, "every object is still in the store")
 }

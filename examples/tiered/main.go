@@ -108,10 +108,10 @@ func run(dir string) error {
 	}
 	defer m.Close()
 	attached, err := tiering.Attach(ctx, m, nil, nil, nil)
-	if err != nil {
-		return err
-	}
 	defer attached.Close()
+	if err != nil {
+		return err // a tier that could not attach: here, a failure
+	}
 	tab, _ = m.Get(tablet.TopicPartition{Topic: "events", Partition: 0})
 	if err := readAll(tab, "after a reopen"); err != nil {
 		return err
