@@ -3,6 +3,7 @@ package tiering
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -282,7 +283,7 @@ func (x *Tier) ReadRemote(ctx context.Context, offset int64, maxBytes int, minOn
 		}
 		o, err := x.cache.index(ctx, e)
 		if err != nil {
-			return tablet.RemoteRead{}, err
+			return readable(out, e, err)
 		}
 		i, ok := o.FindBlock(offset)
 		for ; ok && i < len(o.Blocks); i++ {
@@ -291,12 +292,12 @@ func (x *Tier) ReadRemote(ctx context.Context, offset int64, maxBytes int, minOn
 			}
 			data, err := x.cache.block(ctx, e, o, i)
 			if err != nil {
-				return tablet.RemoteRead{}, err
+				return readable(out, e, err)
 			}
 			for len(data) > 0 {
 				b, rest, err := record.ParseBatch(data)
 				if err != nil {
-					return tablet.RemoteRead{}, &seglog.CorruptionError{Path: e.Key, Offset: o.Blocks[i].Position, Reason: "unreadable batch in a checked block", Err: err}
+					return readable(out, e, &seglog.CorruptionError{Path: e.Key, Offset: o.Blocks[i].Position, Reason: "unreadable batch in a checked block", Err: err})
 				}
 				data = rest
 				switch {
@@ -319,6 +320,21 @@ func (x *Tier) ReadRemote(ctx context.Context, offset int64, maxBytes int, minOn
 		}
 	}
 	return out, nil
+}
+
+// readable ends a remote read at a bad or missing object: the batches read
+// before it are returned first (the reader comes back for the rest, and
+// then gets the error); with none, the error, naming the object's key and
+// the offsets it holds.
+func readable(out tablet.RemoteRead, e Entry, err error) (tablet.RemoteRead, error) {
+	if len(out.Data) > 0 {
+		return out, nil
+	}
+	what := "unreadable"
+	if errors.Is(err, ErrNotFound) {
+		what = "missing from the store"
+	}
+	return tablet.RemoteRead{}, fmt.Errorf("tiering: object %s, holding offsets %d to %d, is %s: %w", e.Key, e.Base, e.End-1, what, err)
 }
 
 // RemoteAbortedTxns implements tablet.Remote from the objects' aux

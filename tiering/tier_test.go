@@ -1246,3 +1246,54 @@ func TestTierBlockCacheMergesAndShares(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(2), x.Fetches()-before, "eight readers of one cold block: one tail GET and one block GET")
 }
+
+// A remote read that reaches a bad or missing object returns the records
+// before it first; the next read, at the damaged offset, fails with the
+// object's key, its offsets and the reason — nothing healthy is hidden.
+func TestRemoteReadReturnsWhatIsReadable(t *testing.T) {
+	ctx := context.Background()
+	for _, damage := range []string{"missing", "corrupt"} {
+		t.Run(damage, func(t *testing.T) {
+			f := newFixture(t, 60)
+			store, x := f.fileTier(t)
+			defer x.Close()
+			up, err := x.Upload(ctx, nil)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(up.Objects), 3)
+			_, err = x.DeleteLocal()
+			require.NoError(t, err)
+			bad := up.Objects[1]
+			path := filepath.Join(store.Dir(), filepath.FromSlash(bad.Key))
+			switch damage {
+			case "missing":
+				require.NoError(t, os.Remove(path))
+			case "corrupt":
+				data, err := os.ReadFile(path)
+				require.NoError(t, err)
+				data[blockHeaderSize+20] ^= 0xff // inside block 0's first batch
+				require.NoError(t, os.Chmod(path, 0o644))
+				require.NoError(t, os.WriteFile(path, data, 0o644))
+			}
+			x.DropCache()
+			var last int64 = -1
+			err = f.t.Records(0, tablet.ReadLogEnd, func(_ record.Batch, r *record.Record) bool {
+				last = r.Offset
+				return true
+			})
+			require.Error(t, err)
+			require.Equal(t, bad.Base-1, last, "every record before the bad object was read")
+			require.ErrorContains(t, err, bad.Key)
+			require.ErrorContains(t, err, fmt.Sprintf("holding offsets %d to %d", bad.Base, bad.End-1))
+			if damage == "missing" {
+				require.ErrorIs(t, err, ErrNotFound)
+				require.ErrorContains(t, err, "missing from the store")
+			} else {
+				require.ErrorIs(t, err, seglog.ErrCorruption)
+			}
+			// Past it, the log reads on.
+			n := 0
+			require.NoError(t, f.t.Records(bad.End, tablet.ReadLogEnd, func(record.Batch, *record.Record) bool { n++; return true }))
+			require.Positive(t, n)
+		})
+	}
+}
