@@ -24,13 +24,14 @@ const StoreURLFile = "store.url"
 // they come from the AWS chain or flags, never a file.
 func SaveStoreURL(fsys vfs.FS, tabletDir, rawURL string) error {
 	fsys = vfs.OrOS(fsys)
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return fmt.Errorf("tiering: store URL: %w", err)
+	if _, err := url.Parse(rawURL); err != nil {
+		return fmt.Errorf("tiering: store URL %q is not a URL", RedactURL(rawURL))
 	}
-	if u.User != nil {
-		return fmt.Errorf("tiering: the store URL must not carry credentials")
+	if carriesSecret(rawURL) {
+		return fmt.Errorf("tiering: the store URL %s carries credentials: they come from the AWS chain, the environment or a file, and are never saved",
+			RedactURL(rawURL))
 	}
+	var err error
 	if rawURL, err = AbsoluteStoreURL(rawURL); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -35,6 +36,25 @@ type S3Options struct {
 	MaxAttempts int
 	// HTTPClient is the client to use; the default is the SDK's.
 	HTTPClient *http.Client
+	// InstanceMetadata lets the AWS credential chain ask the EC2
+	// instance-metadata endpoint for a role's credentials even when the
+	// store is not AWS itself (it always may for AWS). The default is
+	// false.
+	InstanceMetadata bool
+}
+
+// awsEndpoint reports whether a store's endpoint is AWS itself: none given
+// (the SDK's own), or a host under amazonaws.com.
+func awsEndpoint(endpoint string) bool {
+	if endpoint == "" {
+		return true
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	return h == "amazonaws.com" || strings.HasSuffix(h, ".amazonaws.com")
 }
 
 // S3Store keeps objects in an S3 bucket under a prefix, through the AWS SDK
@@ -62,7 +82,7 @@ func OpenS3Store(ctx context.Context, u *url.URL, o *S3Options) (*S3Store, error
 		opts.MaxAttempts = 4
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("tiering: s3 URL %q names no bucket", u.Redacted())
+		return nil, fmt.Errorf("tiering: s3 URL %q names no bucket", RedactURL(u.String()))
 	}
 	q := u.Query()
 	region := q.Get("region")
@@ -94,11 +114,17 @@ func OpenS3Store(ctx context.Context, u *url.URL, o *S3Options) (*S3Store, error
 	if opts.HTTPClient != nil {
 		loads = append(loads, config.WithHTTPClient(opts.HTTPClient))
 	}
+	endpoint := q.Get("endpoint")
+	if !opts.InstanceMetadata && !awsEndpoint(endpoint) {
+		// The EC2 instance-metadata endpoint is not loopback, and a store
+		// that is not AWS has no instance role: it is never asked unless
+		// the user says so.
+		loads = append(loads, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
 	cfg, err := config.LoadDefaultConfig(ctx, loads...)
 	if err != nil {
 		return nil, fmt.Errorf("tiering: loading the AWS configuration: %w", err)
 	}
-	endpoint := q.Get("endpoint")
 	client := s3.NewFromConfig(cfg, func(so *s3.Options) {
 		so.UsePathStyle = pathStyle
 		if endpoint != "" {
@@ -110,7 +136,7 @@ func OpenS3Store(ctx context.Context, u *url.URL, o *S3Options) (*S3Store, error
 	})
 	desc := "s3://" + u.Host + u.Path
 	if endpoint != "" {
-		desc += " at " + endpoint
+		desc += " at " + RedactURL(endpoint)
 	}
 	return &S3Store{client: client, bucket: u.Host, prefix: strings.Trim(u.Path, "/"), desc: desc, opTO: opts.OpTimeout}, nil
 }
@@ -146,8 +172,28 @@ func s3err(op, key string, err error) error {
 	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
 		return fmt.Errorf("%w: %s %s: %v", ErrNotFound, op, key, err)
 	}
-	return fmt.Errorf("tiering: %s %s: %w", op, key, err)
+	if strings.Contains(err.Error(), "get credentials") {
+		return fmt.Errorf("%w: %s %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --access-key-id with --secret-access-key-file", ErrNoCredentials, op, key)
+	}
+	return &s3Error{op: op, key: key, err: err}
 }
+
+// ErrNoCredentials: the AWS credential chain found no credentials for an
+// s3:// store.
+var ErrNoCredentials = errors.New("tiering: no S3 credentials")
+
+// s3Error is an S3 request's failure, worded without the SDK's "https"
+// (the endpoint may be plain http).
+type s3Error struct {
+	op, key string
+	err     error
+}
+
+func (e *s3Error) Error() string {
+	return fmt.Sprintf("tiering: %s %s: %s", e.op, e.key, strings.ReplaceAll(e.err.Error(), "https response error", "response error"))
+}
+
+func (e *s3Error) Unwrap() error { return e.err }
 
 func (s *S3Store) Put(ctx context.Context, key string, body []byte) (ObjectInfo, error) {
 	ctx, cancel := s.ctx(ctx)

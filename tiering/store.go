@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -88,20 +90,62 @@ type ObjectStore interface {
 func OpenStore(ctx context.Context, rawURL string, s3opts *S3Options) (ObjectStore, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("tiering: store URL %q: %w", rawURL, err)
+		return nil, fmt.Errorf("tiering: store URL %q is not a URL", RedactURL(rawURL))
 	}
 	switch u.Scheme {
 	case "file":
 		dir := u.Host + u.Path
 		if dir == "" {
-			return nil, fmt.Errorf("tiering: store URL %q names no directory", rawURL)
+			return nil, fmt.Errorf("tiering: store URL %q names no directory", RedactURL(rawURL))
 		}
 		return OpenFileStore(dir)
 	case "s3":
 		return OpenS3Store(ctx, u, s3opts)
 	default:
-		return nil, fmt.Errorf("tiering: store URL %q: scheme must be file or s3", rawURL)
+		return nil, fmt.Errorf("tiering: store URL %q: scheme must be file or s3", RedactURL(rawURL))
 	}
+}
+
+// secretParam matches the query parameters whose values are secrets.
+var secretParam = regexp.MustCompile(`(?i)secret|password|passwd|token|signature|credential`)
+
+// userinfo matches the credentials part of a URL (scheme://user:pass@).
+var userinfo = regexp.MustCompile(`(//)[^/@?#]*@`)
+
+// RedactURL returns rawURL fit to print or log: the userinfo of the URL
+// and of an endpoint parameter, and every secret-looking query parameter,
+// replaced with REDACTED. Nothing that calls itself a secret survives it,
+// even a URL that does not parse.
+func RedactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return userinfo.ReplaceAllString(rawURL, "${1}REDACTED@")
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	q := u.Query()
+	for k, vs := range q {
+		for i, v := range vs {
+			switch {
+			case secretParam.MatchString(k):
+				vs[i] = "REDACTED"
+			case strings.Contains(v, "@"):
+				vs[i] = RedactURL(v)
+			}
+		}
+		q[k] = vs
+	}
+	if len(q) > 0 {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// carriesSecret reports whether a store URL holds a credential: userinfo,
+// in it or in its endpoint, or a secret-looking parameter.
+func carriesSecret(rawURL string) bool {
+	return RedactURL(rawURL) != rawURL && strings.Contains(RedactURL(rawURL), "REDACTED")
 }
 
 // AbsoluteStoreURL returns rawURL with a file:// store's directory made

@@ -156,3 +156,50 @@ func s3Store(t *testing.T, srv s3test.Server) ObjectStore {
 }
 
 func removeAll(dir string) error { return os.RemoveAll(dir) }
+
+// No secret survives RedactURL: userinfo (of the URL and of its endpoint)
+// and secret-looking parameters; what is not secret stays readable.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3://KEY:SECRET@bucket/p":                                     "s3://REDACTED@bucket/p",
+		"s3://bucket/p?endpoint=http://KEY:SECRET@127.0.0.1:9000":      "s3://bucket/p?endpoint=http%3A%2F%2FREDACTED%40127.0.0.1%3A9000",
+		"s3://bucket/p?region=eu-west-1&X-Amz-Signature=abc&token=xyz": "s3://bucket/p?X-Amz-Signature=REDACTED&region=eu-west-1&token=REDACTED",
+		"file:///var/store":                                            "file:///var/store",
+		"s3://bucket/p?endpoint=http://127.0.0.1:9000&path-style=true": "s3://bucket/p?endpoint=http%3A%2F%2F127.0.0.1%3A9000&path-style=true",
+		"s3://KEY:SEC%zz@bucket":                                       "s3://REDACTED@bucket",
+	} {
+		got := RedactURL(in)
+		require.Equal(t, want, got, in)
+		require.NotContains(t, got, "SECRET")
+		require.NotContains(t, got, "abc")
+		require.NotContains(t, got, "xyz")
+	}
+	for raw, secret := range map[string]bool{
+		"s3://KEY:SECRET@bucket/p":                                true,
+		"s3://bucket/p?endpoint=http://KEY:SECRET@127.0.0.1:9000": true,
+		"s3://bucket/p?secret=1":                                  true,
+		"s3://bucket/p?endpoint=http://127.0.0.1:9000":            false,
+		"file:///var/store":                                       false,
+	} {
+		require.Equal(t, secret, carriesSecret(raw), raw)
+	}
+	for endpoint, aws := range map[string]bool{"": true, "https://s3.eu-west-1.amazonaws.com": true,
+		"http://127.0.0.1:9000": false, "https://amazonaws.com.evil.example": false} {
+		require.Equal(t, aws, awsEndpoint(endpoint), endpoint)
+	}
+}
+
+// A store URL with a credential anywhere is never saved, and the refusal
+// does not print it.
+func TestSaveStoreURLRefusesSecrets(t *testing.T) {
+	dir := t.TempDir()
+	for _, raw := range []string{"s3://KEY:SECRET@bucket/p", "s3://bucket/p?endpoint=http://KEY:SECRET@127.0.0.1:9000",
+		"s3://bucket/p?session-token=SECRET"} {
+		err := SaveStoreURL(nil, dir, raw)
+		require.Error(t, err, raw)
+		require.NotContains(t, err.Error(), "SECRET")
+		_, ok, err := StoreURL(nil, dir)
+		require.NoError(t, err)
+		require.False(t, ok, "nothing saved for %s", raw)
+	}
+}

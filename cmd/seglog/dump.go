@@ -14,6 +14,7 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tiering"
 
 	"github.com/spf13/cobra"
 
@@ -81,7 +82,7 @@ The exit status is 1 if anything was wrong. dump never changes a file.`,
 			for _, path := range args {
 				if isObjectArg(path) {
 					if !o.json {
-						fmt.Fprintf(d.w, "Dumping %s\n", path)
+						fmt.Fprintf(d.w, "Dumping %s\n", tiering.RedactURL(path))
 					}
 					if err := d.dumpObject(ctx, path); err != nil {
 						return err

@@ -28,7 +28,7 @@ func openObjectArg(ctx context.Context, arg string) (tiering.ObjectStore, string
 	if strings.HasPrefix(arg, "s3://") {
 		u, err := url.Parse(arg)
 		if err != nil {
-			return nil, "", err
+			return nil, "", fmt.Errorf("%s is not a URL", tiering.RedactURL(arg))
 		}
 		key := strings.TrimPrefix(u.Path, "/")
 		u.Path = ""

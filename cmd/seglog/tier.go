@@ -25,22 +25,55 @@ import (
 )
 
 // s3Flags are the credentials of an s3:// store given on the command line
-// (otherwise the standard AWS chain is used). They are never printed.
+// (otherwise the standard AWS chain is used: the environment's
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, shared files, roles). A
+// secret is never a flag's value, which every user of the machine sees in
+// the process list: it comes from a file. Nothing of them is printed.
 type s3Flags struct {
-	accessKey, secretKey, sessionToken string
+	accessKey, secretFile, tokenFile string
+	instanceMetadata                 bool
 }
 
 func (f *s3Flags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.accessKey, "access-key-id", "", "S3 access key id (default: the AWS credential chain)")
-	cmd.Flags().StringVar(&f.secretKey, "secret-access-key", "", "S3 secret access key")
-	cmd.Flags().StringVar(&f.sessionToken, "session-token", "", "S3 session token")
+	cmd.Flags().StringVar(&f.accessKey, "access-key-id", "", "S3 access key id, with --secret-access-key-file (default: the AWS credential chain)")
+	cmd.Flags().StringVar(&f.secretFile, "secret-access-key-file", "", "a file holding the S3 secret access key (never a flag value: the process list shows those)")
+	cmd.Flags().StringVar(&f.tokenFile, "session-token-file", "", "a file holding an S3 session token")
+	cmd.Flags().BoolVar(&f.instanceMetadata, "instance-metadata", false, "let the AWS chain ask the EC2 instance-metadata endpoint for credentials even for a store that is not AWS")
 }
 
-func (f *s3Flags) options() *tiering.S3Options {
-	if f.accessKey == "" {
-		return nil
+func (f *s3Flags) options() (*tiering.S3Options, error) {
+	o := &tiering.S3Options{InstanceMetadata: f.instanceMetadata}
+	if f.accessKey == "" && f.secretFile == "" {
+		return o, nil
 	}
-	return &tiering.S3Options{AccessKey: f.accessKey, SecretKey: f.secretKey, SessionToken: f.sessionToken}
+	if f.accessKey == "" || f.secretFile == "" {
+		return nil, fmt.Errorf("--access-key-id and --secret-access-key-file go together")
+	}
+	secret, err := readSecret(f.secretFile)
+	if err != nil {
+		return nil, err
+	}
+	o.AccessKey, o.SecretKey = f.accessKey, secret
+	if f.tokenFile != "" {
+		if o.SessionToken, err = readSecret(f.tokenFile); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// readSecret reads a secret from a file, trimmed; the error names the file,
+// never its content.
+func readSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the secret file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("the secret file %s is empty", path)
+	}
+	return s, nil
 }
 
 func ctxOf(cmd *cobra.Command) context.Context {
@@ -110,8 +143,12 @@ oldest objects.
 
 --store is file:///dir (a directory) or
 s3://bucket/prefix?endpoint=URL&region=R&path-style=true. S3 credentials come
-from the AWS credential chain (environment, shared files, instance role) or
---access-key-id/--secret-access-key; they are never printed or stored. The
+from the AWS credential chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
+shared files, roles) or --access-key-id with --secret-access-key-file (a
+secret is never a flag value: the process list shows those); they are never
+printed or stored, and a URL that carries them is refused. The EC2
+instance-metadata endpoint is asked only for AWS itself, or with
+--instance-metadata. The
 store URL is kept in the tablet (tier/store.url), so consume, offsets and the
 other commands read the tiered part from then on.
 
@@ -139,7 +176,11 @@ every --interval until interrupted.`,
 			}
 			defer func() { err = errors.Join(err, m.Close()) }()
 			ctx := ctxOf(cmd)
-			s, err := tiering.OpenStore(ctx, store, creds.options())
+			opts3, err := creds.options()
+			if err != nil {
+				return err
+			}
+			s, err := tiering.OpenStore(ctx, store, opts3)
 			if err != nil {
 				return err
 			}
@@ -171,7 +212,7 @@ every --interval until interrupted.`,
 				if u, ok, err := tiering.StoreURL(vfs.OS, t.Dir()); err != nil {
 					return err
 				} else if ok && u != store && u != absStore {
-					return fmt.Errorf("%s is tiered to %s, not %s", tp, u, store)
+					return fmt.Errorf("%s is tiered to %s, not %s", tp, tiering.RedactURL(u), tiering.RedactURL(store))
 				}
 				if err := tiering.SaveStoreURL(vfs.OS, t.Dir(), store); err != nil {
 					return err
@@ -356,7 +397,11 @@ and offsets.`,
 				defer lock.Close()
 			}
 			ctx := ctxOf(cmd)
-			s, err := tiering.OpenStore(ctx, store, creds.options())
+			opts3, err := creds.options()
+			if err != nil {
+				return err
+			}
+			s, err := tiering.OpenStore(ctx, store, opts3)
 			if err != nil {
 				return err
 			}

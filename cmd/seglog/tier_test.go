@@ -271,3 +271,43 @@ func TestTieredLogStartHoldsWithoutTheTier(t *testing.T) {
 	require.Equal(t, 3001, strings.Count(out, "\n"))
 	require.Subset(t, objects(), before, "every object is still in the store")
 }
+
+// No secret is printed, logged, saved or taken from a flag's value: a
+// store URL carrying one is refused without echoing it, dump does not print
+// it, --secret-access-key does not exist, and a secret from a file works.
+func TestTierSecrets(t *testing.T) {
+	srv := s3test.Versity(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	d := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := runWithStdin(t, lines(10), "produce", "--data-dir", d, "--topic", "orders")
+	require.Zero(t, code, errOut)
+	const secret = "TOPSECRETVALUE"
+	for _, args := range [][]string{
+		{"tier", "--data-dir", d, "--store", "s3://KEY:" + secret + "@bucket/p", "--once"},
+		{"tier", "--data-dir", d, "--store", "s3://bucket/p?endpoint=http://KEY:" + secret + "@127.0.0.1:1&path-style=true", "--once"},
+		{"dump", "s3://KEY:" + secret + "@bucket/x.seg?endpoint=http://127.0.0.1:1"},
+		{"tier", "ls", "--store", "s3://bucket/p?endpoint=http://KEY:" + secret + "@127.0.0.1:1"},
+		{"tier", "--data-dir", d, "--store", srv.URL, "--once", "--secret-access-key", secret},
+	} {
+		code, out, errOut := runSeglog(t, args...)
+		require.NotZero(t, code, "%v", args)
+		require.NotContains(t, out+errOut, secret, "%v printed the secret", args)
+	}
+	_, ok, err := tiering.StoreURL(nil, filepath.Join(d, "orders-0"))
+	require.NoError(t, err)
+	require.False(t, ok, "no URL with a secret was saved")
+
+	keyFile := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(keyFile, []byte(s3test.SecretKey+"\n"), 0o600))
+	code, out, errOut := runSeglog(t, "tier", "ls", "--store", srv.URL, "--access-key-id", s3test.AccessKey,
+		"--secret-access-key-file", keyFile)
+	require.Zero(t, code, "%s%s", out, errOut)
+	require.NotContains(t, out+errOut, s3test.SecretKey)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	require.NoError(t, os.WriteFile(wrong, []byte(secret), 0o600))
+	code, out, errOut = runSeglog(t, "tier", "ls", "--store", srv.URL, "--access-key-id", s3test.AccessKey,
+		"--secret-access-key-file", wrong)
+	require.NotZero(t, code)
+	require.NotContains(t, out+errOut, secret)
+}
