@@ -176,3 +176,19 @@ func Manifests(ctx context.Context, s ObjectStore, list []ObjectInfo, dataDir st
 	}
 	return out, nil
 }
+
+// CommittedObjects returns how many committed objects a tablet's manifest
+// holds (0 when it has none, or no tier), reading it without a byte
+// changing on disk.
+func CommittedObjects(tabletDir string) (int, error) {
+	dir := filepath.Join(tabletDir, ManifestDir)
+	if _, err := os.Stat(filepath.Join(dir, ManifestLog)); errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	m, err := OpenManifest(vfs.NewOverlay(nil), dir, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	return len(m.Visible()), nil
+}

@@ -92,15 +92,27 @@ func OpenStore(ctx context.Context, rawURL string, s3opts *S3Options) (ObjectSto
 	if err != nil {
 		return nil, fmt.Errorf("tiering: store URL %q is not a URL", RedactURL(rawURL))
 	}
+	if carriesSecret(rawURL) {
+		return nil, fmt.Errorf("tiering: the store URL %s carries credentials, which are never taken from a URL: use the AWS chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a secret file",
+			RedactURL(rawURL))
+	}
 	switch u.Scheme {
 	case "file":
 		dir := u.Host + u.Path
 		if dir == "" {
 			return nil, fmt.Errorf("tiering: store URL %q names no directory", RedactURL(rawURL))
 		}
-		return OpenFileStore(dir)
+		fs, err := OpenFileStore(dir)
+		if err != nil {
+			return nil, err // a nil interface, not a typed nil
+		}
+		return fs, nil
 	case "s3":
-		return OpenS3Store(ctx, u, s3opts)
+		s, err := OpenS3Store(ctx, u, s3opts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	default:
 		return nil, fmt.Errorf("tiering: store URL %q: scheme must be file or s3", RedactURL(rawURL))
 	}

@@ -2,6 +2,8 @@ package tiering
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,4 +26,17 @@ func TestMissingPartsAreErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = OpenStore(ctx, "ftp://host/x", nil)
 	require.Error(t, err)
+}
+
+// A store that cannot be opened is a nil ObjectStore, not a typed nil that
+// looks like a store.
+func TestOpenStoreFailureIsNil(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(f, nil, 0o644))
+	s, err := OpenStore(context.Background(), "file://"+f, nil)
+	require.Error(t, err)
+	require.True(t, s == nil, "a nil interface")
+	s, err = OpenStore(context.Background(), "s3:///nobucket", nil)
+	require.Error(t, err)
+	require.True(t, s == nil)
 }

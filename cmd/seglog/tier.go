@@ -180,10 +180,9 @@ every --interval until interrupted.`,
 			if err != nil {
 				return err
 			}
-			s, err := tiering.OpenStore(ctx, store, opts3)
-			if err != nil {
-				return err
-			}
+			// The store is opened in the passes: one that is down at the
+			// start is retried like any other failure.
+			var s tiering.ObjectStore
 			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			var tiers []*tiering.Tier
 			defer func() {
@@ -195,6 +194,7 @@ every --interval until interrupted.`,
 			if err != nil {
 				return err
 			}
+			var pending []*tablet.Tablet // tablets whose tier could not be opened yet
 			for _, t := range m.Tablets() {
 				tp := t.TopicPartition()
 				if f.topic != "" && tp != f.tp() {
@@ -209,44 +209,107 @@ every --interval until interrupted.`,
 						return err
 					}
 				}
+				// A tablet is bound to a store by its first commit there,
+				// not by a run that never committed.
 				if u, ok, err := tiering.StoreURL(vfs.OS, t.Dir()); err != nil {
 					return err
 				} else if ok && u != store && u != absStore {
-					return fmt.Errorf("%s is tiered to %s, not %s", tp, tiering.RedactURL(u), tiering.RedactURL(store))
+					committed, err := tiering.CommittedObjects(t.Dir())
+					if err != nil {
+						return err
+					}
+					if committed > 0 {
+						return fmt.Errorf("%s is tiered to %s (%d committed object(s)), not %s; seglog tier --move-to moves it",
+							tp, tiering.RedactURL(u), committed, tiering.RedactURL(store))
+					}
 				}
-				if err := tiering.SaveStoreURL(vfs.OS, t.Dir(), store); err != nil {
-					return err
-				}
-				x, err := tiering.Open(ctx, t, tp.Topic, tp.Partition, s, &opts)
-				if err != nil {
-					return err
-				}
-				tiers = append(tiers, x)
+				pending = append(pending, t)
 			}
-			if len(tiers) == 0 {
+			if len(pending) == 0 {
 				if f.topic != "" {
 					return fmt.Errorf("%w: %s in %s", tablet.ErrNotFound, f.tp(), f.dataDir)
 				}
 				return fmt.Errorf("no tablet in %s", f.dataDir)
 			}
+			// openPending opens the tiers not open yet: a store that is down
+			// leaves them pending, for the next pass.
+			openPending := func() error {
+				if s == nil {
+					opened, err := tiering.OpenStore(ctx, store, opts3)
+					if err != nil {
+						return err // s stays nil: opened may be a typed nil
+					}
+					s = opened
+				}
+				var errs []error
+				left := pending[:0]
+				for _, t := range pending {
+					tp := t.TopicPartition()
+					x, err := tiering.Open(ctx, t, tp.Topic, tp.Partition, s, &opts)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", tp, err))
+						left = append(left, t)
+						continue
+					}
+					tiers = append(tiers, x)
+				}
+				pending = left
+				return errors.Join(errs...)
+			}
+			// bind saves the store's URL in each tablet that has a committed
+			// object there.
+			bind := func() error {
+				for _, x := range tiers {
+					if len(x.Manifest().Visible()) == 0 {
+						continue
+					}
+					if u, ok, _ := tiering.StoreURL(vfs.OS, x.Tablet().Dir()); ok && u == absStore {
+						continue
+					}
+					if err := tiering.SaveStoreURL(vfs.OS, x.Tablet().Dir(), absStore); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			pass := func() error {
+				err := openPending()
+				if s == nil {
+					return err
+				}
+				err = errors.Join(err, tierPass(ctx, cmd, tiers))
+				return errors.Join(err, bind())
+			}
 			if once {
-				return tierPass(ctx, cmd, tiers)
+				return pass()
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
+			wait := interval
 			for {
-				if err := tierPass(ctx, cmd, tiers); err != nil {
+				if err := pass(); err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "tier: %v (retrying in %s)\n", err, interval)
+					// Each failure is said, and the next pass comes sooner
+					// (1 s, then twice as long each time, up to --interval):
+					// a store back up is found quickly, a store down is not
+					// hammered.
+					if wait >= interval {
+						wait = min(time.Second, interval)
+					} else {
+						wait = min(2*wait, interval)
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "tier: %s (retrying in %s)\n", humanize(err.Error()), wait)
+				} else {
+					wait = interval
 				}
+				timer := time.NewTimer(wait)
 				select {
 				case <-ctx.Done():
+					timer.Stop()
 					return nil
-				case <-tick.C:
+				case <-timer.C:
 				}
 			}
 		},

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -310,4 +311,78 @@ func TestTierSecrets(t *testing.T) {
 		"--secret-access-key-file", wrong)
 	require.NotZero(t, code)
 	require.NotContains(t, out+errOut, secret)
+}
+
+// A store URL is bound to a tablet only by a commit there: a first run
+// that fails binds nothing, and the right store is taken afterwards.
+func TestStoreBoundOnlyAfterACommit(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
+		"--config", "segment.bytes=16384", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	down := filepath.Join(t.TempDir(), "down")
+	require.NoError(t, os.WriteFile(down, []byte("a file, not a store"), 0o644))
+	code, _, _ = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+down, "--once")
+	require.Equal(t, 1, code)
+	_, ok, err := tiering.StoreURL(nil, filepath.Join(d, "orders-0"))
+	require.NoError(t, err)
+	require.False(t, ok, "a run that committed nothing binds nothing")
+	good := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", good, "--once")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "uploaded and committed")
+	u, ok, err := tiering.StoreURL(nil, filepath.Join(d, "orders-0"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, good, u)
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+t.TempDir(), "--once")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "committed object(s)", "once bound, another store is refused")
+}
+
+// `seglog tier --interval` keeps going while its store is down, saying
+// each failure, and tiers as soon as the store is back.
+func TestTierRetriesUntilTheStoreIsBack(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
+		"--config", "segment.bytes=16384", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	storeDir := filepath.Join(t.TempDir(), "store")
+	require.NoError(t, os.WriteFile(storeDir, []byte("down"), 0o644))
+	args, err := json.Marshal([]string{"tier", "--data-dir", d, "--store", "file://" + storeDir, "--interval", "50ms"})
+	require.NoError(t, err)
+	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(args))
+	cmd.Stderr = nil
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	errLines := bufio.NewScanner(stderr)
+	for retries := 0; retries < 2; {
+		require.True(t, errLines.Scan(), "the tier command stopped")
+		if strings.Contains(errLines.Text(), "retrying in") {
+			retries++
+		}
+	}
+	go func() { // keep draining stderr so the child never blocks on it
+		for errLines.Scan() {
+		}
+	}()
+	require.NoError(t, os.Remove(storeDir))
+	require.NoError(t, os.MkdirAll(storeDir, 0o755))
+	outLines := bufio.NewScanner(stdout)
+	for {
+		require.True(t, outLines.Scan(), "the tier command stopped before tiering")
+		if strings.Contains(outLines.Text(), "uploaded and committed") {
+			break
+		}
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	go func() {
+		for outLines.Scan() {
+		}
+	}()
+	require.NoError(t, cmd.Wait(), "a clean exit on SIGTERM")
 }
