@@ -43,6 +43,30 @@ type S3Options struct {
 	InstanceMetadata bool
 }
 
+// checkS3URL checks an s3:// URL's shape: a bucket, known parameters.
+func checkS3URL(u *url.URL) error {
+	if u.Host == "" {
+		return fmt.Errorf("%w: %q names no bucket", ErrBadStoreURL, RedactURL(u.String()))
+	}
+	q := u.Query()
+	if v := q.Get("path-style"); v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%w: path-style=%q is not a boolean", ErrBadStoreURL, v)
+		}
+	}
+	for k := range q {
+		if k != "region" && k != "endpoint" && k != "path-style" {
+			return fmt.Errorf("%w: unknown parameter %q (endpoint, region, path-style)", ErrBadStoreURL, k)
+		}
+	}
+	if e := q.Get("endpoint"); e != "" {
+		if eu, err := url.Parse(e); err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
+			return fmt.Errorf("%w: endpoint=%q is not an http(s) URL", ErrBadStoreURL, RedactURL(e))
+		}
+	}
+	return nil
+}
+
 // awsEndpoint reports whether a store's endpoint is AWS itself: none given
 // (the SDK's own), or a host under amazonaws.com.
 func awsEndpoint(endpoint string) bool {
@@ -81,26 +105,15 @@ func OpenS3Store(ctx context.Context, u *url.URL, o *S3Options) (*S3Store, error
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 4
 	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("tiering: s3 URL %q names no bucket", RedactURL(u.String()))
+	if err := checkS3URL(u); err != nil {
+		return nil, err
 	}
 	q := u.Query()
 	region := q.Get("region")
 	if region == "" {
 		region = "us-east-1"
 	}
-	pathStyle := false
-	if v := q.Get("path-style"); v != "" {
-		var err error
-		if pathStyle, err = strconv.ParseBool(v); err != nil {
-			return nil, fmt.Errorf("tiering: s3 URL: path-style=%q is not a boolean", v)
-		}
-	}
-	for k := range q {
-		if k != "region" && k != "endpoint" && k != "path-style" {
-			return nil, fmt.Errorf("tiering: s3 URL: unknown parameter %q (endpoint, region, path-style)", k)
-		}
-	}
+	pathStyle, _ := strconv.ParseBool(q.Get("path-style"))
 	loads := []func(*config.LoadOptions) error{
 		config.WithRegion(region),
 		config.WithRetryer(func() aws.Retryer {

@@ -88,20 +88,13 @@ type ObjectStore interface {
 // OpenStore opens a store by URL: file:///abs/dir (or file://rel/dir) or
 // s3://bucket/prefix?endpoint=URL&region=R&path-style=true.
 func OpenStore(ctx context.Context, rawURL string, s3opts *S3Options) (ObjectStore, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("tiering: store URL %q is not a URL", RedactURL(rawURL))
+	if err := CheckStoreURL(rawURL); err != nil {
+		return nil, err
 	}
-	if carriesSecret(rawURL) {
-		return nil, fmt.Errorf("tiering: the store URL %s carries credentials, which are never taken from a URL: use the AWS chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a secret file",
-			RedactURL(rawURL))
-	}
+	u, _ := url.Parse(rawURL)
 	switch u.Scheme {
 	case "file":
 		dir := u.Host + u.Path
-		if dir == "" {
-			return nil, fmt.Errorf("tiering: store URL %q names no directory", RedactURL(rawURL))
-		}
 		fs, err := OpenFileStore(dir)
 		if err != nil {
 			return nil, err // a nil interface, not a typed nil
@@ -116,6 +109,34 @@ func OpenStore(ctx context.Context, rawURL string, s3opts *S3Options) (ObjectSto
 	default:
 		return nil, fmt.Errorf("tiering: store URL %q: scheme must be file or s3", RedactURL(rawURL))
 	}
+}
+
+// ErrBadStoreURL is the cause of a store URL that cannot name a store: no
+// retry makes it work.
+var ErrBadStoreURL = errors.New("tiering: bad store URL")
+
+// CheckStoreURL checks a store URL without opening the store: file:///dir
+// or s3://bucket/prefix with known parameters, and no credentials in it.
+// Its errors wrap ErrBadStoreURL.
+func CheckStoreURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("%w: %q is not a URL", ErrBadStoreURL, RedactURL(rawURL))
+	}
+	if carriesSecret(rawURL) {
+		return fmt.Errorf("%w: %s carries credentials, which are never taken from a URL: use the AWS chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a secret file",
+			ErrBadStoreURL, RedactURL(rawURL))
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host+u.Path == "" {
+			return fmt.Errorf("%w: %q names no directory", ErrBadStoreURL, RedactURL(rawURL))
+		}
+		return nil
+	case "s3":
+		return checkS3URL(u)
+	}
+	return fmt.Errorf("%w: %q: the scheme must be file or s3", ErrBadStoreURL, RedactURL(rawURL))
 }
 
 // secretParam matches the query parameters whose values are secrets.

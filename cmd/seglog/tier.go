@@ -165,6 +165,9 @@ every --interval until interrupted.`,
 			if store == "" {
 				return errors.New("--store is required")
 			}
+			if err := tiering.CheckStoreURL(store); err != nil {
+				return err // no retry makes a bad URL work
+			}
 			var opts tiering.Options
 			rest, err := splitConfigs(f.configs, &opts)
 			if err != nil {
