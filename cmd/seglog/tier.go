@@ -284,7 +284,26 @@ every --interval until interrupted.`,
 				return errors.Join(err, bind())
 			}
 			if once {
-				return pass()
+				if err := pass(); err != nil {
+					return err
+				}
+				// A committed object gone from the store is an error, not a
+				// quiet hole for a later read to find.
+				var errs []error
+				for _, x := range tiers {
+					res, err := x.Audit(ctx)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s: auditing the store: %w", x.Name(), err))
+						continue
+					}
+					if len(res.Orphans) > 0 {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s: %d orphan object(s) in the store (the orphan scan collects them)\n", x.Name(), len(res.Orphans))
+					}
+					if err := res.Err(); err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", x.Name(), err))
+					}
+				}
+				return errors.Join(errs...)
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -322,7 +341,7 @@ every --interval until interrupted.`,
 	cmd.Flags().BoolVar(&once, "once", false, "make one pass and exit")
 	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "time between passes without --once")
 	creds.register(cmd)
-	cmd.AddCommand(newTierLsCmd())
+	cmd.AddCommand(newTierLsCmd(), newTierVerifyCmd())
 	return cmd
 }
 
@@ -436,10 +455,11 @@ func newTierLsCmd() *cobra.Command {
 		topic   string
 		part    int32
 		dataDir string
+		audit   bool
 		creds   s3Flags
 	)
 	cmd := &cobra.Command{
-		Use:   "ls --store URL [--topic T --partition P] [--data-dir D]",
+		Use:   "ls --store URL [--topic T --partition P] [--data-dir D [--audit]]",
 		Short: "List a store's objects and the manifests",
 		Long: `ls lists the stream objects and manifest mirrors in the store (a tablet's with
 --topic), then, for each tablet whose manifest is known (the store's newest
@@ -509,6 +529,40 @@ and offsets.`,
 					return err
 				}
 			}
+			if !audit {
+				return nil
+			}
+			// The audit's verdict, as tier verify gives it.
+			if dataDir == "" {
+				return errors.New("--audit needs --data-dir: the manifests it audits against are the local ones")
+			}
+			m, err := openManager(cmd, dataDir, readOnly)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			a, err := tiering.Attach(ctx, m, nil, opts3, &tiering.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			defer a.Close()
+			if err != nil {
+				return err
+			}
+			bad := 0
+			for _, x := range a.Tiers {
+				res, err := x.Audit(ctx)
+				if err != nil {
+					return err
+				}
+				verdict := "every committed object there, as committed"
+				if !res.OK() {
+					verdict = fmt.Sprintf("%d missing, %d changed", len(res.Missing), len(res.Changed))
+					bad++
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\naudit of %s: %d committed object(s) checked: %s; %d orphan(s)\n", x.Name(), res.Checked, verdict, len(res.Orphans))
+				printAudit(cmd.OutOrStdout(), res)
+			}
+			if bad > 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("%d tablet(s) with missing or changed objects", bad)}
+			}
 			return nil
 		},
 	}
@@ -516,8 +570,84 @@ and offsets.`,
 	cmd.Flags().StringVar(&topic, "topic", "", "only this topic's objects")
 	cmd.Flags().Int32Var(&part, "partition", 0, "the partition, with --topic")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "read the local manifests of this data directory too")
+	cmd.Flags().BoolVar(&audit, "audit", false, "with --data-dir: audit the store against each manifest (as tier verify) and show the verdict")
 	creds.register(cmd)
 	return cmd
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+func newTierVerifyCmd() *cobra.Command {
+	var (
+		f     tabletFlags
+		creds s3Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "verify --data-dir D [--topic T --partition P]",
+		Short: "Audit the store of each tiered tablet: every committed object there, as committed",
+		Long: `verify opens the data directory read-only (nothing on disk or in the store
+changes), attaches the tier of each tiered tablet through its saved store URL,
+and audits the store against the manifest: every committed object must be
+there with its committed size (HEAD) and footer checksum (a 64-byte ranged
+GET); every object of the tablet in the store must be named by the manifest.
+It prints each missing, changed and orphan key with the offsets it holds, and
+exits 1 if a committed object is missing or changed (orphans are garbage the
+orphan scan collects, not damage).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			m, err := openManager(cmd, f.dataDir, readOnly)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, m.Close()) }()
+			opts3, err := creds.options()
+			if err != nil {
+				return err
+			}
+			match := func(tp checkpoint.TopicPartition) bool { return f.topic == "" || tp == f.tp() }
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			a, attachErr := tiering.Attach(ctxOf(cmd), m, match, opts3, &tiering.Options{Logger: logger})
+			defer func() { err = errors.Join(err, a.Close()) }()
+			if attachErr != nil {
+				return attachErr // a tier that cannot be audited is no healthy one
+			}
+			if len(a.Tiers) == 0 {
+				return fmt.Errorf("no tiered tablet in %s", f.dataDir)
+			}
+			w := cmd.OutOrStdout()
+			bad := 0
+			for _, x := range a.Tiers {
+				res, err := x.Audit(ctxOf(cmd))
+				if err != nil {
+					return fmt.Errorf("%s: %w", x.Name(), err)
+				}
+				fmt.Fprintf(w, "%s: %d committed object(s) checked: %d missing, %d changed, %d orphan(s)\n",
+					x.Name(), res.Checked, len(res.Missing), len(res.Changed), len(res.Orphans))
+				printAudit(w, res)
+				if !res.OK() {
+					bad++
+				}
+			}
+			if bad > 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("%d tablet(s) with missing or changed objects", bad)}
+			}
+			return nil
+		},
+	}
+	f.registerTopic(cmd, false, "only this topic's tablet (every tiered tablet without it)")
+	creds.register(cmd)
+	return cmd
+}
+
+// printAudit prints an audit's findings, one per line.
+func printAudit(w io.Writer, res tiering.AuditResult) {
+	for _, e := range res.Missing {
+		fmt.Fprintf(w, "  MISSING %s (offsets %d to %d)\n", e.Key, e.Base, e.End-1)
+	}
+	for _, c := range res.Changed {
+		fmt.Fprintf(w, "  CHANGED %s (offsets %d to %d): %s\n", c.Entry.Key, c.Entry.Base, c.Entry.End-1, c.Reason)
+	}
+	for _, o := range res.Orphans {
+		fmt.Fprintf(w, "  orphan  %s (%d bytes, no manifest record names it)\n", o.Key, o.Size)
+	}
+}

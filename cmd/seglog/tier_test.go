@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -385,4 +386,55 @@ func TestTierRetriesUntilTheStoreIsBack(t *testing.T) {
 		}
 	}()
 	require.NoError(t, cmd.Wait(), "a clean exit on SIGTERM")
+}
+
+// The store is audited against the manifests: tier verify and tier ls
+// --audit report a committed object missing or changed, with its key and
+// offsets, and an orphan; tier --once fails on a committed object gone.
+func TestTierAudit(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	storeDir := filepath.Join(t.TempDir(), "store")
+	store := "file://" + storeDir
+	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
+		"--config", "segment.bytes=16384", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "local.retention.bytes=0")
+	require.Zero(t, code, errOut)
+	code, out, errOut := runSeglog(t, "tier", "verify", "--data-dir", d)
+	require.Zero(t, code, "%s%s", out, errOut)
+	require.Contains(t, out, "0 missing, 0 changed, 0 orphan(s)")
+
+	var segs []string
+	require.NoError(t, filepath.WalkDir(storeDir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".seg") {
+			segs = append(segs, p)
+		}
+		return err
+	}))
+	sort.Strings(segs)
+	require.GreaterOrEqual(t, len(segs), 3)
+	require.NoError(t, os.Remove(segs[0]))
+	data, err := os.ReadFile(segs[1])
+	require.NoError(t, err)
+	data[len(data)-20] ^= 0xff // inside the footer's checksum of index and aux
+	require.NoError(t, os.Chmod(segs[1], 0o644))
+	require.NoError(t, os.WriteFile(segs[1], data, 0o644))
+	orphan := filepath.Join(filepath.Dir(segs[2]), "00000000000000999999-0123456789abcdef0123456789abcdef.seg")
+	require.NoError(t, os.WriteFile(orphan, []byte("a late PUT"), 0o644))
+
+	code, out, _ = runSeglog(t, "tier", "verify", "--data-dir", d)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "1 missing, 1 changed, 1 orphan(s)")
+	require.Regexp(t, `MISSING \S+\.seg \(offsets \d+ to \d+\)`, out)
+	require.Contains(t, out, "CHANGED ")
+	require.Contains(t, out, "footer's checksum")
+	require.Contains(t, out, "orphan  ")
+	code, out, _ = runSeglog(t, "tier", "ls", "--store", store, "--data-dir", d, "--audit")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "audit of orders-0")
+	require.Contains(t, out, "1 missing, 1 changed")
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "is missing from the store")
+	require.Contains(t, errOut, "is not what was committed")
 }
