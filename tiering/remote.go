@@ -35,8 +35,9 @@ type cache struct {
 	inflight  map[blockKey]*call
 	readahead map[string]*seqState
 	// Fetches counts ranged GETs (index tails and block runs), for tests
-	// and metrics.
-	fetches int64
+	// and metrics; hits and misses count block lookups.
+	fetches      int64
+	hits, misses int64
 }
 
 type blockKey struct {
@@ -153,9 +154,11 @@ func (c *cache) block(ctx context.Context, e Entry, o *Object, i int) ([]byte, e
 	if el, ok := c.blocks[k]; ok {
 		c.blockLRU.MoveToFront(el)
 		c.sequential(e.Key, i)
+		c.hits++
 		c.mu.Unlock()
 		return el.Value.(*blockItem).data, nil
 	}
+	c.misses++
 	if cl, ok := c.inflight[k]; ok {
 		c.mu.Unlock()
 		select {
@@ -272,6 +275,16 @@ func (x *Tier) visibleFrom(offset int64) []Entry {
 // ReadRemote implements tablet.Remote: whole batches from the one holding
 // offset, across blocks and objects, below upper.
 func (x *Tier) ReadRemote(ctx context.Context, offset int64, maxBytes int, minOne bool, upper int64) (tablet.RemoteRead, error) {
+	out, err := x.readRemote(ctx, offset, maxBytes, minOne, upper)
+	x.stats.readRequests.Add(1)
+	if err != nil {
+		x.stats.readErrors.Add(1)
+	}
+	x.stats.readBytes.Add(int64(len(out.Data)))
+	return out, err
+}
+
+func (x *Tier) readRemote(ctx context.Context, offset int64, maxBytes int, minOne bool, upper int64) (tablet.RemoteRead, error) {
 	var out tablet.RemoteRead
 	out.NextOffset = offset
 	for _, e := range x.visibleFrom(offset) {

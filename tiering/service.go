@@ -206,7 +206,9 @@ type serviceCollector struct{ s *Service }
 func (s *Service) Collector() prometheus.Collector { return serviceCollector{s} }
 
 func (c serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUntiered, descEligible, descTieredEnd, descObjects, descUploaded, descStepErrors} {
+	for _, d := range []*prometheus.Desc{descUntiered, descEligible, descTieredEnd, descUploaded, descStepErrors,
+		descFetchRequests, descFetchBytes, descFetchErrors, descRemoteSize, descObjects, descCopyLagBytes, descCopyLagSegs,
+		descCacheHits, descCacheMisses} {
 		ch <- d
 	}
 }
@@ -224,7 +226,7 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descUntiered, prometheus.GaugeValue, float64(total), lv...)
 		ch <- prometheus.MustNewConstMetric(descEligible, prometheus.GaugeValue, float64(eligible), lv...)
 		ch <- prometheus.MustNewConstMetric(descTieredEnd, prometheus.GaugeValue, float64(x.m.TieredEnd()), lv...)
-		ch <- prometheus.MustNewConstMetric(descObjects, prometheus.GaugeValue, float64(len(x.m.Visible())), lv...)
+		collectTier(ch, x)
 	}
 	ch <- prometheus.MustNewConstMetric(descUploaded, prometheus.CounterValue, float64(c.s.uploaded.Load()))
 	ch <- prometheus.MustNewConstMetric(descStepErrors, prometheus.CounterValue, float64(c.s.failures.Load()))

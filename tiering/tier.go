@@ -99,6 +99,7 @@ func (o *Options) EnsureDefaults() {
 // DeleteLocal, ApplyRetention, CollectGarbage) are serialized; reads run
 // concurrently with them.
 type Tier struct {
+	stats     tierStats
 	t         *tablet.Tablet
 	topic     string
 	partition int32

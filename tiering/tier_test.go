@@ -1297,3 +1297,61 @@ func TestRemoteReadReturnsWhatIsReadable(t *testing.T) {
 		})
 	}
 }
+
+// A tier's metrics follow what it does: copy lag before an upload and none
+// after, the remote log's size, remote fetches with their bytes and
+// errors, cache hits and misses; the collector exports them.
+func TestTierMetrics(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 60)
+	store, x := f.fileTier(t)
+	defer x.Close()
+	before := x.Metrics()
+	require.Positive(t, before.CopyLagSegments)
+	require.Positive(t, before.CopyLagBytes)
+	require.Zero(t, before.RemoteObjects)
+	up, err := x.Upload(ctx, nil)
+	require.NoError(t, err)
+	_, err = x.DeleteLocal()
+	require.NoError(t, err)
+	after := x.Metrics()
+	require.Zero(t, after.CopyLagSegments)
+	require.Zero(t, after.CopyLagBytes)
+	var size int64
+	for _, o := range up.Objects {
+		size += o.Size
+	}
+	require.Equal(t, size, after.RemoteLogSizeBytes)
+	require.Equal(t, len(up.Objects), after.RemoteObjects)
+
+	read := func() error {
+		return f.t.Records(0, tablet.ReadLogEnd, func(record.Batch, *record.Record) bool { return true })
+	}
+	require.NoError(t, read())
+	m := x.Metrics()
+	require.Positive(t, m.RemoteFetchRequests)
+	require.Positive(t, m.RemoteFetchBytes)
+	require.Positive(t, m.CacheMisses)
+	require.NoError(t, read())
+	require.Greater(t, x.Metrics().CacheHits, m.CacheHits, "the second read hits the cache")
+	require.Zero(t, x.Metrics().RemoteFetchErrors)
+
+	require.NoError(t, os.Remove(filepath.Join(store.Dir(), filepath.FromSlash(up.Objects[0].Key))))
+	x.DropCache()
+	require.Error(t, read())
+	require.Positive(t, x.Metrics().RemoteFetchErrors)
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register((&Attached{Tiers: []*Tier{x}}).Collector()))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, fam := range families {
+		names[fam.GetName()] = true
+	}
+	for _, n := range []string{"seglog_tier_remote_fetch_requests_total", "seglog_tier_remote_fetch_bytes_total",
+		"seglog_tier_remote_fetch_errors_total", "seglog_tier_remote_log_size_bytes", "seglog_tier_copy_lag_bytes",
+		"seglog_tier_copy_lag_segments", "seglog_tier_cache_hits_total", "seglog_tier_cache_misses_total"} {
+		require.True(t, names[n], n)
+	}
+}
