@@ -59,6 +59,11 @@ type Config struct {
 	TimestampAfterMaxMs  int64
 	// Preallocate: preallocate. The default is false.
 	Preallocate bool
+	// RemoteStorageEnable: remote.storage.enable, whether the tablet is
+	// tiered to an object store (KIP-405): seglog tier and the tier service
+	// tier only the tablets that enable it (and those tiered before). The
+	// default is false.
+	RemoteStorageEnable bool
 	// FileDeleteDelayMs: file.delete.delay.ms, how long a deleted segment's
 	// files stay (renamed .deleted) before they are unlinked. The default
 	// is 60000.
@@ -159,17 +164,22 @@ var configKeys = map[string]configKey{
 			return "CreateTime"
 		},
 	},
-	"preallocate": {
+	"preallocate":           boolKey(func(c *Config) *bool { return &c.Preallocate }),
+	"remote.storage.enable": boolKey(func(c *Config) *bool { return &c.RemoteStorageEnable }),
+}
+
+// boolKey is a config key of a boolean field: true or false, nothing else.
+func boolKey(field func(*Config) *bool) configKey {
+	return configKey{
 		set: func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil || (v != "true" && v != "false") {
+			if v != "true" && v != "false" {
 				return fmt.Errorf("%q is not true or false", v)
 			}
-			c.Preallocate = b
+			*field(c) = v == "true"
 			return nil
 		},
-		get: func(c *Config) string { return strconv.FormatBool(c.Preallocate) },
-	},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+	}
 }
 
 // ConfigKeys returns the keys Set accepts, sorted.

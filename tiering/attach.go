@@ -192,3 +192,15 @@ func CommittedObjects(tabletDir string) (int, error) {
 	defer m.Close()
 	return len(m.Visible()), nil
 }
+
+// Wants reports whether a tablet is to be tiered: its topic config enables
+// remote storage (remote.storage.enable=true, KIP-405), or its tier already
+// holds committed objects (a tier is never dropped quietly: --detach does
+// that).
+func Wants(t *tablet.Tablet) (bool, error) {
+	if t.Config().RemoteStorageEnable {
+		return true, nil
+	}
+	n, err := CommittedObjects(t.Dir())
+	return n > 0, err
+}

@@ -95,7 +95,14 @@ func (s *Service) RunOnce(ctx context.Context, gc bool) (map[checkpoint.TopicPar
 	if s.m == nil || s.store == nil {
 		return nil, errors.New("tiering: the service needs a manager and a store")
 	}
-	tablets := s.m.Tablets()
+	var tablets []*tablet.Tablet
+	for _, t := range s.m.Tablets() {
+		if ok, err := Wants(t); err != nil {
+			return nil, err
+		} else if ok {
+			tablets = append(tablets, t)
+		}
+	}
 	out := make(map[checkpoint.TopicPartition]StepResult, len(tablets))
 	var mu sync.Mutex
 	var errs []error

@@ -50,6 +50,7 @@ func newFixture(t *testing.T, steps int) *fixture {
 	cfg := tablet.DefaultConfig()
 	require.NoError(t, cfg.Set("segment.bytes", "6000"))
 	require.NoError(t, cfg.Set("local.retention.bytes", "0"))
+	require.NoError(t, cfg.Set("remote.storage.enable", "true"))
 	var err error
 	f.t, err = f.m.Create(tp, &cfg)
 	require.NoError(t, err)

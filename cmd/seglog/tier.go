@@ -198,6 +198,7 @@ every --interval until interrupted.`,
 				return err
 			}
 			var pending []*tablet.Tablet // tablets whose tier could not be opened yet
+			var skipped []string         // tablets whose topic does not enable remote storage
 			for _, t := range m.Tablets() {
 				tp := t.TopicPartition()
 				if f.topic != "" && tp != f.tp() {
@@ -211,6 +212,14 @@ every --interval until interrupted.`,
 					if err := t.SetConfig(cfg); err != nil {
 						return err
 					}
+				}
+				// Only the tablets whose topic enables remote storage (or
+				// that are tiered already) are tiered.
+				if ok, err := tiering.Wants(t); err != nil {
+					return err
+				} else if !ok {
+					skipped = append(skipped, tp.String())
+					continue
 				}
 				// A tablet is bound to a store by its first commit there,
 				// not by a run that never committed.
@@ -229,6 +238,10 @@ every --interval until interrupted.`,
 				pending = append(pending, t)
 			}
 			if len(pending) == 0 {
+				if len(skipped) > 0 {
+					return fmt.Errorf("no tablet to tier: %s do not set remote.storage.enable=true (enable the topics to tier with --config remote.storage.enable=true; it is kept in the tablet)",
+						strings.Join(skipped, ", "))
+				}
 				if f.topic != "" {
 					return fmt.Errorf("%w: %s in %s", tablet.ErrNotFound, f.tp(), f.dataDir)
 				}

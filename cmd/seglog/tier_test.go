@@ -44,7 +44,7 @@ func TestTierCommand(t *testing.T) {
 			require.Zero(t, code, errOut)
 			require.Equal(t, 3000, strings.Count(before, "\n"))
 
-			code, out, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once",
+			code, out, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "remote.storage.enable=true",
 				"--config", "local.retention.bytes=0", "--config", "tier.block.bytes=4096")
 			require.Zero(t, code, errOut)
 			require.Contains(t, out, "uploaded and committed")
@@ -145,7 +145,7 @@ func TestKillTier(t *testing.T) {
 		require.Zero(t, code, errOut)
 		require.Equal(t, produced, strings.Count(before, "\n"))
 
-		args := []string{"tier", "--data-dir", k.dir, "--store", store, "--once",
+		args := []string{"tier", "--data-dir", k.dir, "--store", store, "--once", "--config", "remote.storage.enable=true",
 			"--config", "local.retention.bytes=0", "--config", "tier.block.bytes=4096", "--config", "tier.grace.period.ms=1"}
 		argJSON, err := json.Marshal(args)
 		require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestTieredLogStartHoldsWithoutTheTier(t *testing.T) {
 	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
 		"--config", "segment.bytes=16384", "--key-separator", ":")
 	require.Zero(t, code, errOut)
-	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "local.retention.bytes=0")
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
 	require.Zero(t, code, errOut)
 	logStart := func() int64 {
 		o, err := checkpoint.ReadOffsets(nil, filepath.Join(d, checkpoint.LogStartOffsetFile))
@@ -323,13 +323,13 @@ func TestStoreBoundOnlyAfterACommit(t *testing.T) {
 	require.Zero(t, code, errOut)
 	down := filepath.Join(t.TempDir(), "down")
 	require.NoError(t, os.WriteFile(down, []byte("a file, not a store"), 0o644))
-	code, _, _ = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+down, "--once")
+	code, _, _ = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+down, "--once", "--config", "remote.storage.enable=true")
 	require.Equal(t, 1, code)
 	_, ok, err := tiering.StoreURL(nil, filepath.Join(d, "orders-0"))
 	require.NoError(t, err)
 	require.False(t, ok, "a run that committed nothing binds nothing")
 	good := "file://" + filepath.Join(t.TempDir(), "store")
-	code, out, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", good, "--once")
+	code, out, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", good, "--once", "--config", "remote.storage.enable=true")
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "uploaded and committed")
 	u, ok, err := tiering.StoreURL(nil, filepath.Join(d, "orders-0"))
@@ -350,7 +350,7 @@ func TestTierRetriesUntilTheStoreIsBack(t *testing.T) {
 	require.Zero(t, code, errOut)
 	storeDir := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.WriteFile(storeDir, []byte("down"), 0o644))
-	args, err := json.Marshal([]string{"tier", "--data-dir", d, "--store", "file://" + storeDir, "--interval", "50ms"})
+	args, err := json.Marshal([]string{"tier", "--data-dir", d, "--store", "file://" + storeDir, "--interval", "50ms", "--config", "remote.storage.enable=true"})
 	require.NoError(t, err)
 	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(args))
 	cmd.Stderr = nil
@@ -398,7 +398,7 @@ func TestTierAudit(t *testing.T) {
 	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
 		"--config", "segment.bytes=16384", "--key-separator", ":")
 	require.Zero(t, code, errOut)
-	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "local.retention.bytes=0")
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
 	require.Zero(t, code, errOut)
 	code, out, errOut := runSeglog(t, "tier", "verify", "--data-dir", d)
 	require.Zero(t, code, "%s%s", out, errOut)
@@ -437,4 +437,32 @@ func TestTierAudit(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "is missing from the store")
 	require.Contains(t, errOut, "is not what was committed")
+}
+
+// remote.storage.enable picks the topics to tier, as in Kafka: seglog tier
+// tiers only the tablets that enable it (and keeps tiering those tiered
+// before), and says so when none does.
+func TestRemoteStorageEnablePerTopic(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	for _, topic := range []string{"hot", "cold"} {
+		code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", topic,
+			"--config", "segment.bytes=16384", "--key-separator", ":")
+		require.Zero(t, code, errOut)
+	}
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, _, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "remote.storage.enable=true")
+	code, out, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--topic", "cold",
+		"--config", "remote.storage.enable=true")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "cold-0: uploaded and committed")
+	require.NotContains(t, out, "hot-0")
+	code, out, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "cold-0: tiered to", "cold stays tiered: its config says so")
+	require.NotContains(t, out, "hot-0", "hot is never tiered")
+	cfg, err := tablet.ReadConfig(nil, filepath.Join(d, "cold-0"))
+	require.NoError(t, err)
+	require.True(t, cfg.RemoteStorageEnable, "kept in the tablet")
 }
