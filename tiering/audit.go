@@ -3,8 +3,10 @@ package tiering
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 )
@@ -108,3 +110,102 @@ func (x *Tier) Audit(ctx context.Context) (AuditResult, error) {
 // listPrefix is where a listing finds every object of the tier: keys
 // start with a 4-character hash, so the whole store (under its prefix).
 func (x *Tier) listPrefix() string { return "" }
+
+// MoveResult is what CopyTo copied.
+type MoveResult struct {
+	Objects int
+	Bytes   int64
+	// Present are objects the destination held already, as committed.
+	Present int
+}
+
+// CopyTo copies every committed object of the tier to dst under its key,
+// streamed in ranged GETs, and checks each copy as the audit does (size and
+// footer checksum), then mirrors the manifest there: what a move to
+// another store needs before the tablet is switched to it (SaveStoreURL).
+// The source is not changed. dst must name the same prefix, since keys
+// carry it.
+func (x *Tier) CopyTo(ctx context.Context, dst ObjectStore) (MoveResult, error) {
+	var res MoveResult
+	if dst.Prefix() != x.store.Prefix() {
+		return res, fmt.Errorf("tiering: moving %s: the new store's prefix %q is not %q (object keys carry it)",
+			x.Name(), dst.Prefix(), x.store.Prefix())
+	}
+	for _, e := range x.m.Visible() {
+		if e.Key == "" {
+			continue
+		}
+		if ok, err := committedCopy(ctx, dst, e); err != nil {
+			return res, err
+		} else if ok {
+			res.Present++
+			continue
+		}
+		src := &rangeReader{ctx: ctx, s: x.store, key: e.Key, size: e.Size}
+		if _, err := Upload(ctx, dst, e.Key, src, e.Size); err != nil && !errors.Is(err, ErrExists) {
+			return res, fmt.Errorf("tiering: copying %s: %w", e.Key, err)
+		}
+		if ok, err := committedCopy(ctx, dst, e); err != nil {
+			return res, err
+		} else if !ok {
+			return res, fmt.Errorf("tiering: the copy of %s in %s is not what was committed", e.Key, dst)
+		}
+		res.Objects++
+		res.Bytes += e.Size
+	}
+	st := x.m.State()
+	data, err := json.Marshal(st)
+	if err != nil {
+		return res, err
+	}
+	if _, err := dst.Put(ctx, x.mirrorKey(st.Seq), data); err != nil && !errors.Is(err, ErrExists) {
+		return res, fmt.Errorf("tiering: mirroring the manifest of %s: %w", x.Name(), err)
+	}
+	return res, nil
+}
+
+// committedCopy reports whether s holds e's object as committed: its size
+// and its footer's checksum.
+func committedCopy(ctx context.Context, s ObjectStore, e Entry) (bool, error) {
+	info, err := s.Head(ctx, e.Key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if info.Size != e.Size || e.Size < footerSize {
+		return false, nil
+	}
+	f, err := s.GetRange(ctx, e.Key, e.Size-footerSize, footerSize)
+	if err != nil {
+		return false, err
+	}
+	return binary.BigEndian.Uint32(f[ftCRC:]) == e.CRC, nil
+}
+
+// rangeReader reads an object in 8 MiB ranged GETs.
+type rangeReader struct {
+	ctx       context.Context
+	s         ObjectStore
+	key       string
+	off, size int64
+	buf       []byte
+}
+
+func (r *rangeReader) Read(p []byte) (int, error) {
+	if len(r.buf) == 0 {
+		if r.off >= r.size {
+			return 0, io.EOF
+		}
+		n := min(r.size-r.off, 8<<20)
+		b, err := r.s.GetRange(r.ctx, r.key, r.off, int(n))
+		if err != nil {
+			return 0, err
+		}
+		r.buf, r.off = b, r.off+int64(len(b))
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,6 +130,8 @@ func newTierCmd() *cobra.Command {
 		once     bool
 		interval time.Duration
 		creds    s3Flags
+		moveTo   string
+		detach   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tier --data-dir D [--topic T --partition P] --store URL [--once]",
@@ -162,6 +165,14 @@ retention, garbage collection) and prints what it did; otherwise it repeats
 every --interval until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			switch {
+			case moveTo != "" && detach:
+				return errors.New("--move-to and --detach go one at a time")
+			case moveTo != "":
+				return tierMove(cmd, &f, moveTo, &creds)
+			case detach:
+				return tierDetach(cmd, &f)
+			}
 			if store == "" {
 				return errors.New("--store is required")
 			}
@@ -353,6 +364,8 @@ every --interval until interrupted.`,
 	cmd.Flags().StringVar(&store, "store", "", "the object store URL: file:///dir or s3://bucket/prefix?endpoint=&region=&path-style=")
 	cmd.Flags().BoolVar(&once, "once", false, "make one pass and exit")
 	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "time between passes without --once")
+	cmd.Flags().StringVar(&moveTo, "move-to", "", "move each tiered tablet to this store: copy every committed object, check each copy, then switch (the old store is left as it is)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "drop each tablet's tier (its manifest and store URL; the store's objects stay), refused while records below the local log start are only in the store")
 	creds.register(cmd)
 	cmd.AddCommand(newTierLsCmd(), newTierVerifyCmd())
 	return cmd
@@ -663,4 +676,106 @@ func printAudit(w io.Writer, res tiering.AuditResult) {
 	for _, o := range res.Orphans {
 		fmt.Fprintf(w, "  orphan  %s (%d bytes, no manifest record names it)\n", o.Key, o.Size)
 	}
+}
+
+// tierMove moves the tiered tablets to another store: every committed
+// object copied and checked, the manifest mirrored there, then the tablet's
+// store URL switched. Nothing is deleted from the old store.
+func tierMove(cmd *cobra.Command, f *tabletFlags, moveTo string, creds *s3Flags) (err error) {
+	if err := tiering.CheckStoreURL(moveTo); err != nil {
+		return err
+	}
+	absTo, err := tiering.AbsoluteStoreURL(moveTo)
+	if err != nil {
+		return err
+	}
+	m, err := openManager(cmd, f.dataDir, write)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	ctx := ctxOf(cmd)
+	opts3, err := creds.options()
+	if err != nil {
+		return err
+	}
+	dst, err := tiering.OpenStore(ctx, moveTo, opts3)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	moved := 0
+	for _, t := range m.Tablets() {
+		tp := t.TopicPartition()
+		if f.topic != "" && tp != f.tp() {
+			continue
+		}
+		from, ok, err := tiering.StoreURL(vfs.OS, t.Dir())
+		if err != nil {
+			return err
+		}
+		if !ok || from == absTo {
+			continue
+		}
+		src, err := tiering.OpenStore(ctx, from, opts3)
+		if err != nil {
+			return fmt.Errorf("%s: opening its store: %w", tp, err)
+		}
+		x, err := tiering.Open(ctx, t, tp.Topic, tp.Partition, src, &tiering.Options{Logger: logger})
+		if err != nil {
+			return fmt.Errorf("%s: %w", tp, err)
+		}
+		res, err := x.CopyTo(ctx, dst)
+		err = errors.Join(err, x.Close())
+		if err != nil {
+			return fmt.Errorf("%s: %w (the tablet stays on %s)", tp, err, tiering.RedactURL(from))
+		}
+		if err := tiering.SaveStoreURL(vfs.OS, t.Dir(), absTo); err != nil {
+			return err
+		}
+		moved++
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: moved to %s: %d object(s) copied (%d bytes), %d there already, every copy checked; %s is left as it is\n",
+			tp, tiering.RedactURL(absTo), res.Objects, res.Bytes, res.Present, tiering.RedactURL(from))
+	}
+	if moved == 0 {
+		return fmt.Errorf("no tiered tablet to move in %s", f.dataDir)
+	}
+	return nil
+}
+
+// tierDetach drops the tier of each tiered tablet whose records are all
+// local: its tier state is removed and remote.storage.enable turned off.
+// The store's objects are left (delete them from the store if wanted).
+func tierDetach(cmd *cobra.Command, f *tabletFlags) (err error) {
+	m, err := openManager(cmd, f.dataDir, write)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	detached := 0
+	for _, t := range m.Tablets() {
+		tp := t.TopicPartition()
+		if (f.topic != "" && tp != f.tp()) || !t.Tiered() {
+			continue
+		}
+		o := t.Offsets()
+		if o.LogStartOffset < o.LocalLogStartOffset {
+			return fmt.Errorf("%s: offsets %d to %d are only in the store: detaching would lose them (the tier stays; seglog tier --move-to moves it)",
+				tp, o.LogStartOffset, o.LocalLogStartOffset-1)
+		}
+		cfg := t.Config()
+		cfg.RemoteStorageEnable = false
+		if err := t.SetConfig(cfg); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(filepath.Join(t.Dir(), tablet.TierDir)); err != nil {
+			return err
+		}
+		detached++
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: detached from its tier (remote.storage.enable=false); every record is local\n", tp)
+	}
+	if detached == 0 {
+		return fmt.Errorf("no tiered tablet to detach in %s", f.dataDir)
+	}
+	return nil
 }

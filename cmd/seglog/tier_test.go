@@ -466,3 +466,55 @@ func TestRemoteStorageEnablePerTopic(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cfg.RemoteStorageEnable, "kept in the tablet")
 }
+
+// A tablet moves to another store explicitly: every committed object
+// copied and checked, then switched — the old store can go; and detaches
+// only while every record is local.
+func TestTierMoveAndDetach(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
+		"--config", "segment.bytes=16384", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	oldDir, newDir := filepath.Join(t.TempDir(), "old"), filepath.Join(t.TempDir(), "new")
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+oldDir, "--once",
+		"--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
+	require.Zero(t, code, errOut)
+
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--detach")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "are only in the store: detaching would lose them")
+
+	code, out, errOut := runSeglog(t, "tier", "--data-dir", d, "--move-to", "file://"+newDir)
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "orders-0: moved to file://"+newDir)
+	require.Contains(t, out, "every copy checked")
+	u, _, err := tiering.StoreURL(nil, filepath.Join(d, "orders-0"))
+	require.NoError(t, err)
+	require.Equal(t, "file://"+newDir, u)
+	require.NoError(t, os.RemoveAll(oldDir), "the old store is no longer needed")
+	code, out, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "orders", "--from", "earliest", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Equal(t, 3000, strings.Count(out, "\n"), "every record, from the new store")
+	code, out, errOut = runSeglog(t, "tier", "verify", "--data-dir", d)
+	require.Zero(t, code, "%s%s", out, errOut)
+
+	// A tablet whose records are all local detaches.
+	d2 := filepath.Join(t.TempDir(), "data")
+	code, _, errOut = runWithStdin(t, lines(3000), "produce", "--data-dir", d2, "--topic", "orders",
+		"--config", "segment.bytes=16384", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d2, "--store", "file://"+t.TempDir(), "--once",
+		"--config", "remote.storage.enable=true", "--config", "local.retention.bytes=-1")
+	require.Zero(t, code, errOut)
+	code, out, errOut = runSeglog(t, "tier", "--data-dir", d2, "--detach")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "orders-0: detached")
+	_, err = os.Stat(filepath.Join(d2, "orders-0", tablet.TierDir))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	code, out, errOut = runSeglog(t, "consume", "--data-dir", d2, "--topic", "orders", "--from", "earliest", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Equal(t, 3000, strings.Count(out, "\n"))
+	code, _, errOut = runSeglog(t, "tier", "--data-dir", d2, "--store", "file://"+t.TempDir(), "--once")
+	require.Equal(t, 1, code, "detached: remote.storage.enable is off")
+	require.Contains(t, errOut, "remote.storage.enable=true")
+}
