@@ -312,6 +312,15 @@ func TestTierSecrets(t *testing.T) {
 		"--secret-access-key-file", wrong)
 	require.NotZero(t, code)
 	require.NotContains(t, out+errOut, secret)
+	require.NotContains(t, errOut, "https response error", "the store is plain http")
+	require.NotContains(t, errOut, "seglog: seglog:")
+
+	// No credentials at all: said plainly, and the EC2 instance-metadata
+	// endpoint (not loopback) is never asked for a store that is not AWS.
+	code, _, errOut = runSeglog(t, "tier", "ls", "--store", srv.URL)
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "no S3 credentials")
+	require.NotContains(t, errOut, "IMDS role")
 }
 
 // A store URL is bound to a tablet only by a commit there: a first run
