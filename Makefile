@@ -37,6 +37,7 @@ examples:
 lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	cd examples && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # bench runs the harness's quick profile (under two minutes) and rewrites
 # BENCHMARKS.md and the plots in docs/bench; bench-micro runs every

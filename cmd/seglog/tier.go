@@ -568,7 +568,9 @@ and offsets.`,
 			}
 			defer m.Close()
 			a, err := tiering.Attach(ctx, m, nil, opts3, &tiering.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			defer a.Close()
+			if a != nil {
+				defer a.Close()
+			}
 			if err != nil {
 				return err
 			}

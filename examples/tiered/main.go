@@ -108,7 +108,9 @@ func run(dir string) error {
 	}
 	defer m.Close()
 	attached, err := tiering.Attach(ctx, m, nil, nil, nil)
-	defer attached.Close()
+	if attached != nil {
+		defer attached.Close() // the tiers it opened, whether or not all did
+	}
 	if err != nil {
 		return err // a tier that could not attach: here, a failure
 	}
