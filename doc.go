@@ -24,9 +24,10 @@
 //	tablet             a partition log (Tablet) and a data directory (Manager)
 //	tablet/tablettest  test support above tablet: the crash tests' workload
 //	tiering            sealed segments to an object store (file://, S3), remote reads
+//	broker             the Kafka protocol on a data directory (seglog serve)
 //	bench              the benchmark harness (bench/peers: its own module)
-//	cmd/seglog         the command: produce, append, end-txn, consume, offsets,
-//	                   dump, recover, verify, tier, bench, demo, version
+//	cmd/seglog         the command: serve, produce, append, end-txn, consume,
+//	                   offsets, dump, recover, verify, tier, bench, demo, version
 //
 // docs/architecture.md is the architecture; examples/ is a module of its
 // own that embeds seglog as another program would.

@@ -23,6 +23,9 @@ const (
 	PartitionMetadataFile = "partition.metadata"
 	MetaPropertiesFile    = "meta.properties"
 	CleanShutdownFile     = ".kafka_cleanshutdown"
+	// ProducerIDBlockFile is seglog's own (the broker's): the end of the
+	// block of producer ids handed out so far, one decimal number.
+	ProducerIDBlockFile = "seglog-producer-id-block"
 	// version is the version of every offset and epoch checkpoint.
 	version = 0
 )

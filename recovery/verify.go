@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,6 +132,13 @@ func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, err
 			clean = true
 			continue
 		case ".lock":
+			continue
+		case checkpoint.ProducerIDBlockFile:
+			if data, err := vfs.ReadFile(fsys, path); err != nil {
+				problem(path, -1, "%v", err)
+			} else if n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err != nil || n < 0 {
+				problem(path, 0, "%q is not a producer id", strings.TrimSpace(string(data)))
+			}
 			continue
 		}
 		info, err := fsys.Stat(path)

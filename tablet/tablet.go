@@ -253,6 +253,8 @@ type Tablet struct {
 	pub struct {
 		sync.RWMutex
 		v view
+		// changed is closed at the next publish (nil until a reader asks).
+		changed chan struct{}
 	}
 
 	mu struct {
@@ -586,7 +588,26 @@ func (t *Tablet) publishLocked(v view) {
 	v.segs = t.mu.segs.Clone()
 	t.pub.Lock()
 	t.pub.v = v
+	changed := t.pub.changed
+	t.pub.changed = nil
 	t.pub.Unlock()
+	if changed != nil {
+		close(changed) // wake every reader waiting for this change
+	}
+}
+
+// Changed returns a channel closed at the next change of what the tablet
+// publishes — an append, the high watermark or the last stable offset
+// moving, a truncation — so that a long-polling reader (a Kafka fetch with
+// MaxWaitMs) waits for data without polling: read, and if there is not
+// enough, wait on the channel taken before the read.
+func (t *Tablet) Changed() <-chan struct{} {
+	t.pub.Lock()
+	defer t.pub.Unlock()
+	if t.pub.changed == nil {
+		t.pub.changed = make(chan struct{})
+	}
+	return t.pub.changed
 }
 
 // checkInvariantsLocked panics if the offsets or the segments about to be

@@ -86,6 +86,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(),
-		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newTierCmd(), newBenchCmd(), newDemoCmd())
+		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newTierCmd(), newBenchCmd(), newDemoCmd(), newServeCmd())
 	return root
 }

@@ -1,0 +1,431 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// served are the APIs this broker answers and their version ranges: low
+// enough for kafkajs, which never uses flexible versions and ignores the
+// broker's minimum.
+var served = map[int16][2]int16{
+	18: {0, 3},  // ApiVersions
+	3:  {0, 12}, // Metadata
+	0:  {3, 11}, // Produce: RecordBatch v2 only
+	1:  {4, 12}, // Fetch, without sessions
+	2:  {1, 7},  // ListOffsets
+	22: {0, 4},  // InitProducerId, without a transactional id
+}
+
+// handle answers one request; a nil response is none (acks=0). An error
+// closes the connection.
+func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response, error) {
+	if h.key == 18 {
+		return b.apiVersions(h, req, body)
+	}
+	v, ok := served[h.key]
+	if !ok || h.version < v[0] || h.version > v[1] {
+		return nil, fmt.Errorf("%w: %s v%d is not served", errMalformed, kmsg.NameForKey(h.key), h.version)
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	switch r := req.(type) {
+	case *kmsg.MetadataRequest:
+		return b.metadata(r), nil
+	case *kmsg.ProduceRequest:
+		return b.produce(r), nil
+	case *kmsg.FetchRequest:
+		return b.fetch(r), nil
+	case *kmsg.ListOffsetsRequest:
+		return b.listOffsets(r), nil
+	case *kmsg.InitProducerIDRequest:
+		return b.initProducerID(r), nil
+	}
+	return nil, fmt.Errorf("%w: %s has no handler", errMalformed, kmsg.NameForKey(h.key))
+}
+
+// apiVersions lists the served APIs. A version this broker does not know
+// is answered as Kafka does: a v0 body, UNSUPPORTED_VERSION and the list.
+func (b *Broker) apiVersions(h header, req kmsg.Request, body []byte) (kmsg.Response, error) {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(h.version)
+	if h.version > served[18][1] {
+		resp.SetVersion(0)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+	} else if err := req.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("%w: ApiVersions v%d: %v", errMalformed, h.version, err)
+	}
+	for _, key := range []int16{0, 1, 2, 3, 18, 22} {
+		r := served[key]
+		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: key, MinVersion: r[0], MaxVersion: r[1]})
+	}
+	return resp, nil
+}
+
+// errorCode is the Kafka error code of an engine error.
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, tablet.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, tablet.ErrNotFound):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, tablet.ErrRecordBatchTooLarge):
+		return kerr.MessageTooLarge.Code
+	}
+	if code, ok := codesByName[tablet.ErrorName(err)]; ok {
+		return code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// codesByName maps Kafka's error names to their codes.
+var codesByName = func() map[string]int16 {
+	m := map[string]int16{}
+	for code := int16(-1); code < 150; code++ {
+		if e := kerr.ErrorForCode(code); e != nil {
+			var ke *kerr.Error
+			if errors.As(e, &ke) {
+				m[ke.Message] = code
+			}
+		}
+	}
+	return m
+}()
+
+// tabletFor returns a partition's tablet, creating its topic (with
+// num.partitions partitions) when auto-creation allows.
+func (b *Broker) tabletFor(topic string, partition int32, create bool) (*tablet.Tablet, int16) {
+	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
+	if t, ok := b.m.Get(tp); ok {
+		return t, 0
+	}
+	if !create || b.opts.NoAutoCreate {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	if err := checkpoint.ValidateTopic(topic); err != nil {
+		return nil, kerr.InvalidTopicException.Code
+	}
+	if len(b.partitionsOf(topic)) > 0 {
+		return nil, kerr.UnknownTopicOrPartition.Code // the topic exists, not this partition
+	}
+	if err := b.createTopic(topic, b.opts.NumPartitions); err != nil {
+		b.opts.Logger.Warn("auto-creating a topic", "topic", topic, "err", err)
+		return nil, kerr.UnknownServerError.Code
+	}
+	if t, ok := b.m.Get(tp); ok {
+		return t, 0
+	}
+	return nil, kerr.UnknownTopicOrPartition.Code
+}
+
+// createTopic creates the tablets of a topic that does not exist.
+func (b *Broker) createTopic(topic string, partitions int32) error {
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	for p := range partitions {
+		if _, err := b.m.GetOrCreate(checkpoint.TopicPartition{Topic: topic, Partition: p}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partitionsOf returns a topic's tablets, by partition.
+func (b *Broker) partitionsOf(topic string) []*tablet.Tablet {
+	var out []*tablet.Tablet
+	for _, t := range b.m.Tablets() {
+		if t.TopicPartition().Topic == topic {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: b.opts.AdvertisedHost, Port: b.opts.AdvertisedPort}}
+	resp.ControllerID = b.opts.NodeID
+	resp.ClusterID = kmsg.StringPtr("seglog")
+	var names []string
+	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
+	if all {
+		seen := map[string]bool{}
+		for _, t := range b.m.Tablets() {
+			if n := t.TopicPartition().Topic; !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	} else {
+		for _, t := range r.Topics {
+			if t.Topic != nil {
+				names = append(names, *t.Topic)
+			}
+		}
+	}
+	autoCreate := r.GetVersion() < 4 || r.AllowAutoTopicCreation
+	for _, name := range names {
+		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
+		parts := b.partitionsOf(name)
+		if len(parts) == 0 && !all && autoCreate && !b.opts.NoAutoCreate {
+			if checkpoint.ValidateTopic(name) != nil {
+				topic.ErrorCode = kerr.InvalidTopicException.Code
+				resp.Topics = append(resp.Topics, topic)
+				continue
+			}
+			if err := b.createTopic(name, b.opts.NumPartitions); err != nil {
+				b.opts.Logger.Warn("auto-creating a topic", "topic", name, "err", err)
+			}
+			parts = b.partitionsOf(name)
+		}
+		if len(parts) == 0 {
+			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		}
+		for _, t := range parts {
+			p := kmsg.NewMetadataResponseTopicPartition()
+			p.Partition = t.TopicPartition().Partition
+			p.Leader = b.opts.NodeID
+			p.LeaderEpoch = 0
+			p.Replicas = []int32{b.opts.NodeID}
+			p.ISR = []int32{b.opts.NodeID}
+			topic.Partitions = append(topic.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, topic)
+	}
+	return resp
+}
+
+func (b *Broker) produce(r *kmsg.ProduceRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	opts := tablet.AppendOptions{Sync: r.Acks == -1 && b.opts.DurableAcks}
+	for _, rt := range r.Topics {
+		st := kmsg.ProduceResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime = -1, -1
+			t, code := b.tabletFor(rt.Topic, rp.Partition, true)
+			if code != 0 {
+				sp.ErrorCode = code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			b.appendPartition(t, rp.Records, opts, &sp)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if r.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// appendPartition appends a partition's batches, one by one (a client
+// sends one; Kafka's magic check comes first).
+func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.AppendOptions, sp *kmsg.ProduceResponseTopicPartition) {
+	first := true
+	for len(data) > 0 {
+		h, n, err := record.ParseHeader(data)
+		if err != nil || n > int64(len(data)) {
+			if len(data) >= 17 && data[16] != 2 {
+				sp.ErrorCode = kerr.UnsupportedForMessageFormat.Code // magic 0 or 1: RecordBatch v2 only
+			} else {
+				sp.ErrorCode = kerr.CorruptMessage.Code
+			}
+			return
+		}
+		_ = h
+		res, err := t.Append(data[:n], opts)
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			msg := err.Error()
+			sp.ErrorMessage = &msg
+			return
+		}
+		if first {
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.FirstOffset, res.LogAppendTime, res.LogStartOffset
+			first = false
+		}
+		data = data[n:]
+	}
+}
+
+func (b *Broker) fetch(r *kmsg.FetchRequest) *kmsg.FetchResponse {
+	iso := tablet.ReadHighWatermark
+	if r.IsolationLevel == 1 {
+		iso = tablet.ReadCommitted
+	}
+	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+	for {
+		// The channels are taken before the read: an append after it
+		// closes them, and the wait below wakes.
+		var waits []<-chan struct{}
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				if t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); ok {
+					waits = append(waits, t.Changed())
+				}
+			}
+		}
+		resp, bytes := b.fetchOnce(r, iso)
+		if bytes >= int(r.MinBytes) || bytes > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 {
+			return resp
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return resp
+		}
+		if !waitAny(waits, left, b.stop) {
+			return resp
+		}
+	}
+}
+
+// waitAny waits for any channel to close, or d, or stop; it reports a
+// close of one of chs.
+func waitAny(chs []<-chan struct{}, d time.Duration, stop <-chan struct{}) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	done := make(chan struct{})
+	woke := make(chan struct{}, 1)
+	for _, ch := range chs {
+		go func() {
+			select {
+			case <-ch:
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			case <-done:
+			}
+		}()
+	}
+	defer close(done)
+	select {
+	case <-woke:
+		return true
+	case <-timer.C:
+		return false
+	case <-stop:
+		return false
+	}
+}
+
+func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*kmsg.FetchResponse, int) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	total := 0
+	maxBytes := int(r.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	res := new(tablet.FetchResult)
+	for _, rt := range r.Topics {
+		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			limit := min(int(rp.PartitionMaxBytes), maxBytes-total)
+			err := t.ReadInto(res, rp.FetchOffset, tablet.ReadOptions{MaxBytes: max(limit, 0), Isolation: iso,
+				MinOneMessage: total == 0})
+			o := t.Offsets()
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			data, err := res.Records.AppendTo(nil)
+			for _, a := range res.AbortedTxns {
+				sp.AbortedTransactions = append(sp.AbortedTransactions,
+					kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+			}
+			res.Close()
+			if err != nil {
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+			} else {
+				sp.RecordBatches = data
+				total += len(data)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, total
+}
+
+func (b *Broker) listOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			o := t.Offsets()
+			switch rp.Timestamp {
+			case -1: // latest
+				sp.Offset, sp.Timestamp = o.HighWatermark, -1
+				if r.IsolationLevel == 1 {
+					sp.Offset = o.LastStableOffset
+				}
+			case -2: // earliest
+				sp.Offset, sp.Timestamp = o.LogStartOffset, -1
+			default:
+				found, err := t.OffsetForTimestamp(rp.Timestamp)
+				switch {
+				case errors.Is(err, tablet.ErrNoOffsetForTimestamp):
+					sp.Offset, sp.Timestamp = -1, -1
+				case err != nil:
+					sp.ErrorCode = errorCode(err)
+				default:
+					sp.Offset, sp.Timestamp = found.Offset, found.Timestamp
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) initProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		// Transactions come with the transaction coordinator (issue 21).
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp
+	}
+	id, err := b.pids.allocate()
+	if err != nil {
+		b.opts.Logger.Error("allocating a producer id", "err", err)
+		resp.ErrorCode = kerr.KafkaStorageError.Code
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp
+}

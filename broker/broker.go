@@ -1,0 +1,181 @@
+// Package broker serves the Kafka protocol on a seglog data directory, so
+// that unmodified Kafka clients produce to and consume from it: a
+// single-node broker whose node is every partition's leader.
+//
+//	client ──TCP──► conn (one goroutine reads frames) ──► handler (kmsg decode)
+//	                                                         │
+//	                        tablet.Manager ◄── Produce, Fetch, ListOffsets, Metadata, …
+//
+// Every request and response body is encoded and decoded by franz-go's
+// kmsg (generated from Kafka's own message schemas); only the frame and the
+// request header are read here. Responses go out in request order.
+//
+// This is the broker's first part (issue 18): ApiVersions, Metadata,
+// Produce, Fetch with long polling, ListOffsets and InitProducerId for
+// idempotent producers. What is not served is answered UNSUPPORTED_VERSION
+// in ApiVersions' list; a request for an unknown key closes the connection.
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/seglog/seglog/tablet"
+)
+
+// Options configure a broker, under Kafka's broker config names where they
+// have one.
+type Options struct {
+	// NodeID is node.id. The default is 0.
+	NodeID int32
+	// AdvertisedHost and AdvertisedPort are what Metadata tells clients to
+	// connect to (advertised.listeners). The defaults are the listener's
+	// address.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// MaxRequestBytes is socket.request.max.bytes: a larger frame closes
+	// its connection. The default is 104857600 (100 MiB).
+	MaxRequestBytes int32
+	// AutoCreateTopics is auto.create.topics.enable. The default is true
+	// (the zero value is taken as the default; set NoAutoCreate to refuse).
+	NoAutoCreate bool
+	// NumPartitions is num.partitions, of an auto-created topic. The
+	// default is 1.
+	NumPartitions int32
+	// DurableAcks answers an acks=-1 produce only after the group-commit
+	// fsync that covers it (beyond Kafka, which acknowledges from the page
+	// cache with one replica). The default is false.
+	DurableAcks bool
+	// IdleTimeout is connections.max.idle.ms. The default is 10 minutes.
+	IdleTimeout time.Duration
+	// Logger receives connection and request failures. The default is
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) ensureDefaults() {
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = 100 << 20
+	}
+	if o.NumPartitions <= 0 {
+		o.NumPartitions = 1
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Broker serves the Kafka protocol on a data directory's tablets.
+type Broker struct {
+	m    *tablet.Manager
+	opts Options
+	pids *producerIDs
+
+	// stop is closed by Close: long polls end at once.
+	stop chan struct{}
+
+	mu       sync.Mutex
+	ln       []net.Listener
+	conns    map[net.Conn]struct{}
+	closed   bool
+	wg       sync.WaitGroup
+	createMu sync.Mutex // serializes topic auto-creation
+}
+
+// New returns a broker on the manager's data directory.
+func New(m *tablet.Manager, opts Options) (*Broker, error) {
+	opts.ensureDefaults()
+	pids, err := openProducerIDs(filepath.Join(m.Dir(), producerIDFile))
+	if err != nil {
+		return nil, err
+	}
+	return &Broker{m: m, opts: opts, pids: pids, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}, nil
+}
+
+// ErrClosed is returned by Serve once the broker is closed.
+var ErrClosed = errors.New("broker: closed")
+
+// Serve accepts connections on ln until Close, each served by its own
+// goroutine. It returns ErrClosed after Close.
+func (b *Broker) Serve(ln net.Listener) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.ln = append(b.ln, ln)
+	if b.opts.AdvertisedHost == "" {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			b.opts.AdvertisedHost, b.opts.AdvertisedPort = a.IP.String(), int32(a.Port)
+		}
+	}
+	b.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			b.mu.Lock()
+			closed := b.closed
+			b.mu.Unlock()
+			if closed {
+				return ErrClosed
+			}
+			return fmt.Errorf("broker: accepting: %w", err)
+		}
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			c.Close()
+			return ErrClosed
+		}
+		b.conns[c] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		go func() {
+			defer b.wg.Done()
+			b.serveConn(c)
+			b.mu.Lock()
+			delete(b.conns, c)
+			b.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection once its request in
+// flight is answered, and waits for them. The manager is the caller's to
+// close after.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.stop)
+	var errs []error
+	for _, ln := range b.ln {
+		errs = append(errs, ln.Close())
+	}
+	for c := range b.conns {
+		// Reads end at once; a request being handled finishes and its
+		// response is written before the connection goes.
+		if cr, ok := c.(interface{ CloseRead() error }); ok {
+			_ = cr.CloseRead()
+		} else {
+			_ = c.Close()
+		}
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	return errors.Join(errs...)
+}
+
+var _ io.Closer = (*Broker)(nil)

@@ -1,0 +1,230 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/tablet"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// testBroker serves a new data directory on a loopback port.
+func testBroker(t *testing.T, opts Options) (*Broker, *tablet.Manager, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	opts.Logger = quiet
+	b, err := New(m, opts)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, b.Close())
+		require.ErrorIs(t, <-served, ErrClosed)
+		require.NoError(t, m.Close())
+	})
+	return b, m, ln.Addr().String()
+}
+
+// franz-go produces idempotently to an auto-created topic of three
+// partitions and consumes every record back, in order per partition, with
+// its offset — through the broker, with the protocol of a real client.
+func TestFranzGoProduceConsume(t *testing.T) {
+	_, m, addr := testBroker(t, Options{NumPartitions: 3, DurableAcks: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	const n = 3000
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: "events", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "value %d", i)})
+	}
+	require.NoError(t, p.ProduceSync(ctx, recs...).FirstErr())
+	require.Len(t, m.Tablets(), 3, "auto-created with num.partitions")
+
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	got := map[int32][]*kgo.Record{}
+	seen := 0
+	for seen < n {
+		fs := c.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "consumed %d of %d", seen, n)
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("%s-%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], r)
+			seen++
+		})
+	}
+	require.Equal(t, n, seen)
+	var values []string
+	for p, rs := range got {
+		for i, r := range rs {
+			require.Equal(t, int64(i), r.Offset, "partition %d offsets from 0, contiguous", p)
+			values = append(values, string(r.Value))
+		}
+	}
+	sort.Strings(values)
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("value %d", i)
+	}
+	sort.Strings(want)
+	require.Equal(t, want, values, "every record exactly once")
+	for _, tab := range m.Tablets() {
+		require.Len(t, tab.Producers(), 1, "one idempotent producer per partition")
+	}
+}
+
+// A consumer waiting at the end of the log gets a record appended after
+// its fetch began, without polling: the long poll wakes on the append.
+func TestFetchLongPollWakesOnAppend(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "tail", Value: []byte("first")}).FirstErr())
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("tail"), kgo.FetchMaxWait(30*time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	fs := c.PollFetches(ctx)
+	require.Equal(t, 1, fs.NumRecords())
+	done := make(chan *kgo.Record, 1)
+	go func() {
+		fs := c.PollFetches(ctx)
+		var got *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) { got = r })
+		done <- got
+	}()
+	tab, _ := m.Get(tablet.TopicPartition{Topic: "tail"})
+	require.NotNil(t, tab)
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "tail", Value: []byte("second")}).FirstErr())
+	r := <-done
+	require.NotNil(t, r, "the long poll returned the record (30 s MaxWait, so not by its timer)")
+	require.Equal(t, "second", string(r.Value))
+	require.Equal(t, int64(1), r.Offset)
+}
+
+// Requests the broker does not serve, and bad frames, close only their
+// connection; ApiVersions at an unknown version answers v0 with
+// UNSUPPORTED_VERSION and the list.
+func TestBadRequestsCloseTheConnectionOnly(t *testing.T) {
+	_, _, addr := testBroker(t, Options{MaxRequestBytes: 1 << 20})
+	send := func(frame []byte) ([]byte, error) {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(frame); err != nil {
+			return nil, err
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			return nil, err
+		}
+		body := make([]byte, int(size[0])<<24|int(size[1])<<16|int(size[2])<<8|int(size[3]))
+		_, err = io.ReadFull(c, body)
+		return body, err
+	}
+	frame := func(payload []byte) []byte {
+		n := len(payload)
+		return append([]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, payload...)
+	}
+	_, err := send([]byte{0x7f, 0, 0, 0}) // 2 GiB
+	require.ErrorIs(t, err, io.EOF, "a frame over socket.request.max.bytes closes the connection")
+	_, err = send(frame([]byte{1, 2, 3}))
+	require.ErrorIs(t, err, io.EOF, "a header that does not parse closes it")
+	_, err = send(frame([]byte{0, 99, 0, 0, 0, 0, 0, 1, 0, 0})) // API key 99
+	require.ErrorIs(t, err, io.EOF)
+
+	// ApiVersions v99: the v0 answer.
+	body, err := send(frame([]byte{0, 18, 0, 99, 0, 0, 0, 7, 0xff, 0xff}))
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 0, 0, 7}, body[:4], "the correlation id")
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	require.NoError(t, resp.ReadFrom(body[4:]))
+	require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
+	require.NotEmpty(t, resp.ApiKeys)
+
+	// The broker still serves others.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, cl.Ping(ctx))
+}
+
+// Producer ids are never handed out twice, across restarts: a block is
+// reserved durably before its first id is.
+func TestProducerIDsAreDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), checkpoint.ProducerIDBlockFile)
+	p, err := openProducerIDs(path)
+	require.NoError(t, err)
+	seen := map[int64]bool{}
+	for range 1500 {
+		id, err := p.allocate()
+		require.NoError(t, err)
+		require.False(t, seen[id])
+		seen[id] = true
+	}
+	q, err := openProducerIDs(path) // a restart: the rest of the block is skipped
+	require.NoError(t, err)
+	id, err := q.allocate()
+	require.NoError(t, err)
+	require.False(t, seen[id])
+	require.Equal(t, int64(2*producerIDBlock), id)
+	require.NoError(t, os.WriteFile(path, []byte("garbage"), 0o644))
+	_, err = openProducerIDs(path)
+	require.ErrorContains(t, err, "not a producer id")
+}
+
+// A directory a broker served passes seglog verify after the close.
+func TestServedDirectoryVerifies(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	b, err := New(m, Options{Logger: quiet})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.Serve(ln) }()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 100 {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "v", Value: fmt.Appendf(nil, "%d", i)}).FirstErr())
+	}
+	cl.Close()
+	require.NoError(t, b.Close())
+	require.NoError(t, m.Close())
+	r, err := recovery.Verify(nil, dir, recovery.VerifyOptions{})
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%+v", r)
+}
