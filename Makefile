@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet examples lint bench bench-peers bench-micro fuzz fuzz-smoke crash clean
+.PHONY: run build test vet examples clients lint bench bench-peers bench-micro fuzz fuzz-smoke crash clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -21,7 +21,13 @@ $(VERSITYGW):
 	mkdir -p $(dir $@)
 	GOBIN=$(dir $@) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
-test: vet examples $(VERSITYGW)
+# clients are the Kafka clients the broker's tests drive, from Debian:
+# kcat (librdkafka) and the Python client.
+clients:
+	@command -v kcat >/dev/null && /usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat python3-confluent-kafka)
+
+test: vet examples clients $(VERSITYGW)
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 $(PKGS)
 	$(MAKE) fuzz-smoke FUZZTIME=4000x
 

@@ -337,6 +337,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*kmsg.Fe
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			sp.RecordBatches = []byte{} // empty, not null: Kafka sends no records as a 0-length set (librdkafka rejects null)
 			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
 			if !ok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -361,7 +362,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*kmsg.Fe
 			res.Close()
 			if err != nil {
 				sp.ErrorCode = kerr.KafkaStorageError.Code
-			} else {
+			} else if len(data) > 0 {
 				sp.RecordBatches = data
 				total += len(data)
 			}

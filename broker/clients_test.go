@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tool returns the path of a client the Makefile installs (Debian's kcat
+// and python3-confluent-kafka), or skips saying so.
+func tool(t *testing.T, name string) string {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s is not installed (make test installs it with apt-get): %v", name, err)
+	}
+	return p
+}
+
+// kcat (librdkafka): metadata, an idempotent produce, a consume from the
+// beginning to the end, and one from a timestamp.
+func TestKcat(t *testing.T) {
+	kcat := tool(t, "kcat")
+	_, _, addr := testBroker(t, Options{})
+	run := func(stdin string, args ...string) string {
+		cmd := exec.Command(kcat, append([]string{"-b", addr, "-X", "api.version.request=true"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "kcat %v: %s", args, out)
+		return string(out)
+	}
+	var in strings.Builder
+	for i := range 100 {
+		in.WriteString("line ")
+		in.WriteString(strings.Repeat("x", i%5))
+		in.WriteString("\n")
+	}
+	run(in.String(), "-P", "-t", "kc", "-X", "enable.idempotence=true")
+	meta := run("", "-L")
+	require.Contains(t, meta, `topic "kc" with 1 partitions`)
+	out := run("", "-C", "-t", "kc", "-o", "beginning", "-e", "-q")
+	require.Equal(t, in.String(), out, "every line back, in order")
+	out = run("", "-C", "-t", "kc", "-o", "beginning", "-e", "-q", "-f", "%o\n", "-c", "3")
+	require.Equal(t, "0\n1\n2\n", out)
+	out = run("", "-C", "-t", "kc", "-o", "s@0", "-e", "-q", "-c", "1")
+	require.Equal(t, "line \n", out, "from timestamp 0: the first record")
+}
+
+// The Python client (confluent-kafka, librdkafka): produce, then consume a
+// partition it assigns itself.
+func TestPythonClient(t *testing.T) {
+	py := "/usr/bin/python3" // Debian's, where python3-confluent-kafka is
+	if _, err := os.Stat(py); err != nil {
+		t.Skipf("no %s: %v", py, err)
+	}
+	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
+		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
+	}
+	_, _, addr := testBroker(t, Options{})
+	script := `
+import sys
+from confluent_kafka import Producer, Consumer, TopicPartition
+addr = sys.argv[1]
+p = Producer({"bootstrap.servers": addr, "enable.idempotence": True})
+for i in range(50):
+    p.produce("py", value=("py %d" % i).encode())
+assert p.flush(30) == 0
+c = Consumer({"bootstrap.servers": addr, "group.id": "unused", "enable.auto.commit": False})
+c.assign([TopicPartition("py", 0, 0)])
+got = []
+while len(got) < 50:
+    m = c.poll(30)
+    if m is None:
+        raise SystemExit("timed out after %d" % len(got))
+    if m.error():
+        raise SystemExit(str(m.error()))
+    got.append((m.offset(), m.value().decode()))
+c.close()
+assert got == [(i, "py %d" % i) for i in range(50)], got
+print("ok")
+`
+	out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "ok")
+}
