@@ -267,7 +267,7 @@ func (b *Broker) fetch(r *kmsg.FetchRequest) *kmsg.FetchResponse {
 	if r.IsolationLevel == 1 {
 		iso = tablet.ReadCommitted
 	}
-	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, b.opts.MaxFetchWait))
 	for {
 		// The channels are taken before the read: an append after it
 		// closes them, and the wait below wakes.

@@ -54,6 +54,9 @@ type Options struct {
 	DurableAcks bool
 	// IdleTimeout is connections.max.idle.ms. The default is 10 minutes.
 	IdleTimeout time.Duration
+	// MaxFetchWait bounds how long a fetch long-polls, whatever its
+	// MaxWaitMs asks (a client fetches again). The default is 1 minute.
+	MaxFetchWait time.Duration
 	// Logger receives connection and request failures. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -68,6 +71,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.MaxFetchWait <= 0 {
+		o.MaxFetchWait = time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
