@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,4 +229,57 @@ func TestServedDirectoryVerifies(t *testing.T) {
 	r, err := recovery.Verify(nil, dir, recovery.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, r.OK(), "%+v", r)
+}
+
+// franz-go with every codec, a 1 MiB record, and a batch over
+// max.message.bytes refused with MESSAGE_TOO_LARGE.
+func TestFranzGoCodecsAndLimits(t *testing.T) {
+	_, _, addr := testBroker(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	codecs := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
+		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
+	for name, codec := range codecs {
+		p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(codec))
+		require.NoError(t, err)
+		for i := range 50 {
+			p.Produce(ctx, &kgo.Record{Topic: "codec-" + name, Value: fmt.Appendf(nil, "%s record %d %s", name, i, strings.Repeat("z", 200))}, nil)
+		}
+		require.NoError(t, p.Flush(ctx), name)
+		p.Close()
+		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("codec-"+name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(100*time.Millisecond))
+		require.NoError(t, err)
+		n := 0
+		for n < 50 {
+			fs := c.PollFetches(ctx)
+			require.NoError(t, ctx.Err(), name)
+			fs.EachRecord(func(r *kgo.Record) {
+				require.Equal(t, fmt.Sprintf("%s record %d %s", name, r.Offset, strings.Repeat("z", 200)), string(r.Value))
+				n++
+			})
+		}
+		c.Close()
+	}
+
+	big := make([]byte, 1<<20) // random: a codec must not shrink it under the limit
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range big {
+		big[i] = byte(rng.Uint32())
+	}
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(4<<20))
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "big", Value: big[:1<<20-200]}).FirstErr(), "a 1 MiB record")
+	err = p.ProduceSync(ctx, &kgo.Record{Topic: "big", Value: append(big, big...)}).FirstErr()
+	require.ErrorIs(t, err, kerr.MessageTooLarge, "a batch over max.message.bytes")
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("big"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(8<<20))
+	require.NoError(t, err)
+	defer c.Close()
+	fs := c.PollFetches(ctx)
+	require.NoError(t, ctx.Err())
+	recs := fs.Records()
+	require.Len(t, recs, 1, "the refused batch wrote nothing")
+	require.Equal(t, big[:1<<20-200], recs[0].Value)
 }
