@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/seglog/seglog/internal/testenv"
 
 	"github.com/stretchr/testify/require"
 
@@ -18,30 +19,6 @@ import (
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
 )
-
-// treeState records every entry under root: each file's bytes, mode and
-// mtime, each directory's entries.
-func treeState(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		info, err := d.Info()
-		require.NoError(t, err)
-		key := p + " " + info.Mode().String() + " " + info.ModTime().Format(time.RFC3339Nano)
-		if d.IsDir() {
-			entries, err := os.ReadDir(p)
-			require.NoError(t, err)
-			out[key] = fmt.Sprint(len(entries), " entries")
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
-		out[key] = string(data)
-		return nil
-	}))
-	return out
-}
 
 // writeDir writes a data directory of one tablet, "events-0", with n
 // one-record batches over several segments, closed cleanly.
@@ -93,7 +70,7 @@ func values(n int) []string {
 // byte, mode, mtime or entry; every change it is asked for is refused.
 func TestReadOnlyChangesNothing(t *testing.T) {
 	dir := writeDir(t, 100)
-	before := treeState(t, dir)
+	before := testenv.Tree(t, dir)
 	m, err := tablet.OpenManager(nil, dir, readOnly())
 	require.NoError(t, err)
 	require.True(t, m.Loaded.CleanShutdown)
@@ -111,7 +88,7 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 	require.ErrorIs(t, err, tablet.ErrReadOnly)
 	require.ErrorIs(t, m.Delete(tablet.TopicPartition{Topic: "events"}), tablet.ErrReadOnly)
 	require.NoError(t, m.Close())
-	require.Equal(t, before, treeState(t, dir), "not a byte, mode, mtime or entry changed")
+	require.Equal(t, before, testenv.Tree(t, dir), "not a byte, mode, mtime or entry changed")
 
 	// And the directory is still clean for the next writer.
 	w, err := tablet.OpenManager(nil, dir, quietManager())
@@ -134,7 +111,7 @@ func TestReadOnlyRecoversInMemory(t *testing.T) {
 	_, err = f.Write([]byte("torn tail: half a batch"))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	before := treeState(t, dir)
+	before := testenv.Tree(t, dir)
 
 	m, err := tablet.OpenManager(nil, dir, readOnly())
 	require.NoError(t, err)
@@ -142,14 +119,14 @@ func TestReadOnlyRecoversInMemory(t *testing.T) {
 	require.NotEmpty(t, m.Loaded.Tablets[0].Report, "recovery reports what it did (in memory)")
 	require.Equal(t, values(60), readValues(t, m))
 	require.NoError(t, m.Close())
-	require.Equal(t, before, treeState(t, dir), "recovery ran in memory only")
+	require.Equal(t, before, testenv.Tree(t, dir), "recovery ran in memory only")
 
 	// A writer recovers it for real.
 	w, err := tablet.OpenManager(nil, dir, quietManager())
 	require.NoError(t, err)
 	require.False(t, w.Loaded.CleanShutdown)
 	require.NoError(t, w.Close())
-	require.NotEqual(t, before, treeState(t, dir))
+	require.NotEqual(t, before, testenv.Tree(t, dir))
 }
 
 // Readers share the directory; a writer has it to itself; the refusal
@@ -181,13 +158,13 @@ func TestOnlyDataDirectories(t *testing.T) {
 	foreign := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(foreign, "app-1"), 0o755))
-	before := treeState(t, foreign)
+	before := testenv.Tree(t, foreign)
 	for _, o := range []tablet.ManagerOptions{quietManager(), readOnly()} {
 		_, err := tablet.OpenManager(nil, foreign, o)
 		require.ErrorIs(t, err, tablet.ErrNotDataDir)
 		require.ErrorContains(t, err, "nothing was written")
 	}
-	require.Equal(t, before, treeState(t, foreign))
+	require.Equal(t, before, testenv.Tree(t, foreign))
 
 	missing := filepath.Join(t.TempDir(), "new")
 	_, err := tablet.OpenManager(nil, missing, readOnly())
@@ -214,7 +191,7 @@ func TestReadOnlyOnFullDiskAndReadOnlyFS(t *testing.T) {
 				if !clean {
 					require.NoError(t, os.Remove(filepath.Join(dir, checkpoint.CleanShutdownFile)))
 				}
-				before := treeState(t, dir)
+				before := testenv.Tree(t, dir)
 				in := vfs.NewInjector(vfs.OS)
 				in.Add(vfs.Rule{Ops: vfs.OpMutating, From: true, Err: errno})
 				m, err := tablet.OpenManager(in, dir, readOnly())
@@ -222,7 +199,7 @@ func TestReadOnlyOnFullDiskAndReadOnlyFS(t *testing.T) {
 				require.Equal(t, values(40), readValues(t, m))
 				require.NoError(t, m.Close())
 				require.Zero(t, in.Injected(), "nothing even tried to change the directory")
-				require.Equal(t, before, treeState(t, dir))
+				require.Equal(t, before, testenv.Tree(t, dir))
 				_, err = tablet.OpenManager(in, dir, quietManager())
 				require.True(t, errors.Is(err, errno), "a writer does fail there: %v", err)
 			})

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/seglog/seglog/internal/testenv"
 
 	"github.com/stretchr/testify/require"
 
@@ -142,7 +142,7 @@ func TestReadOnlyTier(t *testing.T) {
 	require.NoError(t, err)
 	storeBefore, err := s.List(ctx, "")
 	require.NoError(t, err)
-	dirBefore := dirState(t, dataDir)
+	dirBefore := testenv.Tree(t, dataDir)
 
 	m, err := tablet.OpenManager(nil, dataDir, tablet.ManagerOptions{ReadOnly: true, Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
@@ -166,27 +166,7 @@ func TestReadOnlyTier(t *testing.T) {
 	storeAfter, err := s.List(ctx, "")
 	require.NoError(t, err)
 	require.Equal(t, storeBefore, storeAfter, "nothing put to or deleted from the store")
-	require.Equal(t, dirBefore, dirState(t, dataDir), "nothing changed in the data directory")
-}
-
-// dirState is every file's bytes and mtime under root.
-func dirState(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		info, err := d.Info()
-		require.NoError(t, err)
-		data := ""
-		if !d.IsDir() {
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			data = string(b)
-		}
-		out[p] = info.ModTime().String() + " " + data
-		return nil
-	}))
-	return out
+	require.Equal(t, dirBefore, testenv.Tree(t, dataDir), "nothing changed in the data directory")
 }
 
 // A relative file:// store is saved with its directory made absolute, so

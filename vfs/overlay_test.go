@@ -5,34 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/seglog/seglog/internal/testenv"
 
 	"github.com/stretchr/testify/require"
 )
-
-// snapshotTree records every file's bytes, mode and mtime and every
-// directory's entries under root.
-func snapshotTree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		info, err := d.Info()
-		require.NoError(t, err)
-		key := p + " " + info.Mode().String() + " " + info.ModTime().Format(time.RFC3339Nano)
-		if d.IsDir() {
-			names, err := OS.List(p)
-			require.NoError(t, err)
-			out[key] = "dir " + filepath.Join(names...)
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
-		out[key] = string(data)
-		return nil
-	}))
-	return out
-}
 
 // Every kind of change through an Overlay is seen through it and never
 // reaches the base: every byte, mode, mtime and entry of the base is as it
@@ -43,7 +20,7 @@ func TestOverlayNeverChangesTheBase(t *testing.T) {
 	for name, data := range map[string]string{"a": "alpha", "d/b": "bravo-bravo", "d/e/c": "charlie", "big": string(make([]byte, 1<<20))} {
 		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte(data), 0o644))
 	}
-	before := snapshotTree(t, root)
+	before := testenv.Tree(t, root)
 	o := NewOverlay(OS)
 	p := func(n string) string { return filepath.Join(root, n) }
 
@@ -127,7 +104,7 @@ func TestOverlayNeverChangesTheBase(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "again", string(got))
 
-	require.Equal(t, before, snapshotTree(t, root), "the base is untouched")
+	require.Equal(t, before, testenv.Tree(t, root), "the base is untouched")
 }
 
 // ReadOnly refuses every change and passes reads through.

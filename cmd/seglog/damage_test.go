@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/internal/testenv"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/logfile"
@@ -83,14 +85,14 @@ func TestConsumeReportsDamageAtTheEnd(t *testing.T) {
 	}
 	binary.BigEndian.PutUint32(data[last+8:], 999999) // the last batch's length
 	require.NoError(t, os.WriteFile(active, data, 0o640))
-	before := tree(t, d)
+	before := testenv.Tree(t, d)
 	code, n, errOut := consumeCount(t, "--data-dir", d, "--topic", "t")
 	require.Equal(t, 1, code)
 	require.Equal(t, 1950, n, "every record before the damaged batch")
 	require.Contains(t, errOut, "damage: "+active+": truncated")
 	require.Contains(t, errOut, "durable offsets lost (offsets [1950, 2000))")
 	require.Contains(t, errOut, "in memory only")
-	require.Equal(t, before, tree(t, d), "a reader cuts nothing on disk")
+	require.Equal(t, before, testenv.Tree(t, d), "a reader cuts nothing on disk")
 
 	code, out, errOut := runSeglog(t, "recover", "--data-dir", d)
 	require.Equal(t, 0, code, errOut)

@@ -2,43 +2,19 @@ package main
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/seglog/seglog/internal/testenv"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/seglog/seglog/checkpoint"
 )
-
-// tree is every entry under root: each file's bytes, mode and mtime, each
-// directory's entries.
-func tree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		info, err := d.Info()
-		require.NoError(t, err)
-		key := p + " " + info.Mode().String() + " " + info.ModTime().Format(time.RFC3339Nano)
-		if d.IsDir() {
-			entries, err := os.ReadDir(p)
-			require.NoError(t, err)
-			out[key] = fmt.Sprint(len(entries), " entries")
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
-		out[key] = string(data)
-		return nil
-	}))
-	return out
-}
 
 // produced writes n records of topic "orders" into a data directory under
 // parent, over several segments, and closes it cleanly.
@@ -86,7 +62,7 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, f.Close())
 			}
-			before := tree(t, d)
+			before := testenv.Tree(t, d)
 			for _, args := range readOnlyCommands(t, d) {
 				code, out, errOut := runWithStdin(t, "", args...)
 				if (args[0] == "verify" || slices.Contains(args, "--deep-iteration")) && !clean {
@@ -94,7 +70,7 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 				} else {
 					require.Equal(t, 0, code, "%v: %s", args, errOut)
 				}
-				require.Equal(t, before, tree(t, d), "%v changed the directory", args)
+				require.Equal(t, before, testenv.Tree(t, d), "%v changed the directory", args)
 			}
 			code, out, _ := runWithStdin(t, "", "consume", "--data-dir", d, "--topic", "orders", "--format", "value")
 			require.Equal(t, 0, code)
@@ -114,7 +90,7 @@ func TestForeignAndMissingDirectories(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(foreign, "cache-2"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(foreign, "cache-2", "x.deleted"), []byte("kept"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(foreign, "hosts"), []byte("127.0.0.1 localhost\n"), 0o644))
-	before := tree(t, foreign)
+	before := testenv.Tree(t, foreign)
 	for _, args := range [][]string{
 		{"consume", "--data-dir", foreign, "--topic", "t"},
 		{"offsets", "--data-dir", foreign},
@@ -126,7 +102,7 @@ func TestForeignAndMissingDirectories(t *testing.T) {
 		code, _, errOut := runWithStdin(t, "x\n", args...)
 		require.Equal(t, 1, code, args)
 		require.Contains(t, errOut, "not a seglog or Kafka data directory", args)
-		require.Equal(t, before, tree(t, foreign), "%v touched a foreign directory", args)
+		require.Equal(t, before, testenv.Tree(t, foreign), "%v touched a foreign directory", args)
 	}
 
 	missing := filepath.Join(t.TempDir(), "nothing-here")
@@ -190,14 +166,14 @@ func TestReadOnlyCommandsOnFullAndReadOnlyFilesystems(t *testing.T) {
 			case "read-only":
 				require.NoError(t, unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""))
 			}
-			before := tree(t, d)
+			before := testenv.Tree(t, d)
 			for _, args := range readOnlyCommands(t, d) {
 				if args[0] == "verify" || slices.Contains(args, "--deep-iteration") {
 					continue // they report the torn tail (exit 1), checked above
 				}
 				code, _, errOut := runWithStdin(t, "", args...)
 				require.Equal(t, 0, code, "%v on a %s filesystem: %s", args, kind, errOut)
-				require.Equal(t, before, tree(t, d))
+				require.Equal(t, before, testenv.Tree(t, d))
 			}
 			code, out, _ := runWithStdin(t, "", "consume", "--data-dir", d, "--topic", "orders", "--format", "value")
 			require.Equal(t, 0, code)

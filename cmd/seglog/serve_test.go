@@ -44,6 +44,7 @@ func TestServeCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ConsumeTopics("orders"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	require.NoError(t, err)
 	defer cl.Close()
