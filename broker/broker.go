@@ -54,6 +54,9 @@ type Options struct {
 	DurableAcks bool
 	// IdleTimeout is connections.max.idle.ms. The default is 10 minutes.
 	IdleTimeout time.Duration
+	// MaxConnections is max.connections: a connection beyond it is closed
+	// at once (logged). The default is 0, no limit.
+	MaxConnections int
 	// MaxFetchWait bounds how long a fetch long-polls, whatever its
 	// MaxWaitMs asks (a client fetches again). The default is 1 minute.
 	MaxFetchWait time.Duration
@@ -141,6 +144,13 @@ func (b *Broker) Serve(ln net.Listener) error {
 			b.mu.Unlock()
 			c.Close()
 			return ErrClosed
+		}
+		if b.opts.MaxConnections > 0 && len(b.conns) >= b.opts.MaxConnections {
+			b.mu.Unlock()
+			b.opts.Logger.Warn("refusing a connection: max.connections reached", "remote", c.RemoteAddr().String(),
+				"max", b.opts.MaxConnections)
+			c.Close()
+			continue
 		}
 		b.conns[c] = struct{}{}
 		b.wg.Add(1)

@@ -283,3 +283,24 @@ func TestFranzGoCodecsAndLimits(t *testing.T) {
 	require.Len(t, recs, 1, "the refused batch wrote nothing")
 	require.Equal(t, big[:1<<20-200], recs[0].Value)
 }
+
+// A connection beyond max.connections is closed at once; the others are
+// served.
+func TestMaxConnections(t *testing.T) {
+	_, _, addr := testBroker(t, Options{MaxConnections: 1})
+	first, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer first.Close()
+	// The first is registered once the broker answers on it.
+	_, err = first.Write([]byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff})
+	require.NoError(t, err)
+	var size [4]byte
+	_, err = io.ReadFull(first, size[:])
+	require.NoError(t, err)
+	second, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer second.Close()
+	_ = second.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err = second.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "the second connection is closed")
+}

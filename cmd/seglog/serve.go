@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/broker"
@@ -22,12 +25,13 @@ import (
 
 // serveKeys are the broker configs serve takes, under Kafka's names.
 var serveKeys = []string{"listeners", "advertised.listeners", "node.id", "num.partitions", "auto.create.topics.enable",
-	"socket.request.max.bytes", "connections.max.idle.ms", "seglog.durable.acks"}
+	"socket.request.max.bytes", "connections.max.idle.ms", "max.connections", "seglog.durable.acks"}
 
 func newServeCmd() *cobra.Command {
 	var (
-		dataDir string
-		configs []string
+		dataDir     string
+		configs     []string
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D [--config key=value]...",
@@ -43,8 +47,9 @@ InitProducerId for idempotent producers.
 PLAINTEXT://127.0.0.1:9092: loopback only unless told otherwise),
 advertised.listeners, node.id, num.partitions (1), auto.create.topics.enable
 (true), socket.request.max.bytes (104857600), connections.max.idle.ms
-(600000), and seglog.durable.acks (false: with true an acks=-1 produce is
-answered only after the fsync that covers it, beyond Kafka).
+(600000), max.connections (none), and seglog.durable.acks (false: with true
+an acks=-1 produce is answered only after the fsync that covers it, beyond
+Kafka). --metrics-addr serves the engine's Prometheus collectors on /metrics.
 
 SIGTERM or SIGINT stops accepting, answers the requests in flight and closes
 the data directory cleanly.`,
@@ -87,6 +92,23 @@ the data directory cleanly.`,
 			if err != nil {
 				return err
 			}
+			if metricsAddr != "" {
+				// The engine's collectors on /metrics (Prometheus).
+				reg := prometheus.NewRegistry()
+				if err := reg.Register(m.Collector()); err != nil {
+					return err
+				}
+				mln, err := net.Listen("tcp", metricsAddr)
+				if err != nil {
+					return err
+				}
+				mux := http.NewServeMux()
+				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go func() { _ = srv.Serve(mln) }()
+				defer srv.Close()
+				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", mln.Addr())
+			}
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 			defer signal.Stop(sig)
@@ -106,6 +128,7 @@ the data directory cleanly.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing)")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a broker config as key=value, repeatable: "+strings.Join(serveKeys, ", "))
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the Prometheus collectors on http://ADDR/metrics (loopback unless told otherwise, e.g. 127.0.0.1:9308)")
 	return cmd
 }
 
@@ -153,6 +176,12 @@ func setServeConfig(o *broker.Options, k, v string) error {
 			return bad(err)
 		}
 		o.AdvertisedHost, o.AdvertisedPort = host, int32(p)
+	case "max.connections":
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return bad(fmt.Errorf("not a positive number"))
+		}
+		o.MaxConnections = n
 	case "node.id", "num.partitions", "socket.request.max.bytes":
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 0 {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +25,7 @@ import (
 func TestServeCommand(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
 	args, err := json.Marshal([]string{"serve", "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
-		"--config", "seglog.durable.acks=true", "--config", "num.partitions=2"})
+		"--config", "seglog.durable.acks=true", "--config", "num.partitions=2", "--metrics-addr", "127.0.0.1:0"})
 	require.NoError(t, err)
 	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(args))
 	out, err := cmd.StdoutPipe()
@@ -37,6 +39,9 @@ func TestServeCommand(t *testing.T) {
 	})
 	lines := bufio.NewScanner(out)
 	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
+	metrics := strings.TrimPrefix(lines.Text(), "metrics on ")
+	require.True(t, strings.HasPrefix(metrics, "http://127.0.0.1:"), lines.Text())
+	require.True(t, lines.Scan(), "serve printed nothing more: %s", cmd.Stderr)
 	line := lines.Text()
 	require.Contains(t, line, "serving the Kafka protocol on 127.0.0.1:")
 	addr := strings.Fields(strings.TrimPrefix(line, "serving the Kafka protocol on "))[0]
@@ -61,6 +66,12 @@ func TestServeCommand(t *testing.T) {
 	}
 	require.Equal(t, 500, n)
 	cl.Close()
+	resp, err := http.Get(metrics)
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(page), `seglog_append_records_total{partition="0",topic="orders"}`)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "a clean exit on SIGTERM: %s", cmd.Stderr)
