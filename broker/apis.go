@@ -3,6 +3,9 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -64,7 +67,7 @@ func (b *Broker) apiVersions(h header, req kmsg.Request, body []byte) (kmsg.Resp
 	} else if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("%w: ApiVersions v%d: %v", errMalformed, h.version, err)
 	}
-	for _, key := range []int16{0, 1, 2, 3, 18, 22} {
+	for _, key := range slices.Sorted(maps.Keys(served)) {
 		r := served[key]
 		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: key, MinVersion: r[0], MaxVersion: r[1]})
 	}
@@ -237,7 +240,7 @@ func (b *Broker) produce(r *kmsg.ProduceRequest) kmsg.Response {
 func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.AppendOptions, sp *kmsg.ProduceResponseTopicPartition) {
 	first := true
 	for len(data) > 0 {
-		h, n, err := record.ParseHeader(data)
+		_, n, err := record.ParseHeader(data)
 		if err != nil || n > int64(len(data)) {
 			if len(data) >= 17 && data[16] != 2 {
 				sp.ErrorCode = kerr.UnsupportedForMessageFormat.Code // magic 0 or 1: RecordBatch v2 only
@@ -246,7 +249,6 @@ func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.Appe
 			}
 			return
 		}
-		_ = h
 		res, err := t.Append(data[:n], opts)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
@@ -294,33 +296,20 @@ func (b *Broker) fetch(r *kmsg.FetchRequest) *kmsg.FetchResponse {
 }
 
 // waitAny waits for any channel to close, or d, or stop; it reports a
-// close of one of chs.
+// close of one of chs. One select over all of them: no goroutine per
+// partition.
 func waitAny(chs []<-chan struct{}, d time.Duration, stop <-chan struct{}) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	done := make(chan struct{})
-	woke := make(chan struct{}, 1)
+	cases := make([]reflect.SelectCase, 0, len(chs)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(stop)})
 	for _, ch := range chs {
-		go func() {
-			select {
-			case <-ch:
-				select {
-				case woke <- struct{}{}:
-				default:
-				}
-			case <-done:
-			}
-		}()
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 	}
-	defer close(done)
-	select {
-	case <-woke:
-		return true
-	case <-timer.C:
-		return false
-	case <-stop:
-		return false
-	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen >= 2
 }
 
 func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*kmsg.FetchResponse, int) {
