@@ -89,6 +89,18 @@ func (s *Service) Tier(ctx context.Context, t *tablet.Tablet) (*Tier, error) {
 	return x, nil
 }
 
+// wants is Wants, asking an open tier's manifest instead of replaying the
+// manifest log from disk on every pass.
+func (s *Service) wants(t *tablet.Tablet) (bool, error) {
+	s.mu.Lock()
+	x, ok := s.tiers[t.TopicPartition()]
+	s.mu.Unlock()
+	if !ok || x.t != t {
+		return Wants(t)
+	}
+	return t.Config().RemoteStorageEnable || len(x.m.Visible()) > 0, nil
+}
+
 // RunOnce steps every tablet once (gc: and collects garbage), at most
 // Concurrency at a time, and returns what each did.
 func (s *Service) RunOnce(ctx context.Context, gc bool) (map[checkpoint.TopicPartition]StepResult, error) {
@@ -97,7 +109,7 @@ func (s *Service) RunOnce(ctx context.Context, gc bool) (map[checkpoint.TopicPar
 	}
 	var tablets []*tablet.Tablet
 	for _, t := range s.m.Tablets() {
-		if ok, err := Wants(t); err != nil {
+		if ok, err := s.wants(t); err != nil {
 			return nil, err
 		} else if ok {
 			tablets = append(tablets, t)
