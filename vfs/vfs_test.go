@@ -279,7 +279,9 @@ func TestRefusalsAndSizes(t *testing.T) {
 		info, err := fsys.Stat(name)
 		require.NoError(t, err)
 		require.False(t, info.Mode().IsDir())
-		require.False(t, info.ModTime().IsZero() && fsys == OS)
+		if fsys == OS {
+			require.False(t, info.ModTime().IsZero(), "the OS reports a modification time")
+		}
 	})
 }
 

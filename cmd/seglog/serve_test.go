@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,14 +23,13 @@ import (
 	"github.com/seglog/seglog/tablet"
 )
 
-// seglog serve in a child process: franz-go produces and consumes through
-// it; SIGTERM closes it cleanly, and the directory verifies.
-func TestServeCommand(t *testing.T) {
-	d := filepath.Join(t.TempDir(), "data")
-	args, err := json.Marshal([]string{"serve", "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
-		"--config", "seglog.durable.acks=true", "--config", "num.partitions=2", "--metrics-addr", "127.0.0.1:0"})
+// startServe starts seglog serve with args in a child process, killed at
+// the end of the test if it is still running, and returns its stdout lines.
+func startServe(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	js, err := json.Marshal(append([]string{"serve"}, args...))
 	require.NoError(t, err)
-	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(args))
+	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(js))
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -39,7 +39,15 @@ func TestServeCommand(t *testing.T) {
 			_ = cmd.Wait()
 		}
 	})
-	lines := bufio.NewScanner(out)
+	return cmd, bufio.NewScanner(out)
+}
+
+// seglog serve in a child process: franz-go produces and consumes through
+// it; SIGTERM closes it cleanly, and the directory verifies.
+func TestServeCommand(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--config", "seglog.durable.acks=true", "--config", "num.partitions=2", "--metrics-addr", "127.0.0.1:0")
 	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
 	metrics := strings.TrimPrefix(lines.Text(), "metrics on ")
 	require.True(t, strings.HasPrefix(metrics, "http://127.0.0.1:"), lines.Text())
@@ -91,19 +99,7 @@ func TestServeCommand(t *testing.T) {
 // it acknowledged is there after, and the directory verifies.
 func TestServeSIGTERMUnderLoad(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
-	args, err := json.Marshal([]string{"serve", "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0"})
-	require.NoError(t, err)
-	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(args))
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	lines := bufio.NewScanner(out)
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
 	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
 	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
 
