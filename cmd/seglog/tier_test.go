@@ -37,9 +37,7 @@ func TestTierCommand(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := filepath.Join(t.TempDir(), "data")
-			code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
-				"--config", "segment.bytes=16384", "--key-separator", ":")
-			require.Zero(t, code, errOut)
+			produceLines(t, d, "orders")
 			code, before, errOut := runSeglog(t, "consume", "--data-dir", d, "--topic", "orders", "--from", "earliest")
 			require.Zero(t, code, errOut)
 			require.Equal(t, 3000, strings.Count(before, "\n"))
@@ -98,6 +96,15 @@ func TestTierCommand(t *testing.T) {
 			require.Greater(t, objects, 2)
 		})
 	}
+}
+
+// produceLines produces 3000 "key:value" lines to topic in d, in segments
+// of 16 KiB.
+func produceLines(t *testing.T, d, topic string) {
+	t.Helper()
+	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", topic,
+		"--config", "segment.bytes=16384", "--key-separator", ":")
+	require.Zero(t, code, errOut)
 }
 
 func TestTierCommandErrors(t *testing.T) {
@@ -206,10 +213,8 @@ func TestTieredLogStartHoldsWithoutTheTier(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
 	storeDir := filepath.Join(t.TempDir(), "store")
 	store := "file://" + storeDir
-	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
-		"--config", "segment.bytes=16384", "--key-separator", ":")
-	require.Zero(t, code, errOut)
-	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
+	produceLines(t, d, "orders")
+	code, _, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
 	require.Zero(t, code, errOut)
 	logStart := func() int64 {
 		o, err := checkpoint.ReadOffsets(nil, filepath.Join(d, checkpoint.LogStartOffsetFile))
@@ -327,12 +332,10 @@ func TestTierSecrets(t *testing.T) {
 // that fails binds nothing, and the right store is taken afterwards.
 func TestStoreBoundOnlyAfterACommit(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
-	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
-		"--config", "segment.bytes=16384", "--key-separator", ":")
-	require.Zero(t, code, errOut)
+	produceLines(t, d, "orders")
 	down := filepath.Join(t.TempDir(), "down")
 	require.NoError(t, os.WriteFile(down, []byte("a file, not a store"), 0o644))
-	code, _, _ = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+down, "--once", "--config", "remote.storage.enable=true")
+	code, _, _ := runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+down, "--once", "--config", "remote.storage.enable=true")
 	require.Equal(t, 1, code)
 	_, ok, err := tiering.StoreURL(nil, filepath.Join(d, "orders-0"))
 	require.NoError(t, err)
@@ -354,9 +357,7 @@ func TestStoreBoundOnlyAfterACommit(t *testing.T) {
 // each failure, and tiers as soon as the store is back.
 func TestTierRetriesUntilTheStoreIsBack(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
-	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
-		"--config", "segment.bytes=16384", "--key-separator", ":")
-	require.Zero(t, code, errOut)
+	produceLines(t, d, "orders")
 	storeDir := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.WriteFile(storeDir, []byte("down"), 0o644))
 	args, err := json.Marshal([]string{"tier", "--data-dir", d, "--store", "file://" + storeDir, "--interval", "50ms", "--config", "remote.storage.enable=true"})
@@ -404,10 +405,8 @@ func TestTierAudit(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
 	storeDir := filepath.Join(t.TempDir(), "store")
 	store := "file://" + storeDir
-	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
-		"--config", "segment.bytes=16384", "--key-separator", ":")
-	require.Zero(t, code, errOut)
-	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
+	produceLines(t, d, "orders")
+	code, _, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once", "--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
 	require.Zero(t, code, errOut)
 	code, out, errOut := runSeglog(t, "tier", "verify", "--data-dir", d)
 	require.Zero(t, code, "%s%s", out, errOut)
@@ -454,9 +453,7 @@ func TestTierAudit(t *testing.T) {
 func TestRemoteStorageEnablePerTopic(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
 	for _, topic := range []string{"hot", "cold"} {
-		code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", topic,
-			"--config", "segment.bytes=16384", "--key-separator", ":")
-		require.Zero(t, code, errOut)
+		produceLines(t, d, topic)
 	}
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	code, _, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", store, "--once")
@@ -481,11 +478,9 @@ func TestRemoteStorageEnablePerTopic(t *testing.T) {
 // only while every record is local.
 func TestTierMoveAndDetach(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
-	code, _, errOut := runWithStdin(t, lines(3000), "produce", "--data-dir", d, "--topic", "orders",
-		"--config", "segment.bytes=16384", "--key-separator", ":")
-	require.Zero(t, code, errOut)
+	produceLines(t, d, "orders")
 	oldDir, newDir := filepath.Join(t.TempDir(), "old"), filepath.Join(t.TempDir(), "new")
-	code, _, errOut = runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+oldDir, "--once",
+	code, _, errOut := runSeglog(t, "tier", "--data-dir", d, "--store", "file://"+oldDir, "--once",
 		"--config", "remote.storage.enable=true", "--config", "local.retention.bytes=0")
 	require.Zero(t, code, errOut)
 
@@ -509,9 +504,7 @@ func TestTierMoveAndDetach(t *testing.T) {
 
 	// A tablet whose records are all local detaches.
 	d2 := filepath.Join(t.TempDir(), "data")
-	code, _, errOut = runWithStdin(t, lines(3000), "produce", "--data-dir", d2, "--topic", "orders",
-		"--config", "segment.bytes=16384", "--key-separator", ":")
-	require.Zero(t, code, errOut)
+	produceLines(t, d2, "orders")
 	code, _, errOut = runSeglog(t, "tier", "--data-dir", d2, "--store", "file://"+t.TempDir(), "--once",
 		"--config", "remote.storage.enable=true", "--config", "local.retention.bytes=-1")
 	require.Zero(t, code, errOut)
