@@ -26,6 +26,14 @@ var served = map[int16][2]int16{
 	1:  {4, 12}, // Fetch, without sessions
 	2:  {1, 7},  // ListOffsets
 	22: {0, 4},  // InitProducerId, without a transactional id
+	23: {0, 4},  // OffsetForLeaderEpoch
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics
+	37: {0, 3},  // CreatePartitions
+	21: {0, 2},  // DeleteRecords
+	32: {0, 4},  // DescribeConfigs
+	33: {0, 2},  // AlterConfigs
+	44: {0, 1},  // IncrementalAlterConfigs
 }
 
 // handle answers one request; a nil response is none (acks=0). An error
@@ -52,6 +60,22 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 		return b.listOffsets(r), nil
 	case *kmsg.InitProducerIDRequest:
 		return b.initProducerID(r), nil
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return b.offsetForLeaderEpoch(r), nil
+	case *kmsg.CreateTopicsRequest:
+		return b.createTopics(r), nil
+	case *kmsg.DeleteTopicsRequest:
+		return b.deleteTopics(r), nil
+	case *kmsg.CreatePartitionsRequest:
+		return b.createPartitions(r), nil
+	case *kmsg.DeleteRecordsRequest:
+		return b.deleteRecords(r), nil
+	case *kmsg.DescribeConfigsRequest:
+		return b.describeConfigs(r), nil
+	case *kmsg.AlterConfigsRequest:
+		return b.alterConfigs(r), nil
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return b.incrementalAlterConfigs(r), nil
 	}
 	return nil, fmt.Errorf("%w: %s has no handler", errMalformed, kmsg.NameForKey(h.key))
 }
@@ -194,6 +218,8 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 		}
 		if len(parts) == 0 {
 			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		} else if r.GetVersion() >= 10 {
+			topic.TopicID, _ = b.m.TopicID(name)
 		}
 		for _, t := range parts {
 			p := kmsg.NewMetadataResponseTopicPartition()
@@ -224,6 +250,8 @@ func (b *Broker) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			opts := opts
+			opts.Sync = opts.Sync || r.Acks == -1 && t.Config().DurableAcks
 			b.appendPartition(t, rp.Records, opts, &sp)
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -384,6 +412,17 @@ func (b *Broker) listOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsRespon
 				}
 			case -2: // earliest
 				sp.Offset, sp.Timestamp = o.LogStartOffset, -1
+			case -3: // the first record with the largest timestamp (KIP-734)
+				sp.Offset, sp.Timestamp = -1, -1
+				maxTs := int64(-1)
+				for _, g := range t.Segments() {
+					maxTs = max(maxTs, g.MaxTimestamp)
+				}
+				if maxTs >= 0 {
+					if found, err := t.OffsetForTimestamp(maxTs); err == nil {
+						sp.Offset, sp.Timestamp = found.Offset, found.Timestamp
+					}
+				}
 			default:
 				found, err := t.OffsetForTimestamp(rp.Timestamp)
 				switch {

@@ -10,10 +10,13 @@
 // kmsg (generated from Kafka's own message schemas); only the frame and the
 // request header are read here. Responses go out in request order.
 //
-// This is the broker's first part (issue 18): ApiVersions, Metadata,
-// Produce, Fetch with long polling, ListOffsets and InitProducerId for
-// idempotent producers. What is not served is answered UNSUPPORTED_VERSION
-// in ApiVersions' list; a request for an unknown key closes the connection.
+// Served (the map served in apis.go has the versions): ApiVersions,
+// Metadata, Produce, Fetch with long polling, ListOffsets,
+// OffsetForLeaderEpoch, InitProducerId for idempotent producers, and the
+// admin APIs — CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
+// DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (admin.go). What
+// is not served is absent from ApiVersions' list; a request for it closes
+// the connection.
 package broker
 
 import (

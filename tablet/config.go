@@ -68,6 +68,11 @@ type Config struct {
 	// files stay (renamed .deleted) before they are unlinked. The default
 	// is 60000.
 	FileDeleteDelayMs int64
+	// DurableAcks: seglog.durable.acks (beyond Kafka), for a broker on the
+	// tablet: an acks=-1 produce is answered only after the fsync that
+	// covers it (the broker appends with AppendOptions.Sync). The engine
+	// itself does not read it. The default is false.
+	DurableAcks bool
 }
 
 // DefaultConfig returns Kafka's defaults (spec 6).
@@ -166,6 +171,7 @@ var configKeys = map[string]configKey{
 	},
 	"preallocate":           boolKey(func(c *Config) *bool { return &c.Preallocate }),
 	"remote.storage.enable": boolKey(func(c *Config) *bool { return &c.RemoteStorageEnable }),
+	"seglog.durable.acks":   boolKey(func(c *Config) *bool { return &c.DurableAcks }),
 }
 
 // boolKey is a config key of a boolean field: true or false, nothing else.

@@ -420,6 +420,31 @@ func (m *Manager) Get(tp checkpoint.TopicPartition) (*Tablet, bool) {
 	return t, ok
 }
 
+// DefaultConfig is the configuration of tablets created without one
+// (ManagerOptions.Config).
+func (m *Manager) DefaultConfig() Config { return *m.opts.Config }
+
+// TopicID returns a topic's id, from the partition.metadata of one of its
+// partitions; false if it has no tablet (or none with an id).
+func (m *Manager) TopicID(topic string) (checkpoint.TopicID, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.topicIDLocked(topic)
+}
+
+func (m *Manager) topicIDLocked(topic string) (checkpoint.TopicID, bool) {
+	for tp, t := range m.mu.tablets {
+		if tp.Topic != topic {
+			continue
+		}
+		id, ok, err := checkpoint.ReadPartitionMetadata(m.fsys, filepath.Join(t.dir, checkpoint.PartitionMetadataFile))
+		if err == nil && ok {
+			return id, true
+		}
+	}
+	return checkpoint.TopicID{}, false
+}
+
 // Tablets returns every tablet, sorted by topic and partition.
 func (m *Manager) Tablets() []*Tablet {
 	m.mu.Lock()
@@ -467,7 +492,12 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	err := checkpoint.WritePartitionMetadata(m.fsys, filepath.Join(dir, checkpoint.PartitionMetadataFile), checkpoint.NewTopicID())
+	// A topic's partitions share its topic id, as Kafka's do.
+	id, ok := m.topicIDLocked(tp.Topic)
+	if !ok {
+		id = checkpoint.NewTopicID()
+	}
+	err := checkpoint.WritePartitionMetadata(m.fsys, filepath.Join(dir, checkpoint.PartitionMetadataFile), id)
 	if err == nil {
 		err = writeConfig(m.fsys, filepath.Join(dir, ConfigFile), c)
 	}

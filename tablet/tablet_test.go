@@ -2,6 +2,7 @@ package tablet
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -92,6 +93,35 @@ func TestCreateRefusesBadNamesAndDuplicates(t *testing.T) {
 	cfg.SegmentBytes = 1
 	_, err = e.m.Create(checkpoint.TopicPartition{Topic: "x"}, &cfg)
 	require.ErrorIs(t, err, ErrConfig)
+}
+
+// A topic's partitions share one topic id, as Kafka's do; another topic
+// gets its own, and a deleted topic's id goes with it.
+func TestPartitionsShareTheirTopicID(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	_, ok := e.m.TopicID("x")
+	require.False(t, ok)
+	for p := range int32(3) {
+		_, err := e.m.Create(checkpoint.TopicPartition{Topic: "x", Partition: p}, nil)
+		require.NoError(t, err)
+	}
+	_, err := e.m.Create(checkpoint.TopicPartition{Topic: "y"}, nil)
+	require.NoError(t, err)
+	x, ok := e.m.TopicID("x")
+	require.True(t, ok)
+	for p := range int32(3) {
+		id, ok, err := checkpoint.ReadPartitionMetadata(e.fsys, filepath.Join(e.dir, fmt.Sprintf("x-%d", p), checkpoint.PartitionMetadataFile))
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, x, id, "partition %d", p)
+	}
+	y, _ := e.m.TopicID("y")
+	require.NotEqual(t, x, y)
+	for p := range int32(3) {
+		require.NoError(t, e.m.Delete(checkpoint.TopicPartition{Topic: "x", Partition: p}))
+	}
+	_, ok = e.m.TopicID("x")
+	require.False(t, ok)
 }
 
 func TestConfigSet(t *testing.T) {
