@@ -21,11 +21,15 @@ $(VERSITYGW):
 	mkdir -p $(dir $@)
 	GOBIN=$(dir $@) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
-# clients are the Kafka clients the broker's tests drive, from Debian:
-# kcat (librdkafka) and the Python client.
+# clients are the Kafka clients the broker's tests drive: from Debian,
+# kcat (librdkafka) and the Python client; from npm, kafkajs (the lockfile
+# in broker/testdata/kafkajs, installed with npm ci).
+KAFKAJS_DIR := broker/testdata/kafkajs
 clients:
 	@command -v kcat >/dev/null && /usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat python3-confluent-kafka)
+	@test $(KAFKAJS_DIR)/node_modules/.package-lock.json -nt $(KAFKAJS_DIR)/package-lock.json || \
+		(cd $(KAFKAJS_DIR) && npm ci --no-audit --no-fund --loglevel=error)
 
 test: vet examples clients $(VERSITYGW)
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 $(PKGS)

@@ -3,6 +3,7 @@ package broker
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,4 +85,22 @@ print("ok")
 	out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "ok")
+}
+
+// kafkajs (npm, the lockfile in testdata/kafkajs): admin create and delete
+// topic, describe configs, list offsets, an idempotent producer with gzip,
+// and reads by partition through kafkajs's own Fetch (its consumer needs
+// groups, issue 20).
+func TestKafkajs(t *testing.T) {
+	node := tool(t, "node")
+	dir := filepath.Join("testdata", "kafkajs")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
+		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
+	}
+	_, m, addr := testBroker(t, Options{})
+	out, err := exec.Command(node, filepath.Join(dir, "kafkajs.js"), addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "ok\n")
+	require.Contains(t, string(out), `{"produced":1000,"consumed":1000}`)
+	require.Empty(t, m.Tablets(), "kafkajs deleted its topic")
 }
