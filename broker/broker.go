@@ -88,9 +88,10 @@ func (o *Options) ensureDefaults() {
 
 // Broker serves the Kafka protocol on a data directory's tablets.
 type Broker struct {
-	m    *tablet.Manager
-	opts Options
-	pids *producerIDs
+	m       *tablet.Manager
+	opts    Options
+	pids    *producerIDs
+	metrics *metrics
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
@@ -110,7 +111,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{m: m, opts: opts, pids: pids, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}, nil
+	return &Broker{m: m, opts: opts, pids: pids, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}, nil
 }
 
 // ErrClosed is returned by Serve once the broker is closed.
@@ -152,15 +153,19 @@ func (b *Broker) Serve(ln net.Listener) error {
 			b.mu.Unlock()
 			b.opts.Logger.Warn("refusing a connection: max.connections reached", "remote", c.RemoteAddr().String(),
 				"max", b.opts.MaxConnections)
+			b.metrics.refused.Inc()
 			c.Close()
 			continue
 		}
+		b.metrics.accepted.Inc()
+		b.metrics.open.Inc()
 		b.conns[c] = struct{}{}
 		b.wg.Add(1)
 		b.mu.Unlock()
 		go func() {
 			defer b.wg.Done()
 			b.serveConn(c)
+			b.metrics.open.Dec()
 			b.mu.Lock()
 			delete(b.conns, c)
 			b.mu.Unlock()

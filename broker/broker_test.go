@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -135,7 +136,7 @@ func TestFetchLongPollWakesOnAppend(t *testing.T) {
 // connection; ApiVersions at an unknown version answers v0 with
 // UNSUPPORTED_VERSION and the list.
 func TestBadRequestsCloseTheConnectionOnly(t *testing.T) {
-	_, _, addr := testBroker(t, Options{MaxRequestBytes: 1 << 20})
+	b, _, addr := testBroker(t, Options{MaxRequestBytes: 1 << 20, NoAutoCreate: true})
 	send := func(frame []byte) ([]byte, error) {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
@@ -172,6 +173,8 @@ func TestBadRequestsCloseTheConnectionOnly(t *testing.T) {
 	require.NoError(t, resp.ReadFrom(body[4:]))
 	require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
 	require.NotEmpty(t, resp.ApiKeys)
+	require.Equal(t, 3.0, testutil.ToFloat64(b.metrics.closedBad), "the collectors count each bad connection")
+	require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.errors.WithLabelValues("ApiVersions", "UNSUPPORTED_VERSION")))
 
 	// The broker still serves others.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -180,6 +183,17 @@ func TestBadRequestsCloseTheConnectionOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, cl.Ping(ctx))
+
+	// The collectors count the errors a response carries.
+	md := kmsg.NewPtrMetadataRequest()
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("missing")}, {Topic: kmsg.StringPtr("absent")}}
+	_, err = md.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, 2.0, testutil.ToFloat64(b.metrics.errors.WithLabelValues("Metadata", "UNKNOWN_TOPIC_OR_PARTITION")))
+	require.GreaterOrEqual(t, testutil.ToFloat64(b.metrics.requests.WithLabelValues("Metadata")), 1.0)
+	require.Positive(t, testutil.ToFloat64(b.metrics.bytesIn))
+	require.Positive(t, testutil.ToFloat64(b.metrics.bytesOut))
+	require.GreaterOrEqual(t, testutil.ToFloat64(b.metrics.open), 1.0, "the client's connection")
 }
 
 // Producer ids are never handed out twice, across restarts: a block is

@@ -88,20 +88,25 @@ func (b *Broker) serveConn(c net.Conn) {
 	defer c.Close()
 	log := b.opts.Logger.With("remote", c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
-	w := bufio.NewWriterSize(c, 64<<10)
 	var size [4]byte
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(b.opts.IdleTimeout))
 		if _, err := io.ReadFull(r, size[:]); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				b.metrics.closedIdle.Inc()
+				log.Debug("closing an idle connection", "idle", b.opts.IdleTimeout)
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Debug("connection closed", "err", err)
 			}
 			return
 		}
+		start := time.Now()
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if n < 0 || n > b.opts.MaxRequestBytes {
 			log.Warn("closing the connection: a request frame larger than socket.request.max.bytes", "bytes", n,
 				"limit", b.opts.MaxRequestBytes)
+			b.metrics.closedBad.Inc()
 			return
 		}
 		frame := make([]byte, n)
@@ -112,27 +117,34 @@ func (b *Broker) serveConn(c net.Conn) {
 		h, req, body, err := parseHeader(frame)
 		if err != nil {
 			log.Warn("closing the connection", "err", err)
+			b.metrics.closedBad.Inc()
 			return
 		}
 		resp, err := b.handle(h, req, body)
 		if err != nil {
 			log.Warn("closing the connection", "api", kmsg.NameForKey(h.key), "version", h.version, "err", err)
+			b.metrics.closedBad.Inc()
 			return
 		}
-		if resp == nil {
-			continue // acks=0: no response
+		var buf []byte
+		if resp != nil { // acks=0: no response
+			buf = encodeResponse(h, resp)
 		}
-		if err := writeResponse(w, h, resp); err != nil {
-			log.Debug("writing a response", "err", err)
-			return
+		b.metrics.answered(h.key, resp, 4+len(frame), len(buf))
+		if buf != nil {
+			if _, err := c.Write(buf); err != nil {
+				log.Debug("writing a response", "err", err)
+				return
+			}
 		}
+		b.metrics.latency.WithLabelValues(kmsg.NameForKey(h.key)).Observe(time.Since(start).Seconds())
 	}
 }
 
-// writeResponse frames a response: its size, the correlation id, tagged
+// encodeResponse frames a response: its size, the correlation id, tagged
 // fields for a flexible response (never for ApiVersions, whose response
 // header is always v0), and the body.
-func writeResponse(w *bufio.Writer, h header, resp kmsg.Response) error {
+func encodeResponse(h header, resp kmsg.Response) []byte {
 	buf := make([]byte, 8, 256)
 	binary.BigEndian.PutUint32(buf[4:], uint32(h.correlation))
 	if resp.IsFlexible() && h.key != 18 {
@@ -140,8 +152,5 @@ func writeResponse(w *bufio.Writer, h header, resp kmsg.Response) error {
 	}
 	buf = resp.AppendTo(buf)
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	if _, err := w.Write(buf); err != nil {
-		return err
-	}
-	return w.Flush()
+	return buf
 }

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,72 +22,284 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
 )
 
-// serveKeys are the broker configs serve takes, under Kafka's names.
-var serveKeys = []string{"listeners", "advertised.listeners", "node.id", "num.partitions", "auto.create.topics.enable",
-	"socket.request.max.bytes", "connections.max.idle.ms", "max.connections", "seglog.durable.acks"}
+// serveSettings is what serve's configs set: the broker's options, the
+// data directory and its manager, and the default config of topics.
+type serveSettings struct {
+	broker   broker.Options
+	manager  tablet.ManagerOptions
+	topic    tablet.Config
+	dataDir  string
+	listener string
+	level    slog.Level
+}
+
+// serveConfig is one broker config serve takes, under Kafka's name.
+type serveConfig struct {
+	name, doc string
+	set       func(s *serveSettings, v string) error
+}
+
+// topicDefault is a broker config that is the default of a topic config
+// (log.segment.bytes → segment.bytes), scaled (hours to ms) if scale > 1.
+func topicDefault(broker, topic string, scale int64) serveConfig {
+	return serveConfig{name: broker, doc: "the default " + topic, set: func(s *serveSettings, v string) error {
+		if scale > 1 {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				n *= scale
+			}
+			v = strconv.FormatInt(n, 10)
+		}
+		return s.topic.Set(topic, v)
+	}}
+}
+
+// intConfig is a config of a number in [lo, hi].
+func intConfig(name, doc string, lo, hi int64, set func(s *serveSettings, n int64)) serveConfig {
+	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("not a number in [%d, %d]", lo, hi)
+		}
+		set(s, n)
+		return nil
+	}}
+}
+
+// boolConfig is a config of true or false.
+func boolConfig(name, doc string, set func(s *serveSettings, b bool)) serveConfig {
+	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
+		if v != "true" && v != "false" {
+			return fmt.Errorf("not true or false")
+		}
+		set(s, v == "true")
+		return nil
+	}}
+}
+
+// msConfig is a config of milliseconds (positive).
+func msConfig(name, doc string, set func(s *serveSettings, d time.Duration)) serveConfig {
+	return intConfig(name, doc, 1, math.MaxInt64/int64(time.Millisecond), func(s *serveSettings, n int64) {
+		set(s, time.Duration(n)*time.Millisecond)
+	})
+}
+
+// serveConfigs are the broker configs serve takes. Later ones win: a
+// config file's lines in order, then each --config.
+var serveConfigs = []serveConfig{
+	{name: "listeners", doc: "the listener, PLAINTEXT://host:port (default PLAINTEXT://127.0.0.1:9092)", set: func(s *serveSettings, v string) error {
+		if _, err := listenerAddr(v); err != nil {
+			return err
+		}
+		s.listener = v
+		return nil
+	}},
+	{name: "advertised.listeners", doc: "what Metadata tells clients (default: the listener)", set: func(s *serveSettings, v string) error {
+		addr, err := listenerAddr(v)
+		if err != nil {
+			return err
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return err
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return err
+		}
+		s.broker.AdvertisedHost, s.broker.AdvertisedPort = host, int32(p)
+		return nil
+	}},
+	{name: "log.dirs", doc: "the data directory (one for now; --data-dir wins)", set: func(s *serveSettings, v string) error {
+		if strings.Contains(v, ",") {
+			return fmt.Errorf("one data directory for now")
+		}
+		s.dataDir = v
+		return nil
+	}},
+	{name: "log.dir", doc: "the data directory when log.dirs is not set", set: func(s *serveSettings, v string) error {
+		if s.dataDir == "" {
+			s.dataDir = v
+		}
+		return nil
+	}},
+	intConfig("node.id", "the node id of a new data directory (default 0)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.NodeID, s.manager.NodeID = int32(n), int32(n)
+	}),
+	intConfig("num.partitions", "the partitions of an auto-created topic (default 1)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.NumPartitions = int32(n)
+	}),
+	boolConfig("auto.create.topics.enable", "create a topic on its first Metadata or Produce (default true)", func(s *serveSettings, b bool) {
+		s.broker.NoAutoCreate = !b
+	}),
+	intConfig("socket.request.max.bytes", "the largest request frame (default 104857600)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.MaxRequestBytes = int32(n)
+	}),
+	msConfig("connections.max.idle.ms", "close a connection idle this long (default 600000)", func(s *serveSettings, d time.Duration) {
+		s.broker.IdleTimeout = d
+	}),
+	intConfig("max.connections", "refuse connections beyond this many (default none)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.MaxConnections = int(n)
+	}),
+	boolConfig("seglog.durable.acks", "answer every acks=-1 produce after the fsync that covers it (default false; the topic config of the same name does it per topic)", func(s *serveSettings, b bool) {
+		s.broker.DurableAcks = b
+	}),
+	topicDefault("log.segment.bytes", "segment.bytes", 1),
+	topicDefault("log.roll.ms", "segment.ms", 1),
+	topicDefault("log.roll.hours", "segment.ms", 3600_000),
+	topicDefault("log.roll.jitter.ms", "segment.jitter.ms", 1),
+	topicDefault("log.index.size.max.bytes", "segment.index.bytes", 1),
+	topicDefault("log.index.interval.bytes", "index.interval.bytes", 1),
+	topicDefault("log.retention.ms", "retention.ms", 1),
+	topicDefault("log.retention.minutes", "retention.ms", 60_000),
+	topicDefault("log.retention.hours", "retention.ms", 3600_000),
+	topicDefault("log.retention.bytes", "retention.bytes", 1),
+	topicDefault("log.flush.interval.messages", "flush.messages", 1),
+	topicDefault("log.flush.interval.ms", "flush.ms", 1),
+	topicDefault("message.max.bytes", "max.message.bytes", 1),
+	topicDefault("log.message.timestamp.type", "message.timestamp.type", 1),
+	topicDefault("log.preallocate", "preallocate", 1),
+	topicDefault("log.segment.delete.delay.ms", "file.delete.delay.ms", 1),
+	msConfig("log.retention.check.interval.ms", "how often retention runs (default 300000)", func(s *serveSettings, d time.Duration) {
+		s.manager.RetentionCheckInterval = d
+	}),
+	msConfig("log.flush.offset.checkpoint.interval.ms", "how often the checkpoints are written (default 60000)", func(s *serveSettings, d time.Duration) {
+		s.manager.CheckpointInterval = d
+	}),
+	msConfig("log.flush.scheduler.interval.ms", "how often flush.ms is checked (default 1000)", func(s *serveSettings, d time.Duration) {
+		s.manager.FlushCheckInterval = d
+	}),
+	{name: "log.level", doc: "debug, info, warn or error (default info; seglog's own)", set: func(s *serveSettings, v string) error {
+		return s.level.UnmarshalText([]byte(v))
+	}},
+}
+
+// applyServeConfig sets one config; unknown is false for a name serve
+// does not take.
+func applyServeConfig(s *serveSettings, k, v string) (known bool, err error) {
+	for _, c := range serveConfigs {
+		if c.name == k {
+			if err := c.set(s, strings.TrimSpace(v)); err != nil {
+				return true, fmt.Errorf("%s=%s: %w", k, v, err)
+			}
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// serveConfigNames lists the configs serve takes, for errors and help.
+func serveConfigNames() string {
+	names := make([]string, len(serveConfigs))
+	for i, c := range serveConfigs {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// serveConfigHelp is the help's table of configs.
+func serveConfigHelp() string {
+	var sb strings.Builder
+	for _, c := range serveConfigs {
+		fmt.Fprintf(&sb, "  %-40s %s\n", c.name, c.doc)
+	}
+	return sb.String()
+}
 
 func newServeCmd() *cobra.Command {
 	var (
 		dataDir     string
+		configFile  string
 		configs     []string
 		metricsAddr string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --data-dir D [--config key=value]...",
+		Use:   "serve --data-dir D [--config-file server.properties] [--config key=value]...",
 		Short: "Serve the Kafka protocol on a data directory (a single-node broker)",
 		Long: `serve opens the data directory as a writer and serves the Kafka protocol, so
 that unmodified Kafka clients (kcat, franz-go, sarama, kafkajs, the Python
 client) produce to it and consume from it: ApiVersions, Metadata (topics
 auto-created), Produce (acks 0, 1, -1; idempotent producers), Fetch (long
 polling woken by appends; read_uncommitted and read_committed), ListOffsets,
-InitProducerId for idempotent producers.
+OffsetForLeaderEpoch, InitProducerId for idempotent producers, and the admin
+APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
---config takes Kafka's broker config names: listeners (default
-PLAINTEXT://127.0.0.1:9092: loopback only unless told otherwise),
-advertised.listeners, node.id, num.partitions (1), auto.create.topics.enable
-(true), socket.request.max.bytes (104857600), connections.max.idle.ms
-(600000), max.connections (none), and seglog.durable.acks (false: with true
-an acks=-1 produce is answered only after the fsync that covers it, beyond
-Kafka). --metrics-addr serves the engine's Prometheus collectors on /metrics.
+--config-file reads a Kafka server.properties (a config serve does not take
+is logged and ignored, as Kafka does); each --config key=value comes after it
+and must be one of these, under Kafka's broker config names:
+
+` + serveConfigHelp() + `
+The default listener is PLAINTEXT://127.0.0.1:9092: loopback only unless
+told otherwise. --metrics-addr serves the Prometheus collectors on /metrics.
 
 SIGTERM or SIGINT stops accepting, answers the requests in flight and closes
 the data directory cleanly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			cfg := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:9092"}
+			set := serveSettings{listener: "PLAINTEXT://127.0.0.1:9092", topic: tablet.DefaultConfig(), level: slog.LevelInfo}
+			var ignored []string
+			if configFile != "" {
+				data, err := os.ReadFile(configFile)
+				if err != nil {
+					return err
+				}
+				props := checkpoint.ParseProperties(data)
+				for _, k := range slices.Sorted(maps.Keys(props)) {
+					known, err := applyServeConfig(&set, k, props[k])
+					if err != nil {
+						return fmt.Errorf("%s: %w", configFile, err)
+					}
+					if !known {
+						ignored = append(ignored, k)
+					}
+				}
+			}
 			for _, kv := range configs {
 				k, v, ok := strings.Cut(kv, "=")
-				if !ok || !contains(serveKeys, k) {
-					return fmt.Errorf("--config %q: the broker configs are %s", kv, strings.Join(serveKeys, ", "))
+				if !ok {
+					return fmt.Errorf("--config %q is not key=value", kv)
 				}
-				cfg[k] = v
+				known, err := applyServeConfig(&set, k, v)
+				if err != nil {
+					return fmt.Errorf("--config %w", err)
+				}
+				if !known {
+					return fmt.Errorf("--config %q: the broker configs are %s", kv, serveConfigNames())
+				}
 			}
-			addr, err := listenerAddr(cfg["listeners"])
+			if dataDir != "" {
+				set.dataDir = dataDir
+			}
+			if set.dataDir == "" {
+				return errors.New("--data-dir (or log.dirs) is required")
+			}
+			addr, err := listenerAddr(set.listener)
 			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			opts := broker.Options{Logger: logger}
-			for k, v := range cfg {
-				if err := setServeConfig(&opts, k, v); err != nil {
-					return err
-				}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: set.level}))
+			if len(ignored) > 0 {
+				logger.Warn("configs not used by seglog serve", "file", configFile, "keys", strings.Join(ignored, ","))
 			}
-			if dataDir == "" {
-				return errors.New("--data-dir is required")
-			}
-			m, err := tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{NodeID: opts.NodeID,
-				Tablet: tablet.Options{Logger: logger}})
+			set.broker.Logger = logger
+			set.manager.Config = &set.topic
+			set.manager.Tablet.Logger = logger
+			m, err := tablet.OpenManager(vfs.OS, set.dataDir, set.manager)
 			if err != nil {
 				return err
 			}
 			printLoadChanges(cmd.ErrOrStderr(), m, false)
 			defer func() { err = errors.Join(err, m.Close()) }()
-			b, err := broker.New(m, opts)
+			b, err := broker.New(m, set.broker)
 			if err != nil {
 				return err
 			}
@@ -93,9 +308,12 @@ the data directory cleanly.`,
 				return err
 			}
 			if metricsAddr != "" {
-				// The engine's collectors on /metrics (Prometheus).
+				// The engine's and the broker's collectors on /metrics.
 				reg := prometheus.NewRegistry()
 				if err := reg.Register(m.Collector()); err != nil {
+					return err
+				}
+				if err := reg.Register(b.Collector()); err != nil {
 					return err
 				}
 				mln, err := net.Listen("tcp", metricsAddr)
@@ -114,7 +332,7 @@ the data directory cleanly.`,
 			defer signal.Stop(sig)
 			served := make(chan error, 1)
 			go func() { served <- b.Serve(ln) }()
-			fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (data directory %s)\n", ln.Addr(), dataDir)
+			fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (data directory %s)\n", ln.Addr(), set.dataDir)
 			select {
 			case s := <-sig:
 				logger.Info("shutting down", "signal", s.String())
@@ -126,19 +344,11 @@ the data directory cleanly.`,
 			}
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing)")
-	cmd.Flags().StringArrayVar(&configs, "config", nil, "a broker config as key=value, repeatable: "+strings.Join(serveKeys, ", "))
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing); log.dirs otherwise")
+	cmd.Flags().StringVar(&configFile, "config-file", "", "a Kafka server.properties to read the broker configs from")
+	cmd.Flags().StringArrayVar(&configs, "config", nil, "a broker config as key=value, repeatable, after --config-file (see the list above)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the Prometheus collectors on http://ADDR/metrics (loopback unless told otherwise, e.g. 127.0.0.1:9308)")
 	return cmd
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // listenerAddr is the host:port of a Kafka listener ("PLAINTEXT://h:p";
@@ -155,61 +365,4 @@ func listenerAddr(listeners string) (string, error) {
 		return "", fmt.Errorf("listeners=%q: only PLAINTEXT is served for now (TLS and SASL come with issue 22)", listeners)
 	}
 	return u.Host, nil
-}
-
-func setServeConfig(o *broker.Options, k, v string) error {
-	bad := func(err error) error { return fmt.Errorf("--config %s=%s: %w", k, v, err) }
-	switch k {
-	case "listeners":
-		return nil
-	case "advertised.listeners":
-		addr, err := listenerAddr(v)
-		if err != nil {
-			return bad(err)
-		}
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return bad(err)
-		}
-		p, err := strconv.Atoi(port)
-		if err != nil {
-			return bad(err)
-		}
-		o.AdvertisedHost, o.AdvertisedPort = host, int32(p)
-	case "max.connections":
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return bad(fmt.Errorf("not a positive number"))
-		}
-		o.MaxConnections = n
-	case "node.id", "num.partitions", "socket.request.max.bytes":
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 0 {
-			return bad(fmt.Errorf("not a non-negative number"))
-		}
-		switch k {
-		case "node.id":
-			o.NodeID = int32(n)
-		case "num.partitions":
-			o.NumPartitions = int32(n)
-		default:
-			o.MaxRequestBytes = int32(n)
-		}
-	case "connections.max.idle.ms":
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return bad(fmt.Errorf("not a positive number"))
-		}
-		o.IdleTimeout = time.Duration(n) * time.Millisecond
-	case "auto.create.topics.enable", "seglog.durable.acks":
-		if v != "true" && v != "false" {
-			return bad(fmt.Errorf("not true or false"))
-		}
-		if k == "auto.create.topics.enable" {
-			o.NoAutoCreate = v == "false"
-		} else {
-			o.DurableAcks = v == "true"
-		}
-	}
-	return nil
 }

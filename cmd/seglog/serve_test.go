@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,8 +47,11 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner) {
 // it; SIGTERM closes it cleanly, and the directory verifies.
 func TestServeCommand(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
-	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
-		"--config", "seglog.durable.acks=true", "--config", "num.partitions=2", "--metrics-addr", "127.0.0.1:0")
+	props := filepath.Join(t.TempDir(), "server.properties")
+	require.NoError(t, os.WriteFile(props, []byte("# a Kafka server.properties\nlisteners=PLAINTEXT://127.0.0.1:9092\n"+
+		"log.dirs="+d+"\nnum.partitions=2\nlog.segment.bytes=1048576\nzookeeper.connect=localhost:2181\n"), 0o644))
+	cmd, lines := startServe(t, "--config-file", props, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--config", "seglog.durable.acks=true", "--metrics-addr", "127.0.0.1:0")
 	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
 	metrics := strings.TrimPrefix(lines.Text(), "metrics on ")
 	require.True(t, strings.HasPrefix(metrics, "http://127.0.0.1:"), lines.Text())
@@ -82,9 +86,17 @@ func TestServeCommand(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.Contains(t, string(page), `seglog_append_records_total{partition="0",topic="orders"}`)
+	require.Contains(t, string(page), `seglog_broker_requests_total{api="Produce"}`, "the broker's own collectors")
+	require.Contains(t, string(page), `seglog_broker_request_seconds_bucket{api="Fetch"`)
+	cfg, err := tablet.ReadConfig(nil, filepath.Join(d, "orders-0"))
+	require.NoError(t, err)
+	require.Equal(t, int64(1048576), cfg.SegmentBytes, "log.segment.bytes from the file is the topics' default")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "a clean exit on SIGTERM: %s", cmd.Stderr)
+	stderr := cmd.Stderr.(*bytes.Buffer) // complete once Wait returns
+	require.Contains(t, stderr.String(), "configs not used by seglog serve", "a Kafka config serve does not take is logged")
+	require.Contains(t, stderr.String(), "zookeeper.connect")
 	_, err = os.Stat(filepath.Join(d, checkpoint.CleanShutdownFile))
 	require.NoError(t, err, "closed cleanly: the next start skips recovery")
 	code, vout, errOut := runSeglog(t, "verify", "--data-dir", d)

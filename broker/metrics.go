@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"errors"
+	"reflect"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// metrics are the broker's Prometheus collectors: requests by API, the
+// errors their responses carry by API and Kafka error name, latency, bytes
+// and connections.
+type metrics struct {
+	requests   *prometheus.CounterVec
+	errors     *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	bytesIn    prometheus.Counter
+	bytesOut   prometheus.Counter
+	open       prometheus.Gauge
+	accepted   prometheus.Counter
+	refused    prometheus.Counter
+	closedBad  prometheus.Counter
+	closedIdle prometheus.Counter
+	all        []prometheus.Collector
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_requests_total",
+			Help: "Requests answered, by API."}, []string{"api"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_errors_total",
+			Help: "Error codes in responses (each topic, partition or resource), by API and Kafka error name."}, []string{"api", "error"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "seglog_broker_request_seconds",
+			Help:    "Time from a request's frame read to its response written, by API (a fetch's long poll included).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20)}, []string{"api"}),
+		bytesIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_bytes_in_total", Help: "Request bytes read, frames included."}),
+		bytesOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_bytes_out_total", Help: "Response bytes written, frames included."}),
+		open:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "seglog_broker_connections", Help: "Connections open."}),
+		accepted:   prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_accepted_total", Help: "Connections accepted."}),
+		refused:    prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_total", Help: "Connections refused by max.connections."}),
+		closedBad:  prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_malformed_total", Help: "Connections closed for an oversized frame or a malformed request."}),
+		closedIdle: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_idle_total", Help: "Connections closed after connections.max.idle.ms without a request."}),
+	}
+	m.all = []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle}
+	return m
+}
+
+// Collector returns the broker's Prometheus collectors.
+func (b *Broker) Collector() prometheus.Collector { return collectors(b.metrics.all) }
+
+type collectors []prometheus.Collector
+
+func (cs collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+func (cs collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
+}
+
+// answered counts one request, its bytes (frames included) and the errors
+// its response carries, before the response is written.
+func (m *metrics) answered(key int16, resp kmsg.Response, in, out int) {
+	api := kmsg.NameForKey(key)
+	m.requests.WithLabelValues(api).Inc()
+	m.bytesIn.Add(float64(in))
+	m.bytesOut.Add(float64(out))
+	if resp == nil {
+		return
+	}
+	m.eachErrorCode(reflect.ValueOf(resp).Elem(), func(code int16) {
+		m.errors.WithLabelValues(api, errorName(code)).Inc()
+	})
+}
+
+// errorName is Kafka's name of an error code.
+func errorName(code int16) string {
+	var ke *kerr.Error
+	if errors.As(kerr.ErrorForCode(code), &ke) {
+		return ke.Message
+	}
+	return "UNKNOWN"
+}
+
+var int16Type = reflect.TypeFor[int16]()
+
+// eachErrorCode calls fn with every non-zero ErrorCode field in a response
+// (at any depth: topics, partitions, resources). Record bytes are not
+// walked.
+func (m *metrics) eachErrorCode(v reflect.Value, fn func(int16)) {
+	switch v.Kind() {
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			switch {
+			case f.Name == "ErrorCode" && f.Type == int16Type:
+				if c := int16(v.Field(i).Int()); c != 0 {
+					fn(c)
+				}
+			case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct, f.Type.Kind() == reflect.Struct:
+				m.eachErrorCode(v.Field(i), fn)
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			m.eachErrorCode(v.Index(i), fn)
+		}
+	}
+}
