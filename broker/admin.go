@@ -205,8 +205,8 @@ func (b *Broker) createTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsRes
 		if partitions == -1 {
 			partitions = b.opts.NumPartitions
 		}
-		if partitions <= 0 {
-			fail(kerr.InvalidPartitions.Code, errText("number of partitions %d must be positive", partitions))
+		if partitions <= 0 || partitions > b.opts.MaxTopicPartitions {
+			fail(kerr.InvalidPartitions.Code, errText("number of partitions %d is not in [1, %d]", partitions, b.opts.MaxTopicPartitions))
 			continue
 		}
 		if rf := rt.ReplicationFactor; rf != -1 && rf != 1 && len(rt.ReplicaAssignment) == 0 {
@@ -369,8 +369,9 @@ func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bo
 		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rt.Topic)
 	}
 	have := int32(len(parts))
-	if rt.Count <= have {
-		return kerr.InvalidPartitions.Code, errText("topic %q has %d partitions; the count must grow", rt.Topic, have)
+	if rt.Count <= have || rt.Count > b.opts.MaxTopicPartitions {
+		return kerr.InvalidPartitions.Code, errText("topic %q has %d partitions; the count must grow, to at most %d", rt.Topic,
+			have, b.opts.MaxTopicPartitions)
 	}
 	if rt.Assignment != nil && int32(len(rt.Assignment)) != rt.Count-have {
 		return kerr.InvalidReplicaAssignment.Code, errText("%d new partitions, %d assignments", rt.Count-have, len(rt.Assignment))

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -55,7 +53,7 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	case *kmsg.ProduceRequest:
 		return b.produce(r), nil
 	case *kmsg.FetchRequest:
-		return b.fetch(r), nil
+		return b.fetch(r), nil // a *fetchReply
 	case *kmsg.ListOffsetsRequest:
 		return b.listOffsets(r), nil
 	case *kmsg.InitProducerIDRequest:
@@ -290,104 +288,6 @@ func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.Appe
 		}
 		data = data[n:]
 	}
-}
-
-func (b *Broker) fetch(r *kmsg.FetchRequest) *kmsg.FetchResponse {
-	iso := tablet.ReadHighWatermark
-	if r.IsolationLevel == 1 {
-		iso = tablet.ReadCommitted
-	}
-	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, b.opts.MaxFetchWait))
-	for {
-		// The channels are taken before the read: an append after it
-		// closes them, and the wait below wakes.
-		var waits []<-chan struct{}
-		for _, rt := range r.Topics {
-			for _, rp := range rt.Partitions {
-				if t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); ok {
-					waits = append(waits, t.Changed())
-				}
-			}
-		}
-		resp, bytes := b.fetchOnce(r, iso)
-		if bytes >= int(r.MinBytes) || bytes > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 {
-			return resp
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return resp
-		}
-		if !waitAny(waits, left, b.stop) {
-			return resp
-		}
-	}
-}
-
-// waitAny waits for any channel to close, or d, or stop; it reports a
-// close of one of chs. One select over all of them: no goroutine per
-// partition.
-func waitAny(chs []<-chan struct{}, d time.Duration, stop <-chan struct{}) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	cases := make([]reflect.SelectCase, 0, len(chs)+2)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(stop)})
-	for _, ch := range chs {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
-	}
-	chosen, _, _ := reflect.Select(cases)
-	return chosen >= 2
-}
-
-func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*kmsg.FetchResponse, int) {
-	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	total := 0
-	maxBytes := int(r.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = 50 << 20
-	}
-	res := new(tablet.FetchResult)
-	for _, rt := range r.Topics {
-		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewFetchResponseTopicPartition()
-			sp.Partition = rp.Partition
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-			sp.RecordBatches = []byte{} // empty, not null: Kafka sends no records as a 0-length set (librdkafka rejects null)
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			limit := min(int(rp.PartitionMaxBytes), maxBytes-total)
-			err := t.ReadInto(res, rp.FetchOffset, tablet.ReadOptions{MaxBytes: max(limit, 0), Isolation: iso,
-				MinOneMessage: total == 0})
-			o := t.Offsets()
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			data, err := res.Records.AppendTo(nil)
-			for _, a := range res.AbortedTxns {
-				sp.AbortedTransactions = append(sp.AbortedTransactions,
-					kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
-			}
-			res.Close()
-			if err != nil {
-				sp.ErrorCode = kerr.KafkaStorageError.Code
-			} else if len(data) > 0 {
-				sp.RecordBatches = data
-				total += len(data)
-			}
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp, total
 }
 
 func (b *Broker) listOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {

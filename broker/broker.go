@@ -63,6 +63,11 @@ type Options struct {
 	// MaxFetchWait bounds how long a fetch long-polls, whatever its
 	// MaxWaitMs asks (a client fetches again). The default is 1 minute.
 	MaxFetchWait time.Duration
+	// MaxTopicPartitions bounds the partitions of one topic that
+	// CreateTopics and CreatePartitions make (seglog's guard, each is a
+	// directory with preallocated indexes): more is INVALID_PARTITIONS. The
+	// default is 10000.
+	MaxTopicPartitions int32
 	// Logger receives connection and request failures. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -80,6 +85,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.MaxFetchWait <= 0 {
 		o.MaxFetchWait = time.Minute
+	}
+	if o.MaxTopicPartitions <= 0 {
+		o.MaxTopicPartitions = 10000
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -81,22 +83,100 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// serveConn reads requests one after another and answers each in order.
-// A frame larger than MaxRequestBytes, or a request that does not parse,
-// closes this connection only, with a log line.
+// Pipelining bounds: a connection reads ahead at most maxInFlight requests
+// (Kafka clients send up to 5 at once), and at most maxQueuedBytes of
+// frames while one is being answered (a larger single frame, up to
+// socket.request.max.bytes, is read only when none is queued). A client
+// that stops reading its responses stops the reading of its requests: the
+// memory a connection holds is bounded.
+const (
+	maxInFlight    = 8
+	maxQueuedBytes = 16 << 20
+)
+
+// pending is a request read and waiting its turn; err is a frame that does
+// not parse, which closes the connection once the requests before it are
+// answered.
+type pending struct {
+	h     header
+	req   kmsg.Request
+	body  []byte
+	size  int
+	start time.Time
+	err   error
+}
+
+// readAhead counts the requests read and not yet answered, and their bytes.
+type readAhead struct {
+	mu    sync.Mutex
+	cond  sync.Cond
+	n     int
+	bytes int
+}
+
+// acquire waits for room for a frame of size bytes.
+func (q *readAhead) acquire(size int) {
+	q.mu.Lock()
+	for q.n >= maxInFlight || q.n > 0 && q.bytes+size > maxQueuedBytes {
+		q.cond.Wait()
+	}
+	q.n++
+	q.bytes += size
+	q.mu.Unlock()
+}
+
+func (q *readAhead) release(size int) {
+	q.mu.Lock()
+	q.n--
+	q.bytes -= size
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+func (q *readAhead) busy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n > 0
+}
+
+// serveConn serves one connection: this goroutine reads frames (bounded
+// read-ahead), another answers them one at a time in request order. A
+// frame larger than MaxRequestBytes, or a request that does not parse,
+// closes this connection only, with a log line, after the requests before
+// it are answered.
 func (b *Broker) serveConn(c net.Conn) {
 	defer c.Close()
 	log := b.opts.Logger.With("remote", c.RemoteAddr().String())
-	r := bufio.NewReaderSize(c, 64<<10)
+	queue := make(chan pending, maxInFlight)
+	ahead := &readAhead{}
+	ahead.cond.L = &ahead.mu
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		b.answer(c, queue, ahead, log)
+	}()
+	b.readRequests(c, queue, ahead, log)
+	close(queue)
+	<-answered
+}
+
+// readRequests reads frames until the connection ends, is idle for
+// connections.max.idle.ms (no request read or in flight), or sends one
+// that does not parse.
+func (b *Broker) readRequests(c net.Conn, queue chan<- pending, ahead *readAhead, log *slog.Logger) {
+	r := bufio.NewReaderSize(c, 8<<10)
 	var size [4]byte
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(b.opts.IdleTimeout))
-		if _, err := io.ReadFull(r, size[:]); err != nil {
+		if n, err := io.ReadFull(r, size[:]); err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			switch {
+			case errors.As(err, &ne) && ne.Timeout() && n == 0 && ahead.busy():
+				continue // a long request in flight: not idle
+			case errors.As(err, &ne) && ne.Timeout():
 				b.metrics.closedIdle.Inc()
 				log.Debug("closing an idle connection", "idle", b.opts.IdleTimeout)
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				log.Debug("connection closed", "err", err)
 			}
 			return
@@ -104,41 +184,85 @@ func (b *Broker) serveConn(c net.Conn) {
 		start := time.Now()
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if n < 0 || n > b.opts.MaxRequestBytes {
-			log.Warn("closing the connection: a request frame larger than socket.request.max.bytes", "bytes", n,
-				"limit", b.opts.MaxRequestBytes)
-			b.metrics.closedBad.Inc()
+			ahead.acquire(0)
+			queue <- pending{err: fmt.Errorf("%w: a %d-byte frame is larger than socket.request.max.bytes (%d)",
+				errMalformed, n, b.opts.MaxRequestBytes)}
 			return
 		}
+		ahead.acquire(int(n))
 		frame := make([]byte, n)
 		if _, err := io.ReadFull(r, frame); err != nil {
+			ahead.release(int(n))
 			log.Debug("connection closed mid-frame", "err", err)
 			return
 		}
 		h, req, body, err := parseHeader(frame)
+		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err}
 		if err != nil {
-			log.Warn("closing the connection", "err", err)
-			b.metrics.closedBad.Inc()
 			return
 		}
-		resp, err := b.handle(h, req, body)
-		if err != nil {
-			log.Warn("closing the connection", "api", kmsg.NameForKey(h.key), "version", h.version, "err", err)
-			b.metrics.closedBad.Inc()
-			return
-		}
-		var buf []byte
-		if resp != nil { // acks=0: no response
-			buf = encodeResponse(h, resp)
-		}
-		b.metrics.answered(h.key, resp, 4+len(frame), len(buf))
-		if buf != nil {
-			if _, err := c.Write(buf); err != nil {
-				log.Debug("writing a response", "err", err)
-				return
-			}
-		}
-		b.metrics.latency.WithLabelValues(kmsg.NameForKey(h.key)).Observe(time.Since(start).Seconds())
 	}
+}
+
+// answer handles the requests in order and writes their responses. After
+// a failure it only drains the queue (closing the connection ends the
+// reader).
+func (b *Broker) answer(c net.Conn, queue <-chan pending, ahead *readAhead, log *slog.Logger) {
+	failed := false
+	fail := func() {
+		failed = true
+		_ = c.Close()
+	}
+	for p := range queue {
+		if failed {
+			ahead.release(p.size)
+			continue
+		}
+		if p.err != nil {
+			log.Warn("closing the connection", "err", p.err)
+			b.metrics.closedBad.Inc()
+			ahead.release(p.size)
+			fail()
+			continue
+		}
+		resp, err := b.handle(p.h, p.req, p.body)
+		if err != nil {
+			log.Warn("closing the connection", "api", kmsg.NameForKey(p.h.key), "version", p.h.version, "err", err)
+			b.metrics.closedBad.Inc()
+			ahead.release(p.size)
+			fail()
+			continue
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(b.opts.IdleTimeout))
+		_, err = b.writeReply(c, p.h, resp, 4+p.size)
+		ahead.release(p.size)
+		if err != nil {
+			log.Debug("writing a response", "err", err)
+			fail()
+			continue
+		}
+		b.metrics.latency.WithLabelValues(kmsg.NameForKey(p.h.key)).Observe(time.Since(p.start).Seconds())
+	}
+}
+
+// writeReply counts a response and writes it (nothing for acks=0); a
+// fetch's record bytes go from their segment files (sendfile where the
+// platform allows). in is the request's size, for the collectors.
+func (b *Broker) writeReply(w io.Writer, h header, resp kmsg.Response, in int) (int, error) {
+	if resp == nil {
+		b.metrics.answered(h.key, nil, in, 0)
+		return 0, nil
+	}
+	if fr, ok := resp.(*fetchReply); ok {
+		defer fr.close()
+		chunks, size := fr.encode(h)
+		b.metrics.answered(h.key, fr.FetchResponse, in, size)
+		return size, fr.writeTo(w, chunks)
+	}
+	buf := encodeResponse(h, resp)
+	b.metrics.answered(h.key, resp, in, len(buf))
+	_, err := w.Write(buf)
+	return len(buf), err
 }
 
 // encodeResponse frames a response: its size, the correlation id, tagged

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"bytes"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,7 +42,27 @@ func FuzzRequest(f *testing.F) {
 	fetch.Topics = []kmsg.FetchRequestTopic{{Topic: "fz", Partitions: []kmsg.FetchRequestTopicPartition{{PartitionMaxBytes: 1 << 20}}}}
 	list := kmsg.NewPtrListOffsetsRequest()
 	list.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "fz", Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Timestamp: -1}}}}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "fzc", 2, 1
+	ct.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: kmsg.StringPtr("1000")}}
+	create.Topics = append(create.Topics, ct)
+	describe := kmsg.NewPtrDescribeConfigsRequest()
+	describe.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "fz"}}
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	alter.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "fz",
+		Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "retention.bytes", Value: kmsg.StringPtr("100000")}}}}
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "fzc", Count: 3}}
+	deleteRecs := kmsg.NewPtrDeleteRecordsRequest()
+	deleteRecs.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: "fz", Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Offset: 1}}}}
+	epochs := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	epochs.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{{Topic: "fz", Partitions: []kmsg.OffsetForLeaderEpochRequestTopicPartition{{CurrentLeaderEpoch: -1}}}}
+	deleteTopics := kmsg.NewPtrDeleteTopicsRequest()
+	deleteTopics.TopicNames = []string{"fzc"}
 	for _, seed := range [][]byte{
+		frameOf(create, 7), frameOf(create, 3), frameOf(describe, 4), frameOf(describe, 0), frameOf(alter, 1), frameOf(alter, 0),
+		frameOf(grow, 3), frameOf(deleteRecs, 2), frameOf(epochs, 4), frameOf(deleteTopics, 6), frameOf(deleteTopics, 3),
 		frameOf(kmsg.NewPtrApiVersionsRequest(), 3), frameOf(kmsg.NewPtrApiVersionsRequest(), 0),
 		frameOf(meta, 12), frameOf(meta, 1), frameOf(produce, 9), frameOf(produce, 3), frameOf(fetch, 12),
 		frameOf(fetch, 4), frameOf(list, 7), frameOf(kmsg.NewPtrInitProducerIDRequest(), 4), {0, 0, 0}, nil,
@@ -55,7 +77,8 @@ func FuzzRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { m.Close() })
-	br, err := New(m, Options{Logger: quiet, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxFetchWait: time.Millisecond})
+	br, err := New(m, Options{Logger: quiet, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxFetchWait: time.Millisecond,
+		MaxTopicPartitions: 4}) // fuzzed creates make few directories
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -65,9 +88,17 @@ func FuzzRequest(f *testing.F) {
 			return // the connection would close: fine
 		}
 		resp, err := br.handle(h, req, body)
-		if err != nil || resp == nil {
+		if err != nil {
 			return
 		}
-		_ = resp.AppendTo(nil) // the answer encodes
+		// The answer encodes, and is written as a connection writes it.
+		var out bytes.Buffer
+		n, err := br.writeReply(&out, h, resp, len(frame))
+		if err != nil {
+			t.Fatalf("writing the answer: %v", err)
+		}
+		if n != out.Len() || n > 0 && int(binary.BigEndian.Uint32(out.Bytes()))+4 != n {
+			t.Fatalf("the frame says %d bytes, %d written", n, out.Len())
+		}
 	})
 }

@@ -1,0 +1,214 @@
+package broker
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"io"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/tablet"
+)
+
+// fetchReply is a fetch response whose record bytes stay in their segment
+// files until written: each partition with records carries a marker in
+// place of them (a random nonce and its index), which encode replaces with
+// the records' length; writeTo sends the encoded chunks and, between them,
+// the records from the file (sendfile) or, when small, copied in.
+type fetchReply struct {
+	*kmsg.FetchResponse
+	nonce   [12]byte
+	results []*tablet.FetchResult // by marker index
+}
+
+const markerSize = 16
+
+// smallRecords are copied into the response's chunks instead of sent on
+// their own: a write per partition costs more than the copy.
+const smallRecords = 32 << 10
+
+func newFetchReply(r *kmsg.FetchRequest) *fetchReply {
+	fr := &fetchReply{FetchResponse: r.ResponseKind().(*kmsg.FetchResponse)}
+	_, _ = rand.Read(fr.nonce[:])
+	return fr
+}
+
+// attach keeps a partition's records and returns its marker.
+func (fr *fetchReply) attach(res *tablet.FetchResult) []byte {
+	m := make([]byte, markerSize)
+	copy(m, fr.nonce[:])
+	binary.BigEndian.PutUint32(m[12:], uint32(len(fr.results)))
+	fr.results = append(fr.results, res)
+	return m
+}
+
+func (fr *fetchReply) close() {
+	for _, res := range fr.results {
+		res.Close()
+	}
+	fr.results = nil
+}
+
+// encode frames the response with each marker (and its length prefix)
+// cut out: chunks[i] ends with the length prefix of results[i]'s records,
+// which follow it; the last chunk is the rest. size is the frame's whole
+// size, prefix included.
+func (fr *fetchReply) encode(h header) ([][]byte, int) {
+	enc := encodeResponse(h, fr.FetchResponse)
+	flexible := fr.IsFlexible()
+	prefix := 4 // int32 length, or a compact length's one byte (17)
+	if flexible {
+		prefix = 1
+	}
+	var chunks [][]byte
+	from, size := 0, len(enc)
+	marker := make([]byte, markerSize)
+	copy(marker, fr.nonce[:])
+	for i, res := range fr.results {
+		binary.BigEndian.PutUint32(marker[12:], uint32(i))
+		at := from + bytes.Index(enc[from:], marker)
+		n := res.Records.Size()
+		chunk := enc[from : at-prefix : at-prefix]
+		if flexible {
+			chunk = binary.AppendUvarint(chunk, uint64(n)+1)
+		} else {
+			chunk = binary.BigEndian.AppendUint32(chunk, uint32(n))
+		}
+		size += len(chunk) - (at - from) - markerSize + int(n)
+		chunks = append(chunks, chunk)
+		from = at + markerSize
+	}
+	chunks = append(chunks, enc[from:])
+	binary.BigEndian.PutUint32(chunks[0], uint32(size-4))
+	return chunks, size
+}
+
+// writeTo writes the chunks and the records between them.
+func (fr *fetchReply) writeTo(w io.Writer, chunks [][]byte) error {
+	var pending []byte // chunks and small records not yet written
+	for i, res := range fr.results {
+		pending = append(pending, chunks[i]...)
+		if res.Records.Size() < smallRecords || res.Records.InMemory() {
+			var err error
+			if pending, err = res.Records.AppendTo(pending); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := w.Write(pending); err != nil {
+			return err
+		}
+		pending = pending[:0]
+		if _, err := res.Records.WriteTo(w); err != nil {
+			return err
+		}
+	}
+	pending = append(pending, chunks[len(chunks)-1]...)
+	_, err := w.Write(pending)
+	return err
+}
+
+// fetch answers a fetch, long-polling until MinBytes are there, MaxWaitMs
+// passes (at most MaxFetchWait) or the broker closes; appends to any of
+// its partitions wake it.
+func (b *Broker) fetch(r *kmsg.FetchRequest) *fetchReply {
+	iso := tablet.ReadHighWatermark
+	if r.IsolationLevel == 1 {
+		iso = tablet.ReadCommitted
+	}
+	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, b.opts.MaxFetchWait))
+	for {
+		// The channels are taken before the read: an append after it
+		// closes them, and the wait below wakes.
+		var waits []<-chan struct{}
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				if t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); ok {
+					waits = append(waits, t.Changed())
+				}
+			}
+		}
+		reply, n := b.fetchOnce(r, iso)
+		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 {
+			return reply
+		}
+		left := time.Until(deadline)
+		if left <= 0 || !waitAny(waits, left, b.stop) {
+			return reply
+		}
+		reply.close()
+	}
+}
+
+// waitAny waits for any channel to close, or d, or stop; it reports a
+// close of one of chs. One select over all of them: no goroutine per
+// partition.
+func waitAny(chs []<-chan struct{}, d time.Duration, stop <-chan struct{}) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	cases := make([]reflect.SelectCase, 0, len(chs)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(stop)})
+	for _, ch := range chs {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen >= 2
+}
+
+// fetchOnce reads every partition once, within MaxBytes and each
+// partition's own bound (the first batch whole even when larger, as
+// Kafka), and returns the reply and its record bytes.
+func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*fetchReply, int64) {
+	reply := newFetchReply(r)
+	var total int64
+	maxBytes := int64(r.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	for _, rt := range r.Topics {
+		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			sp.RecordBatches = []byte{} // empty, not null: Kafka sends no records as a 0-length set (librdkafka rejects null)
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			limit := min(int64(rp.PartitionMaxBytes), maxBytes-total)
+			res := new(tablet.FetchResult)
+			err := t.ReadInto(res, rp.FetchOffset, tablet.ReadOptions{MaxBytes: int(max(limit, 0)), Isolation: iso,
+				MinOneMessage: total == 0})
+			o := t.Offsets()
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, a := range res.AbortedTxns {
+				sp.AbortedTransactions = append(sp.AbortedTransactions,
+					kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+			}
+			if n := res.Records.Size(); n > 0 {
+				sp.RecordBatches = reply.attach(res)
+				total += n
+			} else {
+				res.Close()
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		reply.Topics = append(reply.Topics, st)
+	}
+	return reply, total
+}

@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// exchange sends one request on a raw connection and decodes its answer.
+func exchange(t *testing.T, c net.Conn, req kmsg.Request, version int16, resp kmsg.Response) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	f := frameOf(req, version)
+	_, err := c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f))))
+	require.NoError(t, err)
+	_, err = c.Write(f)
+	require.NoError(t, err)
+	var size [4]byte
+	_, err = io.ReadFull(c, size[:])
+	require.NoError(t, err)
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err = io.ReadFull(c, body)
+	require.NoError(t, err)
+	require.Equal(t, uint32(7), binary.BigEndian.Uint32(body), "the correlation id")
+	body = body[4:]
+	resp.SetVersion(version)
+	if resp.IsFlexible() {
+		body = body[1:] // the response header's empty tagged fields
+	}
+	require.NoError(t, resp.ReadFrom(body))
+}
+
+// A fetch's records go from the segment files into the response — large
+// ones with sendfile, small ones copied in — and decode to exactly the
+// bytes the log holds, at a non-flexible (v4) and a flexible (v12)
+// version, beside partitions with no records and errors.
+func TestFetchSendsRecordsFromFiles(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := map[int32][]byte{}
+	for p, n := range []int{0, 1, 3, 300} { // batches of 1 KiB records, per partition
+		tp := checkpoint.TopicPartition{Topic: "big", Partition: int32(p)}
+		tb, err := m.Create(tp, nil)
+		require.NoError(t, err)
+		for range n {
+			v := make([]byte, 1024)
+			for i := range v {
+				v[i] = byte(rng.Uint32())
+			}
+			_, err := tb.AppendRecords([]record.Record{{Value: v}}, record.None, tablet.AppendOptions{})
+			require.NoError(t, err)
+		}
+		res, err := tb.Read(0, tablet.ReadOptions{MaxBytes: 1 << 30})
+		require.NoError(t, err)
+		want[int32(p)], err = res.Records.AppendTo(nil)
+		res.Close()
+		require.NoError(t, err)
+	}
+	require.Greater(t, len(want[3]), smallRecords, "one partition goes by sendfile")
+	require.Less(t, len(want[2]), smallRecords, "others are copied in")
+
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, version := range []int16{4, 11, 12} {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxBytes = 1 << 30
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "big"
+		for p := range int32(5) { // partition 4 does not exist
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes = p, 1<<30
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp := kmsg.NewPtrFetchResponse()
+		exchange(t, c, req, version, resp)
+		require.Len(t, resp.Topics, 1)
+		got := resp.Topics[0].Partitions
+		require.Len(t, got, 5)
+		for p := range int32(4) {
+			require.Zero(t, got[p].ErrorCode)
+			require.True(t, bytes.Equal(want[p], got[p].RecordBatches), "v%d partition %d: %d bytes, want %d", version, p,
+				len(got[p].RecordBatches), len(want[p]))
+		}
+		require.NotZero(t, got[4].ErrorCode, "the missing partition's error")
+	}
+}
+
+// Requests sent back to back, without waiting, are answered in request
+// order with their correlation ids — an acks=0 produce among them is not
+// answered at all — and a malformed frame after them closes the
+// connection only once the requests before it are answered.
+func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	batch := func() []byte {
+		bl := record.NewBuilder(record.None)
+		require.NoError(t, bl.Append(record.Record{Timestamp: 1, Value: []byte("v")}))
+		out, err := bl.Build()
+		require.NoError(t, err)
+		return out.Bytes()
+	}
+	produce := func(acks int16) kmsg.Request {
+		p := kmsg.NewPtrProduceRequest()
+		p.Acks, p.TimeoutMillis = acks, 1000
+		p.Topics = []kmsg.ProduceRequestTopic{{Topic: "pipe", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: batch()}}}}
+		return p
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("pipe")}}
+	type versioned struct {
+		req     kmsg.Request
+		version int16
+	}
+	reqs := []versioned{{kmsg.NewPtrApiVersionsRequest(), 3}, {meta, 12}}
+	for range 20 {
+		reqs = append(reqs, versioned{produce(1), 9}, versioned{produce(0), 9})
+	}
+	var out []byte
+	formatter := kmsg.NewRequestFormatter(kmsg.FormatterClientID("pipe"))
+	for i, r := range reqs {
+		r.req.SetVersion(r.version)
+		f := formatter.AppendRequest(nil, r.req, int32(i))
+		out = append(out, f...) // AppendRequest includes the size
+	}
+	out = append(out, 0, 0, 0, 3, 1, 2, 3) // a frame with no header
+	_, err = c.Write(out)
+	require.NoError(t, err)
+
+	var got []int32
+	for {
+		var size [4]byte
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			require.ErrorIs(t, err, io.EOF, "the bad frame closes the connection after the answers")
+			break
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		_, err := io.ReadFull(c, body)
+		require.NoError(t, err)
+		got = append(got, int32(binary.BigEndian.Uint32(body)))
+	}
+	want := []int32{0, 1}
+	for i := 2; i < len(reqs); i += 2 {
+		want = append(want, int32(i)) // the acks=1 produces; the acks=0 ones get no answer
+	}
+	require.Equal(t, want, got)
+	tb, ok := m.Get(checkpoint.TopicPartition{Topic: "pipe"})
+	require.True(t, ok)
+	require.Equal(t, int64(40), tb.Offsets().LogEndOffset, "every produce appended, acks=0 too")
+}
