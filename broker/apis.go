@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -88,6 +89,14 @@ func (b *Broker) apiVersions(h header, req kmsg.Request, body []byte) (kmsg.Resp
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 	} else if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("%w: ApiVersions v%d: %v", errMalformed, h.version, err)
+	} else if r := req.(*kmsg.ApiVersionsRequest); h.version >= 3 &&
+		(!softwareName.MatchString(r.ClientSoftwareName) || !softwareName.MatchString(r.ClientSoftwareVersion)) {
+		// Kafka validates the client's software name and version (KIP-511)
+		// and answers INVALID_REQUEST without the list.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		b.opts.Logger.Warn("ApiVersions with an invalid client software name or version",
+			"name", r.ClientSoftwareName, "version", r.ClientSoftwareVersion)
+		return resp, nil
 	}
 	for _, key := range slices.Sorted(maps.Keys(served)) {
 		r := served[key]
@@ -95,6 +104,9 @@ func (b *Broker) apiVersions(h header, req kmsg.Request, body []byte) (kmsg.Resp
 	}
 	return resp, nil
 }
+
+// softwareName is what Kafka accepts as a client software name or version.
+var softwareName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 
 // errorCode is the Kafka error code of an engine error.
 func errorCode(err error) int16 {
@@ -280,6 +292,13 @@ func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.Appe
 			sp.ErrorCode = errorCode(err)
 			msg := err.Error()
 			sp.ErrorMessage = &msg
+			var re *record.Error
+			if errors.As(err, &re) {
+				for _, r := range re.Records { // Kafka's record errors: each refused record's index in its batch
+					sp.ErrorRecords = append(sp.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{
+						RelativeOffset: int32(r.Index), ErrorMessage: kmsg.StringPtr(r.Message)})
+				}
+			}
 			return
 		}
 		if first {

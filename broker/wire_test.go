@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -35,8 +36,8 @@ func exchange(t *testing.T, c net.Conn, req kmsg.Request, version int16, resp km
 	require.Equal(t, uint32(7), binary.BigEndian.Uint32(body), "the correlation id")
 	body = body[4:]
 	resp.SetVersion(version)
-	if resp.IsFlexible() {
-		body = body[1:] // the response header's empty tagged fields
+	if resp.IsFlexible() && resp.Key() != 18 {
+		body = body[1:] // the response header's empty tagged fields (ApiVersions' header is always v0)
 	}
 	require.NoError(t, resp.ReadFrom(body))
 }
@@ -162,4 +163,63 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 	tb, ok := m.Get(checkpoint.TopicPartition{Topic: "pipe"})
 	require.True(t, ok)
 	require.Equal(t, int64(40), tb.Offsets().LogEndOffset, "every produce appended, acks=0 too")
+}
+
+// ApiVersions v3 validates the client's software name and version as Kafka
+// does (KIP-511): a bad one is INVALID_REQUEST without the list.
+func TestApiVersionsValidatesClientSoftware(t *testing.T) {
+	_, _, addr := testBroker(t, Options{})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, sw := range []struct {
+		name, version string
+		ok            bool
+	}{{"kgo", "1.2.3", true}, {"confluent-kafka-python", "2.3.0-rdkafka-2.3.0", true}, {"", "1", false},
+		{"bad name", "1", false}, {"x", "1.", false}, {"-x", "1", false}} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName, req.ClientSoftwareVersion = sw.name, sw.version
+		resp := kmsg.NewPtrApiVersionsResponse()
+		exchange(t, c, req, 3, resp)
+		if sw.ok {
+			require.Zero(t, resp.ErrorCode, "%+v", sw)
+			require.NotEmpty(t, resp.ApiKeys)
+		} else {
+			require.Equal(t, kerr.InvalidRequest.Code, resp.ErrorCode, "%+v", sw)
+			require.Empty(t, resp.ApiKeys)
+		}
+	}
+}
+
+// A batch with records Kafka refuses gets the partition's error and the
+// index of each refused record (RecordErrors), and nothing is appended.
+func TestProduceRecordErrors(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	cfg := tablet.DefaultConfig()
+	cfg.TimestampBeforeMaxMs = 60_000 // a record more than a minute old is refused
+	_, err := m.Create(checkpoint.TopicPartition{Topic: "ts"}, &cfg)
+	require.NoError(t, err)
+	now := time.Now().UnixMilli()
+	bl := record.NewBuilder(record.None)
+	for _, ts := range []int64{now, now - 3_600_000, now, now - 7_200_000} {
+		require.NoError(t, bl.Append(record.Record{Timestamp: ts, Value: []byte("v")}))
+	}
+	batch, err := bl.Build()
+	require.NoError(t, err)
+	p := kmsg.NewPtrProduceRequest()
+	p.Acks, p.TimeoutMillis = -1, 1000
+	p.Topics = []kmsg.ProduceRequestTopic{{Topic: "ts", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: batch.Bytes()}}}}
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	resp := kmsg.NewPtrProduceResponse()
+	exchange(t, c, p, 9, resp)
+	sp := resp.Topics[0].Partitions[0]
+	require.Equal(t, kerr.InvalidTimestamp.Code, sp.ErrorCode)
+	require.Len(t, sp.ErrorRecords, 2)
+	require.Equal(t, int32(1), sp.ErrorRecords[0].RelativeOffset)
+	require.Equal(t, int32(3), sp.ErrorRecords[1].RelativeOffset)
+	require.Contains(t, *sp.ErrorRecords[0].ErrorMessage, "out of range")
+	tb, _ := m.Get(checkpoint.TopicPartition{Topic: "ts"})
+	require.Zero(t, tb.Offsets().LogEndOffset, "nothing appended")
 }
