@@ -3,6 +3,7 @@ package tiering
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // ServiceOptions configure background tiering.
@@ -26,7 +28,16 @@ type ServiceOptions struct {
 	GCInterval time.Duration
 	// Concurrency bounds the tablets stepped at once. The default is 4.
 	Concurrency int
+	// StoreURL is the store's URL (without credentials). When set, the
+	// service binds each tablet it commits an object for to it (SaveStoreURL,
+	// as seglog tier does, so every later opener attaches the tier), and
+	// refuses to step a tablet bound to another store that holds committed
+	// objects there (ErrOtherStore). The default is empty: no binding.
+	StoreURL string
 }
+
+// ErrOtherStore is a tablet tiered to another store than the service's.
+var ErrOtherStore = errors.New("tiering: the tablet is tiered to another store")
 
 func (o *ServiceOptions) ensureDefaults() {
 	if o.Interval <= 0 {
@@ -52,6 +63,7 @@ type Service struct {
 
 	mu    sync.Mutex
 	tiers map[checkpoint.TopicPartition]*Tier
+	bound map[*Tier]bool // tiers whose tablet has the store's URL saved
 
 	uploaded atomic.Int64
 	failures atomic.Int64
@@ -67,7 +79,13 @@ func NewService(m *tablet.Manager, store ObjectStore, o *ServiceOptions) *Servic
 		opts = *o
 	}
 	opts.ensureDefaults()
-	return &Service{m: m, store: store, opts: opts, tiers: map[checkpoint.TopicPartition]*Tier{}, stop: make(chan struct{})}
+	if opts.StoreURL != "" {
+		if abs, err := AbsoluteStoreURL(opts.StoreURL); err == nil {
+			opts.StoreURL = abs
+		}
+	}
+	return &Service{m: m, store: store, opts: opts, tiers: map[checkpoint.TopicPartition]*Tier{}, bound: map[*Tier]bool{},
+		stop: make(chan struct{})}
 }
 
 // Tier returns the tier of a tablet, opening it on first use.
@@ -81,12 +99,73 @@ func (s *Service) Tier(ctx context.Context, t *tablet.Tablet) (*Tier, error) {
 	if x, ok := s.tiers[tp]; ok && x.t == t {
 		return x, nil
 	}
+	if err := s.checkBinding(t); err != nil {
+		return nil, err
+	}
 	x, err := Open(ctx, t, tp.Topic, tp.Partition, s.store, &s.opts.Tier)
 	if err != nil {
 		return nil, err
 	}
 	s.tiers[tp] = x
 	return x, nil
+}
+
+// checkBinding refuses a tablet bound to another store (CheckBinding).
+func (s *Service) checkBinding(t *tablet.Tablet) error {
+	if s.opts.StoreURL == "" {
+		return nil
+	}
+	return CheckBinding(vfs.OrOS(s.opts.Tier.FS), t, s.opts.StoreURL)
+}
+
+// CheckBinding returns ErrOtherStore for a tablet bound to another store
+// than storeURL with committed objects there: tiering it to storeURL would
+// split its log across two stores (seglog tier --move-to moves it). A
+// tablet bound to no store, or to one without a committed object, is
+// free.
+func CheckBinding(fsys vfs.FS, t *tablet.Tablet, storeURL string) error {
+	abs, err := AbsoluteStoreURL(storeURL)
+	if err != nil {
+		return err
+	}
+	u, ok, err := StoreURL(fsys, t.Dir())
+	if err != nil || !ok || u == abs || u == storeURL {
+		return err
+	}
+	committed, err := CommittedObjects(t.Dir())
+	if err != nil {
+		return err
+	}
+	if committed > 0 {
+		return fmt.Errorf("%w: %s is tiered to %s (%d committed object(s)), not %s; seglog tier --move-to moves it",
+			ErrOtherStore, t.TopicPartition(), RedactURL(u), committed, RedactURL(storeURL))
+	}
+	return nil
+}
+
+// bind saves the store's URL in a tablet once its tier has a committed
+// object there.
+func (s *Service) bind(x *Tier) error {
+	if s.opts.StoreURL == "" || len(x.Manifest().Visible()) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	done := s.bound[x]
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	if u, ok, err := StoreURL(vfs.OrOS(s.opts.Tier.FS), x.Tablet().Dir()); err != nil {
+		return err
+	} else if !ok || u != s.opts.StoreURL {
+		if err := SaveStoreURL(vfs.OrOS(s.opts.Tier.FS), x.Tablet().Dir(), s.opts.StoreURL); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.bound[x] = true
+	s.mu.Unlock()
+	return nil
 }
 
 // wants is Wants, asking an open tier's manifest instead of replaying the
@@ -147,6 +226,7 @@ func (s *Service) step(ctx context.Context, t *tablet.Tablet, gc bool) (StepResu
 	}
 	res, err := x.Step(ctx)
 	s.uploaded.Add(res.Upload.Bytes)
+	err = errors.Join(err, s.bind(x))
 	if err != nil {
 		if _, total := x.Untiered(); total > 0 {
 			s.opts.Tier.Logger.Warn("tiering is behind; untiered data stays local", "tablet", x.prefix, "untieredBytes", total, "err", err)

@@ -886,6 +886,36 @@ func TestTierService(t *testing.T) {
 	require.Positive(t, failures)
 }
 
+// A service given its store's URL binds each tablet it commits to (so
+// every later opener attaches the tier), and refuses a tablet bound to
+// another store with objects there.
+func TestTierServiceBindsItsStore(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 40)
+	dir := t.TempDir()
+	store, err := OpenFileStore(dir)
+	require.NoError(t, err)
+	svc := NewService(f.m, store, &ServiceOptions{Tier: *f.tierOpts(), StoreURL: "file://" + dir})
+	_, err = svc.RunOnce(ctx, false)
+	require.NoError(t, err)
+	u, ok, err := StoreURL(vfs.OS, f.t.Dir())
+	require.NoError(t, err)
+	require.True(t, ok, "bound once an object is committed")
+	require.Equal(t, "file://"+dir, u)
+	require.NoError(t, svc.Close())
+
+	otherDir := t.TempDir()
+	other, err := OpenFileStore(otherDir)
+	require.NoError(t, err)
+	svc2 := NewService(f.m, other, &ServiceOptions{Tier: *f.tierOpts(), StoreURL: "file://" + otherDir})
+	defer svc2.Close()
+	_, err = svc2.RunOnce(ctx, false)
+	require.ErrorIs(t, err, ErrOtherStore)
+	names, err := os.ReadDir(otherDir)
+	require.NoError(t, err)
+	require.Empty(t, names, "nothing written to the other store")
+}
+
 // dyingStore fails every call from its dieAt-th on: the process (or the
 // network) died there.
 type dyingStore struct {

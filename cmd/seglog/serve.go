@@ -24,6 +24,7 @@ import (
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tiering"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -36,6 +37,7 @@ type serveSettings struct {
 	dataDir  string
 	listener string
 	level    slog.Level
+	tierStep time.Duration
 }
 
 // serveConfig is one broker config serve takes, under Kafka's name.
@@ -177,6 +179,9 @@ var serveConfigs = []serveConfig{
 	msConfig("log.flush.scheduler.interval.ms", "how often flush.ms is checked (default 1000)", func(s *serveSettings, d time.Duration) {
 		s.manager.FlushCheckInterval = d
 	}),
+	msConfig("remote.log.manager.task.interval.ms", "how often --store's tiering steps each tablet (default 30000)", func(s *serveSettings, d time.Duration) {
+		s.tierStep = d
+	}),
 	{name: "log.level", doc: "debug, info, warn or error (default info; seglog's own)", set: func(s *serveSettings, v string) error {
 		return s.level.UnmarshalText([]byte(v))
 	}},
@@ -220,6 +225,8 @@ func newServeCmd() *cobra.Command {
 		configFile  string
 		configs     []string
 		metricsAddr string
+		store       string
+		creds       s3Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D [--config-file server.properties] [--config key=value]...",
@@ -239,7 +246,13 @@ and must be one of these, under Kafka's broker config names:
 
 ` + serveConfigHelp() + `
 The default listener is PLAINTEXT://127.0.0.1:9092: loopback only unless
-told otherwise. --metrics-addr serves the Prometheus collectors on /metrics.
+told otherwise. --metrics-addr serves the Prometheus collectors (the
+engine's, the broker's, the tier's) on /metrics.
+
+--store URL runs the tiering service inside the broker (as seglog tier does):
+the sealed segments of topics with remote.storage.enable=true go to the store,
+and fetches below the local log start are served from it. Without --store,
+tablets tiered before are attached to their own stores for those reads.
 
 SIGTERM or SIGINT stops accepting, answers the requests in flight and closes
 the data directory cleanly.`,
@@ -299,6 +312,21 @@ the data directory cleanly.`,
 			}
 			printLoadChanges(cmd.ErrOrStderr(), m, false)
 			defer func() { err = errors.Join(err, m.Close()) }()
+			var tierCollector prometheus.Collector
+			if store != "" {
+				svc, err := startTierService(cmd, m, store, &creds, set.tierStep, logger)
+				if err != nil {
+					return err
+				}
+				defer func() { err = errors.Join(err, svc.Close()) }() // before the manager closes
+				tierCollector = svc.Collector()
+			} else {
+				tiers, err := attachTiers(cmd, m, nil)
+				if err != nil {
+					return err
+				}
+				defer func() { err = errors.Join(err, tiers.Close()) }()
+			}
 			b, err := broker.New(m, set.broker)
 			if err != nil {
 				return err
@@ -315,6 +343,11 @@ the data directory cleanly.`,
 				}
 				if err := reg.Register(b.Collector()); err != nil {
 					return err
+				}
+				if tierCollector != nil {
+					if err := reg.Register(tierCollector); err != nil {
+						return err
+					}
 				}
 				mln, err := net.Listen("tcp", metricsAddr)
 				if err != nil {
@@ -347,6 +380,8 @@ the data directory cleanly.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing); log.dirs otherwise")
 	cmd.Flags().StringVar(&configFile, "config-file", "", "a Kafka server.properties to read the broker configs from")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a broker config as key=value, repeatable, after --config-file (see the list above)")
+	cmd.Flags().StringVar(&store, "store", "", "run the tiering service to this object store: file:///dir or s3://bucket/prefix?endpoint=…")
+	creds.register(cmd)
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the Prometheus collectors on http://ADDR/metrics (loopback unless told otherwise, e.g. 127.0.0.1:9308)")
 	return cmd
 }
@@ -365,4 +400,31 @@ func listenerAddr(listeners string) (string, error) {
 		return "", fmt.Errorf("listeners=%q: only PLAINTEXT is served for now (TLS and SASL come with issue 22)", listeners)
 	}
 	return u.Host, nil
+}
+
+// startTierService opens the store and starts the tiering service on every
+// tablet of the data directory; a tablet tiered to another store stops the
+// start (seglog tier --move-to moves it).
+func startTierService(cmd *cobra.Command, m *tablet.Manager, store string, creds *s3Flags, every time.Duration,
+	logger *slog.Logger) (*tiering.Service, error) {
+	if err := tiering.CheckStoreURL(store); err != nil {
+		return nil, err
+	}
+	for _, t := range m.Tablets() {
+		if err := tiering.CheckBinding(vfs.OS, t, store); err != nil {
+			return nil, err
+		}
+	}
+	opts3, err := creds.options()
+	if err != nil {
+		return nil, err
+	}
+	st, err := tiering.OpenStore(ctxOf(cmd), store, opts3)
+	if err != nil {
+		return nil, err
+	}
+	svc := tiering.NewService(m, st, &tiering.ServiceOptions{StoreURL: store, Interval: every, Tier: tiering.Options{Logger: logger}})
+	svc.Start()
+	logger.Info("tiering", "store", tiering.RedactURL(store))
+	return svc, nil
 }

@@ -18,10 +18,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tiering"
+	"github.com/seglog/seglog/vfs"
 )
 
 // startServe starts seglog serve with args in a child process, killed at
@@ -34,13 +38,18 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
+	reapAtCleanup(t, cmd)
+	return cmd, bufio.NewScanner(out)
+}
+
+// reapAtCleanup kills a child still running when the test ends.
+func reapAtCleanup(t *testing.T, cmd *exec.Cmd) {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
 	})
-	return cmd, bufio.NewScanner(out)
 }
 
 // seglog serve in a child process: franz-go produces and consumes through
@@ -167,4 +176,81 @@ func TestServeSIGTERMUnderLoad(t *testing.T) {
 	var o tablet.Offsets
 	require.NoError(t, json.Unmarshal([]byte(offs), &o))
 	require.Greater(t, o.LogEndOffset, max, "every acknowledged offset is in the log (%d acknowledged)", n)
+}
+
+// seglog serve --store runs the tiering service inside the broker: a topic
+// created with remote.storage.enable has its sealed segments uploaded (the
+// service logs each), the tablet is bound to the store, the tier's
+// collectors are on /metrics, and a consumer from the start reads every
+// record, those only in the store included.
+func TestServeWithStore(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	storeDir := t.TempDir()
+	js, err := json.Marshal([]string{"serve", "--data-dir", d, "--store", "file://" + storeDir, "--metrics-addr", "127.0.0.1:0",
+		"--config", "listeners=PLAINTEXT://127.0.0.1:0", "--config", "remote.log.manager.task.interval.ms=20"})
+	require.NoError(t, err)
+	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(js))
+	cmd.Stderr = nil
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	reapAtCleanup(t, cmd)
+	lines := bufio.NewScanner(out)
+	require.True(t, lines.Scan())
+	metrics := strings.TrimPrefix(lines.Text(), "metrics on ")
+	require.True(t, lines.Scan())
+	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("cold"), kgo.ConsumeTopics("cold"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{"remote.storage.enable": kmsg.StringPtr("true"),
+		"segment.bytes": kmsg.StringPtr("8192"), "local.retention.bytes": kmsg.StringPtr("0")}, "cold")
+	require.NoError(t, err)
+	const n = 400
+	for i := range n { // one batch each: the 8 KiB segments roll
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "record %04d %0100d", i, i)}).FirstErr())
+	}
+
+	// The service logs each upload: wait for one (a blocking read, no sleep).
+	logs := bufio.NewScanner(errPipe)
+	for !strings.Contains(logs.Text(), "uploaded segment") {
+		require.True(t, logs.Scan(), "serve's stderr ended before an upload")
+	}
+	go func() { // keep draining stderr
+		for logs.Scan() {
+		}
+	}()
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "consumed %d of %d", got, n)
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("%s-%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			require.Equal(t, fmt.Sprintf("record %04d %0100d", got, got), string(r.Value))
+			got++
+		})
+	}
+	resp, err := http.Get(metrics)
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(page), "seglog_tier_uploaded_bytes_total", "the tier's collectors")
+	cl.Close()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	u, ok, err := tiering.StoreURL(vfs.OS, filepath.Join(d, "cold-0"))
+	require.NoError(t, err)
+	require.True(t, ok, "the tablet is bound to the store")
+	require.Equal(t, "file://"+storeDir, u)
+	code, cout, errOut := runSeglog(t, "consume", "--data-dir", d, "--topic", "cold", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Equal(t, n, strings.Count(cout, "\n"), "every record, through the store for the tiered ones")
 }

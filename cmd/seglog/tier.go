@@ -234,17 +234,8 @@ every --interval until interrupted.`,
 				}
 				// A tablet is bound to a store by its first commit there,
 				// not by a run that never committed.
-				if u, ok, err := tiering.StoreURL(vfs.OS, t.Dir()); err != nil {
+				if err := tiering.CheckBinding(vfs.OS, t, store); err != nil {
 					return err
-				} else if ok && u != store && u != absStore {
-					committed, err := tiering.CommittedObjects(t.Dir())
-					if err != nil {
-						return err
-					}
-					if committed > 0 {
-						return fmt.Errorf("%s is tiered to %s (%d committed object(s)), not %s; seglog tier --move-to moves it",
-							tp, tiering.RedactURL(u), committed, tiering.RedactURL(store))
-					}
 				}
 				pending = append(pending, t)
 			}
