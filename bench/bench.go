@@ -148,6 +148,7 @@ var Workloads = []Workload{
 	{"open", "clean open of a tablet of many segments: time, heap, descriptors, against list + stat", runOpen},
 	{"tier", "sealed segments uploaded as stream objects and read back through the tier, against raw PUT and GET", runTier},
 	{"consume", "the consumer API (Tablet.Records): one record at a random offset and a whole scan, against ReadInto + CRC + Iter", runConsume},
+	{"serve", "seglog serve through franz-go over loopback (produce, consume; 1, 4, 16 partitions; durable acks; idle connections), against a null broker and kfake", runServe},
 }
 
 // Lookup returns the named workload.

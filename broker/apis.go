@@ -48,6 +48,9 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
 	}
+	if b.null != nil {
+		return b.handleNull(req), nil
+	}
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
 		return b.metadata(r), nil

@@ -100,6 +100,7 @@ type Broker struct {
 	opts    Options
 	pids    *producerIDs
 	metrics *metrics
+	null    *nullLog // NewNull's: answers without storing
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}

@@ -1,0 +1,353 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/tablet"
+)
+
+// serveTarget is one broker a serve workload drives over loopback: seglog
+// on a data directory, the null broker (the protocol floor) or kfake (the
+// peer, in memory).
+type serveTarget struct {
+	addr  string
+	close func() error
+}
+
+const serveTopic = "bench"
+
+// startSeglog serves a fresh data directory with the topic created.
+func startSeglog(dir string, partitions int32, durable bool) (*serveTarget, error) {
+	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	if err != nil {
+		return nil, err
+	}
+	for p := range partitions {
+		cfg := m.DefaultConfig()
+		cfg.DurableAcks = durable
+		if _, err := m.Create(checkpoint.TopicPartition{Topic: serveTopic, Partition: p}, &cfg); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	b, err := broker.New(m, broker.Options{Logger: quiet})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return serveOn(b, func() error { return m.Close() })
+}
+
+// serveOn serves a broker on a loopback port.
+func serveOn(b *broker.Broker, after func() error) (*serveTarget, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(ln) }()
+	return &serveTarget{addr: ln.Addr().String(), close: func() error {
+		err := b.Close()
+		<-done
+		return errors.Join(err, after())
+	}}, nil
+}
+
+func startNull(partitions int32) (*serveTarget, error) {
+	return serveOn(broker.NewNull(map[string]int32{serveTopic: partitions}, broker.Options{Logger: quiet}),
+		func() error { return nil })
+}
+
+func startKfake(partitions int32) (*serveTarget, error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, serveTopic))
+	if err != nil {
+		return nil, err
+	}
+	return &serveTarget{addr: c.ListenAddrs()[0], close: func() error { c.Close(); return nil }}, nil
+}
+
+// randomValues are distinct random record values (snappy and friends
+// inflate zero-filled ones), cycled through.
+func randomValues(size int) [][]byte {
+	rng := rand.New(rand.NewPCG(7, 8))
+	out := make([][]byte, 1024)
+	for i := range out {
+		v := make([]byte, size)
+		for j := 0; j < size; j += 8 {
+			binary.LittleEndian.PutUint64(v[j:min(j+8, size):min(j+8, size)], rng.Uint64())
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// produceAll produces n records (idempotent, acks=-1, no compression) and
+// returns the throughput in MB/s of record values.
+func produceAll(addr string, values [][]byte, n int) (float64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(serveTopic),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<16))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		return 0, err
+	}
+	var mu sync.Mutex
+	var failed error
+	start := time.Now()
+	for i := range n {
+		cl.Produce(ctx, &kgo.Record{Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = cmp.Or(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if failed != nil {
+		return 0, failed
+	}
+	return float64(n*len(values[0])) / took.Seconds() / 1e6, nil
+}
+
+// consumeAll consumes n records from the start and returns MB/s.
+func consumeAll(addr string, n, size int) (float64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(serveTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(8<<20))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("bench: consumed %d of %d: %w", got, n, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return 0, ferr
+		}
+		got += fs.NumRecords()
+	}
+	return float64(got*size) / time.Since(start).Seconds() / 1e6, nil
+}
+
+// runServe: seglog serve's produce and consume through franz-go over
+// loopback, 1, 4 and 16 partitions, against the null broker (produce) and
+// kfake (produce and consume), alternating repetition by repetition; the
+// latency of a durable acks=-1 produce against a write + fdatasync of the
+// same size; and the memory 1,000 idle connections hold.
+func runServe(o Options) (*Result, error) {
+	dir, err := scratch(o, "serve")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	size := o.RecordSize
+	n := int(min(o.Bytes, 64<<20) / int64(size))
+	values := randomValues(size)
+	var figs []Figure
+	run := 0
+	for _, parts := range []int32{1, 4, 16} {
+		var ours, null, peer, oursC, peerC []float64
+		for rep := range o.Repeat {
+			o.Progress(fmt.Sprintf("serve: %d partitions", parts), int64(rep), int64(o.Repeat))
+			run++
+			t, err := startSeglog(filepath.Join(dir, fmt.Sprintf("data-%d", run)), parts, false)
+			if err != nil {
+				return nil, err
+			}
+			p, err := produceAll(t.addr, values, n)
+			var c float64
+			if err == nil {
+				c, err = consumeAll(t.addr, n, size)
+			}
+			if err := errors.Join(err, t.close(), os.RemoveAll(filepath.Join(dir, fmt.Sprintf("data-%d", run)))); err != nil {
+				return nil, err
+			}
+			ours, oursC = append(ours, p), append(oursC, c)
+
+			if t, err = startNull(parts); err != nil {
+				return nil, err
+			}
+			p, err = produceAll(t.addr, values, n)
+			if err := errors.Join(err, t.close()); err != nil {
+				return nil, err
+			}
+			null = append(null, p)
+
+			if t, err = startKfake(parts); err != nil {
+				return nil, err
+			}
+			p, err = produceAll(t.addr, values, n)
+			if err == nil {
+				c, err = consumeAll(t.addr, n, size)
+			}
+			if err := errors.Join(err, t.close()); err != nil {
+				return nil, err
+			}
+			peer, peerC = append(peer, p), append(peerC, c)
+		}
+		name := fmt.Sprintf("serve.produce.p%d", parts)
+		f := figure(name, "MB/s", ours, "null broker", null)
+		figs = append(figs, f.target("≥ 0.8 × null broker", f.Ratio >= 0.8))
+		f = figure(name+".kfake", "MB/s", ours, "kfake", peer)
+		figs = append(figs, f.target("≥ 2 × kfake", f.Ratio >= 2))
+		f = figure(fmt.Sprintf("serve.consume.p%d", parts), "MB/s", oursC, "kfake", peerC)
+		figs = append(figs, f.target("≥ 2 × kfake", f.Ratio >= 2))
+	}
+
+	lat, fsyncs, err := durableProduceLatency(filepath.Join(dir, "durable"), values[0], min(o.Ops, 2000))
+	if err != nil {
+		return nil, err
+	}
+	// The p99s compared: the figure's value is the produce's p99.
+	f := latency("serve.durable-produce-p99", lat, "", nil)
+	f.Value, f.Baseline, f.BaselineValue = f.P99, "write + fdatasync of the batch, p99", percentile(sortedCopy(fsyncs), 99)
+	f.Ratio = f.Value / f.BaselineValue
+	figs = append(figs, f.target("≤ 3 × fsync p99", f.Ratio <= 3))
+
+	perConn, err := idleConnectionBytes(filepath.Join(dir, "idle"), 1000)
+	if err != nil {
+		return nil, err
+	}
+	figs = append(figs, Figure{Name: "serve.idle-connection-bytes", Value: perConn, Min: perConn, Max: perConn, Unit: "B"})
+	return &Result{Workload: "serve", Params: fmt.Sprintf("franz-go over loopback, %d records of %d B (random) per run, idempotent acks=-1; "+
+		"seglog (page-cache acks), the null broker, kfake; %d durable produces; 1,000 idle connections", n, size, len(lat)),
+		Figures: figs, Samples: map[string][]float64{"durable produce": lat, "fdatasync": fsyncs}}, nil
+}
+
+func sortedCopy(xs []float64) []float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s
+}
+
+// durableProduceLatency times acks=-1 produces answered after their fsync
+// (seglog.durable.acks), one at a time, alternating with a write of the
+// same batch size + fdatasync on a file beside the data directory (µs).
+func durableProduceLatency(dir string, value []byte, n int) ([]float64, []float64, error) {
+	t, err := startSeglog(dir, 1, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(t.addr), kgo.DefaultProduceTopic(serveTopic),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f, err := os.Create(filepath.Join(dir, "fsync-baseline"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	chunk := make([]byte, len(value)+record100Overhead)
+	copy(chunk, value)
+	var lat, base []float64
+	for i := range n + 10 {
+		start := time.Now()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			return nil, nil, err
+		}
+		mid := time.Now()
+		if _, err := f.WriteAt(chunk, int64(i*len(chunk))); err != nil {
+			return nil, nil, err
+		}
+		if err := f.Sync(); err != nil {
+			return nil, nil, err
+		}
+		if i >= 10 { // the first ones open the connections
+			lat = append(lat, float64(mid.Sub(start).Nanoseconds())/1e3)
+			base = append(base, float64(time.Since(mid).Nanoseconds())/1e3)
+		}
+	}
+	return lat, base, nil
+}
+
+// record100Overhead is what a batch of one record adds to its value.
+const record100Overhead = 61 + 10
+
+// idleConnectionBytes opens conns connections to a broker, each answered
+// one ApiVersions, and returns the heap and stacks they hold per
+// connection (both ends: the client's sockets are in this process too).
+func idleConnectionBytes(dir string, conns int) (float64, error) {
+	t, err := startSeglog(dir, 1, false)
+	if err != nil {
+		return 0, err
+	}
+	defer t.close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("idle")).AppendRequest(nil, req, 1)
+	resp := make([]byte, 64<<10)
+	for range conns {
+		c, err := net.Dial("tcp", t.addr)
+		if err != nil {
+			return 0, err
+		}
+		open = append(open, c)
+		if _, err := c.Write(frame); err != nil {
+			return 0, err
+		}
+		var sz [4]byte
+		if _, err := io.ReadFull(c, sz[:]); err != nil {
+			return 0, err
+		}
+		if _, err := io.ReadFull(c, resp[:binary.BigEndian.Uint32(sz[:])]); err != nil {
+			return 0, err
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := float64(after.HeapInuse+after.StackInuse) - float64(before.HeapInuse+before.StackInuse)
+	return held / float64(conns), nil
+}
