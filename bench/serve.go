@@ -100,20 +100,32 @@ func randomValues(size int) [][]byte {
 	return out
 }
 
+// connected returns a franz-go client that has reached the broker (its
+// connection set up outside the timing), a context for it, and what closes
+// both.
+func connected(addr string, opts ...kgo.Opt) (*kgo.Client, context.Context, func(), error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	done := func() { cancel(); cl.Close() }
+	if err := cl.Ping(ctx); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return cl, ctx, done, nil
+}
+
 // produceAll produces n records (idempotent, acks=-1, no compression) and
 // returns the throughput in MB/s of record values.
 func produceAll(addr string, values [][]byte, n int) (float64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(serveTopic),
+	cl, ctx, done, err := connected(addr, kgo.DefaultProduceTopic(serveTopic),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<16))
 	if err != nil {
 		return 0, err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := cl.Ping(ctx); err != nil {
-		return 0, err
-	}
+	defer done()
 	var mu sync.Mutex
 	var failed error
 	start := time.Now()
@@ -140,17 +152,12 @@ func produceAll(addr string, values [][]byte, n int) (float64, error) {
 
 // consumeAll consumes n records from the start and returns MB/s.
 func consumeAll(addr string, n, size int) (float64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(serveTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl, ctx, done, err := connected(addr, kgo.ConsumeTopics(serveTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(8<<20))
 	if err != nil {
 		return 0, err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := cl.Ping(ctx); err != nil {
-		return 0, err
-	}
+	defer done()
 	start := time.Now()
 	got := 0
 	for got < n {
