@@ -16,8 +16,13 @@ type flusher struct {
 	synced  int64 // the records below it are durable (≥ flushed): what Sync appends wait for
 	running bool
 	fsyncs  int64 // flushes run, for metrics and tests
-	lastErr error
-	onWait  func() // a test hook: a caller starts waiting for a flush
+	// appending counts the Sync appends between their start and their
+	// wait here: a sync starts only once they have written (or given
+	// up), so one fdatasync covers every producer a previous one released
+	// instead of starting after the first of them.
+	appending int
+	lastErr   error
+	onWait    func() // a test hook: a caller starts waiting for a flush (once per call)
 }
 
 // Flush makes everything appended so far durable and moves the recovery
@@ -39,10 +44,32 @@ func (t *Tablet) flushTo(o int64) error { return t.flushUpTo(o, true) }
 // raw write + fdatasync.
 func (t *Tablet) syncTo(o int64) error { return t.flushUpTo(o, false) }
 
+// beginSyncAppend counts a Sync append starting; the func it returns ends
+// the count (syncing calls it once the append wrote, a failed append when
+// it returns) and is safe to call twice.
+func (f *flusher) beginSyncAppend() func() {
+	f.mu.Lock()
+	f.appending++
+	f.mu.Unlock()
+	done := false
+	return func() {
+		f.mu.Lock()
+		if !done {
+			done = true
+			f.appending--
+			if f.appending == 0 {
+				f.cond.Broadcast()
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
 func (t *Tablet) flushUpTo(o int64, full bool) error {
 	f := &t.flush
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	waited := false
 	for {
 		// A truncation may have taken the log end below o since.
 		done := f.synced
@@ -52,10 +79,11 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 		if done >= min(o, t.view().leo.offset) {
 			return nil
 		}
-		if f.running {
-			if f.onWait != nil {
+		if f.running || !full && f.appending > 0 {
+			if !waited && f.onWait != nil {
 				f.onWait()
 			}
+			waited = true
 			f.cond.Wait()
 			continue
 		}
