@@ -73,7 +73,7 @@ fuzz:
 fuzz-smoke:
 	@./scripts/fuzz.sh $(FUZZTIME)
 
-# crash runs the crash harnesses long — 300 SIGKILLs of child processes,
+# crash runs the crash harnesses long — 400 SIGKILLs of child processes,
 # power cuts through the simulator, the recovery fault loops with many
 # seeds — and prints their summaries; make test runs them short.
 crash: $(VERSITYGW)

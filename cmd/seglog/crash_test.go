@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +15,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/testenv"
@@ -361,4 +364,99 @@ func TestSecondProcessRefused(t *testing.T) {
 	require.NoError(t, m.Close())
 	code, stderr = second()
 	require.Equal(t, 0, code, stderr)
+}
+
+// TestKillServe kills `seglog serve` (durable acks) with SIGKILL under an
+// idempotent franz-go producer with acks=-1, again and again, after a
+// random number of acknowledgements (sometimes before any). Every life
+// serves the same directory: its start recovers the last one's kill. At
+// the end every acknowledged record is at the offset it was acknowledged
+// with, no record is there twice, the offsets are contiguous, and the
+// directory verifies.
+func TestKillServe(t *testing.T) {
+	k := newKiller(t)
+	n := kills(t)
+	type at struct {
+		partition int32
+		offset    int64
+	}
+	acked := map[string]at{}
+	for life := 0; life <= n; life++ {
+		cmd, lines := startServe(t, "--data-dir", k.dir, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
+			"--config", "seglog.durable.acks=true", "--config", "num.partitions=3")
+		require.True(t, lines.Scan(), "seed %d life %d: serve printed nothing: %s", k.seed, life, cmd.Stderr)
+		addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+		if life < n && k.rng.IntN(5) == 0 { // killed while it starts serving
+			k.kill(cmd)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("kill"),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(time.Duration(k.rng.IntN(3))*time.Millisecond))
+		require.NoError(t, err)
+		records := 1 + k.rng.IntN(3000)
+		if life == n {
+			records = 500
+		}
+		type ack struct {
+			value string
+			at    at
+		}
+		acks := make(chan ack, records)
+		for i := range records {
+			v := fmt.Sprintf("l%d-%d", life, i)
+			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err == nil {
+					acks <- ack{v, at{r.Partition, r.Offset}}
+				}
+			})
+		}
+		want := records
+		if life < n {
+			want = 1 + k.rng.IntN(records)
+		}
+		for range want {
+			select {
+			case a := <-acks:
+				acked[a.value] = a.at
+			case <-ctx.Done():
+				t.Fatalf("seed %d life %d: %d of %d acknowledgements before the deadline", k.seed, life, len(acked), want)
+			}
+		}
+		if life < n {
+			k.kill(cmd)
+		} else {
+			require.NoError(t, cl.Flush(ctx))
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
+		}
+		cl.Close() // what was in flight fails: the broker is gone
+		cancel()
+		for len(acks) > 0 { // acknowledged before the kill, read after it
+			a := <-acks
+			acked[a.value] = a.at
+		}
+	}
+
+	m, err := tablet.OpenManager(vfs.OS, k.dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: slog.New(slog.DiscardHandler)}})
+	require.NoError(t, err)
+	found := map[at]string{}
+	seen := map[string]bool{}
+	for _, tab := range m.Tablets() {
+		p := tab.TopicPartition().Partition
+		expected := int64(0)
+		require.NoError(t, tab.Records(0, tablet.ReadLogEnd, func(_ record.Batch, r *record.Record) bool {
+			require.Equal(t, expected, r.Offset, "seed %d: partition %d: offsets are contiguous", k.seed, p)
+			require.False(t, seen[string(r.Value)], "seed %d: %s is in the log twice", k.seed, r.Value)
+			seen[string(r.Value)] = true
+			found[at{p, r.Offset}] = string(r.Value)
+			expected++
+			return true
+		}))
+	}
+	for v, a := range acked {
+		require.Equal(t, v, found[a], "seed %d: %s was acknowledged at partition %d offset %d", k.seed, v, a.partition, a.offset)
+	}
+	k.closeAndVerify(m, k.dir)
+	t.Logf("%d kills, %d lives, %d acknowledged records, 0 lost, 0 duplicated", k.kills, n+1, len(acked))
 }
