@@ -170,10 +170,14 @@ func TestDemo(t *testing.T) {
 		"payments-0  log start 0, log end 9000",
 		"appends 97, records 30043", // 12 + 18 + 30 transactions + 30 markers, + 7 in kinds; markers count as records
 		"duplicates 1, rejections 0",
-		"7. Tier: the sealed segments",
+		"7. Serve the Kafka protocol on 127.0.0.1:",
+		"produced 3000 records to kafka",
+		"consumed kafka from the beginning: 3000 records",
+		"consumed clicks from the beginning: 12000 records",
+		"8. Tier: the sealed segments",
 		"   clicks-0       12000 records read back from offset 0\n",
 		"   orders-0        8100 records read back from offset 0\n",
-		"10. Offsets after recovery",
+		"11. Offsets after recovery",
 	} {
 		require.Contains(t, out, want)
 	}

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/logfile"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -35,9 +38,11 @@ first): it produces --records records over three topics (plain lz4 batches,
 an idempotent producer, transactions of which every tenth is aborted), sends
 one idempotent batch again to show the retry dropped, reads everything back
 (read-committed where there are transactions), finds an offset by time,
-writes a topic of every kind of batch and dumps it, closes the directory
-cleanly, then crashes a copy of it (the marker gone, a torn batch, an index
-deleted), recovers the copy and prints the offsets.`,
+writes a topic of every kind of batch and dumps it, serves the Kafka protocol
+on a loopback port for a real Kafka client (franz-go) to produce and consume,
+tiers the sealed segments, closes the directory cleanly, then crashes a copy of
+it (the marker gone, a torn batch, an index deleted), recovers the copy and
+prints the offsets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if records < 30 {
@@ -127,10 +132,13 @@ func runTour(w, errw io.Writer, dir string, n int) (err error) {
 	if err := t.metrics(); err != nil {
 		return err
 	}
+	if err := t.serve(); err != nil {
+		return fmt.Errorf("serving: %w", err)
+	}
 	if err := t.tier(); err != nil {
 		return fmt.Errorf("tiering: %w", err)
 	}
-	t.printf("8. Close cleanly: every tablet flushed, its writer state snapshotted, the checkpoints written, then the clean-shutdown marker\n\n")
+	t.printf("9. Close cleanly: every tablet flushed, its writer state snapshotted, the checkpoints written, then the clean-shutdown marker\n\n")
 	err = t.m.Close()
 	t.m = nil
 	if err != nil {
@@ -404,8 +412,8 @@ func (t *tour) crashCopy() (err error) {
 	if err := os.Remove(indexes[0]); err != nil { // the first local one (older segments are in the store)
 		return err
 	}
-	t.printf("9. Crash a copy (%s): no clean-shutdown marker, no recovery-point checkpoint, 200 bytes of a torn batch\n", crashed)
-	t.printf("   at the end of clicks-0, the first local .index of payments-0 deleted. Open it:\n")
+	t.printf("10. Crash a copy (%s): no clean-shutdown marker, no recovery-point checkpoint, 200 bytes of a torn batch\n", crashed)
+	t.printf("    at the end of clicks-0, the first local .index of payments-0 deleted. Open it:\n")
 	m, err := tablet.OpenManager(vfs.OS, crashed, tablet.ManagerOptions{Tablet: tablet.Options{Logger: t.logs}})
 	if err != nil {
 		return err
@@ -436,7 +444,7 @@ func (t *tour) crashCopy() (err error) {
 	if err := t.attachCopy(m); err != nil {
 		return err
 	}
-	t.printf("\n10. Offsets after recovery (the copy's tiers attached: the log starts in the store)\n")
+	t.printf("\n11. Offsets after recovery (the copy's tiers attached: the log starts in the store)\n")
 	for _, tab := range m.Tablets() {
 		o := tab.Offsets()
 		t.printf("   %-11s log start %d, log end %d, high watermark %d, last stable %d, recovery point %d, %d segment(s)\n",
@@ -451,6 +459,8 @@ func (t *tour) crashCopy() (err error) {
 	t.printf("   seglog consume --data-dir %s --topic orders --isolation read-committed --max-records 5\n", t.dir)
 	t.printf("   seglog dump --print-data-log %s\n", filepath.Join(t.dir, "kinds-0", logfile.Filename(0, logfile.Log)))
 	t.printf("   seglog tier ls --store %s --data-dir %s\n", t.storeURL(), t.dir)
+	t.printf("   seglog serve --data-dir %s    # then, from another shell:\n", t.dir)
+	t.printf("   kcat -b 127.0.0.1:9092 -C -t orders -o beginning -e -X isolation.level=read_committed\n")
 	return nil
 }
 
@@ -472,7 +482,7 @@ func (t *tour) tier() error {
 	if err != nil {
 		return err
 	}
-	t.printf("7. Tier: the sealed segments of clicks, payments and orders uploaded to %s as stream objects,\n", store)
+	t.printf("8. Tier: the sealed segments of clicks, payments and orders uploaded to %s as stream objects,\n", store)
 	t.printf("   then deleted locally (local.retention.bytes=0); every read below the local log start goes to the store\n")
 	began := time.Now()
 	var objects int
@@ -528,4 +538,73 @@ func (t *tour) attachCopy(m *tablet.Manager) error {
 	a, err := tiering.Attach(context.Background(), m, nil, nil, &tiering.Options{Logger: t.logs})
 	t.tiers = a
 	return err
+}
+
+// serve serves the Kafka protocol on the tour's data directory, on a
+// loopback port of its own, and drives it with a real Kafka client
+// (franz-go): an idempotent producer to a topic it auto-creates, a
+// consumer of it and of clicks from the beginning.
+func (t *tour) serve() (err error) {
+	b, err := broker.New(t.m, broker.Options{Logger: t.logs, NumPartitions: 3})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ln) }()
+	defer func() {
+		err = errors.Join(err, b.Close())
+		if serr := <-served; !errors.Is(serr, broker.ErrClosed) {
+			err = errors.Join(err, serr)
+		}
+	}()
+	addr := ln.Addr().String()
+	t.printf("7. Serve the Kafka protocol on %s (seglog serve does this on 127.0.0.1:9092): a Kafka client, franz-go, talks to it\n", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("kafka"))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	const n = 3000
+	began := time.Now()
+	for i := range n {
+		p.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%100), Value: fmt.Appendf(nil, "from a Kafka client %d", i)}, nil)
+	}
+	if err := p.Flush(ctx); err != nil {
+		return err
+	}
+	t.printf("   produced %d records to kafka (auto-created, 3 partitions; idempotent, acks=-1) in %.0f ms\n", n,
+		float64(time.Since(began).Microseconds())/1e3)
+	for _, c := range []struct {
+		topic string
+		want  int
+	}{{"kafka", n}, {"clicks", int(t.get("clicks").Offsets().HighWatermark)}} {
+		began = time.Now()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(c.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			return err
+		}
+		got := 0
+		for got < c.want {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				cl.Close()
+				return fmt.Errorf("consuming %s: %d of %d records: %w", c.topic, got, c.want, ctx.Err())
+			}
+			if err := fs.Err0(); err != nil {
+				cl.Close()
+				return err
+			}
+			got += fs.NumRecords()
+		}
+		cl.Close()
+		t.printf("   consumed %s from the beginning: %d records in %.0f ms\n", c.topic, got, float64(time.Since(began).Microseconds())/1e3)
+	}
+	t.printf("\n")
+	return nil
 }
