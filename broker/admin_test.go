@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -321,4 +322,25 @@ func TestAdminRecordsAndOffsets(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kerr.OffsetOutOfRange.Code, fr.Topics[0].Partitions[0].ErrorCode)
 	require.Equal(t, int64(4), fr.Topics[0].Partitions[0].LogStartOffset)
+}
+
+// Metadata answers the data directory's node id and cluster id (its
+// meta.properties), whatever Options.NodeID says.
+func TestMetadataNamesTheDirectorysNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{NodeID: 7, ClusterID: "cluster-seven", Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer m.Close()
+	b, err := New(m, Options{Logger: quiet, NodeID: 3})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.Serve(ln) }()
+	defer b.Close()
+	adm, _, ctx := adminClient(t, ln.Addr().String())
+	md, err := adm.BrokerMetadata(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "cluster-seven", md.Cluster)
+	require.Equal(t, int32(7), md.Controller)
+	require.Equal(t, int32(7), md.Brokers[0].NodeID)
 }

@@ -108,6 +108,9 @@ func (b *Broker) apiVersions(h header, req kmsg.Request, body []byte) (kmsg.Resp
 	return resp, nil
 }
 
+// internalTopics are Kafka's internal topics, flagged in Metadata.
+var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
+
 // softwareName is what Kafka accepts as a client software name or version.
 var softwareName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 
@@ -196,7 +199,7 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: b.opts.AdvertisedHost, Port: b.opts.AdvertisedPort}}
 	resp.ControllerID = b.opts.NodeID
-	resp.ClusterID = kmsg.StringPtr("seglog")
+	resp.ClusterID = kmsg.StringPtr(b.clusterID)
 	var names []string
 	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
 	if all {
@@ -216,7 +219,7 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	}
 	autoCreate := r.GetVersion() < 4 || r.AllowAutoTopicCreation
 	for _, name := range names {
-		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
+		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
 		parts := b.partitionsOf(name)
 		if len(parts) == 0 && !all && autoCreate && !b.opts.NoAutoCreate {
 			if checkpoint.ValidateTopic(name) != nil {

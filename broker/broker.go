@@ -35,7 +35,9 @@ import (
 // Options configure a broker, under Kafka's broker config names where they
 // have one.
 type Options struct {
-	// NodeID is node.id. The default is 0.
+	// NodeID is node.id, for NewNull: New takes the data directory's
+	// (meta.properties), as Kafka refuses a node.id other than the one
+	// stored.
 	NodeID int32
 	// AdvertisedHost and AdvertisedPort are what Metadata tells clients to
 	// connect to (advertised.listeners). The defaults are the listener's
@@ -68,6 +70,8 @@ type Options struct {
 	// directory with preallocated indexes): more is INVALID_PARTITIONS. The
 	// default is 10000.
 	MaxTopicPartitions int32
+	clusterID          string // the data directory's cluster.id
+
 	// Logger receives connection and request failures. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -101,6 +105,8 @@ type Broker struct {
 	pids    *producerIDs
 	metrics *metrics
 	null    *nullLog // NewNull's: answers without storing
+	// clusterID is the data directory's cluster.id, for Metadata.
+	clusterID string
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
@@ -120,7 +126,9 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{m: m, opts: opts, pids: pids, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}, nil
+	meta := m.Meta()
+	opts.NodeID = meta.NodeID
+	return &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}, nil
 }
 
 // ErrClosed is returned by Serve once the broker is closed.

@@ -48,7 +48,7 @@ func testBroker(t *testing.T, opts Options) (*Broker, *tablet.Manager, string) {
 	return b, m, ln.Addr().String()
 }
 
-// franz-go produces idempotently to an auto-created topic of three
+// franz-go produces 100,000 records idempotently to an auto-created topic of three
 // partitions and consumes every record back, in order per partition, with
 // its offset — through the broker, with the protocol of a real client.
 func TestFranzGoProduceConsume(t *testing.T) {
@@ -58,7 +58,7 @@ func TestFranzGoProduceConsume(t *testing.T) {
 	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	require.NoError(t, err)
 	defer p.Close()
-	const n = 3000
+	const n = 100_000
 	var recs []*kgo.Record
 	for i := range n {
 		recs = append(recs, &kgo.Record{Topic: "events", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "value %d", i)})

@@ -275,6 +275,7 @@ type Manager struct {
 	dir  string
 	opts ManagerOptions
 	lock io.Closer
+	meta checkpoint.MetaProperties // read or written at open
 
 	// Loaded is what loading did, for reports.
 	Loaded *recovery.Result
@@ -334,14 +335,17 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 func (m *Manager) open() error {
 	metaPath := filepath.Join(m.dir, checkpoint.MetaPropertiesFile)
 	var created []recovery.Change
-	if _, ok, err := checkpoint.ReadMetaProperties(m.fsys, metaPath); err != nil {
+	if meta, ok, err := checkpoint.ReadMetaProperties(m.fsys, metaPath); err != nil {
 		return err
-	} else if !ok {
+	} else if ok {
+		m.meta = meta
+	} else {
 		meta := checkpoint.MetaProperties{Version: 1, ClusterID: m.opts.ClusterID, NodeID: m.opts.NodeID,
 			DirectoryID: checkpoint.NewTopicID().String()}
 		if err := checkpoint.WriteMetaProperties(m.fsys, metaPath, meta); err != nil {
 			return err
 		}
+		m.meta = meta
 		if names, _ := m.fsys.List(m.dir); len(names) > 2 { // more than .lock and the new file: not a new directory
 			created = append(created, recovery.Change{File: metaPath, Action: recovery.Created,
 				Why: "missing: cluster id " + meta.ClusterID + ", node id " + strconv.Itoa(int(meta.NodeID))})
@@ -419,6 +423,10 @@ func (m *Manager) Get(tp checkpoint.TopicPartition) (*Tablet, bool) {
 	t, ok := m.mu.tablets[tp]
 	return t, ok
 }
+
+// Meta is the data directory's meta.properties: its cluster id and node
+// id (written when the directory was made, from ManagerOptions).
+func (m *Manager) Meta() checkpoint.MetaProperties { return m.meta }
 
 // DefaultConfig is the configuration of tablets created without one
 // (ManagerOptions.Config).

@@ -38,6 +38,8 @@ type serveSettings struct {
 	listener string
 	level    slog.Level
 	tierStep time.Duration
+	// nodeIDSet says node.id was given: it must match meta.properties.
+	nodeIDSet bool
 }
 
 // serveConfig is one broker config serve takes, under Kafka's name.
@@ -133,9 +135,10 @@ var serveConfigs = []serveConfig{
 		}
 		return nil
 	}},
-	intConfig("node.id", "the node id of a new data directory (default 0)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
-		s.broker.NodeID, s.manager.NodeID = int32(n), int32(n)
-	}),
+	intConfig("node.id", "the node id of a new data directory (default 0); an existing one's must match its meta.properties", 0,
+		math.MaxInt32, func(s *serveSettings, n int64) {
+			s.manager.NodeID, s.nodeIDSet = int32(n), true
+		}),
 	intConfig("num.partitions", "the partitions of an auto-created topic (default 1)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.NumPartitions = int32(n)
 	}),
@@ -312,6 +315,10 @@ the data directory cleanly.`,
 			}
 			printLoadChanges(cmd.ErrOrStderr(), m, false)
 			defer func() { err = errors.Join(err, m.Close()) }()
+			if meta := m.Meta(); set.nodeIDSet && meta.NodeID != set.manager.NodeID {
+				// As Kafka: a node.id other than the stored one is refused.
+				return fmt.Errorf("node.id=%d, but %s holds node %d (its meta.properties)", set.manager.NodeID, set.dataDir, meta.NodeID)
+			}
 			var tierCollector prometheus.Collector
 			if store != "" {
 				svc, err := startTierService(cmd, m, store, &creds, set.tierStep, logger)

@@ -254,3 +254,15 @@ func TestServeWithStore(t *testing.T) {
 	require.Zero(t, code, errOut)
 	require.Equal(t, n, strings.Count(cout, "\n"), "every record, through the store for the tiered ones")
 }
+
+// A node.id other than the one the data directory holds is refused, as
+// Kafka refuses it, before anything is served.
+func TestServeRefusesAnotherNodeID(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	m, err := tablet.OpenManager(vfs.OS, d, tablet.ManagerOptions{NodeID: 4})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	code, _, errOut := runSeglog(t, "serve", "--data-dir", d, "--config", "node.id=5", "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "node.id=5, but "+d+" holds node 4")
+}
