@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -254,29 +256,68 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 func (b *Broker) produce(r *kmsg.ProduceRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	opts := tablet.AppendOptions{Sync: r.Acks == -1 && b.opts.DurableAcks}
-	for _, rt := range r.Topics {
-		st := kmsg.ProduceResponseTopic{Topic: rt.Topic}
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
+	var jobs []appendJob
+	seen := map[checkpoint.TopicPartition]bool{}
+	parallel, total := true, 0
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i, rt := range r.Topics {
+		st := &resp.Topics[i]
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			sp := &st.Partitions[j]
+			sp.Default()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime = -1, -1
 			t, code := b.tabletFor(rt.Topic, rp.Partition, true)
 			if code != 0 {
 				sp.ErrorCode = code
-				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			opts := opts
-			opts.Sync = opts.Sync || r.Acks == -1 && t.Config().DurableAcks
-			b.appendPartition(t, rp.Records, opts, &sp)
-			st.Partitions = append(st.Partitions, sp)
+			tp := t.TopicPartition()
+			parallel = parallel && !seen[tp] // a partition twice: its batches in order, one by one
+			seen[tp] = true
+			o := opts
+			o.Sync = o.Sync || r.Acks == -1 && t.Config().DurableAcks
+			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp})
+			total += len(rp.Records)
 		}
-		resp.Topics = append(resp.Topics, st)
+	}
+	if parallel && len(jobs) > 1 && (total >= parallelAppendBytes || opts.Sync) {
+		// Each partition is its own tablet: their appends (and fsyncs)
+		// run at once, a few at a time.
+		sem := make(chan struct{}, min(len(jobs), 2*runtime.GOMAXPROCS(0)))
+		var wg sync.WaitGroup
+		for _, jb := range jobs {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				b.appendPartition(jb.t, jb.data, jb.opts, jb.sp)
+			}()
+		}
+		wg.Wait()
+	} else {
+		for _, jb := range jobs {
+			b.appendPartition(jb.t, jb.data, jb.opts, jb.sp)
+		}
 	}
 	if r.Acks == 0 {
 		return nil
 	}
 	return resp
+}
+
+// parallelAppendBytes is the size of a produce request whose partitions
+// are appended at once (below it, goroutines cost more than they save).
+const parallelAppendBytes = 64 << 10
+
+// appendJob is one partition's part of a produce request.
+type appendJob struct {
+	t    *tablet.Tablet
+	data []byte
+	opts tablet.AppendOptions
+	sp   *kmsg.ProduceResponseTopicPartition
 }
 
 // appendPartition appends a partition's batches, one by one (a client

@@ -104,6 +104,33 @@ type pending struct {
 	size  int
 	start time.Time
 	err   error
+	buf   *[]byte // the frame's buffer, back to framePool once answered
+}
+
+// framePool keeps request frames' buffers for reuse: a decoded request's
+// bytes (a produce's records) alias its frame, so a buffer is put back only
+// once its request is answered. Frames up to 8 MiB are pooled.
+var framePool sync.Pool
+
+const maxPooledFrame = 8 << 20
+
+func getFrame(n int) *[]byte {
+	if n <= maxPooledFrame {
+		if b, ok := framePool.Get().(*[]byte); ok {
+			if cap(*b) >= n {
+				return b
+			}
+			framePool.Put(b)
+		}
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+func putFrame(b *[]byte) {
+	if b != nil && cap(*b) <= maxPooledFrame {
+		framePool.Put(b)
+	}
 }
 
 // readAhead counts the requests read and not yet answered, and their bytes.
@@ -190,14 +217,16 @@ func (b *Broker) readRequests(c net.Conn, queue chan<- pending, ahead *readAhead
 			return
 		}
 		ahead.acquire(int(n))
-		frame := make([]byte, n)
+		buf := getFrame(int(n))
+		frame := (*buf)[:n]
 		if _, err := io.ReadFull(r, frame); err != nil {
 			ahead.release(int(n))
+			putFrame(buf)
 			log.Debug("connection closed mid-frame", "err", err)
 			return
 		}
 		h, req, body, err := parseHeader(frame)
-		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err}
+		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err, buf: buf}
 		if err != nil {
 			return
 		}
@@ -209,40 +238,37 @@ func (b *Broker) readRequests(c net.Conn, queue chan<- pending, ahead *readAhead
 // reader).
 func (b *Broker) answer(c net.Conn, queue <-chan pending, ahead *readAhead, log *slog.Logger) {
 	failed := false
-	fail := func() {
-		failed = true
-		_ = c.Close()
-	}
 	for p := range queue {
-		if failed {
-			ahead.release(p.size)
-			continue
+		if !failed && !b.answerOne(c, p, log) {
+			failed = true
+			_ = c.Close()
 		}
-		if p.err != nil {
-			log.Warn("closing the connection", "err", p.err)
-			b.metrics.closedBad.Inc()
-			ahead.release(p.size)
-			fail()
-			continue
-		}
-		resp, err := b.handle(p.h, p.req, p.body)
-		if err != nil {
-			log.Warn("closing the connection", "api", kmsg.NameForKey(p.h.key), "version", p.h.version, "err", err)
-			b.metrics.closedBad.Inc()
-			ahead.release(p.size)
-			fail()
-			continue
-		}
-		_ = c.SetWriteDeadline(time.Now().Add(b.opts.IdleTimeout))
-		_, err = b.writeReply(c, p.h, resp, 4+p.size)
 		ahead.release(p.size)
-		if err != nil {
-			log.Debug("writing a response", "err", err)
-			fail()
-			continue
-		}
-		b.metrics.latency.WithLabelValues(kmsg.NameForKey(p.h.key)).Observe(time.Since(p.start).Seconds())
+		putFrame(p.buf) // nothing refers to the frame once it is answered
 	}
+}
+
+// answerOne handles one request and writes its response; false closes the
+// connection.
+func (b *Broker) answerOne(c net.Conn, p pending, log *slog.Logger) bool {
+	if p.err != nil {
+		log.Warn("closing the connection", "err", p.err)
+		b.metrics.closedBad.Inc()
+		return false
+	}
+	resp, err := b.handle(p.h, p.req, p.body)
+	if err != nil {
+		log.Warn("closing the connection", "api", kmsg.NameForKey(p.h.key), "version", p.h.version, "err", err)
+		b.metrics.closedBad.Inc()
+		return false
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(b.opts.IdleTimeout))
+	if _, err := b.writeReply(c, p.h, resp, 4+p.size); err != nil {
+		log.Debug("writing a response", "err", err)
+		return false
+	}
+	b.metrics.latency.WithLabelValues(kmsg.NameForKey(p.h.key)).Observe(time.Since(p.start).Seconds())
+	return true
 }
 
 // writeReply counts a response and writes it (nothing for acks=0); a
