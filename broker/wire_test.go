@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -222,4 +223,35 @@ func TestProduceRecordErrors(t *testing.T) {
 	require.Contains(t, *sp.ErrorRecords[0].ErrorMessage, "out of range")
 	tb, _ := m.Get(checkpoint.TopicPartition{Topic: "ts"})
 	require.Zero(t, tb.Offsets().LogEndOffset, "nothing appended")
+}
+
+// A connection without a request for connections.max.idle.ms is closed;
+// one whose long poll outlasts that is not (a request in flight is not
+// idleness), and is answered.
+func TestIdleConnectionsClose(t *testing.T) {
+	b, m, addr := testBroker(t, Options{IdleTimeout: 50 * time.Millisecond})
+	_, err := m.Create(checkpoint.TopicPartition{Topic: "idle"}, nil)
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	_, err = c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "closed by the broker")
+	require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.closedIdle))
+
+	busy, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer busy.Close()
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 300, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "idle"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := kmsg.NewPtrFetchResponse()
+	exchange(t, busy, req, 12, resp) // a 300 ms long poll on an empty partition, 6 idle timeouts long
+	require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
 }

@@ -88,7 +88,7 @@ func (s *Segment) Append(info AppendInfo, data ...[]byte) error {
 		s.bytesSinceLastIndexEntry = 0
 	}
 	s.bytesSinceLastIndexEntry += total
-	s.maxSoFar = maxSoFar
+	s.setMaxSoFar(maxSoFar)
 	s.size.Store(position + int64(total))
 	return nil
 }

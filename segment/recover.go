@@ -269,7 +269,7 @@ func (s *Segment) recover(r Replayer, length int64) (Tail, error) {
 		}
 	}
 	s.size.Store(tail.Position)
-	s.maxSoFar, s.maxSoFarLoaded = maxSoFar, true
+	s.setMaxSoFar(maxSoFar)
 	s.bytesSinceLastIndexEntry = 0
 	if err := s.offsetIdx.TrimToValidSize(); err != nil {
 		return Tail{}, err
@@ -345,9 +345,10 @@ func (s *Segment) reloadLargestTimestamp() error {
 	if err != nil {
 		return err
 	}
-	s.maxSoFar = timestampOffset{last.Timestamp, last.Offset}
+	m := timestampOffset{last.Timestamp, last.Offset}
 	if after.timestamp > last.Timestamp {
-		s.maxSoFar = after
+		m = after
 	}
+	s.setMaxSoFar(m)
 	return nil
 }

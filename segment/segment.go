@@ -157,8 +157,12 @@ type Segment struct {
 	rollJitterMs             int64
 	rollingBasedTimestamp    int64 // -1 until known
 	rollingBasedLoaded       bool
-	maxSoFar                 timestampOffset
-	maxSoFarLoaded           bool
+	// maxSoFar is the largest timestamp and its offset (loaded from the
+	// time index the first time): the writer sets it, readers of the
+	// largest timestamp (retention, Segments) read it, under tsMu.
+	tsMu           sync.Mutex
+	maxSoFar       timestampOffset
+	maxSoFarLoaded bool
 	failed                   error // sticky: set when a failed write could not be undone
 
 	closeOnce sync.Once
@@ -402,6 +406,8 @@ func (s *Segment) writable() error {
 // maxTimestampSoFar returns the largest timestamp and its offset, loading
 // them from the time index's last entry the first time.
 func (s *Segment) maxTimestampSoFar() (timestampOffset, error) {
+	s.tsMu.Lock()
+	defer s.tsMu.Unlock()
 	if !s.maxSoFarLoaded {
 		e, err := s.timeIdx.LastEntry()
 		if err != nil {
@@ -520,7 +526,10 @@ func (s *Segment) Close() error {
 		// A parked segment was not written since: only its indexes may be
 		// open (for reads), and they close below.
 		if h := s.log.Load(); h != nil && s.writable() == nil {
-			if s.maxSoFarLoaded {
+			s.tsMu.Lock()
+			loaded := s.maxSoFarLoaded
+			s.tsMu.Unlock()
+			if loaded {
 				err = s.appendFinalTimeEntry()
 			}
 			// before the indexes close: finding the end reads the offset index
@@ -587,4 +596,11 @@ func (s *Segment) RemoveFiles() error {
 		err = errors.Join(err, rerr)
 	}
 	return err
+}
+
+// setMaxSoFar sets the largest timestamp and its offset.
+func (s *Segment) setMaxSoFar(m timestampOffset) {
+	s.tsMu.Lock()
+	s.maxSoFar, s.maxSoFarLoaded = m, true
+	s.tsMu.Unlock()
 }

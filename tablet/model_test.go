@@ -185,6 +185,8 @@ func TestTabletAgainstModel(t *testing.T) {
 // Readers never see a torn or foreign batch while a writer appends and
 // rolls and old segments are deleted under them.
 func TestConcurrentReadsDuringAppendsRollsAndDeletes(t *testing.T) {
+	// Readers and Segments (the largest timestamp of the active segment
+	// included) run beside the appends, rolls and deletions.
 	e := newEnv(t, vfs.NewMem(), "/data")
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 2000
@@ -235,6 +237,23 @@ func TestConcurrentReadsDuringAppendsRollsAndDeletes(t *testing.T) {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() { // what a tier service and ListOffsets ask while appends run
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, g := range tab.Segments() {
+				if g.NextOffset < g.BaseOffset {
+					t.Errorf("segment %d ends at %d", g.BaseOffset, g.NextOffset)
+					return
+				}
+			}
+		}
+	}()
 	for i := range appends {
 		_, err := tab.Append(batch(t, 1+i%5, 1, 50), AppendOptions{Sync: i%50 == 0})
 		require.NoError(t, err)

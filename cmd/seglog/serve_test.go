@@ -223,8 +223,12 @@ func TestServeWithStore(t *testing.T) {
 	for !strings.Contains(logs.Text(), "uploaded segment") {
 		require.True(t, logs.Scan(), "serve's stderr ended before an upload")
 	}
-	go func() { // keep draining stderr
+	var rest bytes.Buffer // the rest of stderr, for a failure's message
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
 		for logs.Scan() {
+			rest.WriteString(logs.Text() + "\n")
 		}
 	}()
 	got := 0
@@ -245,7 +249,8 @@ func TestServeWithStore(t *testing.T) {
 	require.Contains(t, string(page), "seglog_tier_uploaded_bytes_total", "the tier's collectors")
 	cl.Close()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, cmd.Wait())
+	<-drained // stderr ends with the process
+	require.NoError(t, cmd.Wait(), "%s", rest.String())
 	u, ok, err := tiering.StoreURL(vfs.OS, filepath.Join(d, "cold-0"))
 	require.NoError(t, err)
 	require.True(t, ok, "the tablet is bound to the store")
