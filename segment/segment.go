@@ -163,7 +163,7 @@ type Segment struct {
 	tsMu           sync.Mutex
 	maxSoFar       timestampOffset
 	maxSoFarLoaded bool
-	failed                   error // sticky: set when a failed write could not be undone
+	failed         error // sticky: set when a failed write could not be undone
 
 	closeOnce sync.Once
 }
