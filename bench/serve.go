@@ -121,7 +121,7 @@ func connected(addr string, opts ...kgo.Opt) (*kgo.Client, context.Context, func
 // returns the throughput in MB/s of record values.
 func produceAll(addr string, values [][]byte, n int) (float64, error) {
 	cl, ctx, done, err := connected(addr, kgo.DefaultProduceTopic(serveTopic),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<16))
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		return 0, err
 	}
