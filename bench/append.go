@@ -189,7 +189,11 @@ func runDurable(o Options) (*Result, error) {
 	most := byProducers[counts[len(counts)-1]]
 	shared := figure(fmt.Sprintf("durable.vs-raw-writers.producers=%d", o.MaxProducers), "MB/s", most,
 		fmt.Sprintf("%d raw writers, write + fdatasync each, one file", o.MaxProducers), baseShared)
-	r.Figures = append(r.Figures, dev, shared)
+	// The target: the producers' gain close to the device's own.
+	gain := figure(fmt.Sprintf("durable.vs-device-gain.producers=%d", o.MaxProducers), "MB/s", most,
+		fmt.Sprintf("write + fdatasync of %d chunks at once", o.MaxProducers), baseGroup)
+	gain = gain.target("≥ 0.85 × the device's gain", gain.Ratio >= 0.85)
+	r.Figures = append(r.Figures, dev, shared, gain)
 	for _, p := range counts {
 		v, _, _ := median(byProducers[p])
 		r.Series["seglog, Sync per append"] = append(r.Series["seglog, Sync per append"], [2]float64{float64(p), v})

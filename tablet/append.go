@@ -61,11 +61,6 @@ func (t *Tablet) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	if err := t.readOnlyErr(); err != nil {
 		return AppendResult{}, err
 	}
-	wrote := func() {}
-	if opts.Sync {
-		wrote = t.flush.beginSyncAppend()
-		defer wrote()
-	}
 	cfg := t.Config()
 	now := t.opts.Now().UnixMilli()
 	v, err := record.ValidateAppend(data, record.ValidateOptions{Origin: opts.Origin, MaxMessageBytes: cfg.MaxMessageBytes,
@@ -91,7 +86,6 @@ func (t *Tablet) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	t.stats.bytes.Add(int64(v.Batch.Size()))
 	t.stats.records.Add(int64(v.Batch.NumRecords()))
 	if opts.Sync {
-		wrote()
 		return res, t.syncTo(res.LastOffset + 1)
 	}
 	return res, t.maybeFlush(res.LastOffset + 1)

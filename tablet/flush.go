@@ -16,13 +16,12 @@ type flusher struct {
 	synced  int64 // the records below it are durable (≥ flushed): what Sync appends wait for
 	running bool
 	fsyncs  int64 // flushes run, for metrics and tests
-	// appending counts the Sync appends between their start and their
-	// wait here: a sync starts only once they have written (or given
-	// up), so one fdatasync covers every producer a previous one released
-	// instead of starting after the first of them.
-	appending int
-	lastErr   error
-	onWait    func() // a test hook: a caller starts waiting for a flush (once per call)
+	// syncing says syncLoop runs; wanted is the largest offset a waiting
+	// caller needs synced.
+	syncing bool
+	wanted  int64
+	lastErr error
+	onWait  func() // a test hook: a caller starts waiting for a flush (once per call)
 }
 
 // Flush makes everything appended so far durable and moves the recovery
@@ -44,27 +43,6 @@ func (t *Tablet) flushTo(o int64) error { return t.flushUpTo(o, true) }
 // raw write + fdatasync.
 func (t *Tablet) syncTo(o int64) error { return t.flushUpTo(o, false) }
 
-// beginSyncAppend counts a Sync append starting; the func it returns ends
-// the count (syncing calls it once the append wrote, a failed append when
-// it returns) and is safe to call twice.
-func (f *flusher) beginSyncAppend() func() {
-	f.mu.Lock()
-	f.appending++
-	f.mu.Unlock()
-	done := false
-	return func() {
-		f.mu.Lock()
-		if !done {
-			done = true
-			f.appending--
-			if f.appending == 0 {
-				f.cond.Broadcast()
-			}
-		}
-		f.mu.Unlock()
-	}
-}
-
 func (t *Tablet) flushUpTo(o int64, full bool) error {
 	f := &t.flush
 	f.mu.Lock()
@@ -79,7 +57,22 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 		if done >= min(o, t.view().leo.offset) {
 			return nil
 		}
-		if f.running || !full && f.appending > 0 {
+		if f.lastErr != nil {
+			return f.lastErr
+		}
+		if f.running || f.syncing {
+			if !full {
+				// The next sync follows the one running at once, started
+				// by the sync loop instead of a caller that must first be
+				// woken: the device does not idle between syncs while
+				// producers wait, and the appends made during one sync are
+				// covered by the next.
+				f.wanted = max(f.wanted, o)
+				if !f.syncing && f.running {
+					f.syncing = true
+					go t.syncLoop()
+				}
+			}
 			if !waited && f.onWait != nil {
 				f.onWait()
 			}
@@ -87,27 +80,54 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 			f.cond.Wait()
 			continue
 		}
-		if f.lastErr != nil {
-			return f.lastErr
-		}
-		f.running = true
-		f.mu.Unlock()
-		covered, err := t.flushSegments(full)
-		f.mu.Lock()
-		f.running = false
-		f.fsyncs++
-		if err == nil {
-			f.synced = max(f.synced, covered)
-			t.durable.Store(f.synced)
-			if full {
-				f.flushed = max(f.flushed, covered)
-			}
-		} else {
-			f.lastErr = err
-		}
-		f.cond.Broadcast()
-		if err != nil {
+		if err := t.runFlushLocked(full); err != nil {
 			return err
+		}
+	}
+}
+
+// runFlushLocked runs one flush with f.mu released, and publishes what it
+// made durable.
+func (t *Tablet) runFlushLocked(full bool) error {
+	f := &t.flush
+	f.running = true
+	f.mu.Unlock()
+	covered, err := t.flushSegments(full)
+	f.mu.Lock()
+	f.running = false
+	f.fsyncs++
+	if err == nil {
+		f.synced = max(f.synced, covered)
+		t.durable.Store(f.synced)
+		if full {
+			f.flushed = max(f.flushed, covered)
+		}
+	} else {
+		f.lastErr = err
+	}
+	f.cond.Broadcast()
+	return err
+}
+
+// syncLoop runs syncs one after another while callers wait for offsets
+// not synced yet: the device never idles between them for want of a woken
+// caller. It ends when nobody waits.
+func (t *Tablet) syncLoop() {
+	f := &t.flush
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		for f.running {
+			f.cond.Wait()
+		}
+		if f.lastErr != nil || f.synced >= min(f.wanted, t.view().leo.offset) {
+			f.syncing = false
+			f.cond.Broadcast()
+			return
+		}
+		if t.runFlushLocked(false) != nil {
+			f.syncing = false
+			return
 		}
 	}
 }
