@@ -277,6 +277,8 @@ type Manager struct {
 	lock io.Closer
 	meta checkpoint.MetaProperties // read or written at open
 
+	checkpointMu sync.Mutex // one writer of the checkpoint files at a time
+
 	// Loaded is what loading did, for reports.
 	Loaded *recovery.Result
 
@@ -373,6 +375,7 @@ func (m *Manager) open() error {
 		if err == nil {
 			var t *Tablet
 			if t, err = Open(m.fsys, rt, cfg, m.opts.Tablet); err == nil {
+				t.afterTruncation = m.Checkpoint
 				m.mu.tablets[rt.TopicPartition] = t
 				continue
 			}
@@ -520,6 +523,8 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 		if rt, err = recovery.LoadTablet(m.fsys, dir, tp, true, 0, 0, ropts); err == nil {
 			if t, err = Open(m.fsys, rt, c, m.opts.Tablet); err != nil {
 				rt.Close()
+			} else {
+				t.afterTruncation = m.Checkpoint
 			}
 		}
 	}
@@ -603,6 +608,8 @@ func (m *Manager) Checkpoint() error {
 }
 
 func (m *Manager) writeCheckpoints(tablets []*Tablet, offsets map[checkpoint.TopicPartition]Offsets) error {
+	m.checkpointMu.Lock() // the background task and a truncation may write at once
+	defer m.checkpointMu.Unlock()
 	rp, ls, hw := checkpoint.Offsets{}, checkpoint.Offsets{}, checkpoint.Offsets{}
 	for _, t := range tablets {
 		o, ok := offsets[t.tp]

@@ -215,11 +215,41 @@ func (t *Tablet) deleteRecordsBeforeLocked(offset int64) (int64, error) {
 // down; the writer state is rebuilt from its snapshots and the log.
 // Below the first segment it is TruncateFullyAndStartAt.
 func (t *Tablet) TruncateTo(offset int64) error {
+	truncated, err := t.truncateTo(offset)
+	if err == nil && truncated {
+		err = t.checkpointAfterTruncation()
+	}
+	return err
+}
+
+// checkpointAfterTruncation writes the manager's checkpoints at once
+// after a truncation lowered the recovery point: the one on disk must not
+// go on claiming as durable the offsets the truncation removed, which
+// appends after it fill again with records not yet synced (a crash would
+// leave a hole recovery trusts).
+func (t *Tablet) checkpointAfterTruncation() error {
+	if t.afterTruncation == nil {
+		return nil
+	}
+	return t.afterTruncation()
+}
+
+func (t *Tablet) truncateTo(offset int64) (bool, error) {
 	if err := t.readOnlyErr(); err != nil {
-		return err
+		return false, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return false, err
+	}
+	if v := t.view(); offset >= 0 && offset >= v.leo.offset {
+		return false, nil
+	}
+	return true, t.truncateToLocked(offset)
+}
+
+func (t *Tablet) truncateToLocked(offset int64) error {
 	if err := t.usableLocked(); err != nil {
 		return err
 	}
@@ -317,12 +347,18 @@ func (t *Tablet) TruncateFullyAndStartAt(offset int64) error {
 	if err := t.readOnlyErr(); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.usableLocked(); err != nil {
-		return err
+	err := func() error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.usableLocked(); err != nil {
+			return err
+		}
+		return t.truncateFullyLocked(offset)
+	}()
+	if err == nil {
+		err = t.checkpointAfterTruncation()
 	}
-	return t.truncateFullyLocked(offset)
+	return err
 }
 
 func (t *Tablet) truncateFullyLocked(offset int64) error {

@@ -249,6 +249,9 @@ type Tablet struct {
 	dir  string
 	tp   checkpoint.TopicPartition
 	opts Options
+	// afterTruncation is its manager's checkpoint writer, called once a
+	// truncation lowered the recovery point (nil for a tablet opened alone).
+	afterTruncation func() error
 
 	pub struct {
 		sync.RWMutex
