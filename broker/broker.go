@@ -70,7 +70,6 @@ type Options struct {
 	// directory with preallocated indexes): more is INVALID_PARTITIONS. The
 	// default is 10000.
 	MaxTopicPartitions int32
-	clusterID          string // the data directory's cluster.id
 
 	// Logger receives connection and request failures. The default is
 	// slog.Default().
