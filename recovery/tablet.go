@@ -644,7 +644,7 @@ func (l *tabletLoader) recoverLog() error {
 				return err
 			}
 			following := l.t.Segments[i+1].BaseOffset()
-			if next >= following || next < l.recoveryPoint {
+			if next >= following || following <= l.recoveryPoint {
 				continue
 			}
 			l.report(Change{File: seg.LogPath(), Action: Gap, FromOffset: next, ToOffset: following,

@@ -210,6 +210,9 @@ type tabletVerifier struct {
 	fsys vfs.FS
 	dir  string
 	r    *TabletReport
+	// logStart is the checkpointed log start: offsets below it are
+	// deleted records, whose gaps lose nothing.
+	logStart int64
 	// The replay: writer state, the epochs the batches carry, and the
 	// snapshots still to compare.
 	state      *writerstate.State
@@ -262,6 +265,11 @@ func (v *tabletVerifier) problem(file string, off int64, format string, args ...
 // survived (recovery reports it), and a replica of a compacted log has
 // gaps: a note, not a problem.
 func (v *tabletVerifier) gap(file string, off, from, to int64, where string) {
+	if to <= v.logStart {
+		v.r.Notes = append(v.r.Notes, Problem{File: file, Offset: off,
+			Reason: fmt.Sprintf("offsets %d to %d are missing %s, below the log start %d (deleted records not yet synced)", from, to-1, where, v.logStart)})
+		return
+	}
 	if from < v.durable {
 		below := fmt.Sprintf("the recovery point %d", v.durable)
 		if v.durable == math.MaxInt64 {
@@ -284,7 +292,8 @@ func (v *tabletVerifier) corruption(ce *seglog.CorruptionError) {
 // it read.
 func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offsets, clean bool) (*TabletReport, int64, error) {
 	r := &TabletReport{TopicPartition: j.tp, Tablet: j.tp.String(), Problems: []Problem{}, Notes: []Problem{}}
-	v := &tabletVerifier{fsys: fsys, dir: j.path, r: r, next: -1, durable: offsets[checkpoint.RecoveryPointFile][j.tp]}
+	v := &tabletVerifier{fsys: fsys, dir: j.path, r: r, next: -1, durable: offsets[checkpoint.RecoveryPointFile][j.tp],
+		logStart: offsets[checkpoint.LogStartOffsetFile][j.tp]}
 	if clean {
 		v.durable = math.MaxInt64 // a clean close made everything durable
 	}

@@ -167,12 +167,23 @@ func (t *Tablet) DeleteRecordsBefore(offset int64) (int64, error) {
 	if err := t.readOnlyErr(); err != nil {
 		return 0, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.usableLocked(); err != nil {
-		return 0, err
+	start, moved, err := func() (int64, bool, error) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.usableLocked(); err != nil {
+			return 0, false, err
+		}
+		before := t.view().logStart
+		start, err := t.deleteRecordsBeforeLocked(offset)
+		return start, start > before, err
+	}()
+	if err == nil && moved {
+		// The recovery point moved up with the log start, over records
+		// perhaps not synced: the checkpoints say so at once, or a crash
+		// would bring back the old log start above a hole recovery trusts.
+		err = t.checkpointAfterTruncation()
 	}
-	return t.deleteRecordsBeforeLocked(offset)
+	return start, err
 }
 
 func (t *Tablet) deleteRecordsBeforeLocked(offset int64) (int64, error) {
@@ -223,10 +234,12 @@ func (t *Tablet) TruncateTo(offset int64) error {
 }
 
 // checkpointAfterTruncation writes the manager's checkpoints at once
-// after a truncation lowered the recovery point: the one on disk must not
+// after a truncation lowered the recovery point (the one on disk must not
 // go on claiming as durable the offsets the truncation removed, which
-// appends after it fill again with records not yet synced (a crash would
-// leave a hole recovery trusts).
+// appends after it fill again with records not yet synced) or a deletion
+// of records raised it with the log start (the old log start on disk
+// would bring those records back as a hole): a crash would leave a hole
+// recovery trusts.
 func (t *Tablet) checkpointAfterTruncation() error {
 	if t.afterTruncation == nil {
 		return nil
