@@ -498,7 +498,9 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	}
 	dir := filepath.Join(m.dir, tp.DirName())
 	if _, err := m.fsys.Stat(dir); err == nil {
-		return nil, fmt.Errorf("%w: %s (a directory is in the way)", ErrExists, dir)
+		if err := m.clearUnfinishedCreate(dir); err != nil {
+			return nil, err
+		}
 	}
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -533,6 +535,30 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	}
 	m.mu.tablets[tp] = t
 	return t, nil
+}
+
+// clearUnfinishedCreate lets Create reuse a directory a crash left while
+// creating the tablet: empty, or holding only the temporary files of its
+// first writes (partition.metadata, the config), which are removed. Any
+// other directory is in the way.
+func (m *Manager) clearUnfinishedCreate(dir string) error {
+	names, err := m.fsys.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		base, ok := strings.CutSuffix(n, vfs.TempSuffix)
+		if !ok || base != checkpoint.PartitionMetadataFile && base != ConfigFile {
+			return fmt.Errorf("%w: %s (a directory is in the way)", ErrExists, dir)
+		}
+	}
+	for _, n := range names {
+		if err := m.fsys.Remove(filepath.Join(dir, n)); err != nil {
+			return err
+		}
+		m.opts.Tablet.Logger.Warn("removed a file left by a tablet creation a crash cut short", "file", filepath.Join(dir, n))
+	}
+	return nil
 }
 
 // GetOrCreate returns a tablet, creating it with cfg if it does not exist.

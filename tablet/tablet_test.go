@@ -511,3 +511,27 @@ func TestOpenSegmentsAreBounded(t *testing.T) {
 	require.LessOrEqual(t, open, 5)
 	require.Positive(t, parked)
 }
+
+// A directory a crash left while a tablet was being created (empty, or
+// only the temporary files of its first writes) is reused by the next
+// Create; one holding anything else is in the way.
+func TestCreateReusesAnUnfinishedCreation(t *testing.T) {
+	mem := vfs.NewMem()
+	e := newEnv(t, mem, "/data")
+	require.NoError(t, mem.MkdirAll("/data/half-0", 0o755))
+	require.NoError(t, vfs.WriteFileSynced(mem, "/data/half-0/"+checkpoint.PartitionMetadataFile+vfs.TempSuffix, []byte("version: 0\n")))
+	tab, err := e.m.Create(checkpoint.TopicPartition{Topic: "half"}, nil)
+	require.NoError(t, err)
+	names, err := mem.List(tab.Dir())
+	require.NoError(t, err)
+	require.NotContains(t, names, checkpoint.PartitionMetadataFile+vfs.TempSuffix)
+	require.Contains(t, names, checkpoint.PartitionMetadataFile)
+
+	require.NoError(t, mem.MkdirAll("/data/other-0", 0o755))
+	require.NoError(t, vfs.WriteFileSynced(mem, "/data/other-0/notes.txt", []byte("mine")))
+	_, err = e.m.Create(checkpoint.TopicPartition{Topic: "other"}, nil)
+	require.ErrorIs(t, err, ErrExists)
+	data, err := vfs.ReadFile(mem, "/data/other-0/notes.txt")
+	require.NoError(t, err)
+	require.Equal(t, "mine", string(data), "a file not ours is left alone")
+}
