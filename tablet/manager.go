@@ -367,7 +367,7 @@ func (m *Manager) open() error {
 	r.Report = append(created, r.Report...) // nothing the open changed goes unsaid
 	m.Loaded = r
 	for _, rt := range r.Tablets {
-		err := m.ensureTopicID(rt)
+		id, err := m.ensureTopicID(rt)
 		var cfg Config
 		if err == nil {
 			cfg, err = ReadConfig(m.fsys, rt.Dir)
@@ -375,7 +375,7 @@ func (m *Manager) open() error {
 		if err == nil {
 			var t *Tablet
 			if t, err = Open(m.fsys, rt, cfg, m.opts.Tablet); err == nil {
-				t.afterTruncation = m.Checkpoint
+				t.afterTruncation, t.topicID = m.Checkpoint, id
 				m.mu.tablets[rt.TopicPartition] = t
 				continue
 			}
@@ -396,24 +396,25 @@ func (m *Manager) open() error {
 // are intact, and a tablet unreadable for its metadata would help nobody
 // (Kafka rewrites it too). seglog verify keeps reporting the damaged file
 // until a writer has rewritten it.
-func (m *Manager) ensureTopicID(rt *recovery.Tablet) error {
+func (m *Manager) ensureTopicID(rt *recovery.Tablet) (checkpoint.TopicID, error) {
 	path := filepath.Join(rt.Dir, checkpoint.PartitionMetadataFile)
-	_, found, err := checkpoint.ReadPartitionMetadata(m.fsys, path)
+	id, found, err := checkpoint.ReadPartitionMetadata(m.fsys, path)
 	why := "missing: a new topic id assigned"
 	var ce *seglog.CorruptionError
 	switch {
 	case errors.As(err, &ce):
 		why = fmt.Sprintf("damaged (%s at byte %d): a new topic id assigned", ce.Reason, ce.Offset)
 	case err != nil:
-		return err
+		return id, err
 	case found:
-		return nil
+		return id, nil
 	}
-	if err := checkpoint.WritePartitionMetadata(m.fsys, path, checkpoint.NewTopicID()); err != nil {
-		return err
+	id = checkpoint.NewTopicID()
+	if err := checkpoint.WritePartitionMetadata(m.fsys, path, id); err != nil {
+		return id, err
 	}
 	rt.Report = append(rt.Report, recovery.Change{File: path, Action: recovery.Created, Why: why})
-	return nil
+	return id, nil
 }
 
 // Dir returns the data directory.
@@ -435,8 +436,9 @@ func (m *Manager) Meta() checkpoint.MetaProperties { return m.meta }
 // (ManagerOptions.Config).
 func (m *Manager) DefaultConfig() Config { return *m.opts.Config }
 
-// TopicID returns a topic's id, from the partition.metadata of one of its
-// partitions; false if it has no tablet (or none with an id).
+// TopicID returns a topic's id (its partitions' partition.metadata, read
+// when they were loaded or written when created); false if it has no
+// tablet.
 func (m *Manager) TopicID(topic string) (checkpoint.TopicID, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -445,12 +447,8 @@ func (m *Manager) TopicID(topic string) (checkpoint.TopicID, bool) {
 
 func (m *Manager) topicIDLocked(topic string) (checkpoint.TopicID, bool) {
 	for tp, t := range m.mu.tablets {
-		if tp.Topic != topic {
-			continue
-		}
-		id, ok, err := checkpoint.ReadPartitionMetadata(m.fsys, filepath.Join(t.dir, checkpoint.PartitionMetadataFile))
-		if err == nil && ok {
-			return id, true
+		if tp.Topic == topic {
+			return t.topicID, true
 		}
 	}
 	return checkpoint.TopicID{}, false
@@ -526,7 +524,7 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 			if t, err = Open(m.fsys, rt, c, m.opts.Tablet); err != nil {
 				rt.Close()
 			} else {
-				t.afterTruncation = m.Checkpoint
+				t.afterTruncation, t.topicID = m.Checkpoint, id
 			}
 		}
 	}

@@ -252,6 +252,8 @@ type Tablet struct {
 	// afterTruncation is its manager's checkpoint writer, called once a
 	// truncation lowered the recovery point (nil for a tablet opened alone).
 	afterTruncation func() error
+	// topicID is the id in partition.metadata, kept by its manager.
+	topicID checkpoint.TopicID
 
 	pub struct {
 		sync.RWMutex

@@ -117,6 +117,10 @@ func TestPartitionsShareTheirTopicID(t *testing.T) {
 	}
 	y, _ := e.m.TopicID("y")
 	require.NotEqual(t, x, y)
+	e.reopen()
+	again, ok := e.m.TopicID("x")
+	require.True(t, ok)
+	require.Equal(t, x, again, "the id loaded with the tablets")
 	for p := range int32(3) {
 		require.NoError(t, e.m.Delete(checkpoint.TopicPartition{Topic: "x", Partition: p}))
 	}
