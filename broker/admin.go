@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -101,6 +102,12 @@ type describedConfig struct {
 	readOnly    bool
 }
 
+// sortedConfigs sorts configs by name, as Kafka lists them.
+func sortedConfigs(cs []describedConfig) []describedConfig {
+	slices.SortFunc(cs, func(a, b describedConfig) int { return strings.Compare(a.name, b.name) })
+	return cs
+}
+
 // describeTopicConfig lists every topic config with its value and source:
 // a value other than the broker's default is the topic's own
 // (DYNAMIC_TOPIC_CONFIG), the broker's default other than Kafka's is
@@ -127,13 +134,7 @@ func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
 	for k, f := range fixedConfigs {
 		out = append(out, describedConfig{name: k, value: f.value, source: kmsg.ConfigSourceDefaultConfig, typ: f.typ})
 	}
-	slices.SortFunc(out, func(a, b describedConfig) int {
-		if a.name < b.name {
-			return -1
-		}
-		return 1
-	})
-	return out
+	return sortedConfigs(out)
 }
 
 // describeBrokerConfig lists the broker's own configs (all static).
@@ -159,13 +160,7 @@ func (b *Broker) describeBrokerConfig() []describedConfig {
 		static("max.connections", strconv.Itoa(b.opts.MaxConnections), kmsg.ConfigTypeInt),
 		static("seglog.durable.acks", strconv.FormatBool(b.opts.DurableAcks), kmsg.ConfigTypeBoolean),
 	}
-	slices.SortFunc(out, func(a, b describedConfig) int {
-		if a.name < b.name {
-			return -1
-		}
-		return 1
-	})
-	return out
+	return sortedConfigs(out)
 }
 
 func (b *Broker) createTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
