@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"reflect"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -90,27 +91,60 @@ func errorName(code int16) string {
 
 var int16Type = reflect.TypeFor[int16]()
 
-// eachErrorCode calls fn with every non-zero ErrorCode field in a response
-// (at any depth: topics, partitions, resources). Record bytes are not
-// walked.
-func (m *metrics) eachErrorCode(v reflect.Value, fn func(int16)) {
-	switch v.Kind() {
-	case reflect.Struct:
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			switch {
-			case f.Name == "ErrorCode" && f.Type == int16Type:
-				if c := int16(v.Field(i).Int()); c != 0 {
-					fn(c)
-				}
-			case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct, f.Type.Kind() == reflect.Struct:
-				m.eachErrorCode(v.Field(i), fn)
+// errorPlan is where a struct type keeps its error codes: its ErrorCode
+// field (-1 if none) and the fields — structs or slices of them — that
+// hold more. It is worked out once per type: a response's walk visits only
+// those fields.
+type errorPlan struct {
+	code   int
+	fields []int
+}
+
+var errorPlans sync.Map // reflect.Type → *errorPlan
+
+// planFor returns the plan of a struct type.
+func planFor(t reflect.Type) *errorPlan {
+	if p, ok := errorPlans.Load(t); ok {
+		return p.(*errorPlan)
+	}
+	p := &errorPlan{code: -1}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		ft := f.Type
+		if ft.Kind() == reflect.Slice {
+			ft = ft.Elem()
+		}
+		switch {
+		case f.Name == "ErrorCode" && f.Type == int16Type:
+			p.code = i
+		case ft.Kind() == reflect.Struct && f.IsExported():
+			if sub := planFor(ft); sub.code >= 0 || len(sub.fields) > 0 {
+				p.fields = append(p.fields, i)
 			}
 		}
-	case reflect.Slice:
-		for i := range v.Len() {
-			m.eachErrorCode(v.Index(i), fn)
+	}
+	errorPlans.Store(t, p)
+	return p
+}
+
+// eachErrorCode calls fn with every non-zero ErrorCode field in a response
+// struct (at any depth: topics, partitions, resources). Record bytes and
+// tagged fields are not walked.
+func (m *metrics) eachErrorCode(v reflect.Value, fn func(int16)) {
+	p := planFor(v.Type())
+	if p.code >= 0 {
+		if c := int16(v.Field(p.code).Int()); c != 0 {
+			fn(c)
+		}
+	}
+	for _, i := range p.fields {
+		f := v.Field(i)
+		if f.Kind() != reflect.Slice {
+			m.eachErrorCode(f, fn)
+			continue
+		}
+		for j := range f.Len() {
+			m.eachErrorCode(f.Index(j), fn)
 		}
 	}
 }

@@ -195,7 +195,7 @@ func TestApiVersionsValidatesClientSoftware(t *testing.T) {
 // A batch with records Kafka refuses gets the partition's error and the
 // index of each refused record (RecordErrors), and nothing is appended.
 func TestProduceRecordErrors(t *testing.T) {
-	_, m, addr := testBroker(t, Options{})
+	b, m, addr := testBroker(t, Options{})
 	cfg := tablet.DefaultConfig()
 	cfg.TimestampBeforeMaxMs = 60_000 // a record more than a minute old is refused
 	_, err := m.Create(checkpoint.TopicPartition{Topic: "ts"}, &cfg)
@@ -223,6 +223,8 @@ func TestProduceRecordErrors(t *testing.T) {
 	require.Contains(t, *sp.ErrorRecords[0].ErrorMessage, "out of range")
 	tb, _ := m.Get(checkpoint.TopicPartition{Topic: "ts"})
 	require.Zero(t, tb.Offsets().LogEndOffset, "nothing appended")
+	require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.errors.WithLabelValues("Produce", "INVALID_TIMESTAMP")),
+		"a partition's error is counted")
 }
 
 // A connection without a request for connections.max.idle.ms is closed;
