@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -152,4 +153,53 @@ func TestFailedFsyncIsSticky(t *testing.T) {
 	require.ErrorIs(t, tab.Flush(), vfs.ErrInjected)
 	_, err = tab.Read(0, ReadOptions{MaxBytes: 100})
 	require.NoError(t, err, "reads go on")
+}
+
+// A sync gathers its group: with three Sync callers learned to wait
+// together, the first to arrive does not sync alone — one fsync covers
+// all three.
+func TestGroupCommitGathers(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
+	require.NoError(t, err)
+	tab.flush.mu.Lock()
+	tab.flush.group = 3
+	tab.flush.lastSync, tab.flush.maxGather = time.Hour, time.Hour // no gathering times out
+	tab.flush.mu.Unlock()
+	before := tab.FsyncCount()
+
+	batches := [][]byte{batch(t, 1, 1, 10), batch(t, 1, 1, 10), batch(t, 1, 1, 10)}
+	var done sync.WaitGroup
+	for _, b := range batches {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			_, err := tab.Append(b, AppendOptions{Sync: true})
+			assert.NoError(t, err)
+		}()
+	}
+	done.Wait()
+	require.Equal(t, int64(4), tab.Offsets().DurableOffset)
+	require.Equal(t, before+1, tab.FsyncCount(), "one sync for the gathered three")
+}
+
+// A gathering that times out syncs the callers that came and lowers the
+// group to them: a producer that left costs one wait, not one per sync.
+func TestGroupCommitGatheringTimesOut(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	tab.flush.mu.Lock()
+	tab.flush.group = 8
+	tab.flush.lastSync, tab.flush.maxGather = time.Hour, time.Millisecond
+	tab.flush.mu.Unlock()
+
+	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), tab.Offsets().DurableOffset)
+	tab.flush.mu.Lock()
+	group := tab.flush.group
+	tab.flush.mu.Unlock()
+	require.Equal(t, 1, group, "the group shrinks to the one caller that came")
+	require.Equal(t, int64(1), tab.FsyncCount())
 }

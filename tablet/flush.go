@@ -1,7 +1,9 @@
 package tablet
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -9,6 +11,17 @@ import (
 // flusher runs one flush at a time and lets concurrent callers share it:
 // a caller that needs offset o durable waits for a flush in progress, and
 // starts the next one only if that did not cover o (group commit).
+//
+// Sync callers also gather before a sync. A sync costs about the same for
+// one append as for several, and closed-loop producers — each waiting for
+// its append's sync before its next append — come back within
+// microseconds of being released. A sync started as soon as the last one
+// ended covers only the producers that arrived during it, and they split
+// into two cohorts each syncing half of them; so the next sync waits until
+// as many callers wait for it as waited together at the end of the last
+// (group), or until half the last sync's time has passed. A gathering that
+// times out lowers the group to those who came: a producer that left
+// costs one wait.
 type flusher struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -16,12 +29,19 @@ type flusher struct {
 	synced  int64 // the records below it are durable (≥ flushed): what Sync appends wait for
 	running bool
 	fsyncs  int64 // flushes run, for metrics and tests
-	// syncing says syncLoop runs; wanted is the largest offset a waiting
-	// caller needs synced.
-	syncing bool
-	wanted  int64
-	lastErr error
-	onWait  func() // a test hook: a caller starts waiting for a flush (once per call)
+	// waits holds the offset each Sync caller waiting now needs synced;
+	// group is how many of them a sync gathers. A gathering is open from
+	// its generation's start until a sync starts; expired says its timer
+	// fired.
+	waits     []int64
+	group     int
+	gathering bool
+	expired   bool
+	gen       int64
+	lastSync  time.Duration
+	maxGather time.Duration // bounds a gathering; defaultMaxGather unless a test sets it
+	lastErr   error
+	onWait    func() // a test hook: a caller starts waiting for a flush (once per call)
 }
 
 // Flush makes everything appended so far durable and moves the recovery
@@ -47,6 +67,10 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 	f := &t.flush
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !full {
+		f.waits = append(f.waits, o)
+		defer f.leave(o)
+	}
 	waited := false
 	for {
 		// A truncation may have taken the log end below o since.
@@ -60,42 +84,93 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 		if f.lastErr != nil {
 			return f.lastErr
 		}
-		if f.running || f.syncing {
-			if !full {
-				// The next sync follows the one running at once, started
-				// by the sync loop instead of a caller that must first be
-				// woken: the device does not idle between syncs while
-				// producers wait, and the appends made during one sync are
-				// covered by the next.
-				f.wanted = max(f.wanted, o)
-				if !f.syncing && f.running {
-					f.syncing = true
-					go t.syncLoop()
+		if !f.running {
+			// A waiting Sync caller runs the sync itself when the group
+			// has gathered (or its time is up): it waits for that sync
+			// anyway, and no other goroutine must first be woken.
+			if full || f.gatheredLocked() {
+				if err := t.runFlushLocked(full); err != nil {
+					return err
 				}
+				continue
 			}
-			if !waited && f.onWait != nil {
-				f.onWait()
-			}
-			waited = true
-			f.cond.Wait()
-			continue
+			t.openGatheringLocked()
 		}
-		if err := t.runFlushLocked(full); err != nil {
-			return err
+		if !waited && f.onWait != nil {
+			f.onWait()
 		}
+		waited = true
+		f.cond.Wait()
 	}
 }
+
+// leave removes a Sync caller's wait.
+func (f *flusher) leave(o int64) {
+	if i := slices.Index(f.waits, o); i >= 0 {
+		f.waits = slices.Delete(f.waits, i, i+1)
+	}
+}
+
+// gatheredLocked says a sync may start: as many callers wait for offsets
+// not synced yet as the group, or the gathering's time is up (and the
+// group shrinks to those who came).
+func (f *flusher) gatheredLocked() bool {
+	n := 0
+	for _, o := range f.waits {
+		if o > f.synced {
+			n++
+		}
+	}
+	if f.expired {
+		f.group = max(1, n)
+	}
+	return n >= f.group || f.expired
+}
+
+// openGatheringLocked starts the timer of a gathering if none is open.
+func (t *Tablet) openGatheringLocked() {
+	f := &t.flush
+	if f.gathering {
+		return
+	}
+	f.gathering = true
+	f.gen++
+	gen := f.gen
+	time.AfterFunc(min(f.lastSync/2, cmp.Or(f.maxGather, defaultMaxGather)), func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.gen == gen && f.gathering {
+			f.expired = true
+			f.cond.Broadcast()
+		}
+	})
+}
+
+// defaultMaxGather bounds how long a sync waits for its callers to gather.
+const defaultMaxGather = 2 * time.Millisecond
 
 // runFlushLocked runs one flush with f.mu released, and publishes what it
 // made durable.
 func (t *Tablet) runFlushLocked(full bool) error {
 	f := &t.flush
 	f.running = true
+	if !full {
+		f.gathering, f.expired = false, false
+		f.gen++ // the open gathering's timer finds another generation
+	}
 	f.mu.Unlock()
+	start := time.Now()
 	covered, err := t.flushSegments(full)
+	took := time.Since(start)
 	f.mu.Lock()
 	f.running = false
 	f.fsyncs++
+	if !full {
+		f.lastSync = took
+		// Everyone waiting now, released by this sync or not, is likely
+		// to wait together for a later one.
+		f.group = max(f.group, len(f.waits))
+	}
 	if err == nil {
 		f.synced = max(f.synced, covered)
 		t.durable.Store(f.synced)
@@ -107,29 +182,6 @@ func (t *Tablet) runFlushLocked(full bool) error {
 	}
 	f.cond.Broadcast()
 	return err
-}
-
-// syncLoop runs syncs one after another while callers wait for offsets
-// not synced yet: the device never idles between them for want of a woken
-// caller. It ends when nobody waits.
-func (t *Tablet) syncLoop() {
-	f := &t.flush
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for {
-		for f.running {
-			f.cond.Wait()
-		}
-		if f.lastErr != nil || f.synced >= min(f.wanted, t.view().leo.offset) {
-			f.syncing = false
-			f.cond.Broadcast()
-			return
-		}
-		if t.runFlushLocked(false) != nil {
-			f.syncing = false
-			return
-		}
-	}
 }
 
 // flushSegments fsyncs every dirty segment below the log end (and the
