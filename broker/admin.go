@@ -43,7 +43,6 @@ var fixedConfigs = map[string]struct {
 	typ   kmsg.ConfigType
 	why   string
 }{
-	"cleanup.policy":      {"delete", kmsg.ConfigTypeList, "compaction is not built yet (issue 19)"},
 	"compression.type":    {"producer", kmsg.ConfigTypeString, "batches are stored as the producer compressed them"},
 	"min.insync.replicas": {"1", kmsg.ConfigTypeInt, "a single-node broker has one replica"},
 }
@@ -55,6 +54,7 @@ var configTypes = map[string]kmsg.ConfigType{
 	"index.interval.bytes": kmsg.ConfigTypeInt, "max.message.bytes": kmsg.ConfigTypeInt,
 	"message.timestamp.type": kmsg.ConfigTypeString, "preallocate": kmsg.ConfigTypeBoolean,
 	"remote.storage.enable": kmsg.ConfigTypeBoolean, "seglog.durable.acks": kmsg.ConfigTypeBoolean,
+	"cleanup.policy": kmsg.ConfigTypeList, "min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
 }
 
 // setTopicConfig sets one key of a topic config (a fixed config only to

@@ -86,7 +86,7 @@ func TestAdminTopics(t *testing.T) {
 		{"x", 0, 1, nil, kerr.InvalidPartitions},
 		{"x", 1, 1, map[string]*string{"retention.ms": kmsg.StringPtr("soon")}, kerr.InvalidConfig},
 		{"x", 1, 1, map[string]*string{"no.such.config": kmsg.StringPtr("1")}, kerr.InvalidConfig},
-		{"x", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, kerr.InvalidConfig},
+		{"x", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("shred")}, kerr.InvalidConfig},
 	} {
 		_, err := adm.CreateTopic(ctx, c.parts, c.rf, c.configs, c.topic)
 		require.ErrorIs(t, err, c.want, "%+v", c)

@@ -162,6 +162,21 @@ func (b *Builder) AppendWithOffset(off int64, r Record) error {
 	return b.appendDelta(off-b.hdr.BaseOffset, r)
 }
 
+// AppendRaw adds a record as an Iter read it: its encoding (r.Raw) is
+// copied as it is, stored deltas included, so the batch must have the base
+// offset and base timestamp it was read with (SetHeader with the original
+// header), as a cleaner rewriting a batch with fewer records does.
+func (b *Builder) AppendRaw(r *Record) error {
+	if int64(r.OffsetDelta) <= b.lastDelta || b.count == math.MaxInt32 {
+		return fmt.Errorf("%w: raw record at offset delta %d does not follow %d", ErrBuilder, r.OffsetDelta, b.lastDelta)
+	}
+	b.recs = append(b.recs, r.Raw...)
+	b.maxTS = max(b.maxTS, r.Timestamp)
+	b.lastDelta = int64(r.OffsetDelta)
+	b.count++
+	return nil
+}
+
 func (b *Builder) appendDelta(delta int64, r Record) error {
 	switch {
 	case delta <= b.lastDelta:

@@ -146,6 +146,7 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 	}
 	recoveryPoints := r.readOffsets(fsys, checkpoint.RecoveryPointFile)
 	logStarts := r.readOffsets(fsys, checkpoint.LogStartOffsetFile)
+	cleaned := r.readOffsets(fsys, checkpoint.CleanerOffsetFile)
 
 	names, err := fsys.List(dataDir)
 	if err != nil {
@@ -200,7 +201,8 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			tablets[i], errs[i] = loadTablet(fsys, j.path, j.tp, r.CleanShutdown, recoveryPoints[j.tp], logStarts[j.tp], &opts, progress)
+			_, wasCleaned := cleaned[j.tp]
+			tablets[i], errs[i] = loadTablet(fsys, j.path, j.tp, r.CleanShutdown, recoveryPoints[j.tp], logStarts[j.tp], wasCleaned, &opts, progress)
 		}()
 	}
 	wg.Wait()

@@ -43,6 +43,9 @@ type Tablet struct {
 	// RecoveredBytes is how many bytes of .log segment recovery read (CRC
 	// check and index rebuild), a cut tail included.
 	RecoveredBytes int64
+	// Compacted says the log is compacted (see Compacted): gaps in its
+	// offsets are expected.
+	Compacted bool
 
 	fsys vfs.FS
 }
@@ -74,6 +77,7 @@ type tabletLoader struct {
 	clean         bool
 	recoveryPoint int64 // from the checkpoint
 	logStart      int64 // from the checkpoint
+	compacted     bool  // a compacted log: gaps are the cleaner's
 	nowMs         int64
 	progress      func(bytes int64)
 	// recovered holds the segments already recovered while opening, so
@@ -109,10 +113,22 @@ func (l *tabletLoader) remove(name string, why string) error {
 func LoadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64, opts Options) (*Tablet, error) {
 	fsys = vfs.OrOS(fsys)
 	opts.EnsureDefaults()
-	return loadTablet(fsys, dir, tp, clean, recoveryPoint, logStart, &opts, func(int64) {})
+	return loadTablet(fsys, dir, tp, clean, recoveryPoint, logStart, false, &opts, func(int64) {})
 }
 
-func loadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64,
+// Compacted says a tablet directory holds a compacted log: its
+// seglog.properties sets cleanup.policy with compact, or (cleaned) the
+// data directory's cleaner-offset-checkpoint names it, as for a Kafka
+// directory. Gaps in its offsets are the cleaner's, not a loss.
+func Compacted(fsys vfs.FS, dir string, cleaned bool) bool {
+	if cleaned {
+		return true
+	}
+	data, err := vfs.ReadFile(vfs.OrOS(fsys), filepath.Join(dir, "seglog.properties"))
+	return err == nil && strings.Contains(checkpoint.ParseProperties(data)["cleanup.policy"], "compact")
+}
+
+func loadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64, cleaned bool,
 	opts *Options, progress func(int64)) (*Tablet, error) {
 	if opts.SegmentOptions != nil {
 		own := *opts
@@ -127,8 +143,10 @@ func loadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean boo
 		own.Segment, own.SegmentOptions = so, nil
 		opts = &own
 	}
+	compacted := Compacted(fsys, dir, cleaned)
 	l := &tabletLoader{fsys: fsys, opts: opts, clean: clean, recoveryPoint: recoveryPoint, logStart: logStart,
-		nowMs: opts.Now().UnixMilli(), t: &Tablet{Dir: dir, TopicPartition: tp, fsys: fsys}, progress: progress,
+		compacted: compacted, nowMs: opts.Now().UnixMilli(),
+		t: &Tablet{Dir: dir, TopicPartition: tp, fsys: fsys, Compacted: compacted}, progress: progress,
 		recovered: map[*segment.Segment]segment.Tail{}, why: map[*segment.Segment]string{}}
 	if err := l.load(); err != nil {
 		l.t.Close()
@@ -311,7 +329,9 @@ func (l *tabletLoader) completeSwaps(swaps []string) error {
 		if err != nil {
 			return err
 		}
-		minSwap, maxSwap = min(minSwap, n.Base), max(maxSwap, next)
+		// An empty .swap (a cleaning that kept nothing of its group)
+		// still replaces the segment at its own base.
+		minSwap, maxSwap = min(minSwap, n.Base), max(maxSwap, next, n.Base+1)
 	}
 	names, err := l.fsys.List(l.t.Dir)
 	if err != nil {
@@ -613,7 +633,9 @@ func (l *tabletLoader) dropUnflushedSnapshots() error {
 // record after the gap was acknowledged (a flush syncs every segment below
 // its target, in order), and keeping them would make visible, for
 // instance, the end of a transaction whose beginning is gone. (A gap
-// below the recovery point was flushed: a replica of a compacted log.)
+// below the recovery point was flushed: a replica of a compacted log. In
+// a compacted log any gap may be the cleaner's: it is kept, as Kafka
+// does.)
 func (l *tabletLoader) recoverLog() error {
 	first := 0
 	for i, seg := range l.t.Segments {
@@ -644,8 +666,8 @@ func (l *tabletLoader) recoverLog() error {
 				return err
 			}
 			following := l.t.Segments[i+1].BaseOffset()
-			if next >= following || following <= l.recoveryPoint {
-				continue
+			if next >= following || following <= l.recoveryPoint || l.compacted {
+				continue // (a compacted log's gaps are the cleaner's, as in Kafka)
 			}
 			l.report(Change{File: seg.LogPath(), Action: Gap, FromOffset: next, ToOffset: following,
 				Why: "the segment ends before the next one starts: its unflushed tail was lost in the crash"})

@@ -229,6 +229,11 @@ type tabletVerifier struct {
 	// durable is the recovery point: every offset below it was made
 	// durable, so a gap below it is damage, not a power cut's loss.
 	durable int64
+	// compacted: the cleaner removes records, so gaps are expected, the
+	// writer-state snapshots remember batches it removed (they are not
+	// compared with the replay), and a transaction index may keep entries
+	// whose records it removed.
+	compacted bool
 }
 
 // restart begins the replay afresh at base, from the snapshot there if
@@ -265,6 +270,9 @@ func (v *tabletVerifier) problem(file string, off int64, format string, args ...
 // survived (recovery reports it), and a replica of a compacted log has
 // gaps: a note, not a problem.
 func (v *tabletVerifier) gap(file string, off, from, to int64, where string) {
+	if v.compacted {
+		return // the cleaner's
+	}
 	if to <= v.logStart {
 		v.r.Notes = append(v.r.Notes, Problem{File: file, Offset: off,
 			Reason: fmt.Sprintf("offsets %d to %d are missing %s, below the log start %d (deleted records not yet synced)", from, to-1, where, v.logStart)})
@@ -292,8 +300,9 @@ func (v *tabletVerifier) corruption(ce *seglog.CorruptionError) {
 // it read.
 func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offsets, clean bool) (*TabletReport, int64, error) {
 	r := &TabletReport{TopicPartition: j.tp, Tablet: j.tp.String(), Problems: []Problem{}, Notes: []Problem{}}
+	_, cleaned := offsets[checkpoint.CleanerOffsetFile][j.tp]
 	v := &tabletVerifier{fsys: fsys, dir: j.path, r: r, next: -1, durable: offsets[checkpoint.RecoveryPointFile][j.tp],
-		logStart: offsets[checkpoint.LogStartOffsetFile][j.tp]}
+		logStart: offsets[checkpoint.LogStartOffsetFile][j.tp], compacted: Compacted(fsys, j.path, cleaned)}
 	if clean {
 		v.durable = math.MaxInt64 // a clean close made everything durable
 	}
@@ -394,7 +403,11 @@ func (v *tabletVerifier) segment(base int64, active bool) (int64, error) {
 		// A gap: the batches a power cut took may have changed the
 		// writer state; the replay restarts here as after damage.
 		v.gap(seg.LogPath(), -1, v.next, base, "between segments")
-		v.broken = true
+		if v.compacted {
+			v.state.UpdateMapEndOffset(base) // removed by the cleaner: nothing was missed
+		} else {
+			v.broken = true
+		}
 	}
 	if v.broken {
 		found, err := v.restart(base)
@@ -475,9 +488,22 @@ func (v *tabletVerifier) segment(base int64, active bool) (int64, error) {
 	if err != nil {
 		v.corruptionOrError(err)
 	}
-	if !v.blind && !slices.Equal(indexed, aborted) {
+	if !v.blind && !v.compacted && !slices.Equal(indexed, aborted) {
 		v.problem(seg.Path(logfile.TxnIndex), -1, "holds %v; the markers in %s give %v", indexed,
 			filepath.Base(seg.LogPath()), aborted)
+	}
+	if v.compacted && !v.blind {
+		// Every transaction the markers abort must be indexed (its
+		// records, if any survive, are skipped by read_committed through
+		// it); an entry may cover more, its removed records.
+		for _, a := range aborted {
+			if !slices.ContainsFunc(indexed, func(i record.AbortedTxn) bool {
+				return i.ProducerID == a.ProducerID && i.LastOffset == a.LastOffset && i.FirstOffset <= a.FirstOffset
+			}) {
+				v.problem(seg.Path(logfile.TxnIndex), -1, "lacks the aborted transaction %v that the markers in %s give (it holds %v)",
+					a, filepath.Base(seg.LogPath()), indexed)
+			}
+		}
 	}
 	return tail.Length, nil
 }
@@ -504,7 +530,9 @@ func (v *tabletVerifier) checkSnapshotsUpTo(o int64, atEnd bool) {
 		case s < v.bases[0]:
 			v.problem(path, -1, "a snapshot below the first segment (%d)", v.bases[0])
 			continue
-		case s != v.state.MapEndOffset():
+		// (In a compacted log, anywhere in the gap the cleaner left after
+		// the last batch is a boundary.)
+		case s != v.state.MapEndOffset() && !(v.compacted && s >= v.next && s <= v.state.MapEndOffset()):
 			v.problem(path, -1, "a snapshot at %d, where no batch boundary is", s)
 			continue
 		}
@@ -513,8 +541,8 @@ func (v *tabletVerifier) checkSnapshotsUpTo(o int64, atEnd bool) {
 			v.corruptionOrError(err)
 			continue
 		}
-		if v.blind {
-			continue // the replay missed batches: nothing to compare with
+		if v.blind || v.compacted {
+			continue // the replay missed batches (or the cleaner removed them): nothing to compare with
 		}
 		for _, e := range entries {
 			got, ok := v.state.Producer(e.ProducerID)

@@ -65,7 +65,8 @@ func (t *Tablet) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	now := t.opts.Now().UnixMilli()
 	v, err := record.ValidateAppend(data, record.ValidateOptions{Origin: opts.Origin, MaxMessageBytes: cfg.MaxMessageBytes,
 		TimestampType: cfg.TimestampType, TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs,
-		TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, NowMs: now})
+		TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, NowMs: now,
+		Compacted: cfg.Compacted() && opts.Origin == record.OriginClient})
 	if err == nil && int64(v.Batch.Size()) > cfg.SegmentBytes {
 		err = fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrRecordBatchTooLarge, v.Batch.Size(), cfg.SegmentBytes)
 	}

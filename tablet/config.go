@@ -73,26 +73,66 @@ type Config struct {
 	// covers it (the broker appends with AppendOptions.Sync). The engine
 	// itself does not read it. The default is false.
 	DurableAcks bool
+	// CleanupPolicy: cleanup.policy, "delete", "compact" or
+	// "compact,delete". With compact the cleaner keeps the last record of
+	// every key (and refuses records without a key); retention.ms and
+	// retention.bytes delete segments only with delete. The default is
+	// delete.
+	CleanupPolicy string
+	// MinCleanableDirtyRatio: min.cleanable.dirty.ratio, the share of the
+	// cleanable log not cleaned yet above which the cleaner takes the
+	// tablet. The default is 0.5.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs: min.compaction.lag.ms, how old a record must be
+	// before the cleaner may remove it. The default is 0.
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs: max.compaction.lag.ms, how old a record not yet
+	// cleaned may become before the cleaner takes the tablet whatever its
+	// dirty ratio. The default is MaxInt64.
+	MaxCompactionLagMs int64
+	// DeleteRetentionMs: delete.retention.ms, how long a tombstone (and a
+	// transaction marker whose data is gone) survives past the cleaned
+	// point. The default is 86400000 (1 day).
+	DeleteRetentionMs int64
 }
+
+// Cleanup policies (cleanup.policy).
+const (
+	PolicyDelete        = "delete"
+	PolicyCompact       = "compact"
+	PolicyCompactDelete = "compact,delete"
+)
+
+// Compacted says the cleaner compacts the tablet (cleanup.policy holds
+// compact).
+func (c *Config) Compacted() bool { return strings.Contains(c.CleanupPolicy, PolicyCompact) }
+
+// Deletes says retention deletes old segments (cleanup.policy holds
+// delete).
+func (c *Config) Deletes() bool { return strings.Contains(c.CleanupPolicy, PolicyDelete) }
 
 // DefaultConfig returns Kafka's defaults (spec 6).
 func DefaultConfig() Config {
 	return Config{
-		SegmentBytes:         segment.DefaultSegmentBytes,
-		SegmentMs:            segment.DefaultSegmentMs,
-		SegmentIndexBytes:    segment.DefaultMaxIndexSize,
-		IndexIntervalBytes:   segment.DefaultIndexIntervalBytes,
-		RetentionMs:          7 * 24 * 3600 * 1000,
-		RetentionBytes:       -1,
-		LocalRetentionMs:     -2,
-		LocalRetentionBytes:  -2,
-		FlushMessages:        math.MaxInt64,
-		FlushMs:              math.MaxInt64,
-		MaxMessageBytes:      record.DefaultMaxMessageBytes,
-		TimestampType:        record.CreateTime,
-		TimestampBeforeMaxMs: math.MaxInt64,
-		TimestampAfterMaxMs:  math.MaxInt64,
-		FileDeleteDelayMs:    60000,
+		SegmentBytes:           segment.DefaultSegmentBytes,
+		SegmentMs:              segment.DefaultSegmentMs,
+		SegmentIndexBytes:      segment.DefaultMaxIndexSize,
+		IndexIntervalBytes:     segment.DefaultIndexIntervalBytes,
+		RetentionMs:            7 * 24 * 3600 * 1000,
+		RetentionBytes:         -1,
+		LocalRetentionMs:       -2,
+		LocalRetentionBytes:    -2,
+		FlushMessages:          math.MaxInt64,
+		FlushMs:                math.MaxInt64,
+		MaxMessageBytes:        record.DefaultMaxMessageBytes,
+		TimestampType:          record.CreateTime,
+		TimestampBeforeMaxMs:   math.MaxInt64,
+		TimestampAfterMaxMs:    math.MaxInt64,
+		FileDeleteDelayMs:      60000,
+		CleanupPolicy:          PolicyDelete,
+		MinCleanableDirtyRatio: 0.5,
+		MaxCompactionLagMs:     math.MaxInt64,
+		DeleteRetentionMs:      24 * 3600 * 1000,
 	}
 }
 
@@ -172,6 +212,45 @@ var configKeys = map[string]configKey{
 	"preallocate":           boolKey(func(c *Config) *bool { return &c.Preallocate }),
 	"remote.storage.enable": boolKey(func(c *Config) *bool { return &c.RemoteStorageEnable }),
 	"seglog.durable.acks":   boolKey(func(c *Config) *bool { return &c.DurableAcks }),
+	"min.compaction.lag.ms": int64Key(func(c *Config) *int64 { return &c.MinCompactionLagMs }, 0),
+	"max.compaction.lag.ms": int64Key(func(c *Config) *int64 { return &c.MaxCompactionLagMs }, 1),
+	"delete.retention.ms":   int64Key(func(c *Config) *int64 { return &c.DeleteRetentionMs }, 0),
+	"cleanup.policy": {
+		set: func(c *Config, v string) error {
+			var compact, del bool
+			for _, p := range strings.Split(v, ",") {
+				switch strings.TrimSpace(p) {
+				case PolicyCompact:
+					compact = true
+				case PolicyDelete:
+					del = true
+				default:
+					return fmt.Errorf("%q is not a list of delete and compact", v)
+				}
+			}
+			switch {
+			case compact && del:
+				c.CleanupPolicy = PolicyCompactDelete
+			case compact:
+				c.CleanupPolicy = PolicyCompact
+			default:
+				c.CleanupPolicy = PolicyDelete
+			}
+			return nil
+		},
+		get: func(c *Config) string { return c.CleanupPolicy },
+	},
+	"min.cleanable.dirty.ratio": {
+		set: func(c *Config, v string) error {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil || r < 0 || r > 1 || math.IsNaN(r) {
+				return fmt.Errorf("%q is not a number in [0, 1]", v)
+			}
+			c.MinCleanableDirtyRatio = r
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64) },
+	},
 }
 
 // boolKey is a config key of a boolean field: true or false, nothing else.
@@ -253,6 +332,17 @@ func (c *Config) Validate() error {
 		return bad("message.timestamp.before/after.max.ms must not be negative")
 	case c.FileDeleteDelayMs < 0:
 		return bad("file.delete.delay.ms %d is negative", c.FileDeleteDelayMs)
+	case c.CleanupPolicy != PolicyDelete && c.CleanupPolicy != PolicyCompact && c.CleanupPolicy != PolicyCompactDelete:
+		return bad("cleanup.policy %q is not delete, compact or compact,delete", c.CleanupPolicy)
+	case c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1 || math.IsNaN(c.MinCleanableDirtyRatio):
+		return bad("min.cleanable.dirty.ratio %v is not in [0, 1]", c.MinCleanableDirtyRatio)
+	case c.MinCompactionLagMs < 0 || c.MaxCompactionLagMs < 1 || c.DeleteRetentionMs < 0:
+		return bad("min.compaction.lag.ms %d and delete.retention.ms %d must not be negative, max.compaction.lag.ms %d must be positive",
+			c.MinCompactionLagMs, c.DeleteRetentionMs, c.MaxCompactionLagMs)
+	case c.RemoteStorageEnable && c.Compacted():
+		return bad("remote.storage.enable is not supported with cleanup.policy %s (as in Kafka): a tier's objects are never recopied, so a compacted log stays local", c.CleanupPolicy)
+	case c.MinCompactionLagMs > c.MaxCompactionLagMs:
+		return bad("min.compaction.lag.ms %d is above max.compaction.lag.ms %d", c.MinCompactionLagMs, c.MaxCompactionLagMs)
 	}
 	return nil
 }

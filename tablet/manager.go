@@ -278,6 +278,7 @@ type Manager struct {
 	meta checkpoint.MetaProperties // read or written at open
 
 	checkpointMu sync.Mutex // one writer of the checkpoint files at a time
+	cleanerFile  bool       // cleaner-offset-checkpoint is written (under checkpointMu)
 
 	// Loaded is what loading did, for reports.
 	Loaded *recovery.Result
@@ -366,6 +367,10 @@ func (m *Manager) open() error {
 	}
 	r.Report = append(created, r.Report...) // nothing the open changed goes unsaid
 	m.Loaded = r
+	// The cleaner's checkpoint: a damaged one only makes the next
+	// cleanings start from the log starts (recovery reported it).
+	cleaned, _ := checkpoint.ReadOffsets(m.fsys, filepath.Join(m.dir, checkpoint.CleanerOffsetFile))
+	m.cleanerFile = len(cleaned) > 0
 	for _, rt := range r.Tablets {
 		id, err := m.ensureTopicID(rt)
 		var cfg Config
@@ -376,6 +381,9 @@ func (m *Manager) open() error {
 			var t *Tablet
 			if t, err = Open(m.fsys, rt, cfg, m.opts.Tablet); err == nil {
 				t.afterTruncation, t.topicID = m.Checkpoint, id
+				if o, ok := cleaned[rt.TopicPartition]; ok {
+					t.SetCleanerCheckpoint(o)
+				}
 				m.mu.tablets[rt.TopicPartition] = t
 				continue
 			}
@@ -626,7 +634,7 @@ func removeAll(fsys vfs.FS, path string) error {
 }
 
 // Checkpoint writes the recovery-point, log-start and high-watermark
-// (replication-offset) checkpoints of every tablet.
+// (replication-offset) checkpoints of every tablet, and the cleaner's.
 func (m *Manager) Checkpoint() error {
 	return m.writeCheckpoints(m.Tablets(), nil)
 }
@@ -634,16 +642,26 @@ func (m *Manager) Checkpoint() error {
 func (m *Manager) writeCheckpoints(tablets []*Tablet, offsets map[checkpoint.TopicPartition]Offsets) error {
 	m.checkpointMu.Lock() // the background task and a truncation may write at once
 	defer m.checkpointMu.Unlock()
-	rp, ls, hw := checkpoint.Offsets{}, checkpoint.Offsets{}, checkpoint.Offsets{}
+	rp, ls, hw, co := checkpoint.Offsets{}, checkpoint.Offsets{}, checkpoint.Offsets{}, checkpoint.Offsets{}
 	for _, t := range tablets {
 		o, ok := offsets[t.tp]
 		if !ok {
 			o = t.Offsets()
 		}
 		rp[t.tp], ls[t.tp], hw[t.tp] = o.RecoveryPoint, o.LogStartOffset, o.HighWatermark
+		if c := t.CleanerCheckpoint(); c >= 0 {
+			co[t.tp] = c
+		}
 	}
-	for name, o := range map[string]checkpoint.Offsets{checkpoint.RecoveryPointFile: rp,
-		checkpoint.LogStartOffsetFile: ls, checkpoint.ReplicationOffsetFile: hw} {
+	files := map[string]checkpoint.Offsets{checkpoint.RecoveryPointFile: rp,
+		checkpoint.LogStartOffsetFile: ls, checkpoint.ReplicationOffsetFile: hw}
+	// cleaner-offset-checkpoint once a tablet was cleaned (a directory
+	// without compacted tablets gets none, as in Kafka).
+	if len(co) > 0 || m.cleanerFile {
+		files[checkpoint.CleanerOffsetFile] = co
+		m.cleanerFile = true
+	}
+	for name, o := range files {
 		if err := checkpoint.WriteOffsets(m.fsys, filepath.Join(m.dir, name), o); err != nil {
 			return err
 		}

@@ -15,8 +15,8 @@ import (
 
 // stats are a tablet's counters, read by the Manager's collector.
 type stats struct {
-	appends, bytes, records, duplicates, rolls atomic.Int64
-	fsyncSeconds                               histogram
+	appends, bytes, records, duplicates, rolls, cleanings atomic.Int64
+	fsyncSeconds                                          histogram
 
 	mu         sync.Mutex
 	rejections map[string]int64 // by Kafka error name

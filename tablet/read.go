@@ -168,11 +168,12 @@ func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) erro
 		}
 		// The offset is past this segment's batches: the next one has it.
 		next := higherSeg(v.segs, g.base)
-		if next != nil && next.base > offset {
+		if next != nil && next.base > offset && !t.compacted.Load() {
 			// Nothing holds [offset, next.base): offsets below the log
 			// end that no segment has were lost to damage (recovery
 			// removes the segments after a power cut's gap), never
-			// skipped over quietly.
+			// skipped over quietly — unless the log is compacted, where
+			// the cleaner removes them.
 			err := &seglog.CorruptionError{Path: g.LogPath(), Offset: g.Size(), Err: seglog.ErrCorruption,
 				Reason: fmt.Sprintf("offsets %d to %d are missing: %s holds none of them and the next segment starts at %d (the log is damaged: seglog verify tells more; a read from %d on goes on)",
 					offset, next.base-1, filepath.Base(g.LogPath()), next.base, next.base)}

@@ -57,9 +57,11 @@ func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 			break
 		}
 		byStart := upper <= v.logStart
-		bySize := cfg.RetentionBytes >= 0 && excess-g.Size() >= 0
+		// retention.ms and retention.bytes apply to cleanup.policy delete
+		// only; a compacted log keeps every key's last record.
+		bySize := cfg.Deletes() && cfg.RetentionBytes >= 0 && excess-g.Size() >= 0
 		byTime := false
-		if cfg.RetentionMs >= 0 && g.acquire() {
+		if cfg.Deletes() && cfg.RetentionMs >= 0 && g.acquire() {
 			largest, err := g.LargestTimestamp()
 			g.release()
 			t.touch(g)
@@ -126,12 +128,22 @@ func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string, keepLogStart bo
 // them when no read holds them, and unlinks them file.delete.delay.ms
 // later (or at the next load, if the process stops first).
 func (t *Tablet) retireSegmentLocked(g *seg) error {
-	t.forget(g)
 	if err := g.Delete(); err != nil {
+		t.forget(g)
 		return err
 	}
-	if _, err := t.mu.state.MarkSnapshotForDeletion(g.base); err != nil {
-		return err
+	return t.retireRenamedLocked(g, true)
+}
+
+// retireRenamedLocked is retireSegmentLocked for a segment whose files are
+// renamed .deleted already; its writer-state snapshot goes too unless a
+// segment replacing it starts at its base (a cleaning's).
+func (t *Tablet) retireRenamedLocked(g *seg, dropSnapshot bool) error {
+	t.forget(g)
+	if dropSnapshot {
+		if _, err := t.mu.state.MarkSnapshotForDeletion(g.base); err != nil {
+			return err
+		}
 	}
 	snapshot := t.dir + "/" + logfile.FilenameWithSuffix(g.base, logfile.Snapshot, logfile.DeletedSuffix)
 	log := func(err error) {

@@ -278,6 +278,13 @@ type Tablet struct {
 	}
 
 	flush flusher
+	// cleanMu serializes cleanings; cleanedTo is the cleaner's checkpoint
+	// (where the dirty section starts), -1 before the first.
+	cleanMu   sync.Mutex
+	cleanedTo atomic.Int64
+	// compacted: the log is or was compacted, so gaps in its offsets are
+	// the cleaner's (reads step over them).
+	compacted atomic.Bool
 	// remote is the tier below the local log start, if one is attached.
 	remote atomic.Pointer[remoteHolder]
 	// checkpointLogStart is the log start the checkpoint held at open,
@@ -407,8 +414,10 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 	}
 	t := &Tablet{fsys: fsys, dir: r.Dir, tp: r.TopicPartition, opts: opts}
 	t.flush.cond = sync.NewCond(&t.flush.mu)
+	t.cleanedTo.Store(-1)
 	t.lru.l, t.lru.elems = list.New(), map[*seg]*list.Element{}
 	t.mu.cfg = cfg
+	t.compacted.Store(cfg.Compacted() || r.Compacted)
 	t.mu.segs = btree.NewG(8, lessSeg)
 	for i, s := range r.Segments {
 		g := newSeg(s)
@@ -501,6 +510,9 @@ func (t *Tablet) SetConfig(cfg Config) error {
 		return err
 	}
 	t.mu.cfg = cfg
+	if cfg.Compacted() {
+		t.compacted.Store(true)
+	}
 	return nil
 }
 

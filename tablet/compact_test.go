@@ -1,0 +1,375 @@
+package tablet
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/cleaner"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
+)
+
+// kv is one record of a compaction test: a nil value is a tombstone.
+type kv struct {
+	key, value string
+	tombstone  bool
+}
+
+// kvBatch builds a batch of the records, timestamped ts.
+func kvBatch(t *testing.T, ts int64, recs ...kv) []byte {
+	b := record.NewBuilder(record.None)
+	for _, r := range recs {
+		rec := record.Record{Timestamp: ts, Key: []byte(r.key), Value: []byte(r.value)}
+		if r.tombstone {
+			rec.Value = nil
+		}
+		require.NoError(t, b.Append(rec))
+	}
+	out, err := b.Build()
+	require.NoError(t, err)
+	return out.Bytes()
+}
+
+func compactConfig() Config {
+	cfg := DefaultConfig()
+	cfg.CleanupPolicy = PolicyCompact
+	cfg.SegmentBytes = 4096
+	return cfg
+}
+
+// rollAndFlush seals the active segment and makes everything durable, so
+// that all of the log but the (empty) active segment is cleanable.
+func rollAndFlush(t *testing.T, tab *Tablet) {
+	t.Helper()
+	tab.mu.Lock()
+	err := tab.rollLocked(tab.view().leo.offset, segment.RollNone)
+	tab.mu.Unlock()
+	require.NoError(t, err)
+	require.NoError(t, tab.Flush())
+}
+
+// lastValues reads the tablet and returns each key's last record.
+func lastValues(t *testing.T, tab *Tablet) map[string]record.Record {
+	out := map[string]record.Record{}
+	for _, r := range readAll(t, tab, 0, ReadHighWatermark) {
+		out[string(r.Key)] = r
+	}
+	return out
+}
+
+// The latest record per key survives, at its own offset; everything else
+// goes (Kafka's LogCleanerTest.testCleanSegments, with 20 keys).
+func TestCleanKeepsTheLastRecordOfEachKey(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(compactConfig())
+	want := map[string]int64{}
+	for i := range 200 {
+		var recs []kv
+		for j := range 10 {
+			recs = append(recs, kv{key: fmt.Sprintf("k%d", (i*10+j)%20), value: fmt.Sprintf("v%d", i*10+j)})
+		}
+		res, err := tab.Append(kvBatch(t, int64(1000+i), recs...), AppendOptions{})
+		require.NoError(t, err)
+		for j, r := range recs {
+			want[r.key] = res.FirstOffset + int64(j)
+		}
+	}
+	rollAndFlush(t, tab)
+	before := len(tab.Segments())
+	require.Greater(t, before, 10)
+
+	c, err := tab.Cleanable()
+	require.NoError(t, err)
+	require.Equal(t, int64(0), c.FirstDirty)
+	require.Equal(t, int64(2000), c.FirstUncleanable)
+	require.InDelta(t, 1.0, c.Ratio, 1e-9, "never cleaned: all dirty")
+
+	res, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(2000), res.RecordsRead)
+	require.Equal(t, int64(1980), res.RecordsRemoved)
+	require.Equal(t, 20, res.Keys)
+	require.Equal(t, int64(2000), res.CleanedTo)
+	require.Equal(t, int64(2000), tab.CleanerCheckpoint())
+	require.Len(t, tab.Segments(), before, "groups are of whole segments up to segment.bytes, by their sizes before")
+
+	got := readAll(t, tab, 0, ReadHighWatermark)
+	require.Len(t, got, 20)
+	for _, r := range got {
+		require.Equal(t, want[string(r.Key)], r.Offset, "key %s keeps its last offset", r.Key)
+		require.Equal(t, fmt.Sprintf("v%d", r.Offset), string(r.Value))
+	}
+	// Offsets are never rewritten: a read from a removed offset gets the
+	// next surviving record; the log end is where it was.
+	from := readAll(t, tab, 5, ReadHighWatermark)
+	require.Equal(t, int64(1980), from[0].Offset)
+	require.Equal(t, int64(2000), tab.Offsets().LogEndOffset)
+	ts, err := tab.OffsetForTimestamp(1001)
+	require.NoError(t, err)
+	require.Equal(t, int64(1980), ts.Offset, "the first surviving record at or after the time")
+
+	// The cleaned log is dirty no more, and survives a reopen (verified).
+	c, err = tab.Cleanable()
+	require.NoError(t, err)
+	require.Equal(t, int64(2000), c.FirstDirty)
+	require.Zero(t, c.DirtyBytes)
+	e.reopen()
+	tab = e.tablet()
+	require.Equal(t, int64(2000), tab.CleanerCheckpoint(), "the cleaner-offset-checkpoint keeps it")
+	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 20)
+
+	// The next cleaning groups the small cleaned segments into one.
+	_, err = tab.Append(kvBatch(t, 3000, kv{key: "k0", value: "v2000"}), AppendOptions{})
+	require.NoError(t, err)
+	rollAndFlush(t, tab)
+	res, err = tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.RecordsRemoved)
+	require.Equal(t, 1, res.Groups)
+	require.Len(t, tab.Segments(), 2, "one cleaned segment and the active one")
+	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 20)
+	e.reopen()
+}
+
+// A second cleaning re-cleans the clean section with the new dirty keys,
+// and the active segment is never cleaned.
+func TestCleanAgainAndNeverTheActiveSegment(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(compactConfig())
+	for i := range 100 {
+		_, err := tab.Append(kvBatch(t, 1000, kv{key: fmt.Sprintf("k%d", i%10), value: fmt.Sprintf("a%d", i)}), AppendOptions{})
+		require.NoError(t, err)
+	}
+	rollAndFlush(t, tab)
+	_, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Len(t, lastValues(t, tab), 10)
+	// Key k0 again, twice, then into the active segment.
+	for _, v := range []string{"b1", "b2"} {
+		_, err := tab.Append(kvBatch(t, 2000, kv{key: "k0", value: v}), AppendOptions{})
+		require.NoError(t, err)
+	}
+	rollAndFlush(t, tab)
+	_, err = tab.Append(kvBatch(t, 3000, kv{key: "k1", value: "active"}), AppendOptions{})
+	require.NoError(t, err)
+	require.NoError(t, tab.Flush())
+
+	c, err := tab.Cleanable()
+	require.NoError(t, err)
+	require.Equal(t, int64(100), c.FirstDirty)
+	require.Equal(t, int64(102), c.FirstUncleanable, "the active segment is uncleanable")
+	require.Greater(t, c.Ratio, 0.0)
+	res, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.RecordsRemoved, "k0's old value in the clean section and b1")
+	got := readAll(t, tab, 0, ReadHighWatermark)
+	require.Len(t, got, 11, "ten keys plus k1 in the active segment")
+	last := lastValues(t, tab)
+	require.Equal(t, "b2", string(last["k0"].Value))
+	require.Equal(t, "active", string(last["k1"].Value))
+	e.reopen()
+}
+
+// Tombstones survive the first cleaning, and go once they are more than
+// delete.retention.ms behind the cleaned point (Kafka's
+// testDeletedRecords / delete.retention.ms).
+func TestCleanTombstonesAfterDeleteRetention(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := compactConfig()
+	cfg.DeleteRetentionMs = 1000
+	tab := e.create(cfg)
+	app := func(ts int64, recs ...kv) {
+		_, err := tab.Append(kvBatch(t, ts, recs...), AppendOptions{})
+		require.NoError(t, err)
+	}
+	app(1000, kv{key: "a", value: "1"}, kv{key: "b", value: "1"})
+	app(1000, kv{key: "a", tombstone: true})
+	rollAndFlush(t, tab)
+	_, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	got := readAll(t, tab, 0, ReadHighWatermark)
+	require.Len(t, got, 2, "b and a's tombstone")
+	require.Nil(t, lastValues(t, tab)["a"].Value, "the tombstone stays on the first cleaning")
+
+	// The cleaned point moves to records within delete.retention.ms of
+	// the tombstone: it stays.
+	app(1500, kv{key: "c", value: "1"})
+	rollAndFlush(t, tab)
+	_, err = tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	_, err = tab.Clean(CleanOptions{}) // nothing dirty: a no-op
+	require.NoError(t, err)
+	app(1600, kv{key: "d", value: "1"})
+	rollAndFlush(t, tab)
+	_, err = tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Contains(t, lastValues(t, tab), "a", "within delete.retention.ms of the cleaned point")
+
+	// Then past it: the tombstone goes.
+	app(5000, kv{key: "e", value: "1"})
+	rollAndFlush(t, tab)
+	_, err = tab.Clean(CleanOptions{}) // the clean section now ends at 1600 … the e segment is dirty
+	require.NoError(t, err)
+	app(6000, kv{key: "f", value: "1"})
+	rollAndFlush(t, tab)
+	_, err = tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	last := lastValues(t, tab)
+	require.NotContains(t, last, "a", "removed more than delete.retention.ms behind the cleaned point")
+	for _, k := range []string{"b", "c", "d", "e", "f"} {
+		require.Contains(t, last, k)
+	}
+	e.reopen()
+}
+
+// Records of an aborted transaction go; a committed one's stay; a
+// producer's last batch stays, emptied, so its sequence survives a
+// restart (Kafka's testAbortedTransactionSkipped,
+// testEmptyBatchRemovalWithSequenceReuse).
+func TestCleanTransactionsAndProducerState(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(compactConfig())
+	now := e.clock.Now().UnixMilli() // producers expire a day after their last record's time
+	txBatch := func(pid int64, seq int32, recs ...kv) []byte {
+		b := record.NewBuilder(record.None)
+		b.SetProducer(pid, 0, seq)
+		b.SetTransactional(true)
+		for _, r := range recs {
+			require.NoError(t, b.Append(record.Record{Timestamp: now, Key: []byte(r.key), Value: []byte(r.value)}))
+		}
+		out, err := b.Build()
+		require.NoError(t, err)
+		return out.Bytes()
+	}
+	idem := func(pid int64, seq int32, recs ...kv) []byte {
+		b := record.NewBuilder(record.None)
+		b.SetProducer(pid, 0, seq)
+		for _, r := range recs {
+			require.NoError(t, b.Append(record.Record{Timestamp: now, Key: []byte(r.key), Value: []byte(r.value)}))
+		}
+		out, err := b.Build()
+		require.NoError(t, err)
+		return out.Bytes()
+	}
+	app := func(data []byte, origin record.Origin) AppendResult {
+		res, err := tab.Append(data, AppendOptions{Origin: origin})
+		require.NoError(t, err)
+		return res
+	}
+	app(txBatch(7, 0, kv{key: "x", value: "aborted"}), record.OriginClient)
+	app(marker(t, 7, 0, true, now), record.OriginCoordinator)
+	app(txBatch(8, 0, kv{key: "y", value: "committed"}), record.OriginClient)
+	app(marker(t, 8, 0, false, now), record.OriginCoordinator)
+	last := app(idem(9, 0, kv{key: "z", value: "old"}), record.OriginClient)
+	app(kvBatch(t, now, kv{key: "z", value: "new"}), record.OriginClient)
+	rollAndFlush(t, tab)
+
+	res, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.BatchesEmptied, "producer 9's only batch, superseded, and producer 7's aborted one, kept empty")
+	got := lastValues(t, tab)
+	require.NotContains(t, got, "x", "an aborted transaction's records go")
+	require.Equal(t, "committed", string(got["y"].Value))
+	require.Equal(t, "new", string(got["z"].Value))
+	committed := readAll(t, tab, 0, ReadCommitted)
+	require.Len(t, committed, 2)
+
+	e.reopen()
+	tab = e.tablet()
+	// Producer 9's retry of its batch is still a duplicate after the
+	// restart: the emptied batch kept its sequence and offsets.
+	dup, err := tab.Append(idem(9, 0, kv{key: "z", value: "old"}), AppendOptions{})
+	require.NoError(t, err)
+	require.True(t, dup.Duplicate)
+	require.Equal(t, last.FirstOffset, dup.FirstOffset)
+	// And its next sequence is accepted.
+	_, err = tab.Append(idem(9, 1, kv{key: "z", value: "next"}), AppendOptions{})
+	require.NoError(t, err)
+}
+
+// min.compaction.lag.ms keeps young segments out of the dirty section.
+func TestCleanMinCompactionLag(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := compactConfig()
+	cfg.MinCompactionLagMs = 60_000
+	tab := e.create(cfg)
+	now := e.clock.Now().UnixMilli()
+	_, err := tab.Append(kvBatch(t, now-120_000, kv{key: "a", value: "1"}, kv{key: "a", value: "2"}), AppendOptions{})
+	require.NoError(t, err)
+	rollAndFlush(t, tab)
+	_, err = tab.Append(kvBatch(t, now, kv{key: "a", value: "3"}, kv{key: "a", value: "4"}), AppendOptions{})
+	require.NoError(t, err)
+	rollAndFlush(t, tab)
+	c, err := tab.Cleanable()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), c.FirstUncleanable, "the young segment is not cleanable")
+	res, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.RecordsRemoved, "only the old segment's first a")
+	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 3)
+}
+
+// max.compaction.lag.ms makes a tablet overdue whatever its ratio.
+func TestCleanMaxCompactionLag(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := compactConfig()
+	cfg.MaxCompactionLagMs = 60_000
+	tab := e.create(cfg)
+	now := e.clock.Now().UnixMilli()
+	_, err := tab.Append(kvBatch(t, now-120_000, kv{key: "a", value: "1"}), AppendOptions{})
+	require.NoError(t, err)
+	rollAndFlush(t, tab)
+	c, err := tab.Cleanable()
+	require.NoError(t, err)
+	require.True(t, c.Overdue)
+	cfg.MaxCompactionLagMs = math.MaxInt64
+	require.NoError(t, tab.SetConfig(cfg))
+	c, err = tab.Cleanable()
+	require.NoError(t, err)
+	require.False(t, c.Overdue)
+}
+
+// A dedupe buffer too small for the dirty section cleans what fits and
+// leaves the rest for the next cleaning; one too small for a batch fails.
+func TestCleanWithASmallMap(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(compactConfig())
+	for i := range 100 {
+		_, err := tab.Append(kvBatch(t, 1000, kv{key: fmt.Sprintf("k%d", i), value: "1"}, kv{key: fmt.Sprintf("k%d", i), value: "2"}), AppendOptions{})
+		require.NoError(t, err)
+	}
+	rollAndFlush(t, tab)
+	m := cleaner.NewOffsetMap(64*cleaner.EntryBytes, 0.75) // 48 keys
+	res, err := tab.Clean(CleanOptions{Map: m})
+	require.NoError(t, err)
+	require.Less(t, res.CleanedTo, int64(200))
+	require.Equal(t, res.CleanedTo/2, res.RecordsRemoved, "each mapped batch loses its first record")
+	for res.CleanedTo < 200 {
+		next, err := tab.Clean(CleanOptions{Map: m})
+		require.NoError(t, err)
+		require.Greater(t, next.CleanedTo, res.CleanedTo)
+		res = next
+	}
+	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 100)
+	_, err = tab.Append(kvBatch(t, 1000, kv{key: "a", value: "1"}, kv{key: "b", value: "1"}, kv{key: "c", value: "1"}), AppendOptions{})
+	require.NoError(t, err)
+	rollAndFlush(t, tab)
+	_, err = tab.Clean(CleanOptions{Map: cleaner.NewOffsetMap(4*cleaner.EntryBytes, 0.5)})
+	require.ErrorIs(t, err, cleaner.ErrMapTooSmall)
+	e.reopen()
+}
+
+// Clean refuses a tablet that is not compacted.
+func TestCleanRefusesDeletePolicy(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	_, err := tab.Clean(CleanOptions{})
+	require.ErrorIs(t, err, ErrNotCompacted)
+	cfg := compactConfig()
+	cfg.RemoteStorageEnable = true
+	require.ErrorIs(t, cfg.Validate(), ErrConfig, "a compacted topic is not tiered")
+}
