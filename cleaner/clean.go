@@ -82,6 +82,21 @@ type Options struct {
 	// MaxUncompressed bounds a batch's decompressed records. The default
 	// is record.DefaultMaxUncompressed.
 	MaxUncompressed int
+	// Stop, when closed, ends the cleaning with ErrStopped at the next
+	// segment: the groups swapped in so far stay.
+	Stop <-chan struct{}
+}
+
+// ErrStopped is returned by a cleaning ended by Options.Stop.
+var ErrStopped = errors.New("cleaner: stopped")
+
+func (o *Options) stopped() error {
+	select {
+	case <-o.Stop:
+		return ErrStopped
+	default:
+		return nil
+	}
 }
 
 // Stats count what a cleaning did.
@@ -112,6 +127,9 @@ func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 	for i, s := range l.Segments {
 		if i+1 < len(l.Segments) && l.Segments[i+1].BaseOffset() <= l.FirstDirty {
 			continue // wholly clean
+		}
+		if err := o.stopped(); err != nil {
+			return 0, err
 		}
 		err := scan(s, func(b record.Batch) error {
 			if b.LastOffset() < l.FirstDirty {
@@ -194,6 +212,9 @@ func Recopy(l *Log, end int64, o *Options, swap Swap, st *Stats) error {
 	tx := newTxns(l.Aborted)
 	c := &copier{l: l, o: o, st: st, tx: tx, end: end, b: record.NewBuilder(record.None)}
 	for _, g := range groups {
+		if err := o.stopped(); err != nil {
+			return err
+		}
 		cleaned, err := c.cleanGroup(g)
 		if err != nil {
 			return err

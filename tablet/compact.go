@@ -44,6 +44,9 @@ type CleanOptions struct {
 	Map *cleaner.OffsetMap
 	// Throttle bounds the cleaning's I/O; nil does not.
 	Throttle *cleaner.Throttler
+	// Stop, when closed, ends the cleaning between segments
+	// (cleaner.ErrStopped).
+	Stop <-chan struct{}
 }
 
 // DefaultDedupeBufferBytes is Kafka's log.cleaner.dedupe.buffer.size
@@ -113,28 +116,28 @@ func (t *Tablet) planCleaningLocked() (cleanPlan, error) {
 	var all []*seg
 	t.mu.segs.Ascend(func(g *seg) bool { all = append(all, g); return true })
 	p := cleanPlan{Cleanable: Cleanable{FirstDirty: firstDirty}, horizon: math.MinInt64}
+	var lastClean *seg
 	for i, g := range all[:len(all)-1] {
 		next := all[i+1].base
-		if next > limit {
-			break
-		}
-		if !g.acquire() {
+		if next > limit || !g.acquire() {
 			break
 		}
 		p.segs = append(p.segs, g)
-		largest, err := g.LargestTimestamp()
-		if err != nil {
-			return p, err
-		}
 		if next <= firstDirty {
 			p.CleanBytes += g.Size()
-			p.horizon = largest - cfg.DeleteRetentionMs
+			lastClean = g
 			continue
 		}
-		if cfg.MinCompactionLagMs > 0 && largest > now-cfg.MinCompactionLagMs {
-			p.segs = p.segs[:len(p.segs)-1] // too young: neither it nor what follows
-			g.release()
-			break
+		if cfg.MinCompactionLagMs > 0 {
+			largest, err := g.LargestTimestamp()
+			if err != nil {
+				return p, err
+			}
+			if largest > now-cfg.MinCompactionLagMs {
+				p.segs = p.segs[:len(p.segs)-1] // too young: neither it nor what follows
+				g.release()
+				break
+			}
 		}
 		if p.DirtyBytes == 0 && cfg.MaxCompactionLagMs < math.MaxInt64 {
 			first, err := firstBatchTimestamp(g)
@@ -144,6 +147,17 @@ func (t *Tablet) planCleaningLocked() (cleanPlan, error) {
 			p.Overdue = first >= 0 && now-first > cfg.MaxCompactionLagMs
 		}
 		p.DirtyBytes += g.Size()
+	}
+	// Tombstones and removable markers older than delete.retention.ms
+	// before the clean section's end go.
+	if lastClean != nil {
+		largest, err := lastClean.LargestTimestamp()
+		if err != nil {
+			return p, err
+		}
+		if largest >= 0 {
+			p.horizon = largest - cfg.DeleteRetentionMs
+		}
 	}
 	p.FirstUncleanable = firstDirty
 	if n := len(p.segs); n > 0 {
@@ -253,7 +267,7 @@ func (t *Tablet) Clean(o CleanOptions) (CleanResult, error) {
 	if m == nil {
 		m = cleaner.NewOffsetMap(DefaultDedupeBufferBytes, DefaultDedupeLoadFactor)
 	}
-	copts := &cleaner.Options{FS: t.fsys, Dir: t.dir, Segment: segOpts, Map: m, Throttle: o.Throttle}
+	copts := &cleaner.Options{FS: t.fsys, Dir: t.dir, Segment: segOpts, Map: m, Throttle: o.Throttle, Stop: o.Stop}
 	end, err := cleaner.BuildMap(log, copts, &res.Stats)
 	if err == nil {
 		err = cleaner.Recopy(log, end, copts, t.swapCleaned(truncations), &res.Stats)

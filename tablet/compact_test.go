@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cleaner"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
@@ -471,4 +473,68 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 	}
 	t.Logf("a crash at each of %d steps of a cleaning", steps)
 	require.Greater(t, steps, 10)
+}
+
+// The manager's cleaner takes a tablet once its dirty ratio reaches
+// min.cleanable.dirty.ratio, writes the cleaner-offset-checkpoint, and
+// runs in the background.
+func TestManagerCleaner(t *testing.T) {
+	mem := vfs.NewMem()
+	e := newEnv(t, mem, "/data")
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0.6
+	tab := e.create(cfg)
+	plainCfg := DefaultConfig()
+	plain, err := e.m.Create(checkpoint.TopicPartition{Topic: "plain", Partition: 0}, &plainCfg)
+	require.NoError(t, err)
+	app := func(k, v string) {
+		_, err := tab.Append(kvBatch(t, e.clock.Now().UnixMilli(), kv{key: k, value: v}), AppendOptions{})
+		require.NoError(t, err)
+		_, err = plain.Append(kvBatch(t, e.clock.Now().UnixMilli(), kv{key: k, value: v}), AppendOptions{})
+		require.NoError(t, err)
+	}
+	for i := range 100 {
+		app(fmt.Sprintf("k%d", i%10), fmt.Sprint(i))
+	}
+	rollAndFlush(t, tab)
+	rollAndFlush(t, plain)
+	res, err := e.m.CleanDirty()
+	require.NoError(t, err)
+	require.Len(t, res, 1, "only the compacted tablet")
+	require.Equal(t, int64(90), res[tp0].RecordsRemoved)
+	data, err := vfs.ReadFile(mem, "/data/cleaner-offset-checkpoint")
+	require.NoError(t, err)
+	require.Equal(t, "0\n1\nevents 0 100\n", string(data))
+
+	// A little dirt below the ratio: nothing to do.
+	app("k0", "again")
+	rollAndFlush(t, tab)
+	c, err := tab.Cleanable()
+	require.NoError(t, err)
+	require.Less(t, c.Ratio, 0.6)
+	res, err = e.m.CleanDirty()
+	require.NoError(t, err)
+	require.Empty(t, res)
+
+	// Much more, and the background cleaner (started by a manager with a
+	// short backoff) takes it: the swap publishes a change.
+	for i := range 200 {
+		app(fmt.Sprintf("k%d", i%10), fmt.Sprint(i))
+	}
+	rollAndFlush(t, tab)
+	require.NoError(t, e.m.Close())
+	opts := e.options()
+	opts.Cleaner.Backoff = time.Millisecond
+	m, err := OpenManager(mem, "/data", opts)
+	require.NoError(t, err)
+	defer m.Close()
+	tab, _ = m.Get(tp0)
+	for {
+		changed := tab.Changed() // before the look: a change after it closes it
+		if tab.CleanerCheckpoint() >= 301 {
+			break
+		}
+		<-changed
+	}
+	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 10)
 }

@@ -46,6 +46,8 @@ type ManagerOptions struct {
 	// forgotten. The default is 10 min
 	// (producer.id.expiration.check.interval.ms).
 	ProducerExpirationCheckInterval time.Duration
+	// Cleaner configures the log cleaner of compacted tablets.
+	Cleaner CleanerOptions
 	// ClusterID and NodeID go into a new meta.properties. The defaults are
 	// a random id and 0.
 	ClusterID string
@@ -86,6 +88,7 @@ func (o *ManagerOptions) EnsureDefaults() {
 			*d.p = d.v
 		}
 	}
+	o.Cleaner.ensureDefaults()
 	if o.FileMode == 0 {
 		o.FileMode = vfs.DefaultFileMode
 	}
@@ -103,13 +106,17 @@ func (o *ManagerOptions) EnsureDefaults() {
 func (o *ManagerOptions) Validate() error {
 	for name, d := range map[string]time.Duration{"FlushCheckInterval": o.FlushCheckInterval,
 		"CheckpointInterval": o.CheckpointInterval, "RetentionCheckInterval": o.RetentionCheckInterval,
-		"ProducerExpirationCheckInterval": o.ProducerExpirationCheckInterval} {
+		"ProducerExpirationCheckInterval": o.ProducerExpirationCheckInterval, "Cleaner.Backoff": o.Cleaner.Backoff} {
 		if d <= 0 {
 			return fmt.Errorf("%w: %s %v is not positive", ErrConfig, name, d)
 		}
 	}
 	if o.NodeID < 0 {
 		return fmt.Errorf("%w: node id %d is negative", ErrConfig, o.NodeID)
+	}
+	if o.Cleaner.Threads < 1 || o.Cleaner.DedupeBufferBytes/int64(o.Cleaner.Threads) < 2*cleanerEntryBytes || o.Cleaner.IOMaxBytesPerSecond < 0 {
+		return fmt.Errorf("%w: the cleaner needs a thread and a dedupe buffer of at least %d bytes per thread, and a rate not negative",
+			ErrConfig, 2*cleanerEntryBytes)
 	}
 	if o.FileMode&^os.ModePerm != 0 || o.DirMode&^os.ModePerm != 0 || o.FileMode&0o600 != 0o600 || o.DirMode&0o700 != 0o700 {
 		return fmt.Errorf("%w: file mode %v and directory mode %v must be permission bits the owner can use",
@@ -278,6 +285,7 @@ type Manager struct {
 	meta checkpoint.MetaProperties // read or written at open
 
 	checkpointMu sync.Mutex // one writer of the checkpoint files at a time
+	cleaning     cleaning   // the tablets the cleaner threads hold
 	cleanerFile  bool       // cleaner-offset-checkpoint is written (under checkpointMu)
 
 	// Loaded is what loading did, for reports.
@@ -749,6 +757,12 @@ func (m *Manager) startTasks() {
 			t.ExpireProducers()
 		}
 	})
+	if !m.opts.Cleaner.Disable {
+		for range m.opts.Cleaner.Threads {
+			c := m.newCleanerThread()
+			task(m.opts.Cleaner.Backoff, func() { c.runOnce() })
+		}
+	}
 }
 
 // FlushIfDue flushes if data has waited flush.ms since the last flush.
