@@ -103,15 +103,19 @@ func (o *Options) stopped() error {
 type Stats struct {
 	// MapBytesRead is what building the map read; BytesRead what the
 	// recopy read; BytesWritten what it wrote.
-	MapBytesRead, BytesRead, BytesWritten int64
-	RecordsRead, RecordsRemoved           int64
+	MapBytesRead   int64 `json:"mapBytesRead"`
+	BytesRead      int64 `json:"bytesRead"`
+	BytesWritten   int64 `json:"bytesWritten"`
+	RecordsRead    int64 `json:"recordsRead"`
+	RecordsRemoved int64 `json:"recordsRemoved"`
 	// BatchesRemoved were dropped whole; BatchesEmptied kept without
 	// records (a producer's last batch).
-	BatchesRemoved, BatchesEmptied int64
+	BatchesRemoved int64 `json:"batchesRemoved"`
+	BatchesEmptied int64 `json:"batchesEmptied"`
 	// Keys is how many keys the map held.
-	Keys int
+	Keys int `json:"keys"`
 	// Groups is how many cleaned segments replaced the old ones.
-	Groups int
+	Groups int `json:"cleanedSegments"`
 }
 
 // BuildMap fills o.Map with the last offset of every key in the dirty

@@ -28,13 +28,15 @@ var (
 // sealed segments below the last stable offset, the recovery point and
 // the first segment within min.compaction.lag.ms.
 type Cleanable struct {
-	FirstDirty, FirstUncleanable int64
-	CleanBytes, DirtyBytes       int64
+	FirstDirty       int64 `json:"firstDirtyOffset"`
+	FirstUncleanable int64 `json:"firstUncleanableOffset"`
+	CleanBytes       int64 `json:"cleanBytes"`
+	DirtyBytes       int64 `json:"dirtyBytes"`
 	// Ratio is DirtyBytes over CleanBytes + DirtyBytes (0 when both are 0).
-	Ratio float64
+	Ratio float64 `json:"dirtyRatio"`
 	// Overdue says the first dirty batch is older than
 	// max.compaction.lag.ms: the tablet is cleaned whatever its ratio.
-	Overdue bool
+	Overdue bool `json:"maxCompactionLagExceeded"`
 }
 
 // CleanOptions configure one cleaning.
@@ -63,8 +65,8 @@ type CleanResult struct {
 	Cleanable
 	// CleanedTo is the cleaner's checkpoint after the cleaning: where the
 	// next one's dirty section starts.
-	CleanedTo int64
-	Took      time.Duration
+	CleanedTo int64         `json:"cleanedTo"`
+	Took      time.Duration `json:"-"`
 }
 
 // CleanerCheckpoint returns where the dirty section starts (the

@@ -105,11 +105,11 @@ const (
 
 // Compacted says the cleaner compacts the tablet (cleanup.policy holds
 // compact).
-func (c *Config) Compacted() bool { return strings.Contains(c.CleanupPolicy, PolicyCompact) }
+func (c Config) Compacted() bool { return strings.Contains(c.CleanupPolicy, PolicyCompact) }
 
 // Deletes says retention deletes old segments (cleanup.policy holds
 // delete).
-func (c *Config) Deletes() bool { return strings.Contains(c.CleanupPolicy, PolicyDelete) }
+func (c Config) Deletes() bool { return strings.Contains(c.CleanupPolicy, PolicyDelete) }
 
 // DefaultConfig returns Kafka's defaults (spec 6).
 func DefaultConfig() Config {

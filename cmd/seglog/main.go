@@ -85,7 +85,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(),
+	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(), newCompactCmd(),
 		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newTierCmd(), newBenchCmd(), newDemoCmd(), newServeCmd())
 	return root
 }

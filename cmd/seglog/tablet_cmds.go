@@ -691,7 +691,8 @@ func newOffsetsCmd() *cobra.Command {
 		Short: "Print a tablet's offsets and segments (every tablet's without --topic)",
 		Long: `offsets prints, as JSON, each tablet's logStartOffset, localLogStartOffset,
 highWatermark, lastStableOffset, logEndOffset and recoveryPoint, and its
-segments (base offset, next offset, size, path).`,
+segments (base offset, next offset, size, path); for a compacted tablet, the
+cleaner's checkpoint and its clean and dirty sections (bytes, dirty ratio).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			m, err := openManager(cmd, f.dataDir, readOnly)
@@ -704,10 +705,18 @@ segments (base offset, next offset, size, path).`,
 				return err
 			}
 			defer func() { err = errors.Join(err, tiers.Close()) }()
+			type cleanerOut struct {
+				// Checkpoint is the cleaner-offset-checkpoint's entry (-1:
+				// never cleaned).
+				Checkpoint int64 `json:"checkpoint"`
+				tablet.Cleanable
+			}
 			type out struct {
 				Topic     string `json:"topic"`
 				Partition int32  `json:"partition"`
 				tablet.Offsets
+				// Cleaner is there for a compacted tablet.
+				Cleaner  *cleanerOut          `json:"cleaner,omitempty"`
 				Segments []tablet.SegmentInfo `json:"segments"`
 			}
 			var all []out
@@ -716,7 +725,15 @@ segments (base offset, next offset, size, path).`,
 				if f.topic != "" && tp != f.tp() {
 					continue
 				}
-				all = append(all, out{Topic: tp.Topic, Partition: tp.Partition, Offsets: t.Offsets(), Segments: t.Segments()})
+				o := out{Topic: tp.Topic, Partition: tp.Partition, Offsets: t.Offsets(), Segments: t.Segments()}
+				if t.Config().Compacted() || t.CleanerCheckpoint() >= 0 {
+					c, err := t.Cleanable()
+					if err != nil {
+						return fmt.Errorf("%s: %w", tp, err)
+					}
+					o.Cleaner = &cleanerOut{Checkpoint: t.CleanerCheckpoint(), Cleanable: c}
+				}
+				all = append(all, o)
 			}
 			if f.topic != "" {
 				if len(all) == 0 {
