@@ -55,6 +55,7 @@ var configTypes = map[string]kmsg.ConfigType{
 	"message.timestamp.type": kmsg.ConfigTypeString, "preallocate": kmsg.ConfigTypeBoolean,
 	"remote.storage.enable": kmsg.ConfigTypeBoolean, "seglog.durable.acks": kmsg.ConfigTypeBoolean,
 	"cleanup.policy": kmsg.ConfigTypeList, "min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
+	// (the others: longs — min/max.compaction.lag.ms, delete.retention.ms)
 }
 
 // setTopicConfig sets one key of a topic config (a fixed config only to
@@ -154,6 +155,11 @@ func (b *Broker) describeBrokerConfig() []describedConfig {
 		static("log.segment.bytes", get("segment.bytes"), kmsg.ConfigTypeInt),
 		static("log.retention.ms", get("retention.ms"), kmsg.ConfigTypeLong),
 		static("log.retention.bytes", get("retention.bytes"), kmsg.ConfigTypeLong),
+		static("log.cleanup.policy", get("cleanup.policy"), kmsg.ConfigTypeList),
+		static("log.cleaner.min.cleanable.ratio", get("min.cleanable.dirty.ratio"), kmsg.ConfigTypeDouble),
+		static("log.cleaner.delete.retention.ms", get("delete.retention.ms"), kmsg.ConfigTypeLong),
+		static("log.cleaner.min.compaction.lag.ms", get("min.compaction.lag.ms"), kmsg.ConfigTypeLong),
+		static("log.cleaner.max.compaction.lag.ms", get("max.compaction.lag.ms"), kmsg.ConfigTypeLong),
 		static("message.max.bytes", get("max.message.bytes"), kmsg.ConfigTypeInt),
 		static("socket.request.max.bytes", strconv.Itoa(int(b.opts.MaxRequestBytes)), kmsg.ConfigTypeInt),
 		static("connections.max.idle.ms", strconv.FormatInt(b.opts.IdleTimeout.Milliseconds(), 10), kmsg.ConfigTypeLong),

@@ -90,6 +90,12 @@ type Options struct {
 // ErrStopped is returned by a cleaning ended by Options.Stop.
 var ErrStopped = errors.New("cleaner: stopped")
 
+func (o *Options) ensureDefaults() {
+	if o.MaxUncompressed <= 0 {
+		o.MaxUncompressed = record.DefaultMaxUncompressed
+	}
+}
+
 func (o *Options) stopped() error {
 	select {
 	case <-o.Stop:
@@ -123,6 +129,7 @@ type Stats struct {
 // batches, and returns where the cleaning ends: l.End, or the first batch
 // whose keys did not fit.
 func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
+	o.ensureDefaults()
 	o.Map.Clear()
 	tx := newTxns(l.Aborted)
 	end := l.End
@@ -203,6 +210,7 @@ type Swap func(sources []*segment.Segment, cleaned *segment.Segment) error
 // place before the next group is read. A failure removes the cleaned
 // segment being written.
 func Recopy(l *Log, end int64, o *Options, swap Swap, st *Stats) error {
+	o.ensureDefaults()
 	var segs []*segment.Segment
 	for _, s := range l.Segments {
 		if s.BaseOffset() < end {

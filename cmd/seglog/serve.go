@@ -173,6 +173,31 @@ var serveConfigs = []serveConfig{
 	topicDefault("log.message.timestamp.type", "message.timestamp.type", 1),
 	topicDefault("log.preallocate", "preallocate", 1),
 	topicDefault("log.segment.delete.delay.ms", "file.delete.delay.ms", 1),
+	topicDefault("log.cleanup.policy", "cleanup.policy", 1),
+	topicDefault("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", 1),
+	topicDefault("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", 1),
+	topicDefault("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", 1),
+	topicDefault("log.cleaner.delete.retention.ms", "delete.retention.ms", 1),
+	boolConfig("log.cleaner.enable", "run the log cleaner of compacted topics (default true)", func(s *serveSettings, b bool) {
+		s.manager.Cleaner.Disable = !b
+	}),
+	intConfig("log.cleaner.threads", "how many tablets are cleaned at once (default 1)", 1, 64, func(s *serveSettings, n int64) {
+		s.manager.Cleaner.Threads = int(n)
+	}),
+	intConfig("log.cleaner.dedupe.buffer.size", "the memory of the cleaners' offset maps, 24 bytes a key (default 134217728)", 1<<10, 1<<40, func(s *serveSettings, n int64) {
+		s.manager.Cleaner.DedupeBufferBytes = n
+	}),
+	{name: "log.cleaner.io.max.bytes.per.second", doc: "bound each cleaner's reads and writes (default none)", set: func(s *serveSettings, v string) error {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r <= 0 || math.IsNaN(r) {
+			return fmt.Errorf("not a positive number")
+		}
+		s.manager.Cleaner.IOMaxBytesPerSecond = r
+		return nil
+	}},
+	msConfig("log.cleaner.backoff.ms", "how long a cleaner waits when nothing needs cleaning (default 15000)", func(s *serveSettings, d time.Duration) {
+		s.manager.Cleaner.Backoff = d
+	}),
 	msConfig("log.retention.check.interval.ms", "how often retention runs (default 300000)", func(s *serveSettings, d time.Duration) {
 		s.manager.RetentionCheckInterval = d
 	}),
