@@ -24,9 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
@@ -142,7 +146,7 @@ func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 		if err := o.stopped(); err != nil {
 			return 0, err
 		}
-		err := scan(s, func(b record.Batch) error {
+		err := scan(s, true, func(b record.Batch) error {
 			if b.LastOffset() < l.FirstDirty {
 				return nil
 			}
@@ -184,18 +188,48 @@ func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 	return end, nil
 }
 
-// scan calls fn with every batch of s, CRC checked; damage is a
-// *seglog.CorruptionError with the file and position.
-func scan(s *segment.Segment, fn func(b record.Batch) error) error {
-	tail, err := s.ScanLog(s.Size(), func(b record.Batch, _ int64) error { return fn(b) })
+// scan calls fn with every batch of s, read from a mapping of its .log
+// (no copy), CRC checked if verify; damage is a *seglog.CorruptionError
+// with the file and position. A fault reading the mapping (the file cut
+// under it) is an error, not a crash.
+func scan(s *segment.Segment, verify bool, fn func(b record.Batch) error) (err error) {
+	if s.Size() == 0 {
+		return nil
+	}
+	m, err := s.MapLog()
 	if err != nil {
 		return err
 	}
-	if tail.Kind != segment.CleanEnd {
-		if tail.Err != nil {
-			return tail.Err
+	defer m.Unmap()
+	_ = m.Advise(vfs.AdviseSequential)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			re, ok := r.(runtime.Error)
+			if !ok || !strings.Contains(re.Error(), "fault") {
+				panic(r)
+			}
+			err = fmt.Errorf("cleaner: reading %s: %v (was it cut while being cleaned?)", s.LogPath(), r)
 		}
-		return fmt.Errorf("cleaner: %s: %v", s.LogPath(), tail)
+	}()
+	data := m.Bytes()
+	for pos := 0; pos < len(data); {
+		b, _, err := record.ParseBatch(data[pos:])
+		if err == nil && verify {
+			err = b.Verify()
+		}
+		if err != nil {
+			at := int64(pos)
+			var re *record.Error
+			if errors.As(err, &re) {
+				at += re.Pos
+			}
+			return &seglog.CorruptionError{Path: s.LogPath(), Offset: at, Reason: err.Error(), Err: err}
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+		pos += b.Size()
 	}
 	return nil
 }
@@ -315,7 +349,8 @@ func (c *copier) cleanGroup(g []*segment.Segment) (*segment.Segment, error) {
 	c.w.reset()
 	err = func() error {
 		for _, s := range g {
-			if err := scan(s, c.batch); err != nil {
+			// A segment BuildMap read, CRC checked, is read again without.
+			if err := scan(s, s.BaseOffset() < c.l.FirstDirty, c.batch); err != nil {
 				return err
 			}
 		}

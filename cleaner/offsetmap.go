@@ -5,23 +5,32 @@ import (
 	"math/bits"
 )
 
-// EntryBytes is the memory one key takes in an OffsetMap: a 128-bit hash
-// of the key and its offset, as Kafka's SkimpyOffsetMap (MD5 + offset).
+// EntryBytes is the memory one key takes in an OffsetMap's table: a
+// 128-bit hash of the key and its offset, as Kafka's SkimpyOffsetMap
+// (MD5 + offset).
 const EntryBytes = 24
 
+// initialSlots is where a table starts: 96 KiB, within a CPU cache's
+// reach, for the many logs with few keys.
+const initialSlots = 1 << 12
+
 // OffsetMap maps keys to the last offset seen for them, in memory bounded
-// up front: a fixed table of 128-bit key hashes and offsets with linear
+// up front: a table of 128-bit key hashes and offsets with linear
 // probing, filled to at most its load factor. Keys are not kept, only
 // their hashes (two independently seeded maphash sums, so two keys share
 // an entry with probability about 2⁻¹²⁸ per pair); it is the dedupe
-// buffer of Kafka's cleaner.
+// buffer of Kafka's cleaner. Unlike Kafka's, the table starts small and
+// grows by half as keys come, up to the bound: a log of ten thousand keys probes
+// a table that fits a cache, not 128 MiB of random memory.
 type OffsetMap struct {
-	slots  []slot
-	limit  int // entries allowed: capacity × load factor
-	used   int
-	latest int64 // the largest offset put, -1 if none
-	seeds  [2]maphash.Seed
-	mask   uint64
+	slots      []slot
+	loadFactor float64
+	maxSlots   int
+	limit      int // entries the full-size table takes: the map's bound
+	grow       int // entries the current table takes before it doubles
+	used       int
+	latest     int64 // the largest offset put, -1 if none
+	seeds      [2]maphash.Seed
 }
 
 type slot struct {
@@ -29,16 +38,29 @@ type slot struct {
 	offset int64
 }
 
-// NewOffsetMap returns a map using about memory bytes, filled to at most
-// loadFactor (in (0, 1]) of its entries. It holds at least one entry.
+// NewOffsetMap returns a map of at most about memory bytes, filled to at
+// most loadFactor (in (0, 1]) of its entries. It holds at least one key.
 func NewOffsetMap(memory int64, loadFactor float64) *OffsetMap {
-	n := max(memory/EntryBytes, 2)
-	// A power of two, so a hash picks a slot with a mask.
-	capacity := uint64(1) << (63 - bits.LeadingZeros64(uint64(n)))
-	limit := max(int(float64(capacity)*loadFactor), 1)
-	limit = min(limit, int(capacity)-1) // one slot stays empty, so a probe ends
-	return &OffsetMap{slots: make([]slot, capacity), limit: limit, latest: -1,
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, mask: capacity - 1}
+	maxSlots := int(max(memory/EntryBytes, 2))
+	m := &OffsetMap{loadFactor: loadFactor, maxSlots: maxSlots, latest: -1,
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+	m.limit = m.takes(maxSlots)
+	m.resize(min(initialSlots, maxSlots))
+	return m
+}
+
+// takes is how many entries a table of n slots holds (one stays empty, so
+// that a probe ends).
+func (m *OffsetMap) takes(n int) int { return min(max(int(float64(n)*m.loadFactor), 1), n-1) }
+
+func (m *OffsetMap) resize(n int) {
+	old := m.slots
+	m.slots, m.grow = make([]slot, n), m.takes(n)
+	for i := range old {
+		if s := &old[i]; s.h != [2]uint64{} {
+			*m.find(s.h) = *s
+		}
+	}
 }
 
 func (m *OffsetMap) hash(key []byte) [2]uint64 {
@@ -51,10 +73,15 @@ func (m *OffsetMap) hash(key []byte) [2]uint64 {
 
 // find returns the slot of h, or the empty slot where it would go.
 func (m *OffsetMap) find(h [2]uint64) *slot {
-	for i := h[0] & m.mask; ; i = (i + 1) & m.mask {
+	n := uint64(len(m.slots))
+	i, _ := bits.Mul64(h[0], n) // h[0] scaled to [0, n): any table size
+	for {
 		s := &m.slots[i]
 		if s.h == h || s.h == [2]uint64{} {
 			return s
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
 }
@@ -67,6 +94,10 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 	if s.h == [2]uint64{} {
 		if m.used >= m.limit {
 			return false
+		}
+		if m.used >= m.grow {
+			m.resize(min(len(m.slots)+len(m.slots)/2, m.maxSlots))
+			s = m.find(h)
 		}
 		s.h = h
 		m.used++
@@ -95,10 +126,11 @@ func (m *OffsetMap) Limit() int { return m.limit }
 // Latest returns the largest offset put, or -1.
 func (m *OffsetMap) Latest() int64 { return m.latest }
 
-// Bytes returns the memory the table takes.
-func (m *OffsetMap) Bytes() int64 { return int64(len(m.slots)) * EntryBytes }
+// Bytes returns the memory the table takes now; MaxBytes, at most.
+func (m *OffsetMap) Bytes() int64    { return int64(len(m.slots)) * EntryBytes }
+func (m *OffsetMap) MaxBytes() int64 { return int64(m.maxSlots) * EntryBytes }
 
-// Clear empties the map, keeping its memory.
+// Clear empties the map, keeping its table.
 func (m *OffsetMap) Clear() {
 	clear(m.slots)
 	m.used, m.latest = 0, -1

@@ -364,8 +364,8 @@ func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offset
 		r.Segments++
 	}
 	end := v.next
-	if end < 0 {
-		end = bases[len(bases)-1]
+	if end < 0 || (v.compacted && end < bases[len(bases)-1]) {
+		end = bases[len(bases)-1] // (a compacted log's last batches may be gone: it ends where its last segment starts)
 	}
 	v.checkSnapshotsUpTo(end, true)
 	r.LogEndOffset = end

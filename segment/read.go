@@ -1,12 +1,13 @@
 package segment
 
 import (
+	"fmt"
 	"io"
 	"sync"
 
 	"github.com/seglog/seglog/offsetindex"
-
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/vfs"
 )
 
 // scannerPool lends Scanners (and their read-ahead buffers), so that reads
@@ -479,4 +480,25 @@ func (s *Segment) Batches(from, maxPosition int64, fn func(b record.Batch) error
 		return sc.Err()
 	}
 	return nil
+}
+
+// MapLog maps the .log's batches (its logical size, which must be more
+// than 0) read-only, for a reader that walks a sealed segment whole, as the
+// cleaner does: no copy into a buffer. Unmap it when done. A truncation of
+// the file while it is mapped makes a read fault (the reader sets
+// debug.SetPanicOnFault to get a panic it can recover instead of a crash).
+func (s *Segment) MapLog() (vfs.Mapping, error) {
+	size, err := s.end()
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.file()
+	if err != nil {
+		return nil, err
+	}
+	m, err := f.Map(int(size), false)
+	if err != nil {
+		return nil, fmt.Errorf("segment: mapping %s: %w", s.path(), err)
+	}
+	return m, nil
 }

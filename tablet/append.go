@@ -256,7 +256,10 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 	t.mu.segs.ReplaceOrInsert(g)
 	t.mu.active = g
 	t.mu.state.UpdateMapEndOffset(base)
-	if err := t.mu.state.TakeSnapshot(false); err != nil {
+	// The snapshot is synced by the flush that moves the recovery point
+	// past it — or now, if the recovery point is there already (a roll
+	// right after a flush): no later flush would.
+	if err := t.mu.state.TakeSnapshot(base <= t.view().recoveryPoint); err != nil {
 		return t.failLocked(err)
 	}
 	v := t.view()

@@ -306,6 +306,12 @@ func (t *Tablet) swapCleaned(truncations int64) cleaner.Swap {
 			}
 			old = append(old, g)
 		}
+		// The directory syncs below would make the names of writer-state
+		// snapshots written without a sync (a roll's) durable without
+		// their contents: they are synced first.
+		if err := t.mu.state.SyncSnapshots(); err != nil {
+			return t.failLocked(err)
+		}
 		if err := cleaned.ChangeSuffix(logfile.CleanedSuffix, logfile.SwapSuffix); err != nil {
 			return err // the caller removes the cleaned files
 		}

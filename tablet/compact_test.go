@@ -1,8 +1,10 @@
 package tablet
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cleaner"
+	"github.com/seglog/seglog/internal/testenv"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
@@ -537,4 +540,156 @@ func TestManagerCleaner(t *testing.T) {
 		<-changed
 	}
 	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 10)
+}
+
+// A compacted tablet against a model — every record appended, by offset —
+// over random appends (tombstones among them), rolls, cleanings (with
+// dedupe buffers large and small), flushes, reopens, crashes and time
+// passing: each key reads back its last record (a tombstone may be gone
+// once old), nothing read differs from what was appended at its offset,
+// and nothing durable is lost.
+func TestCompactionAgainstModel(t *testing.T) {
+	seed := testenv.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 19))
+	mem := vfs.NewMem()
+	e := newEnv(t, mem, "/data")
+	cfg := compactConfig()
+	cfg.SegmentBytes, cfg.SegmentIndexBytes, cfg.IndexIntervalBytes = 600, 4096, 100
+	cfg.DeleteRetentionMs, cfg.FileDeleteDelayMs = 1500, 0
+	tab := e.create(cfg)
+	type entry struct {
+		key, value string
+		tombstone  bool
+	}
+	history := map[int64]entry{}
+	acked := int64(0) // everything below is durable
+	next := 0
+	check := func(step int, what string) {
+		msg := fmt.Sprintf("seed %d step %d (%s)", seed, step, what)
+		got := map[string]record.Record{}
+		for _, r := range readAll(t, tab, tab.Offsets().LogStartOffset, ReadLogEnd) {
+			h, ok := history[r.Offset]
+			require.True(t, ok, "%s: offset %d was never appended", msg, r.Offset)
+			require.Equal(t, h.key, string(r.Key), "%s: offset %d", msg, r.Offset)
+			require.Equal(t, h.tombstone, r.Value == nil, "%s: offset %d", msg, r.Offset)
+			if !h.tombstone {
+				require.Equal(t, h.value, string(r.Value), "%s: offset %d", msg, r.Offset)
+			}
+			got[h.key] = r
+		}
+		last := map[string]int64{}
+		for o, h := range history {
+			if l, ok := last[h.key]; !ok || o > l {
+				last[h.key] = o
+			}
+		}
+		for k, o := range last {
+			r, ok := got[k]
+			if history[o].tombstone && !ok {
+				continue // an old tombstone the cleaner removed
+			}
+			require.True(t, ok, "%s: key %s (last at %d) is gone", msg, k, o)
+			require.Equal(t, o, r.Offset, "%s: key %s reads an older record", msg, k)
+		}
+	}
+	for step := range 400 {
+		var what string
+		switch op := rng.IntN(100); {
+		case op < 50:
+			b := record.NewBuilder([]record.Compression{record.None, record.Snappy, record.Zstd}[rng.IntN(3)])
+			var batch []entry
+			for range 1 + rng.IntN(5) {
+				next++
+				en := entry{key: fmt.Sprintf("k%d", rng.IntN(12)), value: fmt.Sprintf("v%d", next), tombstone: rng.IntN(100) < 15}
+				r := record.Record{Timestamp: e.clock.Now().UnixMilli(), Key: []byte(en.key), Value: []byte(en.value)}
+				if en.tombstone {
+					r.Value = nil
+				}
+				require.NoError(t, b.Append(r))
+				batch = append(batch, en)
+			}
+			out, err := b.Build()
+			require.NoError(t, err)
+			sync := rng.IntN(4) == 0
+			res, err := tab.Append(out.Bytes(), AppendOptions{Sync: sync})
+			require.NoError(t, err)
+			for i, en := range batch {
+				history[res.FirstOffset+int64(i)] = en
+			}
+			if sync {
+				acked = res.LastOffset + 1
+			}
+			what = "append"
+		case op < 58:
+			rollAndFlush(t, tab)
+			acked = tab.Offsets().LogEndOffset
+			what = "roll"
+		case op < 72:
+			var m *cleaner.OffsetMap
+			if rng.IntN(3) == 0 {
+				m = cleaner.NewOffsetMap(int64(8+rng.IntN(32))*cleaner.EntryBytes, 0.9)
+			}
+			res, err := tab.Clean(CleanOptions{Map: m})
+			if !errors.Is(err, cleaner.ErrMapTooSmall) {
+				require.NoError(t, err, "seed %d step %d", seed, step)
+			}
+			what = fmt.Sprintf("clean to %d, %d removed", res.CleanedTo, res.RecordsRemoved)
+		case op < 78:
+			require.NoError(t, tab.Flush())
+			acked = tab.Offsets().LogEndOffset
+			what = "flush"
+		case op < 84:
+			e.reopen()
+			tab = e.tablet()
+			acked = tab.Offsets().LogEndOffset
+			what = "clean reopen"
+		case op < 90:
+			mode := []vfs.CrashMode{vfs.CrashKeepAll, vfs.CrashDropAll, vfs.CrashRandom}[rng.IntN(3)]
+			after := mem.Crash(mode, rng.Uint64())
+			if testing.Verbose() {
+				names, _ := after.List(tab.Dir())
+				for _, n := range names {
+					before, _ := mem.Stat(tab.Dir() + "/" + n)
+					st, _ := after.Stat(tab.Dir() + "/" + n)
+					var was int64 = -1
+					if before != nil {
+						was = before.Size()
+					}
+					t.Logf("  after crash: %s %d (was %d)", n, st.Size(), was)
+				}
+			}
+			e.m.Close()
+			mem = after
+			e.fsys = mem
+			e.open()
+			tab = e.tablet()
+			end := tab.Offsets().LogEndOffset
+			require.GreaterOrEqual(t, end, acked, "seed %d step %d: a durable record was lost (%v)", seed, step, mode)
+			// What was not durable may be gone, from the tail or from
+			// the middle (a compacted log keeps a gap, as Kafka does).
+			present := map[int64]bool{}
+			for _, r := range readAll(t, tab, 0, ReadLogEnd) {
+				present[r.Offset] = true
+			}
+			for o := range history {
+				if o >= end || (o >= acked && !present[o]) {
+					delete(history, o)
+				}
+			}
+			acked = end
+			what = fmt.Sprintf("crash (%v)", mode)
+		default:
+			e.clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
+			what = "time passes"
+		}
+		if testing.Verbose() {
+			var bases []int64
+			for _, sg := range tab.Segments() {
+				bases = append(bases, sg.BaseOffset)
+			}
+			t.Logf("step %d: %s → %+v %v", step, what, tab.Offsets(), bases)
+		}
+		check(step, what)
+	}
+	e.reopen()
 }

@@ -720,6 +720,9 @@ func (t *Tablet) Close() (Offsets, error) {
 	if t.mu.failed == nil && err == nil {
 		err = t.mu.state.TakeSnapshot(true)
 	}
+	if t.mu.failed == nil && err == nil {
+		err = t.mu.state.SyncSnapshots() // none written without fsync is left so by a clean close
+	}
 	t.mu.closed = true
 	errs := []error{err}
 	log := func(err error) { t.opts.Logger.Error("closing a segment", "tablet", t.tp.String(), "err", err) }
