@@ -682,13 +682,7 @@ func TestCompactionAgainstModel(t *testing.T) {
 			e.clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
 			what = "time passes"
 		}
-		if testing.Verbose() {
-			var bases []int64
-			for _, sg := range tab.Segments() {
-				bases = append(bases, sg.BaseOffset)
-			}
-			t.Logf("step %d: %s → %+v %v", step, what, tab.Offsets(), bases)
-		}
+		logStep(t, tab, step, what)
 		check(step, what)
 	}
 	e.reopen()

@@ -167,3 +167,15 @@ func seq(from, to int64) []int64 {
 	}
 	return out
 }
+
+// logStep tells, with -v, a model test's step and the tablet after it.
+func logStep(t *testing.T, tab *Tablet, step int, what string) {
+	if !testing.Verbose() {
+		return
+	}
+	var bases []int64
+	for _, sg := range tab.Segments() {
+		bases = append(bases, sg.BaseOffset)
+	}
+	t.Logf("step %d: %s → %+v %v", step, what, tab.Offsets(), bases)
+}

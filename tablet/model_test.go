@@ -171,13 +171,7 @@ func TestTabletAgainstModel(t *testing.T) {
 			e.clock.Advance(1000)
 			what = "time passes"
 		}
-		if testing.Verbose() {
-			var bases []int64
-			for _, sg := range tab.Segments() {
-				bases = append(bases, sg.BaseOffset)
-			}
-			t.Logf("step %d: %s → %+v %v", step, what, tab.Offsets(), bases)
-		}
+		logStep(t, tab, step, what)
 		check(step, what)
 	}
 }
