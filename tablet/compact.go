@@ -281,6 +281,9 @@ func (t *Tablet) Clean(o CleanOptions) (CleanResult, error) {
 	t.cleanedTo.Store(end)
 	res.CleanedTo = end
 	t.stats.cleanings.Add(1)
+	t.stats.cleanedRead.Add(res.MapBytesRead + res.BytesRead)
+	t.stats.cleanedWritten.Add(res.BytesWritten)
+	t.stats.cleanedRemoved.Add(res.RecordsRemoved)
 	t.opts.Logger.Info("cleaned", "tablet", t.tp.String(), "from", p.FirstDirty, "to", end,
 		"read", res.BytesRead, "written", res.BytesWritten, "removed", res.RecordsRemoved, "took", res.Took)
 	return res, nil

@@ -1,6 +1,7 @@
 package tablet
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -685,5 +686,66 @@ func TestCompactionAgainstModel(t *testing.T) {
 		logStep(t, tab, step, what)
 		check(step, what)
 	}
+	e.reopen()
+}
+
+// The measure: a compacted topic of a million records over ten
+// thousand keys, on real files, is ten thousand records after one
+// cleaning, each key's last value; the directory verifies.
+func TestCleanAMillionRecordsOverTenThousandKeys(t *testing.T) {
+	e := newEnv(t, vfs.OS, t.TempDir())
+	cfg := compactConfig()
+	cfg.SegmentBytes = 4 << 20
+	tab := e.create(cfg)
+	const n, keys, perBatch = 1_000_000, 10_000, 1000
+	b := record.NewBuilder(record.LZ4)
+	now := e.clock.Now().UnixMilli()
+	for i := 0; i < n; i += perBatch {
+		b.Reset()
+		for j := i; j < i+perBatch; j++ {
+			require.NoError(t, b.Append(record.Record{Timestamp: now, Key: fmt.Appendf(nil, "key-%d", j%keys), Value: fmt.Appendf(nil, "value-%d", j)}))
+		}
+		batch, err := b.Build()
+		require.NoError(t, err)
+		_, err = tab.Append(batch.Bytes(), AppendOptions{})
+		require.NoError(t, err)
+	}
+	rollAndFlush(t, tab)
+	res, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	t.Logf("%d records, %d segments cleaned in %v: read %d + %d bytes, wrote %d", res.RecordsRead, len(tab.Segments())-1, res.Took,
+		res.MapBytesRead, res.BytesRead, res.BytesWritten)
+	require.Equal(t, int64(n-keys), res.RecordsRemoved)
+	got := readAll(t, tab, 0, ReadHighWatermark)
+	require.Len(t, got, keys)
+	for _, r := range got {
+		require.Equal(t, fmt.Sprintf("value-%d", r.Offset), string(r.Value))
+		require.GreaterOrEqual(t, r.Offset, int64(n-keys), "the last of each key is in the last ten thousand")
+	}
+	e.reopen()
+	require.Len(t, readAll(t, e.tablet(), 0, ReadHighWatermark), keys)
+}
+
+// Records larger than any buffer a reader might use survive cleaning
+// whole (Kafka's testLargeMessage): the cleaner maps segments, it does
+// not read them through a fixed buffer.
+func TestCleanLargeRecords(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := compactConfig()
+	cfg.SegmentBytes, cfg.MaxMessageBytes = 16<<20, 8<<20
+	tab := e.create(cfg)
+	big := func(c byte, n int) string { return string(bytes.Repeat([]byte{c}, n)) }
+	for _, r := range []kv{{key: "a", value: big('1', 3<<20)}, {key: "b", value: big('2', 5<<20)}, {key: "a", value: big('3', 4<<20)}} {
+		_, err := tab.Append(kvBatch(t, e.clock.Now().UnixMilli(), r), AppendOptions{})
+		require.NoError(t, err)
+	}
+	rollAndFlush(t, tab)
+	res, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.RecordsRemoved)
+	last := lastValues(t, tab)
+	require.Equal(t, big('2', 5<<20), string(last["b"].Value))
+	require.Equal(t, big('3', 4<<20), string(last["a"].Value))
+	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 2)
 	e.reopen()
 }

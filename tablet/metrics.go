@@ -15,8 +15,10 @@ import (
 
 // stats are a tablet's counters, read by the Manager's collector.
 type stats struct {
-	appends, bytes, records, duplicates, rolls, cleanings atomic.Int64
-	fsyncSeconds                                          histogram
+	appends, bytes, records, duplicates, rolls atomic.Int64
+	// The cleaner's, for a compacted tablet.
+	cleanings, cleanedRead, cleanedWritten, cleanedRemoved atomic.Int64
+	fsyncSeconds                                           histogram
 
 	mu         sync.Mutex
 	rejections map[string]int64 // by Kafka error name
@@ -120,6 +122,10 @@ var (
 	descRecovered  = prometheus.NewDesc("seglog_recovery_bytes", "Bytes of .log recovery read when the directory was opened.", nil, nil)
 	descRecoverDur = prometheus.NewDesc("seglog_recovery_seconds", "How long opening the directory took.", nil, nil)
 	descClean      = prometheus.NewDesc("seglog_clean_shutdown", "1 if the directory was closed cleanly before it was opened.", nil, nil)
+	descCleanings  = prometheus.NewDesc("seglog_cleaner_cleanings_total", "Cleanings of a compacted tablet.", labels, nil)
+	descCleanRead  = prometheus.NewDesc("seglog_cleaner_read_bytes_total", "Bytes of .log the cleaner read (the map and the recopy).", labels, nil)
+	descCleanWrite = prometheus.NewDesc("seglog_cleaner_written_bytes_total", "Bytes of cleaned segments the cleaner wrote.", labels, nil)
+	descCleanGone  = prometheus.NewDesc("seglog_cleaner_removed_records_total", "Records the cleaner removed.", labels, nil)
 )
 
 // Collector returns a prometheus.Collector over the manager's tablets, for
@@ -128,7 +134,8 @@ func (m *Manager) Collector() prometheus.Collector { return collector{m} }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAppends, descBytes, descRecords, descDups, descRejects, descFsyncs,
-		descFsyncLat, descRolls, descSegments, descSize, descOffset, descOpen, descFiles, descRecovered, descRecoverDur, descClean} {
+		descFsyncLat, descRolls, descSegments, descSize, descOffset, descOpen, descFiles, descRecovered, descRecoverDur, descClean,
+		descCleanings, descCleanRead, descCleanWrite, descCleanGone} {
 		ch <- d
 	}
 }
@@ -180,5 +187,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		open, _ := t.OpenSegments()
 		gauge(descOpen, float64(open))
 		gauge(descFiles, float64(t.OpenFiles()))
+		if t.compacted.Load() {
+			counter(descCleanings, s.cleanings.Load())
+			counter(descCleanRead, s.cleanedRead.Load())
+			counter(descCleanWrite, s.cleanedWritten.Load())
+			counter(descCleanGone, s.cleanedRemoved.Load())
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package tablet
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,4 +70,23 @@ func TestCollector(t *testing.T) {
 	require.Equal(t, 0.0, got["seglog_clean_shutdown"], "a new directory")
 	require.Equal(t, float64(tab.OpenFiles()), got["seglog_open_files"+l])
 	require.GreaterOrEqual(t, got["seglog_open_files"+l], 1.0, "the active segment's .log at least")
+}
+
+// A compacted tablet's cleanings are counted.
+func TestCollectorCleaner(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(compactConfig())
+	for i := range 10 {
+		_, err := tab.Append(kvBatch(t, 1, kv{key: "k", value: fmt.Sprint(i)}), AppendOptions{})
+		require.NoError(t, err)
+	}
+	rollAndFlush(t, tab)
+	res, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	got := gather(t, e.m.Collector())
+	l := "|partition=0|topic=events"
+	require.Equal(t, 1.0, got["seglog_cleaner_cleanings_total"+l])
+	require.Equal(t, 9.0, got["seglog_cleaner_removed_records_total"+l])
+	require.Equal(t, float64(res.MapBytesRead+res.BytesRead), got["seglog_cleaner_read_bytes_total"+l])
+	require.Equal(t, float64(res.BytesWritten), got["seglog_cleaner_written_bytes_total"+l])
 }
