@@ -306,6 +306,11 @@ func verifyTablet(fsys vfs.FS, j tabletJob, offsets map[string]checkpoint.Offset
 	if clean {
 		v.durable = math.MaxInt64 // a clean close made everything durable
 	}
+	if v.compacted {
+		r.Notes = append(r.Notes, Problem{File: j.path, Offset: -1, Reason: "a compacted log: gaps in its offsets are the cleaner's, " +
+			"its writer-state snapshots are not compared with a replay (they remember batches the cleaner removed), " +
+			"and its transaction indexes may keep transactions whose records it removed"})
+	}
 	names, err := fsys.List(j.path)
 	if err != nil {
 		return nil, 0, err
