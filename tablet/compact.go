@@ -280,6 +280,13 @@ func (t *Tablet) Clean(o CleanOptions) (CleanResult, error) {
 	}
 	t.cleanedTo.Store(end)
 	res.CleanedTo = end
+	// Publish once more, with the checkpoint moved: a waiter on Changed
+	// that saw the last swap before the checkpoint moved sees both now.
+	t.mu.Lock()
+	if t.usableLocked() == nil {
+		t.publishLocked(t.view())
+	}
+	t.mu.Unlock()
 	t.stats.cleanings.Add(1)
 	t.stats.cleanedRead.Add(res.MapBytesRead + res.BytesRead)
 	t.stats.cleanedWritten.Add(res.BytesWritten)
