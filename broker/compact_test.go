@@ -2,6 +2,8 @@ package broker
 
 import (
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +75,48 @@ func TestCompactedTopicWithFranzGo(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Equal(t, wantOffset, gotOffset, "each key's last record at its own offset")
 	require.Less(t, read, n, "the cleaned records are gone")
+}
+
+// kcat (librdkafka, an independent reader) produces keyed records to a
+// compacted topic idempotently and reads the cleaned log back to its end:
+// the last value of each key, the emptied producer batch stepped over.
+func TestCompactedTopicWithKcat(t *testing.T) {
+	kcat := tool(t, "kcat")
+	_, m, addr := testBroker(t, Options{NoAutoCreate: true})
+	adm, _, ctx := adminClient(t, addr)
+	created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
+		"segment.bytes": kmsg.StringPtr("1024")}, "kc")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	run := func(stdin string, args ...string) string {
+		cmd := exec.Command(kcat, append([]string{"-b", addr, "-X", "api.version.request=true"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "kcat %v: %s", args, out)
+		return string(out)
+	}
+	var in strings.Builder
+	want := map[string]string{}
+	for i := range 500 {
+		k, v := fmt.Sprintf("k%d", i%7), fmt.Sprintf("v%d", i)
+		fmt.Fprintf(&in, "%s:%s\n", k, v)
+		want[k] = v
+	}
+	run(in.String(), "-P", "-t", "kc", "-K", ":", "-X", "enable.idempotence=true", "-X", "batch.num.messages=20")
+	tab, ok := m.Get(checkpoint.TopicPartition{Topic: "kc"})
+	require.True(t, ok)
+	require.NoError(t, tab.Flush())
+	res, err := m.CleanDirty()
+	require.NoError(t, err)
+	require.Positive(t, res[tab.TopicPartition()].RecordsRemoved)
+
+	out := run("", "-C", "-t", "kc", "-o", "beginning", "-e", "-q", "-f", "%k:%s\n")
+	got := map[string]string{}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		k, v, _ := strings.Cut(l, ":")
+		got[k] = v
+	}
+	require.Equal(t, want, got)
+	require.Less(t, len(lines), 500, "the cleaned records are gone")
 }
