@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -779,4 +783,96 @@ func TestCleanKeepsReadsInFlight(t *testing.T) {
 	require.NoError(t, b.Verify())
 	res.Close()
 	require.Len(t, readAll(t, tab, 0, ReadHighWatermark), 1, "new reads see the cleaned log")
+}
+
+// Readers never see a torn, foreign or changed record while a writer
+// appends and rolls and cleanings replace segments under them: every
+// record read is the one appended at its offset.
+func TestConcurrentReadsDuringCleanings(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := compactConfig()
+	cfg.SegmentBytes, cfg.SegmentIndexBytes, cfg.FileDeleteDelayMs = 800, 4096, 0
+	tab := e.create(cfg)
+	var mu sync.Mutex
+	appended := map[int64]string{} // offset → key=value
+	var reads, cleanings atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 2))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := tab.Offsets()
+				from := o.LogStartOffset + rng.Int64N(o.LogEndOffset-o.LogStartOffset+1)
+				for r, err := range tab.Scan(from, ReadHighWatermark) {
+					if err != nil {
+						t.Errorf("reading from %d: %v", from, err)
+						return
+					}
+					reads.Add(1)
+					mu.Lock()
+					want, ok := appended[r.Offset]
+					mu.Unlock()
+					if got := string(r.Key) + "=" + string(r.Value); !ok || got != want {
+						t.Errorf("offset %d reads %q, appended %q", r.Offset, got, want)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // the cleaner, over and over
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			res, err := tab.Clean(CleanOptions{})
+			if err != nil && !errors.Is(err, ErrCleaningAborted) {
+				t.Error(err)
+				return
+			}
+			if res.RecordsRemoved > 0 {
+				cleanings.Add(1)
+			}
+		}
+	}()
+	for i := range 1500 {
+		k, v := fmt.Sprintf("k%d", i%9), fmt.Sprintf("v%d", i)
+		mu.Lock() // recorded before it can be read
+		appended[tab.Offsets().LogEndOffset] = k + "=" + v
+		res, err := tab.Append(kvBatch(t, e.clock.Now().UnixMilli(), kv{key: k, value: v}), AppendOptions{})
+		mu.Unlock()
+		require.NoError(t, err)
+		require.Equal(t, res.FirstOffset, res.LastOffset)
+		if i%100 == 99 {
+			require.NoError(t, tab.Flush()) // the recovery point moves: more is cleanable
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d records read, %d cleanings that removed records", reads.Load(), cleanings.Load())
+	require.Positive(t, reads.Load())
+	require.Positive(t, cleanings.Load())
+	require.NoError(t, tab.Flush())
+	_, err := tab.Clean(CleanOptions{})
+	require.NoError(t, err)
+	last := lastValues(t, tab)
+	require.Len(t, last, 9)
+	for k, r := range last {
+		i, _ := strconv.Atoi(strings.TrimPrefix(string(r.Value), "v"))
+		require.Equal(t, k, fmt.Sprintf("k%d", i%9))
+		require.GreaterOrEqual(t, i, 1500-9, "%s's last value", k)
+	}
+	e.reopen()
 }
