@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"net"
 	"sync"
 	"time"
@@ -123,7 +124,13 @@ func getFrame(n int) *[]byte {
 			framePool.Put(b)
 		}
 	}
-	b := make([]byte, n)
+	size := n
+	if n <= maxPooledFrame {
+		// A power of two: the next request, a little larger or smaller,
+		// reuses the frame instead of allocating its own size.
+		size = 1 << bits.Len(uint(n-1))
+	}
+	b := make([]byte, n, max(size, n))
 	return &b
 }
 

@@ -257,3 +257,18 @@ func TestIdleConnectionsClose(t *testing.T) {
 	exchange(t, busy, req, 12, resp) // a 300 ms long poll on an empty partition, 6 idle timeouts long
 	require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
 }
+
+// Request frames come in power-of-two capacities, so that a pooled frame
+// serves the next request of about the same size instead of a new one
+// being allocated for each size.
+func TestFramesRoundUp(t *testing.T) {
+	for _, n := range []int{1, 1000, 4097, 1<<20 + 1, maxPooledFrame} {
+		b := getFrame(n)
+		c := cap(*b)
+		require.GreaterOrEqual(t, c, n)
+		require.Zero(t, c&(c-1), "a power of two: %d for %d", c, n)
+		putFrame(b)
+	}
+	b := getFrame(maxPooledFrame + 1)
+	require.Equal(t, maxPooledFrame+1, cap(*b), "larger frames are not pooled, nor rounded")
+}
