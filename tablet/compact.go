@@ -224,46 +224,35 @@ func (t *Tablet) Clean(o CleanOptions) (CleanResult, error) {
 		t.mu.Unlock()
 		return CleanResult{}, err
 	}
+	res := CleanResult{Cleanable: p.Cleanable, CleanedTo: p.FirstDirty}
+	if p.FirstUncleanable <= p.FirstDirty {
+		t.mu.Unlock()
+		res.Took = time.Since(start)
+		return res, nil // nothing dirty
+	}
 	log := &cleaner.Log{FirstDirty: p.FirstDirty, End: p.FirstUncleanable, DeleteHorizonMs: p.horizon,
 		Producers: map[int64]cleaner.Producer{}}
 	for _, g := range p.segs {
 		log.Segments = append(log.Segments, g.Segment)
 	}
-	logStart := t.view().logStart
-	// A transaction aborted below End may have its marker, and so its
-	// entry, in any later segment.
-	var txnErr error
-	t.mu.segs.Ascend(func(g *seg) bool {
-		if !g.acquire() {
-			return true
-		}
-		txns, err := g.AbortedTxns()
-		g.release()
-		if err != nil {
-			txnErr = err
-			return false
-		}
-		for _, a := range txns {
-			if a.FirstOffset < log.End && a.LastOffset >= logStart {
-				log.Aborted = append(log.Aborted, a)
-			}
-		}
-		return true
-	})
 	for _, e := range t.mu.state.Producers() {
 		log.Producers[e.ProducerID] = cleaner.Producer{LastDataOffset: e.LastDataOffset(), Epoch: e.Epoch}
 	}
 	segOpts := t.segmentOptionsLocked()
 	truncations := t.mu.truncations
+	v := t.view()
 	t.mu.Unlock()
 
-	res := CleanResult{Cleanable: p.Cleanable, CleanedTo: p.FirstDirty}
-	if txnErr != nil {
-		return res, txnErr
-	}
-	if log.End <= log.FirstDirty {
-		res.Took = time.Since(start)
-		return res, nil // nothing dirty
+	// The aborted transactions overlapping the log below End, as a read
+	// collects them (an abort is indexed in its marker's segment, which
+	// may be any later one). Their markers are all written (End is at or
+	// below the last stable offset), so the published segments, without
+	// the tablet's lock, have them all.
+	if first, ok := v.segs.Min(); ok && first.acquire() {
+		var err error
+		if log.Aborted, err = t.localAbortedTxns(nil, v.segs, first, true, v.logStart, log.End); err != nil {
+			return res, err
+		}
 	}
 	m := o.Map
 	if m == nil {
