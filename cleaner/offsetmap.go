@@ -29,7 +29,6 @@ type OffsetMap struct {
 	limit      int // entries the full-size table takes: the map's bound
 	grow       int // entries the current table takes before it doubles
 	used       int
-	latest     int64 // the largest offset put, -1 if none
 	seeds      [2]maphash.Seed
 }
 
@@ -42,7 +41,7 @@ type slot struct {
 // most loadFactor (in (0, 1]) of its entries. It holds at least one key.
 func NewOffsetMap(memory int64, loadFactor float64) *OffsetMap {
 	maxSlots := int(max(memory/EntryBytes, 2))
-	m := &OffsetMap{loadFactor: loadFactor, maxSlots: maxSlots, latest: -1,
+	m := &OffsetMap{loadFactor: loadFactor, maxSlots: maxSlots,
 		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	m.limit = m.takes(maxSlots)
 	m.resize(min(initialSlots, maxSlots))
@@ -103,7 +102,6 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 		m.used++
 	}
 	s.offset = offset
-	m.latest = max(m.latest, offset)
 	return true
 }
 
@@ -116,22 +114,15 @@ func (m *OffsetMap) Get(key []byte) int64 {
 	return s.offset
 }
 
-// Full says no new key fits.
-func (m *OffsetMap) Full() bool { return m.used >= m.limit }
-
 // Len returns the number of keys held; Limit, how many fit.
 func (m *OffsetMap) Len() int   { return m.used }
 func (m *OffsetMap) Limit() int { return m.limit }
 
-// Latest returns the largest offset put, or -1.
-func (m *OffsetMap) Latest() int64 { return m.latest }
-
-// Bytes returns the memory the table takes now; MaxBytes, at most.
-func (m *OffsetMap) Bytes() int64    { return int64(len(m.slots)) * EntryBytes }
-func (m *OffsetMap) MaxBytes() int64 { return int64(m.maxSlots) * EntryBytes }
+// Bytes returns the memory the table takes now.
+func (m *OffsetMap) Bytes() int64 { return int64(len(m.slots)) * EntryBytes }
 
 // Clear empties the map, keeping its table.
 func (m *OffsetMap) Clear() {
 	clear(m.slots)
-	m.used, m.latest = 0, -1
+	m.used = 0
 }

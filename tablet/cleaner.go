@@ -31,6 +31,14 @@ type CleanerOptions struct {
 	Backoff time.Duration
 }
 
+func (o *CleanerOptions) validate() error {
+	if o.Threads < 1 || o.DedupeBufferBytes/int64(o.Threads) < 2*cleaner.EntryBytes || o.IOMaxBytesPerSecond < 0 {
+		return fmt.Errorf("%w: the cleaner needs a thread and a dedupe buffer of at least %d bytes per thread, and a rate not negative",
+			ErrConfig, 2*cleaner.EntryBytes)
+	}
+	return nil
+}
+
 func (o *CleanerOptions) ensureDefaults() {
 	if o.Threads <= 0 {
 		o.Threads = 1
@@ -42,8 +50,6 @@ func (o *CleanerOptions) ensureDefaults() {
 		o.Backoff = 15 * time.Second
 	}
 }
-
-const cleanerEntryBytes = cleaner.EntryBytes
 
 // cleanerThread is one of the manager's cleaners: its offset map is made
 // at its first cleaning and kept.

@@ -114,9 +114,8 @@ func (o *ManagerOptions) Validate() error {
 	if o.NodeID < 0 {
 		return fmt.Errorf("%w: node id %d is negative", ErrConfig, o.NodeID)
 	}
-	if o.Cleaner.Threads < 1 || o.Cleaner.DedupeBufferBytes/int64(o.Cleaner.Threads) < 2*cleanerEntryBytes || o.Cleaner.IOMaxBytesPerSecond < 0 {
-		return fmt.Errorf("%w: the cleaner needs a thread and a dedupe buffer of at least %d bytes per thread, and a rate not negative",
-			ErrConfig, 2*cleanerEntryBytes)
+	if err := o.Cleaner.validate(); err != nil {
+		return err
 	}
 	if o.FileMode&^os.ModePerm != 0 || o.DirMode&^os.ModePerm != 0 || o.FileMode&0o600 != 0o600 || o.DirMode&0o700 != 0o700 {
 		return fmt.Errorf("%w: file mode %v and directory mode %v must be permission bits the owner can use",
