@@ -131,13 +131,14 @@ func dirtyTablet(dir string, bytes int64, perBatch, size int, seed uint64, progr
 		written += int64(batch.Size())
 		progress(written, bytes)
 	}
-	// One more append rolls (segment.ms now 1): what came before is sealed.
-	cfg.SegmentMs = 1
+	// One more append rolls, segment.bytes now the active segment's size:
+	// what came before is sealed.
+	segs := t.Segments()
+	cfg.SegmentBytes = max(segs[len(segs)-1].Size, record.PrefixSize)
 	if err := t.SetConfig(cfg); err != nil {
 		m.Close()
 		return nil, nil, nil, 0, err
 	}
-	time.Sleep(2 * time.Millisecond) // the active segment is older than segment.ms
 	if _, err := t.AppendRecords([]record.Record{{Key: []byte("last"), Value: []byte("x")}}, record.None, tablet.AppendOptions{}); err != nil {
 		m.Close()
 		return nil, nil, nil, 0, err
@@ -148,7 +149,7 @@ func dirtyTablet(dir string, bytes int64, perBatch, size int, seed uint64, progr
 	}
 	var logs []string
 	var dirty int64
-	segs := t.Segments()
+	segs = t.Segments()
 	for _, s := range segs[:len(segs)-1] {
 		logs = append(logs, s.Path)
 		dirty += s.Size
