@@ -20,18 +20,25 @@ func tool(t *testing.T, name string) string {
 	return p
 }
 
-// kcat (librdkafka): metadata, an idempotent produce, a consume from the
-// beginning to the end, and one from a timestamp.
-func TestKcat(t *testing.T) {
-	kcat := tool(t, "kcat")
-	_, _, addr := testBroker(t, Options{})
-	run := func(stdin string, args ...string) string {
+// kcatRun returns what runs kcat on the broker at addr with stdin and
+// the arguments, and returns its output (failing the test if it fails).
+func kcatRun(t *testing.T, kcat, addr string) func(stdin string, args ...string) string {
+	return func(stdin string, args ...string) string {
+		t.Helper()
 		cmd := exec.Command(kcat, append([]string{"-b", addr, "-X", "api.version.request=true"}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "kcat %v: %s", args, out)
 		return string(out)
 	}
+}
+
+// kcat (librdkafka): metadata, an idempotent produce, a consume from the
+// beginning to the end, and one from a timestamp.
+func TestKcat(t *testing.T) {
+	kcat := tool(t, "kcat")
+	_, _, addr := testBroker(t, Options{})
+	run := kcatRun(t, kcat, addr)
 	var in strings.Builder
 	for i := range 100 {
 		in.WriteString("line ")

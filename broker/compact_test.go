@@ -1,18 +1,30 @@
 package broker
 
 import (
+	"context"
 	"fmt"
-	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
 )
+
+// createCompacted creates a compacted topic of one partition with small
+// segments, so that most of what is produced is sealed and cleanable.
+func createCompacted(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, segmentBytes int) {
+	t.Helper()
+	created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
+		"segment.bytes": kmsg.StringPtr(strconv.Itoa(segmentBytes))}, topic)
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+}
 
 // A compacted topic through real clients: kadm creates it, franz-go
 // produces (a record without a key refused as Kafka does), the cleaner
@@ -21,10 +33,7 @@ import (
 func TestCompactedTopicWithFranzGo(t *testing.T) {
 	_, m, addr := testBroker(t, Options{NoAutoCreate: true})
 	adm, cl, ctx := adminClient(t, addr)
-	created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
-		"segment.bytes": kmsg.StringPtr("4096")}, "changes")
-	require.NoError(t, err)
-	require.NoError(t, created.Err)
+	createCompacted(t, ctx, adm, "changes", 4096)
 	c := configOf(t, ctx, adm, "changes", "cleanup.policy")
 	require.Equal(t, "compact", valueOf(c))
 	require.Equal(t, kmsg.ConfigSourceDynamicTopicConfig, c.Source)
@@ -45,7 +54,7 @@ func TestCompactedTopicWithFranzGo(t *testing.T) {
 			wantOffset[string(r.Record.Key)] = r.Record.Offset
 		}
 	}
-	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "changes", Value: []byte("no key")}).FirstErr()
+	err := cl.ProduceSync(ctx, &kgo.Record{Topic: "changes", Value: []byte("no key")}).FirstErr()
 	require.ErrorIs(t, err, kerr.InvalidRecord, "a compacted topic refuses a record without a key")
 
 	tab, ok := m.Get(checkpoint.TopicPartition{Topic: "changes"})
@@ -84,17 +93,8 @@ func TestCompactedTopicWithKcat(t *testing.T) {
 	kcat := tool(t, "kcat")
 	_, m, addr := testBroker(t, Options{NoAutoCreate: true})
 	adm, _, ctx := adminClient(t, addr)
-	created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
-		"segment.bytes": kmsg.StringPtr("1024")}, "kc")
-	require.NoError(t, err)
-	require.NoError(t, created.Err)
-	run := func(stdin string, args ...string) string {
-		cmd := exec.Command(kcat, append([]string{"-b", addr, "-X", "api.version.request=true"}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "kcat %v: %s", args, out)
-		return string(out)
-	}
+	createCompacted(t, ctx, adm, "kc", 1024)
+	run := kcatRun(t, kcat, addr)
 	var in strings.Builder
 	want := map[string]string{}
 	for i := range 500 {
