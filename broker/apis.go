@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 )
@@ -35,6 +36,17 @@ var served = map[int16][2]int16{
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	44: {0, 1},  // IncrementalAlterConfigs
+	10: {0, 4},  // FindCoordinator (groups)
+	11: {0, 7},  // JoinGroup
+	14: {0, 5},  // SyncGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 4},  // LeaveGroup
+	8:  {0, 8},  // OffsetCommit
+	9:  {0, 7},  // OffsetFetch
+	47: {0, 0},  // OffsetDelete
+	15: {0, 5},  // DescribeGroups
+	16: {0, 4},  // ListGroups
+	42: {0, 2},  // DeleteGroups
 }
 
 // handle answers one request; a nil response is none (acks=0). An error
@@ -52,6 +64,9 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	}
 	if b.null != nil {
 		return b.handleNull(req), nil
+	}
+	if resp, ok := b.handleGroup(h, req); ok {
+		return resp, nil
 	}
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
@@ -223,6 +238,12 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	for _, name := range names {
 		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
 		parts := b.partitionsOf(name)
+		if len(parts) == 0 && name == group.Topic && b.groups != nil {
+			if err := b.groups.Ensure(); err != nil {
+				b.opts.Logger.Error("creating "+group.Topic, "err", err)
+			}
+			parts = b.partitionsOf(name)
+		}
 		if len(parts) == 0 && !all && autoCreate && !b.opts.NoAutoCreate {
 			if checkpoint.ValidateTopic(name) != nil {
 				topic.ErrorCode = kerr.InvalidTopicException.Code
@@ -269,6 +290,10 @@ func (b *Broker) produce(r *kmsg.ProduceRequest) kmsg.Response {
 			sp.Default()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime = -1, -1
+			if internalTopics[rt.Topic] {
+				sp.ErrorCode = kerr.InvalidTopicException.Code // Kafka: no client appends to an internal topic
+				continue
+			}
 			t, code := b.tabletFor(rt.Topic, rp.Partition, true)
 			if code != 0 {
 				sp.ErrorCode = code

@@ -20,6 +20,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -71,6 +73,10 @@ type Options struct {
 	// default is 10000.
 	MaxTopicPartitions int32
 
+	// Groups configure the group coordinator (offsets.topic.*, group.*,
+	// offsets.retention.*); its Logger defaults to Logger.
+	Groups group.Options
+
 	// Logger receives connection and request failures. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -104,6 +110,8 @@ type Broker struct {
 	pids    *producerIDs
 	metrics *metrics
 	null    *nullLog // NewNull's: answers without storing
+	groups  *group.Coordinator
+	ctx     context.Context // ends at Close: requests waiting for a rebalance stop
 	// clusterID is the data directory's cluster.id, for Metadata.
 	clusterID string
 
@@ -127,7 +135,18 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	}
 	meta := m.Meta()
 	opts.NodeID = meta.NodeID
-	return &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}, nil
+	gopts := opts.Groups
+	if gopts.Logger == nil {
+		gopts.Logger = opts.Logger
+	}
+	groups, err := group.New(m, gopts)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
+		stop: make(chan struct{}), groups: groups}
+	b.ctx = b.stopContext()
+	return b, nil
 }
 
 // ErrClosed is returned by Serve once the broker is closed.
@@ -215,6 +234,9 @@ func (b *Broker) Close() error {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+	if b.groups != nil {
+		errs = append(errs, b.groups.Close())
+	}
 	return errors.Join(errs...)
 }
 

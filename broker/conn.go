@@ -21,6 +21,7 @@ type header struct {
 	key, version int16
 	correlation  int32
 	clientID     string
+	host         string // the peer's address, as Kafka shows a member's host
 }
 
 // errMalformed closes the connection: a request that does not parse.
@@ -199,6 +200,7 @@ func (b *Broker) serveConn(c net.Conn) {
 // that does not parse.
 func (b *Broker) readRequests(c net.Conn, queue chan<- pending, ahead *readAhead, log *slog.Logger) {
 	r := bufio.NewReaderSize(c, 8<<10)
+	host := clientHost(c.RemoteAddr())
 	var size [4]byte
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(b.opts.IdleTimeout))
@@ -233,6 +235,7 @@ func (b *Broker) readRequests(c net.Conn, queue chan<- pending, ahead *readAhead
 			return
 		}
 		h, req, body, err := parseHeader(frame)
+		h.host = host
 		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err, buf: buf}
 		if err != nil {
 			return

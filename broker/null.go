@@ -31,7 +31,9 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 	for t, n := range topics {
 		nl.next[t] = make([]int64, n)
 	}
-	return &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+	b.ctx = b.stopContext()
+	return b
 }
 
 // handleNull answers what a null broker serves.

@@ -1,0 +1,99 @@
+package broker
+
+import (
+	"context"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/coordinator/group"
+)
+
+// The group coordinator's APIs: this broker is every group's coordinator,
+// and coordinator/group answers the requests.
+
+// stopContext ends when the broker closes: JoinGroup and SyncGroup stop
+// waiting for a rebalance.
+func (b *Broker) stopContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-b.stop
+		cancel()
+	}()
+	return ctx
+}
+
+// handleGroup answers a group request; ok is false for another API.
+func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
+	c := b.groups
+	switch r := req.(type) {
+	case *kmsg.FindCoordinatorRequest:
+		return b.findCoordinator(r), true
+	case *kmsg.JoinGroupRequest:
+		return c.JoinGroup(b.ctx, group.Client{ID: h.clientID, Host: h.host}, r), true
+	case *kmsg.SyncGroupRequest:
+		return c.SyncGroup(b.ctx, r), true
+	case *kmsg.HeartbeatRequest:
+		return c.Heartbeat(r), true
+	case *kmsg.LeaveGroupRequest:
+		return c.LeaveGroup(r), true
+	case *kmsg.OffsetCommitRequest:
+		return c.OffsetCommit(r), true
+	case *kmsg.OffsetFetchRequest:
+		return c.OffsetFetch(r), true
+	case *kmsg.OffsetDeleteRequest:
+		return c.OffsetDelete(r), true
+	case *kmsg.DescribeGroupsRequest:
+		return c.DescribeGroups(r), true
+	case *kmsg.ListGroupsRequest:
+		return c.ListGroups(r), true
+	case *kmsg.DeleteGroupsRequest:
+		return c.DeleteGroups(r), true
+	}
+	return nil, false
+}
+
+// findCoordinator answers that this broker coordinates every group (one
+// key before v4, a batch from v4). Transactions have no coordinator yet.
+func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := r.CoordinatorKeys
+	if r.GetVersion() < 4 {
+		keys = []string{r.CoordinatorKey}
+	}
+	for _, key := range keys {
+		co := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Port: -1}
+		switch {
+		case r.CoordinatorType != 0:
+			co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		case key == "":
+			co.ErrorCode = kerr.InvalidRequest.Code
+		default:
+			if err := b.groups.Ensure(); err != nil {
+				b.opts.Logger.Error("creating "+group.Topic, "err", err)
+				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				break
+			}
+			co.NodeID, co.Host, co.Port = b.opts.NodeID, b.opts.AdvertisedHost, b.opts.AdvertisedPort
+		}
+		if co.ErrorCode != 0 {
+			co.ErrorMessage = kmsg.StringPtr(kerr.ErrorForCode(co.ErrorCode).Error())
+		}
+		resp.Coordinators = append(resp.Coordinators, co)
+	}
+	if r.GetVersion() < 4 && len(resp.Coordinators) == 1 {
+		co := resp.Coordinators[0]
+		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = co.ErrorCode, co.ErrorMessage, co.NodeID, co.Host, co.Port
+		resp.Coordinators = nil
+	}
+	return resp
+}
+
+// clientHost is a connection's peer as Kafka shows a member's host.
+func clientHost(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return "/" + t.IP.String()
+	}
+	return a.String()
+}

@@ -1,0 +1,229 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/tablet"
+)
+
+// groupOptions are a test broker's: no initial rebalance delay.
+func groupOptions() Options {
+	return Options{NumPartitions: 3, Groups: group.Options{NoInitialDelay: true}}
+}
+
+// produceN produces n records to topic, round robin over its partitions.
+func produceN(t *testing.T, ctx context.Context, addr, topic string, from, n int) {
+	t.Helper()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	var recs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	require.NoError(t, p.ProduceSync(ctx, recs...).FirstErr())
+}
+
+// consumeGroup polls a group consumer until it has n records, and returns
+// their values.
+func consumeGroup(t *testing.T, ctx context.Context, c *kgo.Client, n int) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	for len(got) < n {
+		fs := c.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "consumed %d of %d", len(got), n)
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("%s-%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			require.False(t, got[string(r.Value)], "record %s twice", r.Value)
+			got[string(r.Value)] = true
+		})
+	}
+	return got
+}
+
+// A franz-go group consumer, with each balancer, consumes a topic, commits,
+// and a new consumer of the group resumes after the committed offsets.
+func TestFranzGoConsumerGroup(t *testing.T) {
+	for name, bal := range map[string]kgo.GroupBalancer{"range": kgo.RangeBalancer(),
+		"cooperative-sticky": kgo.CooperativeStickyBalancer(), "sticky": kgo.StickyBalancer()} {
+		t.Run(name, func(t *testing.T) {
+			_, _, addr := testBroker(t, groupOptions())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			produceN(t, ctx, addr, "orders", 0, 3000)
+			opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("orders"),
+				kgo.Balancers(bal), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond),
+				kgo.DisableAutoCommit()}
+			c, err := kgo.NewClient(opts...)
+			require.NoError(t, err)
+			require.Equal(t, 3000, len(consumeGroup(t, ctx, c, 3000)))
+			require.NoError(t, c.CommitUncommittedOffsets(ctx))
+			c.Close()
+
+			adm, _, _ := adminClient(t, addr)
+			offs, err := adm.FetchOffsets(ctx, "g")
+			require.NoError(t, err)
+			var sum int64
+			offs.Each(func(o kadm.OffsetResponse) {
+				require.NoError(t, o.Err)
+				sum += o.At
+			})
+			require.Equal(t, int64(3000), sum, "the committed offsets cover every record")
+
+			produceN(t, ctx, addr, "orders", 3000, 300)
+			c2, err := kgo.NewClient(opts...)
+			require.NoError(t, err)
+			defer c2.Close()
+			got := consumeGroup(t, ctx, c2, 300)
+			for i := 3000; i < 3300; i++ {
+				require.True(t, got[fmt.Sprintf("v%d", i)], "v%d after the committed offsets", i)
+			}
+		})
+	}
+}
+
+// assignments collects a consumer's assigned partitions as its rebalances
+// end (an eager balancer: each assignment is the whole new set).
+func assignments(ch chan<- []int32) kgo.Opt {
+	return kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
+		ch <- a["orders"]
+	})
+}
+
+// Two members share the topic's partitions; when one leaves, the other
+// gets them all. A static member that comes back takes its place without
+// a rebalance.
+func TestConsumerGroupRebalances(t *testing.T) {
+	b, _, addr := testBroker(t, groupOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "orders", 0, 30)
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("orders"),
+		kgo.Balancers(kgo.RangeBalancer()), kgo.FetchMaxWait(100 * time.Millisecond), kgo.HeartbeatInterval(100 * time.Millisecond)}
+	a1, a2 := make(chan []int32, 16), make(chan []int32, 16)
+	c1, err := kgo.NewClient(append(opts, assignments(a1))...)
+	require.NoError(t, err)
+	defer c1.Close()
+	require.ElementsMatch(t, []int32{0, 1, 2}, <-a1, "alone, the first member has every partition")
+
+	c2, err := kgo.NewClient(append(opts, assignments(a2))...)
+	require.NoError(t, err)
+	got1, got2 := <-a1, <-a2
+	require.Len(t, append(got1, got2...), 3, "two members share three partitions: %v %v", got1, got2)
+	require.ElementsMatch(t, []int32{0, 1, 2}, append(got1, got2...))
+	require.NotEmpty(t, got1)
+	require.NotEmpty(t, got2)
+
+	adm, _, _ := adminClient(t, addr)
+	described, err := adm.DescribeGroups(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, "Stable", described["g"].State)
+	require.Len(t, described["g"].Members, 2)
+
+	c2.Close() // leaves the group
+	require.ElementsMatch(t, []int32{0, 1, 2}, <-a1, "after the other left, every partition")
+
+	// A static member: closing does not leave; a new client with the same
+	// group.instance.id takes its place, with no rebalance.
+	s1, err := kgo.NewClient(append(opts, kgo.InstanceID("static-1"), kgo.ConsumerGroup("s"), assignments(a2))...)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int32{0, 1, 2}, <-a2)
+	s1.Close()
+	before := b.groups.Stats().Rebalances
+	s2, err := kgo.NewClient(append(opts, kgo.InstanceID("static-1"), kgo.ConsumerGroup("s"), assignments(a2))...)
+	require.NoError(t, err)
+	defer s2.Close()
+	require.ElementsMatch(t, []int32{0, 1, 2}, <-a2)
+	require.Equal(t, before, b.groups.Stats().Rebalances, "the static member came back without a rebalance")
+	described, err = adm.DescribeGroups(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, described["s"].Members, 1)
+	require.Equal(t, "static-1", *described["s"].Members[0].InstanceID)
+}
+
+// serveDir serves a data directory on addr ("127.0.0.1:0" for any port)
+// until the returned stop, which closes the broker and the directory.
+func serveDir(t *testing.T, dir, addr string, opts Options) (*Broker, string, func()) {
+	t.Helper()
+	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	opts.Logger = quiet
+	b, err := New(m, opts)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ln) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		require.NoError(t, b.Close())
+		require.ErrorIs(t, <-served, ErrClosed)
+		require.NoError(t, m.Close())
+	}
+	t.Cleanup(stop)
+	return b, ln.Addr().String(), stop
+}
+
+// A broker restart loads the groups: a member that stays through the
+// restart is still the group's, in the same generation (no rebalance), and
+// a new consumer resumes exactly after the committed offsets.
+func TestConsumerGroupSurvivesRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	_, addr, stop := serveDir(t, dir, "127.0.0.1:0", groupOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "orders", 0, 900)
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond), kgo.DisableAutoCommit(),
+		kgo.HeartbeatInterval(100 * time.Millisecond)}
+	c, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, 900, len(consumeGroup(t, ctx, c, 900)))
+	require.NoError(t, c.CommitUncommittedOffsets(ctx))
+	adm, _, _ := adminClient(t, addr)
+	before, err := adm.FetchOffsets(ctx, "g")
+	require.NoError(t, err)
+	described, err := adm.DescribeGroups(ctx, "g")
+	require.NoError(t, err)
+	member := described["g"].Members[0].MemberID
+	stop() // c stays, retrying
+
+	b, addr, _ := serveDir(t, dir, addr, groupOptions())
+	adm, _, _ = adminClient(t, addr)
+	described, err = adm.DescribeGroups(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, "Stable", described["g"].State, "loaded as it was stored")
+	require.Len(t, described["g"].Members, 1)
+	require.Equal(t, member, described["g"].Members[0].MemberID)
+	after, err := adm.FetchOffsets(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, before.Offsets(), after.Offsets(), "every committed offset loaded")
+
+	produceN(t, ctx, addr, "orders", 900, 300)
+	require.Equal(t, 300, len(consumeGroup(t, ctx, c, 300)), "the member goes on")
+	require.Zero(t, b.groups.Stats().Rebalances, "the member kept its generation through the restart")
+	c.Close() // leaves, without committing the 300
+
+	c2, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	defer c2.Close()
+	got := consumeGroup(t, ctx, c2, 300)
+	for i := 900; i < 1200; i++ {
+		require.True(t, got[fmt.Sprintf("v%d", i)], "v%d after the committed offsets", i)
+	}
+}

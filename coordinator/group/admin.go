@@ -1,0 +1,115 @@
+package group
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeGroups describes groups: their state, protocol and members (a
+// stable group's with their subscription and assignment). An unknown group
+// is Dead, as Kafka answers.
+func (c *Coordinator) DescribeGroups(r *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+	resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range r.Groups {
+		dg := kmsg.NewDescribeGroupsResponseGroup()
+		dg.Group, dg.State = id, Dead.String()
+		if id == "" {
+			dg.ErrorCode = kerr.InvalidGroupID.Code
+		} else if g := c.lookup(id, false); g != nil {
+			dg.State, dg.ProtocolType = g.state.String(), g.protocolType
+			stable := g.state == Stable
+			if stable {
+				dg.Protocol = g.protocol
+			}
+			for _, mid := range g.order {
+				m := g.members[mid]
+				dm := kmsg.DescribeGroupsResponseGroupMember{MemberID: m.id, ClientID: m.clientID, ClientHost: m.clientHost,
+					ProtocolMetadata: []byte{}, MemberAssignment: []byte{}}
+				if m.instanceID != "" {
+					dm.InstanceID = kmsg.StringPtr(m.instanceID)
+				}
+				if stable {
+					dm.ProtocolMetadata, dm.MemberAssignment = m.metadataFor(g.protocol), m.assignment
+				}
+				dg.Members = append(dg.Members, dm)
+			}
+			g.mu.Unlock()
+		}
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}
+
+// ListGroups lists the groups, those in the given states from v4.
+func (c *Coordinator) ListGroups(r *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+	for _, g := range c.sortedGroups() {
+		g.mu.Lock()
+		state, typ := g.state, g.protocolType
+		g.mu.Unlock()
+		if state == Dead || len(r.StatesFilter) > 0 && !containsFold(r.StatesFilter, state.String()) {
+			continue
+		}
+		resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.id, ProtocolType: typ, GroupState: state.String(), GroupType: "classic"})
+	}
+	return resp
+}
+
+func containsFold(list []string, s string) bool {
+	for _, l := range list {
+		if strings.EqualFold(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteGroups deletes empty groups: their offsets and metadata get
+// tombstones and the group is gone.
+func (c *Coordinator) DeleteGroups(r *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
+	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	for _, id := range r.Groups {
+		dg := kmsg.DeleteGroupsResponseGroup{Group: id}
+		dg.ErrorCode = c.deleteGroup(id)
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}
+
+func (c *Coordinator) deleteGroup(id string) int16 {
+	if id == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	g := c.lookup(id, false)
+	if g == nil {
+		return kerr.GroupIDNotFound.Code
+	}
+	defer g.mu.Unlock()
+	if g.state != Empty {
+		return kerr.NonEmptyGroup.Code
+	}
+	if err := c.removeGroup(g); err != nil {
+		c.opts.Logger.Error("deleting a group", "group", id, "err", err)
+		return storeErrorCode(err)
+	}
+	return 0
+}
+
+// removeGroup writes the tombstones of an empty group's offsets and
+// metadata, and makes it dead.
+func (c *Coordinator) removeGroup(g *group) error {
+	var recs []kv
+	for tp := range g.offsets {
+		recs = append(recs, kv{offsetKey(g.id, tp.topic, tp.partition), nil})
+	}
+	recs = append(recs, kv{groupKey(g.id), nil})
+	if err := c.log.append(g.partition, c.opts.clock.Now(), recs...); err != nil {
+		return err
+	}
+	clear(g.offsets)
+	g.transition(Dead, c.opts.clock.Now())
+	c.forget(g)
+	return nil
+}

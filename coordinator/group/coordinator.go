@@ -1,0 +1,325 @@
+// Package group is the consumer group coordinator: Kafka's classic group
+// protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed
+// offsets (OffsetCommit, OffsetFetch, OffsetDelete) and group
+// administration (DescribeGroups, ListGroups, DeleteGroups), with its state
+// in the compacted internal topic __consumer_offsets in Kafka's own record
+// formats, so that a seglog data directory holds what Kafka would have
+// written. Requests and responses are franz-go's kmsg types; the broker
+// decodes and encodes them.
+//
+// A group lives in the __consumer_offsets partition PartitionFor gives.
+// Every change a group makes to its log — an offset commit, the group's
+// metadata after a rebalance, deletions — is appended with Sync before it
+// is answered or applied, and New replays the partitions at start, so a
+// restart resumes every group: its members, generation and assignments,
+// and its offsets.
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// Options configure a coordinator under Kafka's broker config names.
+type Options struct {
+	// Partitions is offsets.topic.num.partitions, for a topic not created
+	// yet (an existing one keeps its count). The default is 50.
+	Partitions int32
+	// SegmentBytes is offsets.topic.segment.bytes. The default is
+	// 104857600.
+	SegmentBytes int64
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: an empty
+	// group's first rebalance waits this long for more members. The
+	// default is 3 s; NoInitialDelay makes it 0.
+	InitialRebalanceDelay time.Duration
+	NoInitialDelay        bool
+	// MinSessionTimeout and MaxSessionTimeout are
+	// group.min.session.timeout.ms and group.max.session.timeout.ms. The
+	// defaults are 6 s and 30 min.
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// MaxSize is group.max.size. The default is MaxInt32.
+	MaxSize int
+	// Retention is offsets.retention.minutes: how long an empty group's
+	// offsets (or a standalone consumer's) stay. The default is 7 days.
+	Retention time.Duration
+	// RetentionCheckInterval is offsets.retention.check.interval.ms. The
+	// default is 10 minutes.
+	RetentionCheckInterval time.Duration
+	// MaxMetadataBytes is offset.metadata.max.bytes. The default is 4096.
+	MaxMetadataBytes int
+	// TopicExists says whether a partition exists, for OffsetCommit (an
+	// unknown one is UNKNOWN_TOPIC_OR_PARTITION). The default is the
+	// manager's tablets.
+	TopicExists func(topic string, partition int32) bool
+	// Logger receives load and expiry reports. The default is
+	// slog.Default().
+	Logger *slog.Logger
+
+	clock clock // tests' time; the default is the real one
+}
+
+func (o *Options) ensureDefaults(m *tablet.Manager) {
+	if o.Partitions <= 0 {
+		o.Partitions = 50
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 100 << 20
+	}
+	if o.InitialRebalanceDelay <= 0 {
+		o.InitialRebalanceDelay = 3 * time.Second
+	}
+	if o.NoInitialDelay {
+		o.InitialRebalanceDelay = 0
+	}
+	if o.MinSessionTimeout <= 0 {
+		o.MinSessionTimeout = 6 * time.Second
+	}
+	if o.MaxSessionTimeout <= 0 {
+		o.MaxSessionTimeout = 30 * time.Minute
+	}
+	if o.MaxSize <= 0 {
+		o.MaxSize = math.MaxInt32
+	}
+	if o.Retention <= 0 {
+		o.Retention = 7 * 24 * time.Hour
+	}
+	if o.RetentionCheckInterval <= 0 {
+		o.RetentionCheckInterval = 10 * time.Minute
+	}
+	if o.MaxMetadataBytes <= 0 {
+		o.MaxMetadataBytes = 4096
+	}
+	if o.TopicExists == nil {
+		o.TopicExists = func(topic string, partition int32) bool {
+			_, ok := m.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
+			return ok
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.clock == nil {
+		o.clock = realClock{}
+	}
+}
+
+// Coordinator is every group's coordinator on one data directory.
+type Coordinator struct {
+	m    *tablet.Manager
+	opts Options
+	log  *store
+
+	mu     sync.Mutex
+	groups map[string]*group
+	closed bool
+	expiry stopper
+	stats  stats
+}
+
+// ErrClosed is returned once the coordinator is closed.
+var ErrClosed = errors.New("group: coordinator closed")
+
+// New returns the coordinator of the manager's data directory, with every
+// group loaded from __consumer_offsets if the topic exists (it is created
+// by the first request that needs it, as Kafka does).
+func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
+	opts.ensureDefaults(m)
+	c := &Coordinator{m: m, opts: opts, groups: map[string]*group{}}
+	c.log = newStore(m, opts)
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	c.scheduleExpiry()
+	return c, nil
+}
+
+// Close stops the coordinator's timers. Members waiting for a join or a
+// sync stay waiting until their request's context ends.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+	c.mu.Unlock()
+	for _, g := range c.sortedGroups() {
+		g.mu.Lock()
+		for _, m := range g.members {
+			if m.timer != nil {
+				m.timer.Stop()
+			}
+		}
+		for _, t := range g.pending {
+			t.Stop()
+		}
+		for _, t := range []stopper{g.joinTimer, g.syncTimer} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		g.mu.Unlock()
+	}
+	return nil
+}
+
+// Partitions is the number of __consumer_offsets partitions.
+func (c *Coordinator) Partitions() int32 { return c.log.partitions }
+
+// lookup returns a group, locked, creating it when create; nil if it
+// does not exist (or is dead).
+func (c *Coordinator) lookup(id string, create bool) *group {
+	c.mu.Lock()
+	g := c.groups[id]
+	if g == nil && create && !c.closed {
+		g = newGroup(id, PartitionFor(id, c.log.partitions), c.opts.clock.Now())
+		c.groups[id] = g
+	}
+	c.mu.Unlock()
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	if g.state == Dead {
+		g.mu.Unlock()
+		return nil
+	}
+	return g
+}
+
+// forget drops a dead group, unless it came back meanwhile.
+func (c *Coordinator) forget(g *group) {
+	c.mu.Lock()
+	if c.groups[g.id] == g {
+		delete(c.groups, g.id)
+	}
+	c.mu.Unlock()
+}
+
+// sortedGroups returns the groups, by id.
+func (c *Coordinator) sortedGroups() []*group {
+	c.mu.Lock()
+	out := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		out = append(out, g)
+	}
+	c.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// wait blocks for a join or sync response, or the request's end.
+func wait[T any](ctx context.Context, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// store is __consumer_offsets: appends and replays.
+type store struct {
+	m          *tablet.Manager
+	cfg        tablet.Config
+	partitions int32
+
+	mu   sync.Mutex
+	tabs []*tablet.Tablet // by partition, once created
+}
+
+func newStore(m *tablet.Manager, opts Options) *store {
+	cfg := m.DefaultConfig()
+	cfg.CleanupPolicy = "compact"
+	cfg.SegmentBytes = opts.SegmentBytes
+	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+	s := &store{m: m, cfg: cfg, partitions: opts.Partitions}
+	var existing []*tablet.Tablet
+	for _, t := range m.Tablets() {
+		if t.TopicPartition().Topic == Topic {
+			existing = append(existing, t)
+		}
+	}
+	if len(existing) > 0 {
+		sort.Slice(existing, func(i, j int) bool {
+			return existing[i].TopicPartition().Partition < existing[j].TopicPartition().Partition
+		})
+		s.partitions = existing[len(existing)-1].TopicPartition().Partition + 1
+		s.tabs = make([]*tablet.Tablet, s.partitions)
+		for _, t := range existing {
+			s.tabs[t.TopicPartition().Partition] = t
+		}
+	}
+	return s
+}
+
+// tablet returns partition p's tablet, creating the topic on first use.
+func (s *store) tablet(p int32) (*tablet.Tablet, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tabs == nil {
+		s.tabs = make([]*tablet.Tablet, s.partitions)
+	}
+	if t := s.tabs[p]; t != nil {
+		return t, nil
+	}
+	for i := range s.partitions {
+		if s.tabs[i] != nil {
+			continue
+		}
+		cfg := s.cfg
+		t, err := s.m.GetOrCreate(checkpoint.TopicPartition{Topic: Topic, Partition: i}, &cfg)
+		if err != nil {
+			return nil, fmt.Errorf("group: creating %s: %w", Topic, err)
+		}
+		s.tabs[i] = t
+	}
+	return s.tabs[p], nil
+}
+
+// kv is one record to append; a nil value deletes the key.
+type kv struct{ key, value []byte }
+
+// append writes records to partition p durably: answered only after the
+// fsync that covers them.
+func (s *store) append(p int32, now time.Time, recs ...kv) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	t, err := s.tablet(p)
+	if err != nil {
+		return err
+	}
+	b := record.NewBuilder(record.None)
+	for _, r := range recs {
+		if err := b.Append(record.Record{Timestamp: now.UnixMilli(), Key: r.key, Value: r.value}); err != nil {
+			return err
+		}
+	}
+	batch, err := b.Build()
+	if err != nil {
+		return err
+	}
+	_, err = t.Append(batch.Bytes(), tablet.AppendOptions{Sync: true})
+	return err
+}
+
+// Ensure creates __consumer_offsets if it does not exist yet.
+func (c *Coordinator) Ensure() error {
+	_, err := c.log.tablet(0)
+	return err
+}

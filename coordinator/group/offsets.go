@@ -1,0 +1,236 @@
+package group
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/tablet"
+)
+
+// storeGroup appends the group's metadata (members, generation,
+// assignments) durably.
+func (c *Coordinator) storeGroup(g *group) error {
+	return c.log.append(g.partition, c.opts.clock.Now(), kv{groupKey(g.id), groupValue(g)})
+}
+
+// storeErrorCode is the Kafka error a client gets when a group's record
+// could not be written: one it retries (Kafka maps a failed append to
+// NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE), or the message too large.
+func storeErrorCode(err error) int16 {
+	switch {
+	case errors.Is(err, tablet.ErrRecordBatchTooLarge):
+		return kerr.UnknownServerError.Code
+	case errors.Is(err, ErrClosed):
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return kerr.NotCoordinator.Code
+}
+
+// OffsetCommit stores a group's committed offsets, after checking that
+// the committer is a member of the group's current generation (or that the
+// group is a standalone consumer's: generation -1 on an empty group).
+func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	fail := func(code int16) *kmsg.OffsetCommitResponse {
+		for _, t := range r.Topics {
+			rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	if r.Group == "" {
+		return fail(kerr.InvalidGroupID.Code)
+	}
+	simple := r.GetVersion() == 0 || r.Generation < 0
+	g := c.lookup(r.Group, simple)
+	if g == nil {
+		if simple {
+			return fail(kerr.CoordinatorNotAvailable.Code)
+		}
+		return fail(kerr.IllegalGeneration.Code)
+	}
+	defer g.mu.Unlock()
+	if !simple || g.state != Empty {
+		if code := g.validate(r.MemberID, deref(r.InstanceID), r.Generation); code != 0 {
+			return fail(code)
+		}
+		if g.state == CompletingRebalance {
+			return fail(kerr.RebalanceInProgress.Code)
+		}
+		c.heartbeat(g, g.members[r.MemberID])
+	}
+	now := c.opts.clock.Now()
+	var recs []kv
+	var keep []func()
+	for _, t := range r.Topics {
+		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition}
+			o := Offset{Offset: p.Offset, LeaderEpoch: -1, Metadata: deref(p.Metadata), CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}
+			if r.GetVersion() >= 6 {
+				o.LeaderEpoch = p.LeaderEpoch
+			}
+			if r.GetVersion() == 1 && p.Timestamp != -1 {
+				o.CommitTimestamp = p.Timestamp
+			}
+			if r.GetVersion() >= 2 && r.GetVersion() <= 4 && r.RetentionTimeMillis != -1 {
+				o.ExpireTimestamp = o.CommitTimestamp + r.RetentionTimeMillis
+			}
+			switch {
+			case !c.opts.TopicExists(t.Topic, p.Partition):
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case len(o.Metadata) > c.opts.MaxMetadataBytes:
+				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			default:
+				tp := topicPartition{t.Topic, p.Partition}
+				recs = append(recs, kv{offsetKey(g.id, t.Topic, p.Partition), offsetValue(o)})
+				keep = append(keep, func() { g.offsets[tp] = o })
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if err := c.log.append(g.partition, now, recs...); err != nil {
+		c.opts.Logger.Error("storing committed offsets", "group", g.id, "err", err)
+		code := storeErrorCode(err)
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if p := &resp.Topics[i].Partitions[j]; p.ErrorCode == 0 {
+					p.ErrorCode = code
+				}
+			}
+		}
+		return resp
+	}
+	for _, k := range keep {
+		k()
+	}
+	c.stats.commits.Add(int64(len(keep)))
+	return resp
+}
+
+// OffsetFetch returns a group's committed offsets: the partitions asked
+// for (-1 where none is committed), or every one (topics null, v2+).
+func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	offsets := map[topicPartition]Offset{}
+	if g := c.lookup(r.Group, false); g != nil {
+		for tp, o := range g.offsets {
+			offsets[tp] = o
+		}
+		g.mu.Unlock()
+	}
+	part := func(p int32, o Offset, ok bool) kmsg.OffsetFetchResponseTopicPartition {
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, -1, -1, kmsg.StringPtr("")
+		if ok {
+			rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Offset, o.LeaderEpoch, kmsg.StringPtr(o.Metadata)
+		}
+		return rp
+	}
+	if r.Topics == nil && r.GetVersion() >= 2 {
+		byTopic := map[string][]int32{}
+		for tp := range offsets {
+			byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
+		}
+		for _, topic := range sortedKeys(byTopic) {
+			rt := kmsg.OffsetFetchResponseTopic{Topic: topic}
+			ps := byTopic[topic]
+			slices.Sort(ps)
+			for _, p := range ps {
+				rt.Partitions = append(rt.Partitions, part(p, offsets[topicPartition{topic, p}], true))
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	for _, t := range r.Topics {
+		rt := kmsg.OffsetFetchResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			o, ok := offsets[topicPartition{t.Topic, p}]
+			rt.Partitions = append(rt.Partitions, part(p, o, ok))
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// OffsetDelete deletes a group's committed offsets (tombstones): of an
+// empty group, or of topics its consumers do not subscribe to.
+func (c *Coordinator) OffsetDelete(r *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	g := c.lookup(r.Group, false)
+	if g == nil {
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		return resp
+	}
+	defer g.mu.Unlock()
+	var subscribed map[string]bool
+	if g.state != Empty {
+		if g.protocolType != "consumer" {
+			resp.ErrorCode = kerr.NonEmptyGroup.Code
+			return resp
+		}
+		subscribed = g.subscribedTopics()
+	}
+	var recs []kv
+	var gone []topicPartition
+	for _, t := range r.Topics {
+		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition}
+			tp := topicPartition{t.Topic, p.Partition}
+			switch {
+			case subscribed[t.Topic]:
+				rp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			default:
+				if _, ok := g.offsets[tp]; ok {
+					recs = append(recs, kv{offsetKey(g.id, t.Topic, p.Partition), nil})
+					gone = append(gone, tp)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if err := c.log.append(g.partition, c.opts.clock.Now(), recs...); err != nil {
+		c.opts.Logger.Error("deleting committed offsets", "group", g.id, "err", err)
+		resp.Topics, resp.ErrorCode = nil, storeErrorCode(err)
+		return resp
+	}
+	for _, tp := range gone {
+		delete(g.offsets, tp)
+	}
+	return resp
+}
+
+// subscribedTopics are the topics the members of a consumer group
+// subscribe to, from their metadata for the group's protocol.
+func (g *group) subscribedTopics() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range g.members {
+		var meta kmsg.ConsumerMemberMetadata
+		if err := meta.ReadFrom(m.metadataFor(g.protocol)); err != nil {
+			continue
+		}
+		for _, t := range meta.Topics {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
