@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,4 +112,95 @@ func TestKafkajs(t *testing.T) {
 	require.Contains(t, string(out), "ok\n")
 	require.Contains(t, string(out), `{"produced":1000,"consumed":1000}`)
 	require.Empty(t, m.Tablets(), "kafkajs deleted its topic")
+}
+
+// kafkajs consumer groups (testdata/kafkajs/group.js): two members share
+// a topic, one leaves and the other takes every partition, offsets are
+// committed to the log end, and the group is deleted.
+func TestKafkajsConsumerGroup(t *testing.T) {
+	node := tool(t, "node")
+	dir := filepath.Join("testdata", "kafkajs")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
+		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
+	}
+	_, _, addr := testBroker(t, groupOptions())
+	out, err := exec.Command(node, filepath.Join(dir, "group.js"), addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "ok\n")
+	require.Contains(t, string(out), `"consumed":300`)
+}
+
+// kcat -G (librdkafka's balanced consumer) reads a topic and commits; after
+// a broker restart the group resumes after its committed offsets.
+func TestKcatGroupAcrossRestart(t *testing.T) {
+	kcat := tool(t, "kcat")
+	dir := filepath.Join(t.TempDir(), "data")
+	_, addr, stop := serveDir(t, dir, "127.0.0.1:0", groupOptions())
+	run := kcatRun(t, kcat, addr)
+	lines := func(from, n int) string {
+		var b strings.Builder
+		for i := from; i < from+n; i++ {
+			fmt.Fprintf(&b, "line %d\n", i)
+		}
+		return b.String()
+	}
+	run(lines(0, 100), "-P", "-t", "kg")
+	sorted := func(s string) []string {
+		l := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+		slices.Sort(l)
+		return l
+	}
+	out := run("", "-G", "kgroup", "-o", "beginning", "-e", "-q", "kg")
+	require.Equal(t, sorted(lines(0, 100)), sorted(out), "the group reads everything, from three partitions")
+	stop()
+
+	_, addr, _ = serveDir(t, dir, addr, groupOptions())
+	run = kcatRun(t, kcat, addr)
+	run(lines(100, 50), "-P", "-t", "kg")
+	out = run("", "-G", "kgroup", "-e", "-q", "kg")
+	require.Equal(t, sorted(lines(100, 50)), sorted(out), "after the restart, only what came after the committed offsets")
+}
+
+// The Python client's group consumer (subscribe with group.id): it reads
+// and commits; a second consumer of the group resumes after the commits.
+func TestPythonConsumerGroup(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
+		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
+	}
+	_, _, addr := testBroker(t, groupOptions())
+	script := `
+import sys
+from confluent_kafka import Producer, Consumer
+addr = sys.argv[1]
+p = Producer({"bootstrap.servers": addr})
+def produce(a, b):
+    for i in range(a, b):
+        p.produce("pyg", value=("v%d" % i).encode())
+    assert p.flush(30) == 0
+def consume(n):
+    c = Consumer({"bootstrap.servers": addr, "group.id": "pygroup", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "heartbeat.interval.ms": 100})
+    c.subscribe(["pyg"])
+    got = set()
+    while len(got) < n:
+        m = c.poll(30)
+        if m is None:
+            raise SystemExit("timed out after %d" % len(got))
+        if m.error():
+            raise SystemExit(str(m.error()))
+        got.add(m.value().decode())
+    c.commit(asynchronous=False)
+    c.close()
+    return got
+produce(0, 60)
+assert consume(60) == {"v%d" % i for i in range(60)}
+produce(60, 90)
+got = consume(30)
+assert got == {"v%d" % i for i in range(60, 90)}, sorted(got)
+print("ok")
+`
+	out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "ok")
 }
