@@ -1,0 +1,160 @@
+package group
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// joinAlone joins a one-member group "g" (v7: the id first) and syncs it,
+// returning the member id and generation.
+func joinAlone(t *testing.T, e *testEnv, group string, subscription []byte) (string, int32) {
+	s := &simMember{name: "solo"}
+	r := s.joinRequest()
+	r.Group = group
+	r.Protocols[0].Metadata = subscription
+	resp := e.c.JoinGroup(context.Background(), Client{ID: "c"}, r)
+	require.Equal(t, kerr.MemberIDRequired.Code, resp.ErrorCode)
+	r.MemberID = resp.MemberID
+	resp = e.c.JoinGroup(context.Background(), Client{ID: "c"}, r)
+	require.Zero(t, resp.ErrorCode)
+	sr := kmsg.NewPtrSyncGroupRequest()
+	sr.Group, sr.MemberID, sr.Generation = group, resp.MemberID, resp.Generation
+	sr.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: resp.MemberID, MemberAssignment: []byte("all")}}
+	require.Zero(t, e.c.SyncGroup(context.Background(), sr).ErrorCode)
+	return resp.MemberID, resp.Generation
+}
+
+func commitOne(e *testEnv, group, member string, gen int32, topic string, off int64, meta string) int16 {
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.SetVersion(8)
+	r.Group, r.MemberID, r.Generation = group, member, gen
+	r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{
+		{Partition: 0, Offset: off, LeaderEpoch: -1, Metadata: kmsg.StringPtr(meta)}}}}
+	return e.c.OffsetCommit(r).Topics[0].Partitions[0].ErrorCode
+}
+
+func fetchOne(e *testEnv, group string) int64 {
+	r := kmsg.NewPtrOffsetFetchRequest()
+	r.SetVersion(7)
+	r.Group = group
+	r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	return e.c.OffsetFetch(r).Topics[0].Partitions[0].Offset
+}
+
+// Kafka's checks on joins and commits.
+func TestGroupRefusals(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true, MaxSize: 1})
+	s := &simMember{name: "x"}
+	r := s.joinRequest()
+	r.SessionTimeoutMillis = 1000
+	require.Equal(t, kerr.InvalidSessionTimeout.Code, e.c.JoinGroup(context.Background(), Client{}, r).ErrorCode)
+	r = s.joinRequest()
+	r.Group = ""
+	require.Equal(t, kerr.InvalidGroupID.Code, e.c.JoinGroup(context.Background(), Client{}, r).ErrorCode)
+	r = s.joinRequest()
+	r.MemberID = "nobody"
+	require.Equal(t, kerr.UnknownMemberID.Code, e.c.JoinGroup(context.Background(), Client{}, r).ErrorCode)
+
+	id, gen := joinAlone(t, e, "g", []byte("sub"))
+	r = s.joinRequest()
+	require.Equal(t, kerr.GroupMaxSizeReached.Code, e.c.JoinGroup(context.Background(), Client{}, r).ErrorCode)
+	r.ProtocolType = "connect"
+	require.Equal(t, kerr.InconsistentGroupProtocol.Code, e.c.JoinGroup(context.Background(), Client{}, r).ErrorCode)
+
+	require.Equal(t, kerr.IllegalGeneration.Code, commitOne(e, "g", id, gen+1, "t", 5, ""))
+	require.Equal(t, kerr.UnknownMemberID.Code, commitOne(e, "g", "other", gen, "t", 5, ""))
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, commitOne(e, "g", id, gen, "absent", 5, ""))
+	require.Equal(t, kerr.OffsetMetadataTooLarge.Code, commitOne(e, "g", id, gen, "t", 5, string(make([]byte, 4097))))
+	require.Zero(t, commitOne(e, "g", id, gen, "t", 5, "m"))
+	require.Equal(t, int64(5), fetchOne(e, "g"))
+
+	dg := e.c.DeleteGroups(&kmsg.DeleteGroupsRequest{Groups: []string{"g", "absent"}})
+	require.Equal(t, kerr.NonEmptyGroup.Code, dg.Groups[0].ErrorCode)
+	require.Equal(t, kerr.GroupIDNotFound.Code, dg.Groups[1].ErrorCode)
+}
+
+// A member that stops heartbeating is removed after its session timeout,
+// and the group, empty, keeps its offsets for offsets.retention.minutes
+// after that; then they expire and the group is deleted — durably.
+func TestSessionExpiryAndOffsetRetention(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true, Retention: time.Hour})
+	id, gen := joinAlone(t, e, "g", nil)
+	require.Zero(t, commitOne(e, "g", id, gen, "t", 42, ""))
+	e.clock.Advance(sessionMs*time.Millisecond - time.Millisecond)
+	require.Equal(t, Stable, e.c.groups["g"].state, "the session has not ended")
+	e.clock.Advance(time.Millisecond)
+	require.Equal(t, Empty, e.c.groups["g"].state, "expired, rebalanced to empty")
+	require.Equal(t, int64(1), e.c.Stats().Expired)
+
+	e.clock.Advance(59 * time.Minute)
+	require.Zero(t, e.c.ExpireOffsets())
+	require.Equal(t, int64(42), fetchOne(e, "g"))
+	e.clock.Advance(time.Minute)
+	require.Equal(t, 1, e.c.ExpireOffsets(), "an hour after the group became empty")
+	require.Equal(t, int64(-1), fetchOne(e, "g"))
+	require.Nil(t, e.c.groups["g"], "the empty group without offsets is gone")
+	e.restart()
+	require.Nil(t, e.c.groups["g"], "and stays gone: its tombstones were written")
+}
+
+// The initial rebalance delay holds an empty group's first rebalance
+// while members keep coming, then completes it with all of them.
+func TestInitialRebalanceDelay(t *testing.T) {
+	e := newTestEnv(t, Options{InitialRebalanceDelay: 3 * time.Second})
+	var waits []chan *kmsg.JoinGroupResponse
+	for i := range 3 {
+		s := &simMember{name: "m"}
+		r := s.joinRequest()
+		r.SetVersion(3) // no MEMBER_ID_REQUIRED
+		resp, ch := e.c.join(Client{ID: "c"}, r)
+		require.Nil(t, resp)
+		waits = append(waits, ch)
+		e.clock.Advance(2 * time.Second)
+		if i < 2 {
+			require.Equal(t, PreparingRebalance, e.c.groups["g"].state, "a new member extends the delay")
+		}
+	}
+	e.clock.Advance(3 * time.Second)
+	require.Equal(t, CompletingRebalance, e.c.groups["g"].state)
+	leaders := 0
+	for _, ch := range waits {
+		resp := <-ch
+		require.Zero(t, resp.ErrorCode)
+		require.Equal(t, int32(1), resp.Generation, "one rebalance for the three")
+		if resp.LeaderID == resp.MemberID {
+			leaders++
+			require.Len(t, resp.Members, 3)
+		}
+	}
+	require.Equal(t, 1, leaders)
+}
+
+// OffsetDelete refuses the topics a consumer group's members subscribe
+// to, and deletes the others.
+func TestOffsetDelete(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true})
+	for p := range int32(1) {
+		_, err := e.m.GetOrCreate(tpOf("u", p), nil)
+		require.NoError(t, err)
+	}
+	meta := kmsg.ConsumerMemberMetadata{Version: 0, Topics: []string{"t"}}
+	id, gen := joinAlone(t, e, "g", meta.AppendTo(nil))
+	require.Zero(t, commitOne(e, "g", id, gen, "t", 1, ""))
+	require.Zero(t, commitOne(e, "g", id, gen, "u", 2, ""))
+	r := kmsg.NewPtrOffsetDeleteRequest()
+	r.Group = "g"
+	r.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}},
+		{Topic: "u", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	resp := e.c.OffsetDelete(r)
+	require.Zero(t, resp.ErrorCode)
+	require.Equal(t, kerr.GroupSubscribedToTopic.Code, resp.Topics[0].Partitions[0].ErrorCode)
+	require.Zero(t, resp.Topics[1].Partitions[0].ErrorCode)
+	e.restart()
+	g := e.c.groups["g"]
+	require.Len(t, g.offsets, 1, "u's offset is deleted, durably")
+}
