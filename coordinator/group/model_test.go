@@ -304,7 +304,9 @@ type groupView struct {
 	members    []string // id and assignment
 }
 
-func (v groupView) String() string { return fmt.Sprintf("%+v", []any{v.state, v.generation, v.leader, v.protocol, v.members}) }
+func (v groupView) String() string {
+	return fmt.Sprintf("%+v", []any{v.state, v.generation, v.leader, v.protocol, v.members})
+}
 
 func (md *model) snapshot() groupView {
 	md.e.c.mu.Lock()
