@@ -12,7 +12,8 @@
 //
 // Served (the map served in apis.go has the versions): ApiVersions,
 // Metadata, Produce, Fetch with long polling, ListOffsets,
-// OffsetForLeaderEpoch, InitProducerId for idempotent producers, and the
+// OffsetForLeaderEpoch, InitProducerId for idempotent producers, the
+// consumer group APIs answered by coordinator/group (groups.go), and the
 // admin APIs — CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
 // DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (admin.go). What
 // is not served is absent from ApiVersions' list; a request for it closes

@@ -49,7 +49,12 @@ func newMetrics() *metrics {
 }
 
 // Collector returns the broker's Prometheus collectors.
-func (b *Broker) Collector() prometheus.Collector { return collectors(b.metrics.all) }
+func (b *Broker) Collector() prometheus.Collector {
+	if b.groups == nil {
+		return collectors(b.metrics.all)
+	}
+	return append(collectors{b.groups.Collector()}, b.metrics.all...)
+}
 
 type collectors []prometheus.Collector
 

@@ -210,6 +210,33 @@ var serveConfigs = []serveConfig{
 	msConfig("remote.log.manager.task.interval.ms", "how often --store's tiering steps each tablet (default 30000)", func(s *serveSettings, d time.Duration) {
 		s.tierStep = d
 	}),
+	intConfig("offsets.topic.num.partitions", "the partitions of __consumer_offsets when it is created (default 50)", 1, 10000, func(s *serveSettings, n int64) {
+		s.broker.Groups.Partitions = int32(n)
+	}),
+	intConfig("offsets.topic.segment.bytes", "segment.bytes of __consumer_offsets (default 104857600)", 1<<20, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.Groups.SegmentBytes = n
+	}),
+	intConfig("group.initial.rebalance.delay.ms", "how long an empty group's first rebalance waits for more members (default 3000)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.Groups.InitialRebalanceDelay, s.broker.Groups.NoInitialDelay = time.Duration(n)*time.Millisecond, n == 0
+	}),
+	msConfig("group.min.session.timeout.ms", "the shortest session timeout a member may ask for (default 6000)", func(s *serveSettings, d time.Duration) {
+		s.broker.Groups.MinSessionTimeout = d
+	}),
+	msConfig("group.max.session.timeout.ms", "the longest session timeout a member may ask for (default 1800000)", func(s *serveSettings, d time.Duration) {
+		s.broker.Groups.MaxSessionTimeout = d
+	}),
+	intConfig("group.max.size", "the most members a group may have (default 2147483647)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.Groups.MaxSize = int(n)
+	}),
+	intConfig("offsets.retention.minutes", "how long an empty group keeps its committed offsets (default 10080, 7 days)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.Groups.Retention = time.Duration(n) * time.Minute
+	}),
+	msConfig("offsets.retention.check.interval.ms", "how often expired offsets are deleted (default 600000)", func(s *serveSettings, d time.Duration) {
+		s.broker.Groups.RetentionCheckInterval = d
+	}),
+	intConfig("offset.metadata.max.bytes", "the largest metadata of a committed offset (default 4096)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.Groups.MaxMetadataBytes = int(n)
+	}),
 	{name: "log.level", doc: "debug, info, warn or error (default info; seglog's own)", set: func(s *serveSettings, v string) error {
 		return s.level.UnmarshalText([]byte(v))
 	}},
@@ -264,9 +291,13 @@ that unmodified Kafka clients (kcat, franz-go, sarama, kafkajs, the Python
 client) produce to it and consume from it: ApiVersions, Metadata (topics
 auto-created), Produce (acks 0, 1, -1; idempotent producers), Fetch (long
 polling woken by appends; read_uncommitted and read_committed), ListOffsets,
-OffsetForLeaderEpoch, InitProducerId for idempotent producers, and the admin
-APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
+OffsetForLeaderEpoch, InitProducerId for idempotent producers, consumer
+groups (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups,
+DeleteGroups; the classic protocol, with committed offsets and group metadata
+in __consumer_offsets), and the admin APIs: CreateTopics, DeleteTopics,
+CreatePartitions, DeleteRecords, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs.
 
 --config-file reads a Kafka server.properties (a config serve does not take
 is logged and ignored, as Kafka does); each --config key=value comes after it
