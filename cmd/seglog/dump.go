@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
@@ -26,6 +27,7 @@ import (
 
 type dumpOptions struct {
 	printData   bool
+	offsets     bool
 	deep        bool
 	json        bool
 	sanityCheck bool
@@ -41,7 +43,9 @@ func newDumpCmd() *cobra.Command {
 DumpLogSegments tool.
 
 A .log file gives one line per batch; with --deep-iteration, a line for every
-record under its batch; with --print-data-log, its key and value too. A batch
+record under its batch; with --print-data-log, its key and value too; with
+--offsets-decoder, a __consumer_offsets record's key and value decoded, as
+Kafka's dump tool prints them (a record that does not decode is an error). A batch
 whose CRC does not match is shown with isvalid: false. Then the file is read
 as recovery would read it, and a torn tail, a zero tail or damage is reported
 with its position and the bytes recovery would cut.
@@ -101,6 +105,7 @@ The exit status is 1 if anything was wrong. dump never changes a file.`,
 	}
 	cmd.Flags().BoolVar(&o.printData, "print-data-log", false, "print every record, with its key and value")
 	cmd.Flags().BoolVar(&o.deep, "deep-iteration", false, "print every record (without its key and value)")
+	cmd.Flags().BoolVar(&o.offsets, "offsets-decoder", false, "print every record of a __consumer_offsets segment decoded: its key and value as Kafka's dump tool does")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print one JSON object per line instead of text")
 	cmd.Flags().BoolVar(&o.sanityCheck, "index-sanity-check", false, "check index files instead of printing their entries")
 	cmd.Flags().BoolVar(&o.verifyIndex, "verify-index-only", false, "check index files against the .log beside them")
@@ -294,7 +299,7 @@ func (d *dumper) batch(pos int64, b record.Batch) {
 		d.problems++
 		return // the records of a damaged batch are not to be trusted
 	}
-	if !d.opts.printData && !d.opts.deep {
+	if !d.opts.printData && !d.opts.deep && !d.opts.offsets {
 		return
 	}
 	d.it.Reset(b, record.DefaultMaxUncompressed)
@@ -314,7 +319,15 @@ func (d *dumper) recordLine(b record.Batch, r *record.Record) *recordLine {
 		l.HeaderKeys = append(l.HeaderKeys, printable(h.Key))
 	}
 	if !b.IsControl() {
-		if d.opts.printData {
+		switch {
+		case d.opts.offsets:
+			k, v, err := group.Format(r.Key, r.Value)
+			if err != nil {
+				d.problems++ // reported on the record's line, and in the exit status
+				k, v = "invalid: "+err.Error(), printable(r.Value)
+			}
+			l.Key, l.Payload = &k, &v
+		case d.opts.printData:
 			l.Key, l.Payload = optPrintable(r.Key), optPrintable(r.Value)
 		}
 		return l

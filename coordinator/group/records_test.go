@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -76,4 +77,27 @@ func TestRecordsAreKafkasBytes(t *testing.T) {
 	require.Error(t, err, "a truncated key")
 	_, err = Decode(key, val[:7])
 	require.Error(t, err, "a truncated value")
+}
+
+// Format prints records as Kafka's dump tool does with --offsets-decoder.
+func TestFormatIsKafkasDump(t *testing.T) {
+	o := Offset{Offset: 5, LeaderEpoch: -1, Metadata: "", CommitTimestamp: 1700000000000, ExpireTimestamp: -1}
+	k, v, err := Format(offsetKey("g", "t", 0), offsetValue(o))
+	require.NoError(t, err)
+	require.Equal(t, `{"type":"1","data":{"group":"g","topic":"t","partition":0}}`, k)
+	require.Equal(t, `{"version":"3","data":{"offset":5,"leaderEpoch":-1,"metadata":"","commitTimestamp":1700000000000}}`, v)
+	_, v, err = Format(offsetKey("g", "t", 0), nil)
+	require.NoError(t, err)
+	require.Equal(t, "<DELETE>", v)
+
+	g := newGroup("g", 0, time.UnixMilli(1700000000000))
+	g.protocol, g.generation = "range", 3
+	g.add(&member{id: "m-1", protocolType: "consumer", clientID: "c", clientHost: "/127.0.0.1", sessionTimeout: 45 * time.Second,
+		rebalanceTimeout: time.Minute, protocols: []protocol{{name: "range", metadata: []byte{1}}}, assignment: []byte{2}})
+	k, v, err = Format(groupKey("g"), groupValue(g))
+	require.NoError(t, err)
+	require.Equal(t, `{"type":"2","data":{"group":"g"}}`, k)
+	require.Equal(t, `{"version":"3","data":{"protocolType":"consumer","generation":3,"protocol":"range","leader":"m-1",`+
+		`"currentStateTimestamp":1700000000000,"members":[{"memberId":"m-1","groupInstanceId":null,"clientId":"c",`+
+		`"clientHost":"/127.0.0.1","rebalanceTimeout":60000,"sessionTimeout":45000,"subscription":"AQ==","assignment":"Ag=="}]}}`, v)
 }

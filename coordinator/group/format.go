@@ -1,0 +1,89 @@
+package group
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Format prints a __consumer_offsets record as Kafka's DumpLogSegments
+// --offsets-decoder does: the key as {"type":"<record type>","data":{…}},
+// the value as {"version":"<version>","data":{…}} with Kafka's field
+// names (bytes in base64), or <DELETE> for a tombstone.
+func Format(key, value []byte) (string, string, error) {
+	d, err := Decode(key, value)
+	if err != nil {
+		return "", "", err
+	}
+	type keyJSON struct {
+		Type string `json:"type"`
+		Data any    `json:"data"`
+	}
+	type valueJSON struct {
+		Version string `json:"version"`
+		Data    any    `json:"data"`
+	}
+	var k keyJSON
+	payload := any(nil)
+	if d.IsOffset {
+		k = keyJSON{Type: fmt.Sprint(int16(key[0])<<8 | int16(key[1])), Data: struct {
+			Group     string `json:"group"`
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+		}{d.Group, d.Topic, d.Partition}}
+		if v := d.Offset; v != nil {
+			data := struct {
+				Offset          int64  `json:"offset"`
+				LeaderEpoch     *int32 `json:"leaderEpoch,omitempty"`
+				Metadata        string `json:"metadata"`
+				CommitTimestamp int64  `json:"commitTimestamp"`
+				ExpireTimestamp *int64 `json:"expireTimestamp,omitempty"`
+			}{Offset: v.Offset, Metadata: v.Metadata, CommitTimestamp: v.CommitTimestamp}
+			if v.Version >= 3 {
+				data.LeaderEpoch = &v.LeaderEpoch
+			}
+			if v.Version == 1 {
+				data.ExpireTimestamp = &v.ExpireTimestamp
+			}
+			payload = valueJSON{Version: fmt.Sprint(v.Version), Data: data}
+		}
+	} else {
+		k = keyJSON{Type: fmt.Sprint(keyGroup), Data: struct {
+			Group string `json:"group"`
+		}{d.Group}}
+		if v := d.Metadata; v != nil {
+			type memberJSON struct {
+				MemberID         string  `json:"memberId"`
+				GroupInstanceID  *string `json:"groupInstanceId"`
+				ClientID         string  `json:"clientId"`
+				ClientHost       string  `json:"clientHost"`
+				RebalanceTimeout int32   `json:"rebalanceTimeout"`
+				SessionTimeout   int32   `json:"sessionTimeout"`
+				Subscription     []byte  `json:"subscription"`
+				Assignment       []byte  `json:"assignment"`
+			}
+			data := struct {
+				ProtocolType          string       `json:"protocolType"`
+				Generation            int32        `json:"generation"`
+				Protocol              *string      `json:"protocol"`
+				Leader                *string      `json:"leader"`
+				CurrentStateTimestamp int64        `json:"currentStateTimestamp"`
+				Members               []memberJSON `json:"members"`
+			}{ProtocolType: v.ProtocolType, Generation: v.Generation, Protocol: v.Protocol, Leader: v.Leader,
+				CurrentStateTimestamp: v.CurrentStateTimestamp, Members: []memberJSON{}}
+			for _, m := range v.Members {
+				data.Members = append(data.Members, memberJSON{m.MemberID, m.InstanceID, m.ClientID, m.ClientHost,
+					m.RebalanceTimeoutMillis, m.SessionTimeoutMillis, m.Subscription, m.Assignment})
+			}
+			payload = valueJSON{Version: fmt.Sprint(v.Version), Data: data}
+		}
+	}
+	kb, err := json.Marshal(k)
+	if err != nil {
+		return "", "", err
+	}
+	if payload == nil {
+		return string(kb), "<DELETE>", nil
+	}
+	vb, err := json.Marshal(payload)
+	return string(kb), string(vb), err
+}
