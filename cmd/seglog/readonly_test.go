@@ -43,6 +43,8 @@ func readOnlyCommands(t *testing.T, d string) [][]string {
 		append([]string{"dump", "--index-sanity-check"}, idx...),
 		{"dump", filepath.Join(d, checkpoint.RecoveryPointFile), filepath.Join(d, checkpoint.MetaPropertiesFile)},
 		{"tier", "ls", "--store", "file://" + t.TempDir(), "--data-dir", d},
+		{"groups", "--data-dir", d, "--list", "--state"},
+		{"groups", "--data-dir", d, "--describe", "--all-groups"},
 	}
 }
 

@@ -80,13 +80,17 @@ func openManager(cmd *cobra.Command, dataDir string, a access) (*tablet.Manager,
 			return nil, fmt.Errorf("no data directory %s", dataDir)
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := tablet.OpenManager(vfs.OS, dataDir, tablet.ManagerOptions{ReadOnly: a == readOnly,
-		Tablet: tablet.Options{Logger: logger}, Recovery: recovery.Options{Progress: recoveryProgress(cmd.ErrOrStderr(), dataDir)}})
+		Tablet: tablet.Options{Logger: quietLogger(cmd)}, Recovery: recovery.Options{Progress: recoveryProgress(cmd.ErrOrStderr(), dataDir)}})
 	if err == nil {
 		printLoadChanges(cmd.ErrOrStderr(), m, a == readOnly)
 	}
 	return m, err
+}
+
+// quietLogger is a command's logger: warnings and errors only, on stderr.
+func quietLogger(cmd *cobra.Command) *slog.Logger {
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // printLoadChanges tells what loading the directory changed — nothing is

@@ -61,6 +61,9 @@ type Options struct {
 	// unknown one is UNKNOWN_TOPIC_OR_PARTITION). The default is the
 	// manager's tablets.
 	TopicExists func(topic string, partition int32) bool
+	// ReadOnly loads the groups for inspection only (a read-only data
+	// directory): no session timers, no expiry, nothing written.
+	ReadOnly bool
 	// Logger receives load and expiry reports. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -139,7 +142,9 @@ func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	if err := c.load(); err != nil {
 		return nil, err
 	}
-	c.scheduleExpiry()
+	if !opts.ReadOnly {
+		c.scheduleExpiry()
+	}
 	return c, nil
 }
 

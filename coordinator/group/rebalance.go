@@ -142,6 +142,9 @@ func (c *Coordinator) completeJoin(g *group) {
 
 // heartbeat restarts a member's session.
 func (c *Coordinator) heartbeat(g *group, m *member) {
+	if c.opts.ReadOnly {
+		return
+	}
 	if m.timer != nil {
 		m.timer.Stop()
 	}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/tablet"
+)
+
+type groupsFlags struct {
+	dataDir                    string
+	list, describe, del, reset bool
+	groups                     []string
+	all                        bool
+	members, state             bool
+	topics                     []string
+	allTopics                  bool
+	toEarliest, toLatest       bool
+	toOffset                   int64
+	toDatetime                 string
+	execute, asJSON            bool
+}
+
+func newGroupsCmd() *cobra.Command {
+	var f groupsFlags
+	f.toOffset = -1
+	cmd := &cobra.Command{
+		Use:   "groups --data-dir D (--list | --describe | --delete | --reset-offsets) [--group G]...",
+		Short: "List, describe, delete consumer groups and reset their offsets, like kafka-consumer-groups.sh",
+		Long: `groups reads the consumer groups a broker keeps in the data directory's
+__consumer_offsets (seglog serve writes them there, in Kafka's record format):
+
+  --list                    the groups (with --state, each one's state)
+  --describe --group G      each partition's committed offset, log end offset and
+                            lag, and the member it is assigned to; with --members,
+                            the members; with --state, the group's state
+  --delete --group G        delete an empty group: its offsets and metadata
+  --reset-offsets --group G --topic T[:P,P...] | --all-topics
+        --to-earliest | --to-latest | --to-offset N | --to-datetime 2006-01-02T15:04:05.000
+                            print the new offsets; with --execute, commit them
+                            (the group must be empty: no consumer running)
+
+It opens the data directory itself, so a broker must not be serving it (list
+and describe take a shared lock and change nothing; delete and an executed reset
+take the writer's lock). --group may be repeated, or --all-groups given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			actions := 0
+			for _, a := range []bool{f.list, f.describe, f.del, f.reset} {
+				if a {
+					actions++
+				}
+			}
+			if actions != 1 {
+				return errors.New("give one of --list, --describe, --delete, --reset-offsets")
+			}
+			a := readOnly
+			if f.del || f.reset && f.execute {
+				a = write
+			}
+			m, err := openManager(cmd, f.dataDir, a)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, m.Close()) }()
+			c, err := group.New(m, group.Options{ReadOnly: a == readOnly, Logger: quietLogger(cmd)})
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, c.Close()) }()
+			ids := f.groups
+			if f.all || f.list {
+				ids = nil
+				for _, g := range c.Groups() {
+					ids = append(ids, g.ID)
+				}
+			} else if len(ids) == 0 {
+				return errors.New("--group (or --all-groups) is required")
+			}
+			switch {
+			case f.list:
+				return listGroups(cmd, c, f)
+			case f.describe:
+				return describeGroups(cmd, m, c, ids, f)
+			case f.del:
+				for _, id := range ids {
+					if err := c.DeleteGroup(id); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "Deletion of requested consumer groups ('%s') was successful.\n", id)
+				}
+				return nil
+			default:
+				return resetOffsets(cmd, m, c, ids, f)
+			}
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", "", "the data directory")
+	fl.BoolVar(&f.list, "list", false, "list the groups")
+	fl.BoolVar(&f.describe, "describe", false, "describe groups: offsets, lag, members")
+	fl.BoolVar(&f.del, "delete", false, "delete empty groups")
+	fl.BoolVar(&f.reset, "reset-offsets", false, "reset a group's committed offsets (with --execute)")
+	fl.StringArrayVar(&f.groups, "group", nil, "a group (repeatable)")
+	fl.BoolVar(&f.all, "all-groups", false, "every group")
+	fl.BoolVar(&f.members, "members", false, "with --describe: the members")
+	fl.BoolVar(&f.state, "state", false, "with --list or --describe: the state")
+	fl.StringArrayVar(&f.topics, "topic", nil, "with --reset-offsets: a topic, or topic:partition,partition (repeatable)")
+	fl.BoolVar(&f.allTopics, "all-topics", false, "with --reset-offsets: every topic the group has offsets for")
+	fl.BoolVar(&f.toEarliest, "to-earliest", false, "reset to the log start offset")
+	fl.BoolVar(&f.toLatest, "to-latest", false, "reset to the log end offset")
+	fl.Int64Var(&f.toOffset, "to-offset", -1, "reset to this offset (within the log start and end)")
+	fl.StringVar(&f.toDatetime, "to-datetime", "", "reset to the first record at or after this time (2006-01-02T15:04:05.000, UTC)")
+	fl.BoolVar(&f.execute, "execute", false, "commit the reset (otherwise only print it)")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func listGroups(cmd *cobra.Command, c *group.Coordinator, f groupsFlags) error {
+	infos := c.Groups()
+	if f.asJSON {
+		return printJSON(cmd.OutOrStdout(), infos)
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	if f.state {
+		fmt.Fprintln(w, "GROUP\tSTATE")
+	}
+	for _, g := range infos {
+		if f.state {
+			fmt.Fprintf(w, "%s\t%s\n", g.ID, g.State)
+		} else {
+			fmt.Fprintln(w, g.ID)
+		}
+	}
+	return w.Flush()
+}
+
+// groupLag is one row of --describe: a partition's committed offset,
+// log end and lag, and its member.
+type groupLag struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Current   int64  `json:"currentOffset"`
+	LogEnd    int64  `json:"logEndOffset"`
+	Lag       int64  `json:"lag"`
+	Member    string `json:"consumerId"`
+	Host      string `json:"host"`
+	Client    string `json:"clientId"`
+}
+
+func describeGroups(cmd *cobra.Command, m *tablet.Manager, c *group.Coordinator, ids []string, f groupsFlags) error {
+	var infos []group.Info
+	var rows []groupLag
+	for _, id := range ids {
+		g, ok := c.Describe(id)
+		if !ok {
+			return fmt.Errorf("%w: %q", group.ErrGroupNotFound, id)
+		}
+		infos = append(infos, g)
+		owner := map[checkpoint.TopicPartition]group.MemberInfo{}
+		for _, mi := range g.Members {
+			for _, tp := range mi.Assigned {
+				owner[tp] = mi
+			}
+		}
+		seen := map[checkpoint.TopicPartition]bool{}
+		add := func(tp checkpoint.TopicPartition, current int64) {
+			seen[tp] = true
+			row := groupLag{Group: id, Topic: tp.Topic, Partition: tp.Partition, Current: current, LogEnd: -1, Lag: -1}
+			if t, ok := m.Get(tp); ok {
+				row.LogEnd = t.Offsets().HighWatermark
+				if current >= 0 {
+					row.Lag = max(0, row.LogEnd-current)
+				}
+			}
+			if mi, ok := owner[tp]; ok {
+				row.Member, row.Host, row.Client = mi.ID, mi.Host, mi.ClientID
+			}
+			rows = append(rows, row)
+		}
+		for _, o := range g.Offsets {
+			add(o.TopicPartition, o.Offset.Offset)
+		}
+		for tp := range owner {
+			if !seen[tp] {
+				add(tp, -1)
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b groupLag) int {
+		return strings.Compare(fmt.Sprintf("%s\x00%s\x00%010d", a.Group, a.Topic, a.Partition),
+			fmt.Sprintf("%s\x00%s\x00%010d", b.Group, b.Topic, b.Partition))
+	})
+	if f.asJSON {
+		return printJSON(cmd.OutOrStdout(), map[string]any{"groups": infos, "offsets": rows})
+	}
+	out := cmd.OutOrStdout()
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	dash := func(n int64) string {
+		if n < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	orDash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	for _, g := range infos {
+		switch {
+		case f.state:
+			fmt.Fprintln(w, "GROUP\tASSIGNMENT-STRATEGY\tSTATE\tGENERATION\t#MEMBERS")
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", g.ID, orDash(g.Protocol), g.State, g.Generation, len(g.Members))
+		case f.members:
+			fmt.Fprintln(w, "GROUP\tCONSUMER-ID\tGROUP-INSTANCE-ID\tHOST\tCLIENT-ID\t#PARTITIONS")
+			for _, mi := range g.Members {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", g.ID, mi.ID, orDash(mi.InstanceID), mi.Host, mi.ClientID, len(mi.Assigned))
+			}
+		}
+		if len(g.Members) == 0 {
+			fmt.Fprintf(w, "Consumer group '%s' has no active members.\n", g.ID)
+		}
+	}
+	if !f.state && !f.members {
+		fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+		for _, r := range rows {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Topic, r.Partition, dash(r.Current), dash(r.LogEnd),
+				dash(r.Lag), orDash(r.Member), orDash(r.Host), orDash(r.Client))
+		}
+	}
+	return w.Flush()
+}
+
+// resetOffsets computes each partition's new offset and, with --execute,
+// commits them.
+func resetOffsets(cmd *cobra.Command, m *tablet.Manager, c *group.Coordinator, ids []string, f groupsFlags) error {
+	how := 0
+	for _, b := range []bool{f.toEarliest, f.toLatest, f.toOffset >= 0, f.toDatetime != ""} {
+		if b {
+			how++
+		}
+	}
+	if how != 1 {
+		return errors.New("give one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+	}
+	if (len(f.topics) > 0) == f.allTopics {
+		return errors.New("give --topic or --all-topics")
+	}
+	var at int64
+	if f.toDatetime != "" {
+		ts, err := time.Parse("2006-01-02T15:04:05.000", f.toDatetime)
+		if err != nil {
+			return fmt.Errorf("--to-datetime %q: %w", f.toDatetime, err)
+		}
+		at = ts.UnixMilli()
+	}
+	type plan struct {
+		Group     string `json:"group"`
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"newOffset"`
+	}
+	var plans []plan
+	for _, id := range ids {
+		var tps []checkpoint.TopicPartition
+		if f.allTopics {
+			g, ok := c.Describe(id)
+			if !ok {
+				return fmt.Errorf("%w: %q", group.ErrGroupNotFound, id)
+			}
+			for _, o := range g.Offsets {
+				tps = append(tps, o.TopicPartition)
+			}
+		} else {
+			for _, spec := range f.topics {
+				topic, parts, hasParts := strings.Cut(spec, ":")
+				for _, t := range m.Tablets() {
+					tp := t.TopicPartition()
+					if tp.Topic != topic {
+						continue
+					}
+					if hasParts && !slices.Contains(strings.Split(parts, ","), strconv.Itoa(int(tp.Partition))) {
+						continue
+					}
+					tps = append(tps, tp)
+				}
+				if len(tps) == 0 {
+					return fmt.Errorf("%w: topic %s", tablet.ErrNotFound, spec)
+				}
+			}
+		}
+		next := map[checkpoint.TopicPartition]int64{}
+		for _, tp := range tps {
+			t, ok := m.Get(tp)
+			if !ok {
+				return fmt.Errorf("%w: %s", tablet.ErrNotFound, tp)
+			}
+			o := t.Offsets()
+			var off int64
+			switch {
+			case f.toEarliest:
+				off = o.LogStartOffset
+			case f.toLatest:
+				off = o.HighWatermark
+			case f.toOffset >= 0:
+				off = min(max(f.toOffset, o.LogStartOffset), o.HighWatermark)
+			default:
+				found, err := t.OffsetForTimestamp(at)
+				switch {
+				case errors.Is(err, tablet.ErrNoOffsetForTimestamp):
+					off = o.HighWatermark
+				case err != nil:
+					return fmt.Errorf("%s: %w", tp, err)
+				default:
+					off = found.Offset
+				}
+			}
+			next[tp] = off
+			plans = append(plans, plan{id, tp.Topic, tp.Partition, off})
+		}
+		if f.execute {
+			if err := c.ResetOffsets(id, next); err != nil {
+				return err
+			}
+		}
+	}
+	slices.SortFunc(plans, func(a, b plan) int {
+		return strings.Compare(fmt.Sprintf("%s\x00%s\x00%010d", a.Group, a.Topic, a.Partition),
+			fmt.Sprintf("%s\x00%s\x00%010d", b.Group, b.Topic, b.Partition))
+	})
+	if f.asJSON {
+		return printJSON(cmd.OutOrStdout(), plans)
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
+	for _, p := range plans {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", p.Group, p.Topic, p.Partition, p.Offset)
+	}
+	if !f.execute {
+		fmt.Fprintln(w, "(a dry run: --execute commits these)")
+	}
+	return w.Flush()
+}
