@@ -151,3 +151,18 @@ func Decode(key, value []byte) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("group: unknown record type %d", typ)
 	}
 }
+
+// OffsetRecord returns the __consumer_offsets record of a committed offset
+// (key and value) as the coordinator writes it, in the group's partition
+// PartitionFor gives: for tools and benchmarks that write the topic
+// directly.
+func OffsetRecord(group, topic string, partition int32, o Offset) (key, value []byte) {
+	return offsetKey(group, topic, partition), offsetValue(o)
+}
+
+// EmptyGroupRecord returns the metadata record of an empty group of the
+// protocol type, at its generation, empty since stateTime (ms).
+func EmptyGroupRecord(id, protocolType string, generation int32, stateTime int64) (key, value []byte) {
+	g := &group{id: id, protocolType: protocolType, generation: generation, stateTime: stateTime}
+	return groupKey(id), groupValue(g)
+}
