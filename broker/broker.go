@@ -113,6 +113,9 @@ type Broker struct {
 	null    *nullLog // NewNull's: answers without storing
 	groups  *group.Coordinator
 	ctx     context.Context // ends at Close: requests waiting for a rebalance stop
+	// groupWait, if set, bounds how long a JoinGroup or SyncGroup waits
+	// (the fuzz test's: fuzzed rebalance timeouts would be long waits).
+	groupWait time.Duration
 	// clusterID is the data directory's cluster.id, for Metadata.
 	clusterID string
 

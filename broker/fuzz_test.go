@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 )
@@ -60,12 +61,41 @@ func FuzzRequest(f *testing.F) {
 	epochs.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{{Topic: "fz", Partitions: []kmsg.OffsetForLeaderEpochRequestTopicPartition{{CurrentLeaderEpoch: -1}}}}
 	deleteTopics := kmsg.NewPtrDeleteTopicsRequest()
 	deleteTopics.TopicNames = []string{"fzc"}
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorKey, find.CoordinatorKeys = "fg", []string{"fg"}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "fg", "consumer", 6000, 6000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 1, 0, 2, 'f', 'z', 0, 0, 0, 0}}}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "fg", "m", 1
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "m", MemberAssignment: []byte{0, 0}}}
+	heartbeat := kmsg.NewPtrHeartbeatRequest()
+	heartbeat.Group, heartbeat.MemberID = "fg", "m"
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group, leave.MemberID = "fg", "m"
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group = "fg"
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "fz", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Offset: 1, Metadata: kmsg.StringPtr("m")}}}}
+	offsetFetch := kmsg.NewPtrOffsetFetchRequest()
+	offsetFetch.Group = "fg"
+	offsetDelete := kmsg.NewPtrOffsetDeleteRequest()
+	offsetDelete.Group = "fg"
+	offsetDelete.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "fz", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	describeGroups := kmsg.NewPtrDescribeGroupsRequest()
+	describeGroups.Groups = []string{"fg", ""}
+	deleteGroups := kmsg.NewPtrDeleteGroupsRequest()
+	deleteGroups.Groups = []string{"fg"}
 	for _, seed := range [][]byte{
 		frameOf(create, 7), frameOf(create, 3), frameOf(describe, 4), frameOf(describe, 0), frameOf(alter, 1), frameOf(alter, 0),
 		frameOf(grow, 3), frameOf(deleteRecs, 2), frameOf(epochs, 4), frameOf(deleteTopics, 6), frameOf(deleteTopics, 3),
 		frameOf(kmsg.NewPtrApiVersionsRequest(), 3), frameOf(kmsg.NewPtrApiVersionsRequest(), 0),
 		frameOf(meta, 12), frameOf(meta, 1), frameOf(produce, 9), frameOf(produce, 3), frameOf(fetch, 12),
-		frameOf(fetch, 4), frameOf(list, 7), frameOf(kmsg.NewPtrInitProducerIDRequest(), 4), {0, 0, 0}, nil,
+		frameOf(fetch, 4), frameOf(list, 7), frameOf(kmsg.NewPtrInitProducerIDRequest(), 4),
+		frameOf(find, 4), frameOf(find, 1), frameOf(join, 7), frameOf(join, 3), frameOf(join, 0), frameOf(sync, 5), frameOf(sync, 0),
+		frameOf(heartbeat, 4), frameOf(leave, 4), frameOf(leave, 0), frameOf(commit, 8), frameOf(commit, 1), frameOf(commit, 0),
+		frameOf(offsetFetch, 7), frameOf(offsetFetch, 1), frameOf(offsetDelete, 0), frameOf(describeGroups, 5),
+		frameOf(kmsg.NewPtrListGroupsRequest(), 4), frameOf(deleteGroups, 2), {0, 0, 0}, nil,
 	} {
 		f.Add(seed)
 	}
@@ -78,10 +108,12 @@ func FuzzRequest(f *testing.F) {
 	}
 	f.Cleanup(func() { m.Close() })
 	br, err := New(m, Options{Logger: quiet, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxFetchWait: time.Millisecond,
-		MaxTopicPartitions: 4}) // fuzzed creates make few directories
+		MaxTopicPartitions: 4, // fuzzed creates make few directories
+		Groups: group.Options{NoInitialDelay: true, Partitions: 2}})
 	if err != nil {
 		f.Fatal(err)
 	}
+	br.groupWait = 20 * time.Millisecond
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		h, req, body, err := parseHeader(frame)
 		if err != nil {

@@ -27,13 +27,19 @@ func (b *Broker) stopContext() context.Context {
 // handleGroup answers a group request; ok is false for another API.
 func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
 	c := b.groups
+	ctx := b.ctx
+	if b.groupWait > 0 { // the fuzz test's bound on a wait for a rebalance
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.groupWait)
+		defer cancel()
+	}
 	switch r := req.(type) {
 	case *kmsg.FindCoordinatorRequest:
 		return b.findCoordinator(r), true
 	case *kmsg.JoinGroupRequest:
-		return c.JoinGroup(b.ctx, group.Client{ID: h.clientID, Host: h.host}, r), true
+		return c.JoinGroup(ctx, group.Client{ID: h.clientID, Host: h.host}, r), true
 	case *kmsg.SyncGroupRequest:
-		return c.SyncGroup(b.ctx, r), true
+		return c.SyncGroup(ctx, r), true
 	case *kmsg.HeartbeatRequest:
 		return c.Heartbeat(r), true
 	case *kmsg.LeaveGroupRequest:

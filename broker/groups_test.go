@@ -54,7 +54,7 @@ func consumeGroup(t *testing.T, ctx context.Context, c *kgo.Client, n int) map[s
 // A franz-go group consumer, with each balancer, consumes a topic, commits,
 // and a new consumer of the group resumes after the committed offsets.
 func TestFranzGoConsumerGroup(t *testing.T) {
-	for name, bal := range map[string]kgo.GroupBalancer{"range": kgo.RangeBalancer(),
+	for name, bal := range map[string]kgo.GroupBalancer{"range": kgo.RangeBalancer(), "round-robin": kgo.RoundRobinBalancer(),
 		"cooperative-sticky": kgo.CooperativeStickyBalancer(), "sticky": kgo.StickyBalancer()} {
 		t.Run(name, func(t *testing.T) {
 			_, _, addr := testBroker(t, groupOptions())
