@@ -109,7 +109,7 @@ func FuzzRequest(f *testing.F) {
 	f.Cleanup(func() { m.Close() })
 	br, err := New(m, Options{Logger: quiet, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxFetchWait: time.Millisecond,
 		MaxTopicPartitions: 4, // fuzzed creates make few directories
-		Groups: group.Options{NoInitialDelay: true, Partitions: 2}})
+		Groups:             group.Options{NoInitialDelay: true, Partitions: 2}})
 	if err != nil {
 		f.Fatal(err)
 	}
