@@ -334,6 +334,10 @@ func (b *Broker) topicByID(id [16]byte) (string, bool) {
 
 // deleteTopic deletes every partition of a topic.
 func (b *Broker) deleteTopic(topic string) (int16, *string) {
+	if internalTopics[topic] {
+		// The coordinators' own log: deleting it would drop every group.
+		return kerr.InvalidTopicException.Code, errText("%s is an internal topic", topic)
+	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	parts := b.partitionsOf(topic)
@@ -347,6 +351,12 @@ func (b *Broker) deleteTopic(topic string) (int16, *string) {
 		}
 	}
 	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(parts))
+	if b.groups != nil {
+		// As Kafka: the groups' offsets of a deleted topic go too.
+		if err := b.groups.RemoveTopicOffsets(topic); err != nil {
+			b.opts.Logger.Warn("deleting the committed offsets of a deleted topic", "topic", topic, "err", err)
+		}
+	}
 	return 0, nil
 }
 

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,7 +60,7 @@ func TestFranzGoConsumerGroup(t *testing.T) {
 	for name, bal := range map[string]kgo.GroupBalancer{"range": kgo.RangeBalancer(), "round-robin": kgo.RoundRobinBalancer(),
 		"cooperative-sticky": kgo.CooperativeStickyBalancer(), "sticky": kgo.StickyBalancer()} {
 		t.Run(name, func(t *testing.T) {
-			_, _, addr := testBroker(t, groupOptions())
+			b, _, addr := testBroker(t, groupOptions())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			produceN(t, ctx, addr, "orders", 0, 3000)
@@ -81,6 +84,13 @@ func TestFranzGoConsumerGroup(t *testing.T) {
 			require.Equal(t, int64(3000), sum, "the committed offsets cover every record")
 
 			produceN(t, ctx, addr, "orders", 3000, 300)
+			reg := prometheus.NewRegistry()
+			require.NoError(t, reg.Register(b.Collector()))
+			require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP seglog_group_lag Records between each group's committed offsets and the log end (high watermark), summed over its partitions.
+# TYPE seglog_group_lag gauge
+seglog_group_lag{group="g"} 300
+`), "seglog_group_lag"), "the lag is what came after the commits")
 			c2, err := kgo.NewClient(opts...)
 			require.NoError(t, err)
 			defer c2.Close()
@@ -226,4 +236,44 @@ func TestConsumerGroupSurvivesRestart(t *testing.T) {
 	for i := 900; i < 1200; i++ {
 		require.True(t, got[fmt.Sprintf("v%d", i)], "v%d after the committed offsets", i)
 	}
+}
+
+// Deleting a topic deletes the groups' committed offsets of it (a group
+// left without offsets goes too); __consumer_offsets itself cannot be
+// deleted, nor produced to.
+func TestDeletedTopicTakesItsOffsets(t *testing.T) {
+	_, _, addr := testBroker(t, groupOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "a", 0, 10)
+	produceN(t, ctx, addr, "b", 0, 10)
+	adm, cl, _ := adminClient(t, addr)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "a", Partition: 0, At: 5, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "b", Partition: 0, At: 6, LeaderEpoch: -1})
+	_, err := adm.CommitOffsets(ctx, "both", offs)
+	require.NoError(t, err)
+	only := kadm.Offsets{}
+	only.Add(kadm.Offset{Topic: "a", Partition: 1, At: 1, LeaderEpoch: -1})
+	_, err = adm.CommitOffsets(ctx, "only-a", only)
+	require.NoError(t, err)
+
+	_, err = adm.DeleteTopics(ctx, "a")
+	require.NoError(t, err)
+	got, err := adm.FetchOffsets(ctx, "both")
+	require.NoError(t, err)
+	_, ok := got.Lookup("a", 0)
+	require.False(t, ok, "a's offset went with the topic")
+	o, ok := got.Lookup("b", 0)
+	require.True(t, ok)
+	require.Equal(t, int64(6), o.At)
+	listed, err := adm.ListGroups(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"both"}, listed.Groups(), "only-a had nothing left")
+
+	resp, err := adm.DeleteTopics(ctx, group.Topic)
+	require.NoError(t, err)
+	require.Error(t, resp[group.Topic].Err, "the internal topic stays")
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: group.Topic, Key: []byte("k"), Value: []byte("v")}).FirstErr()
+	require.Error(t, err, "no client appends to __consumer_offsets")
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/tablet"
 )
 
 // joinAlone joins a one-member group "g" (v7: the id first) and syncs it,
@@ -157,4 +159,31 @@ func TestOffsetDelete(t *testing.T) {
 	e.restart()
 	g := e.c.groups["g"]
 	require.Len(t, g.offsets, 1, "u's offset is deleted, durably")
+}
+
+// __consumer_offsets is compacted: after many commits the cleaner keeps
+// the last of each key, and a restart loads the same offsets from what is
+// left.
+func TestOffsetsTopicIsCompacted(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true, Partitions: 1, SegmentBytes: 4096})
+	id, gen := joinAlone(t, e, "g", nil)
+	for i := range 300 {
+		require.Zero(t, commitOne(e, "g", id, gen, "t", int64(i), ""))
+	}
+	tab, ok := e.m.Get(tpOf(Topic, 0))
+	require.True(t, ok)
+	size := func() (n int64) {
+		for _, s := range tab.Segments() {
+			n += s.Size
+		}
+		return n
+	}
+	before := size()
+	res, err := tab.Clean(tablet.CleanOptions{})
+	require.NoError(t, err)
+	require.Positive(t, res.RecordsRemoved, "old commits of the same key are cleaned away")
+	require.Less(t, size(), before)
+	e.restart()
+	require.Equal(t, int64(299), fetchOne(e, "g"))
+	require.Equal(t, Stable, e.c.groups["g"].state, "the group metadata survives the cleaning")
 }

@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -233,4 +234,36 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// RemoveTopicOffsets deletes every group's committed offsets of a topic
+// (tombstones), as Kafka does when the topic is deleted; an empty group
+// left without offsets is deleted too.
+func (c *Coordinator) RemoveTopicOffsets(topic string) error {
+	var errs []error
+	for _, g := range c.sortedGroups() {
+		g.mu.Lock()
+		var recs []kv
+		var gone []topicPartition
+		for tp := range g.offsets {
+			if tp.topic == topic {
+				recs = append(recs, kv{offsetKey(g.id, tp.topic, tp.partition), nil})
+				gone = append(gone, tp)
+			}
+		}
+		if len(recs) > 0 && g.state != Dead {
+			if err := c.log.append(g.partition, c.opts.clock.Now(), recs...); err != nil {
+				errs = append(errs, fmt.Errorf("group %q: %w", g.id, err))
+			} else {
+				for _, tp := range gone {
+					delete(g.offsets, tp)
+				}
+				if g.state == Empty && len(g.offsets) == 0 {
+					errs = append(errs, c.removeGroup(g))
+				}
+			}
+		}
+		g.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
