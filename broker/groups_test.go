@@ -277,3 +277,87 @@ func TestDeletedTopicTakesItsOffsets(t *testing.T) {
 	err = cl.ProduceSync(ctx, &kgo.Record{Topic: group.Topic, Key: []byte("k"), Value: []byte("v")}).FirstErr()
 	require.Error(t, err, "no client appends to __consumer_offsets")
 }
+
+// Eight consumers joining one group at once all get their share, and the
+// coordinator never answers a join with UNKNOWN_MEMBER_ID (a bug other
+// brokers shipped: concurrent joins losing the member ids handed out).
+func TestConcurrentJoins(t *testing.T) {
+	b, _, addr := testBroker(t, groupOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm, _, _ := adminClient(t, addr)
+	_, err := adm.CreateTopic(ctx, 16, 1, nil, "wide")
+	require.NoError(t, err)
+	const n = 8
+	type change struct {
+		client int
+		parts  []int32
+		add    bool
+	}
+	changes := make(chan change, 256)
+	var clients []*kgo.Client
+	for i := range n {
+		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("crowd"), kgo.ConsumeTopics("wide"),
+			kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.HeartbeatInterval(100*time.Millisecond),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { changes <- change{i, a["wide"], true} }),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { changes <- change{i, r["wide"], false} }),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { changes <- change{i, r["wide"], false} }))
+		require.NoError(t, err)
+		clients = append(clients, c)
+	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	owned := make([]map[int32]bool, n)
+	for i := range owned {
+		owned[i] = map[int32]bool{}
+	}
+	balanced := func() bool {
+		all := map[int32]bool{}
+		for _, o := range owned {
+			if len(o) != 16/n {
+				return false
+			}
+			for p := range o {
+				all[p] = true
+			}
+		}
+		return len(all) == 16
+	}
+	for !balanced() {
+		select {
+		case ch := <-changes:
+			for _, p := range ch.parts {
+				if ch.add {
+					owned[ch.client][p] = true
+				} else {
+					delete(owned[ch.client], p)
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("not balanced: %v", owned)
+		}
+	}
+	described, err := adm.DescribeGroups(ctx, "crowd")
+	require.NoError(t, err)
+	require.Equal(t, "Stable", described["crowd"].State)
+	require.Len(t, described["crowd"].Members, n)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(b.Collector()))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "seglog_broker_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			require.False(t, labels["api"] == "JoinGroup" && labels["error"] == "UNKNOWN_MEMBER_ID", "a join answered UNKNOWN_MEMBER_ID")
+		}
+	}
+}

@@ -16,3 +16,12 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) AfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
+// after runs f after d unless the coordinator has closed by then.
+func (c *Coordinator) after(d time.Duration, f func()) stopper {
+	return c.opts.clock.AfterFunc(d, func() {
+		if !c.shut.Load() {
+			f()
+		}
+	})
+}

@@ -23,6 +23,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -125,6 +126,7 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+	shut   atomic.Bool // closed, for the timers
 	expiry stopper
 	stats  stats
 }
@@ -157,6 +159,7 @@ func (c *Coordinator) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.shut.Store(true)
 	if c.expiry != nil {
 		c.expiry.Stop()
 	}

@@ -119,7 +119,7 @@ func (c *Coordinator) scheduleExpiry() {
 	if c.closed {
 		return
 	}
-	c.expiry = c.opts.clock.AfterFunc(c.opts.RetentionCheckInterval, func() {
+	c.expiry = c.after(c.opts.RetentionCheckInterval, func() {
 		c.ExpireOffsets()
 		c.scheduleExpiry()
 	})

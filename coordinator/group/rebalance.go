@@ -61,7 +61,7 @@ func (c *Coordinator) armJoin(g *group, d, remaining time.Duration, initial bool
 	g.joinSeq++
 	seq := g.joinSeq
 	g.initialDelay = initial
-	g.joinTimer = c.opts.clock.AfterFunc(d, func() {
+	g.joinTimer = c.after(d, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.joinSeq != seq || g.state != PreparingRebalance {
@@ -128,7 +128,7 @@ func (c *Coordinator) completeJoin(g *group) {
 		c.heartbeat(g, m)
 	}
 	gen := g.generation
-	g.syncTimer = c.opts.clock.AfterFunc(g.rebalanceTimeout(), func() {
+	g.syncTimer = c.after(g.rebalanceTimeout(), func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.generation != gen || (g.state != CompletingRebalance && g.state != Stable) || len(g.pendingSync) == 0 {
@@ -151,7 +151,7 @@ func (c *Coordinator) heartbeat(g *group, m *member) {
 	deadline := c.opts.clock.Now().Add(m.sessionTimeout)
 	m.deadline = deadline
 	id := m.id
-	m.timer = c.opts.clock.AfterFunc(m.sessionTimeout, func() {
+	m.timer = c.after(m.sessionTimeout, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		m := g.members[id]
@@ -191,7 +191,7 @@ func (c *Coordinator) removeMember(g *group, id, reason string) {
 // addPending hands out a member id (MEMBER_ID_REQUIRED): the member must
 // join with it within its session timeout.
 func (c *Coordinator) addPending(g *group, id string, session time.Duration) {
-	g.pending[id] = c.opts.clock.AfterFunc(session, func() {
+	g.pending[id] = c.after(session, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if _, ok := g.pending[id]; !ok {
