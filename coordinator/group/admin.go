@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/coordinator/internal/store"
 )
 
 // DescribeGroups describes groups: their state, protocol and members (a
@@ -100,12 +102,12 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 // removeGroup writes the tombstones of an empty group's offsets and
 // metadata, and makes it dead.
 func (c *Coordinator) removeGroup(g *group) error {
-	var recs []kv
+	var recs []store.KV
 	for tp := range g.offsets {
-		recs = append(recs, kv{offsetKey(g.id, tp.topic, tp.partition), nil})
+		recs = append(recs, store.KV{Key: offsetKey(g.id, tp.topic, tp.partition), Value: nil})
 	}
-	recs = append(recs, kv{groupKey(g.id), nil})
-	if err := c.log.append(g.partition, c.opts.clock.Now(), recs...); err != nil {
+	recs = append(recs, store.KV{Key: groupKey(g.id), Value: nil})
+	if err := c.log.Append(g.partition, c.opts.clock.Now(), recs...); err != nil {
 		return err
 	}
 	clear(g.offsets)

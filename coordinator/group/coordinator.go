@@ -18,7 +18,6 @@ package group
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"sort"
@@ -27,7 +26,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/coordinator/internal/store"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -121,7 +120,7 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 type Coordinator struct {
 	m    *tablet.Manager
 	opts Options
-	log  *store
+	log  *store.Log
 
 	mu     sync.Mutex
 	groups map[string]*group
@@ -140,7 +139,7 @@ var ErrClosed = errors.New("group: coordinator closed")
 func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	opts.ensureDefaults(m)
 	c := &Coordinator{m: m, opts: opts, groups: map[string]*group{}}
-	c.log = newStore(m, opts)
+	c.log = store.Open(m, Topic, opts.Partitions, opts.SegmentBytes)
 	if err := c.load(); err != nil {
 		return nil, err
 	}
@@ -185,7 +184,7 @@ func (c *Coordinator) Close() error {
 }
 
 // Partitions is the number of __consumer_offsets partitions.
-func (c *Coordinator) Partitions() int32 { return c.log.partitions }
+func (c *Coordinator) Partitions() int32 { return c.log.Partitions() }
 
 // lookup returns a group, locked, creating it when create; nil if it
 // does not exist (or is dead).
@@ -193,7 +192,7 @@ func (c *Coordinator) lookup(id string, create bool) *group {
 	c.mu.Lock()
 	g := c.groups[id]
 	if g == nil && create && !c.closed {
-		g = newGroup(id, PartitionFor(id, c.log.partitions), c.opts.clock.Now())
+		g = newGroup(id, PartitionFor(id, c.log.Partitions()), c.opts.clock.Now())
 		c.groups[id] = g
 	}
 	c.mu.Unlock()
@@ -240,94 +239,8 @@ func wait[T any](ctx context.Context, ch <-chan T) (T, error) {
 	}
 }
 
-// store is __consumer_offsets: appends and replays.
-type store struct {
-	m          *tablet.Manager
-	cfg        tablet.Config
-	partitions int32
-
-	mu   sync.Mutex
-	tabs []*tablet.Tablet // by partition, once created
-}
-
-func newStore(m *tablet.Manager, opts Options) *store {
-	cfg := m.DefaultConfig()
-	cfg.CleanupPolicy = "compact"
-	cfg.SegmentBytes = opts.SegmentBytes
-	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
-	s := &store{m: m, cfg: cfg, partitions: opts.Partitions}
-	var existing []*tablet.Tablet
-	for _, t := range m.Tablets() {
-		if t.TopicPartition().Topic == Topic {
-			existing = append(existing, t)
-		}
-	}
-	if len(existing) > 0 {
-		sort.Slice(existing, func(i, j int) bool {
-			return existing[i].TopicPartition().Partition < existing[j].TopicPartition().Partition
-		})
-		s.partitions = existing[len(existing)-1].TopicPartition().Partition + 1
-		s.tabs = make([]*tablet.Tablet, s.partitions)
-		for _, t := range existing {
-			s.tabs[t.TopicPartition().Partition] = t
-		}
-	}
-	return s
-}
-
-// tablet returns partition p's tablet, creating the topic on first use.
-func (s *store) tablet(p int32) (*tablet.Tablet, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.tabs == nil {
-		s.tabs = make([]*tablet.Tablet, s.partitions)
-	}
-	if t := s.tabs[p]; t != nil {
-		return t, nil
-	}
-	for i := range s.partitions {
-		if s.tabs[i] != nil {
-			continue
-		}
-		cfg := s.cfg
-		t, err := s.m.GetOrCreate(checkpoint.TopicPartition{Topic: Topic, Partition: i}, &cfg)
-		if err != nil {
-			return nil, fmt.Errorf("group: creating %s: %w", Topic, err)
-		}
-		s.tabs[i] = t
-	}
-	return s.tabs[p], nil
-}
-
-// kv is one record to append; a nil value deletes the key.
-type kv struct{ key, value []byte }
-
-// append writes records to partition p durably: answered only after the
-// fsync that covers them.
-func (s *store) append(p int32, now time.Time, recs ...kv) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	t, err := s.tablet(p)
-	if err != nil {
-		return err
-	}
-	b := record.NewBuilder(record.None)
-	for _, r := range recs {
-		if err := b.Append(record.Record{Timestamp: now.UnixMilli(), Key: r.key, Value: r.value}); err != nil {
-			return err
-		}
-	}
-	batch, err := b.Build()
-	if err != nil {
-		return err
-	}
-	_, err = t.Append(batch.Bytes(), tablet.AppendOptions{Sync: true})
-	return err
-}
-
 // Ensure creates __consumer_offsets if it does not exist yet.
 func (c *Coordinator) Ensure() error {
-	_, err := c.log.tablet(0)
+	_, err := c.log.Tablet(0)
 	return err
 }

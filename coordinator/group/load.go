@@ -6,6 +6,8 @@ import (
 
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+
+	"github.com/seglog/seglog/coordinator/internal/store"
 )
 
 // load replays every __consumer_offsets partition: the last record of
@@ -30,7 +32,7 @@ func (c *Coordinator) load() error {
 		return l
 	}
 	var records int
-	for p, t := range c.log.tabs {
+	for p, t := range c.log.Existing() {
 		if t == nil {
 			continue
 		}
@@ -75,7 +77,7 @@ func (c *Coordinator) load() error {
 		if len(l.offsets) == 0 && l.meta == nil {
 			continue
 		}
-		g := newGroup(id, PartitionFor(id, c.log.partitions), now)
+		g := newGroup(id, PartitionFor(id, c.log.Partitions()), now)
 		g.offsets = l.offsets
 		if l.meta != nil {
 			v := l.meta.Metadata
@@ -106,7 +108,7 @@ func (c *Coordinator) load() error {
 	}
 	if records > 0 {
 		c.opts.Logger.Info("loaded consumer groups", "groups", len(c.groups), "records", records,
-			"partitions", c.log.partitions, "took", time.Since(start).Round(time.Millisecond))
+			"partitions", c.log.Partitions(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -147,7 +149,7 @@ func (c *Coordinator) ExpireOffsets() int {
 		if g.state != Empty && g.protocolType == "consumer" {
 			subscribed = g.subscribedTopics()
 		}
-		var recs []kv
+		var recs []store.KV
 		var gone []topicPartition
 		for tp, o := range g.offsets {
 			var expired bool
@@ -160,11 +162,11 @@ func (c *Coordinator) ExpireOffsets() int {
 				expired = nowMs-o.CommitTimestamp >= retention
 			}
 			if expired {
-				recs = append(recs, kv{offsetKey(g.id, tp.topic, tp.partition), nil})
+				recs = append(recs, store.KV{Key: offsetKey(g.id, tp.topic, tp.partition), Value: nil})
 				gone = append(gone, tp)
 			}
 		}
-		if err := c.log.append(g.partition, now, recs...); err != nil {
+		if err := c.log.Append(g.partition, now, recs...); err != nil {
 			c.opts.Logger.Error("expiring committed offsets", "group", g.id, "err", err)
 			g.mu.Unlock()
 			continue

@@ -9,12 +9,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/tablet"
+
+	"github.com/seglog/seglog/coordinator/internal/store"
 )
 
 // storeGroup appends the group's metadata (members, generation,
 // assignments) durably.
 func (c *Coordinator) storeGroup(g *group) error {
-	return c.log.append(g.partition, c.opts.clock.Now(), kv{groupKey(g.id), groupValue(g)})
+	return c.log.Append(g.partition, c.opts.clock.Now(), store.KV{Key: groupKey(g.id), Value: groupValue(g)})
 }
 
 // storeErrorCode is the Kafka error a client gets when a group's record
@@ -67,7 +69,7 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 		c.heartbeat(g, g.members[r.MemberID])
 	}
 	now := c.opts.clock.Now()
-	var recs []kv
+	var recs []store.KV
 	var keep []func()
 	for _, t := range r.Topics {
 		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
@@ -90,14 +92,14 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			default:
 				tp := topicPartition{t.Topic, p.Partition}
-				recs = append(recs, kv{offsetKey(g.id, t.Topic, p.Partition), offsetValue(o)})
+				recs = append(recs, store.KV{Key: offsetKey(g.id, t.Topic, p.Partition), Value: offsetValue(o)})
 				keep = append(keep, func() { g.offsets[tp] = o })
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if err := c.log.append(g.partition, now, recs...); err != nil {
+	if err := c.log.Append(g.partition, now, recs...); err != nil {
 		c.opts.Logger.Error("storing committed offsets", "group", g.id, "err", err)
 		code := storeErrorCode(err)
 		for i := range resp.Topics {
@@ -180,7 +182,7 @@ func (c *Coordinator) OffsetDelete(r *kmsg.OffsetDeleteRequest) *kmsg.OffsetDele
 		}
 		subscribed = g.subscribedTopics()
 	}
-	var recs []kv
+	var recs []store.KV
 	var gone []topicPartition
 	for _, t := range r.Topics {
 		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
@@ -192,7 +194,7 @@ func (c *Coordinator) OffsetDelete(r *kmsg.OffsetDeleteRequest) *kmsg.OffsetDele
 				rp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			default:
 				if _, ok := g.offsets[tp]; ok {
-					recs = append(recs, kv{offsetKey(g.id, t.Topic, p.Partition), nil})
+					recs = append(recs, store.KV{Key: offsetKey(g.id, t.Topic, p.Partition), Value: nil})
 					gone = append(gone, tp)
 				}
 			}
@@ -200,7 +202,7 @@ func (c *Coordinator) OffsetDelete(r *kmsg.OffsetDeleteRequest) *kmsg.OffsetDele
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if err := c.log.append(g.partition, c.opts.clock.Now(), recs...); err != nil {
+	if err := c.log.Append(g.partition, c.opts.clock.Now(), recs...); err != nil {
 		c.opts.Logger.Error("deleting committed offsets", "group", g.id, "err", err)
 		resp.Topics, resp.ErrorCode = nil, storeErrorCode(err)
 		return resp
@@ -243,16 +245,16 @@ func (c *Coordinator) RemoveTopicOffsets(topic string) error {
 	var errs []error
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
-		var recs []kv
+		var recs []store.KV
 		var gone []topicPartition
 		for tp := range g.offsets {
 			if tp.topic == topic {
-				recs = append(recs, kv{offsetKey(g.id, tp.topic, tp.partition), nil})
+				recs = append(recs, store.KV{Key: offsetKey(g.id, tp.topic, tp.partition), Value: nil})
 				gone = append(gone, tp)
 			}
 		}
 		if len(recs) > 0 && g.state != Dead {
-			if err := c.log.append(g.partition, c.opts.clock.Now(), recs...); err != nil {
+			if err := c.log.Append(g.partition, c.opts.clock.Now(), recs...); err != nil {
 				errs = append(errs, fmt.Errorf("group %q: %w", g.id, err))
 			} else {
 				for _, tp := range gone {

@@ -3,9 +3,10 @@ package group
 import (
 	"encoding/binary"
 	"fmt"
-	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/coordinator/internal/store"
 )
 
 // Topic is Kafka's internal topic of committed offsets and group metadata.
@@ -23,17 +24,7 @@ const (
 // Kafka's rule: abs(groupId.hashCode()) % partitions, with Java's String
 // hash over UTF-16 code units and Kafka's abs (MinInt32 is 0).
 func PartitionFor(groupID string, partitions int32) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(groupID)) {
-		h = 31*h + int32(u)
-	}
-	switch {
-	case h == -1<<31:
-		h = 0
-	case h < 0:
-		h = -h
-	}
-	return h % partitions
+	return store.PartitionFor(groupID, partitions)
 }
 
 // offsetKey encodes an offset commit's key (version 1, as Kafka writes it).

@@ -1,0 +1,156 @@
+// Package store is a coordinator's compacted internal topic
+// (__consumer_offsets, __transaction_state): created on first use,
+// appended to durably, replayed at start.
+package store
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+	"unicode/utf16"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// PartitionFor is the partition of a coordinator's key (a group id, a
+// transactional id), by Kafka's rule: abs(key.hashCode()) % partitions,
+// with Java's String hash over UTF-16 code units and Kafka's abs (MinInt32
+// is 0).
+func PartitionFor(key string, partitions int32) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(key)) {
+		h = 31*h + int32(u)
+	}
+	switch {
+	case h == -1<<31:
+		h = 0
+	case h < 0:
+		h = -h
+	}
+	return h % partitions
+}
+
+// Log is an internal topic of a data directory.
+type Log struct {
+	m          *tablet.Manager
+	topic      string
+	cfg        tablet.Config
+	partitions int32
+
+	mu   sync.Mutex
+	tabs []*tablet.Tablet // by partition, once created
+}
+
+// Open returns the internal topic: its existing partitions (their count
+// wins over partitions), or partitions of them when it is first used,
+// compacted, of segmentBytes segments, never deleted by retention.
+func Open(m *tablet.Manager, topic string, partitions int32, segmentBytes int64) *Log {
+	cfg := m.DefaultConfig()
+	cfg.CleanupPolicy = "compact"
+	cfg.SegmentBytes = segmentBytes
+	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+	l := &Log{m: m, topic: topic, cfg: cfg, partitions: partitions}
+	var existing []*tablet.Tablet
+	for _, t := range m.Tablets() {
+		if t.TopicPartition().Topic == topic {
+			existing = append(existing, t)
+		}
+	}
+	if len(existing) > 0 {
+		sort.Slice(existing, func(i, j int) bool {
+			return existing[i].TopicPartition().Partition < existing[j].TopicPartition().Partition
+		})
+		l.partitions = existing[len(existing)-1].TopicPartition().Partition + 1
+		l.tabs = make([]*tablet.Tablet, l.partitions)
+		for _, t := range existing {
+			l.tabs[t.TopicPartition().Partition] = t
+		}
+	}
+	return l
+}
+
+// Partitions is the topic's partition count.
+func (l *Log) Partitions() int32 { return l.partitions }
+
+// Existing returns the partitions' tablets that exist (nil where not).
+func (l *Log) Existing() []*tablet.Tablet {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*tablet.Tablet(nil), l.tabs...)
+}
+
+// Tablet returns partition p's tablet, creating the topic on first use.
+func (l *Log) Tablet(p int32) (*tablet.Tablet, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tabs == nil {
+		l.tabs = make([]*tablet.Tablet, l.partitions)
+	}
+	if p < 0 || p >= l.partitions {
+		return nil, fmt.Errorf("store: %s has no partition %d", l.topic, p)
+	}
+	if t := l.tabs[p]; t != nil {
+		return t, nil
+	}
+	for i := range l.partitions {
+		if l.tabs[i] != nil {
+			continue
+		}
+		cfg := l.cfg
+		t, err := l.m.GetOrCreate(checkpoint.TopicPartition{Topic: l.topic, Partition: i}, &cfg)
+		if err != nil {
+			return nil, fmt.Errorf("store: creating %s: %w", l.topic, err)
+		}
+		l.tabs[i] = t
+	}
+	return l.tabs[p], nil
+}
+
+// KV is one record to append; a nil value deletes the key.
+type KV struct{ Key, Value []byte }
+
+// Producer marks a batch as a transactional producer's (the group
+// coordinator's TxnOffsetCommit); the zero value is none.
+type Producer struct {
+	ID    int64
+	Epoch int16
+}
+
+// Append writes records to partition p durably: it returns after the
+// fsync that covers them.
+func (l *Log) Append(p int32, now time.Time, recs ...KV) error {
+	return l.AppendAs(p, now, Producer{}, recs...)
+}
+
+// AppendAs writes records durably as one batch, transactional for a
+// producer (appended as the coordinator: no sequence).
+func (l *Log) AppendAs(p int32, now time.Time, prod Producer, recs ...KV) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	t, err := l.Tablet(p)
+	if err != nil {
+		return err
+	}
+	b := record.NewBuilder(record.None)
+	opts := tablet.AppendOptions{Sync: true}
+	if prod.ID > 0 {
+		b.SetProducer(prod.ID, prod.Epoch, -1)
+		b.SetTransactional(true)
+		opts.Origin = record.OriginCoordinator
+	}
+	for _, r := range recs {
+		if err := b.Append(record.Record{Timestamp: now.UnixMilli(), Key: r.Key, Value: r.Value}); err != nil {
+			return err
+		}
+	}
+	batch, err := b.Build()
+	if err != nil {
+		return err
+	}
+	_, err = t.Append(batch.Bytes(), opts)
+	return err
+}

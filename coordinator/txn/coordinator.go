@@ -1,0 +1,576 @@
+// Package txn is the transaction coordinator: a transactional id's
+// producer id and epoch (InitProducerId, fencing the previous instance),
+// the partitions of its transaction (AddPartitionsToTxn, AddOffsetsToTxn),
+// and its end (EndTxn: PrepareCommit or PrepareAbort logged, COMMIT or
+// ABORT markers written to every partition, then CompleteCommit or
+// CompleteAbort), with its state in the compacted internal topic
+// __transaction_state in Kafka's record format (TransactionLogKey and
+// TransactionLogValue v0). Every state change is appended with Sync
+// before it is answered; at start the log is replayed, a transaction
+// caught in a Prepare state is completed (its markers written again), and
+// one open past its timeout is aborted.
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/coordinator/internal/store"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// Options configure the coordinator under Kafka's broker config names.
+type Options struct {
+	// Partitions is transaction.state.log.num.partitions, for a topic not
+	// created yet. The default is 50.
+	Partitions int32
+	// SegmentBytes is transaction.state.log.segment.bytes. The default is
+	// 104857600.
+	SegmentBytes int64
+	// MaxTimeout is transaction.max.timeout.ms: a longer
+	// transaction.timeout.ms is INVALID_TRANSACTION_TIMEOUT. The default
+	// is 15 minutes.
+	MaxTimeout time.Duration
+	// AbortInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms. The
+	// default is 10 s.
+	AbortInterval time.Duration
+	// AllocateProducerID hands out a new producer id (the broker's durable
+	// allocator). Required.
+	AllocateProducerID func() (int64, error)
+	// OnMarker, if set, is told of every marker written, after it is
+	// durable (the group coordinator applies or drops transactional
+	// offsets).
+	OnMarker func(tp checkpoint.TopicPartition, producerID int64, commit bool)
+	// TopicExists says whether a partition exists, for AddPartitionsToTxn.
+	// The default is the manager's tablets.
+	TopicExists func(topic string, partition int32) bool
+	// Logger receives what the coordinator does on its own (completions at
+	// start, aborts by timeout). The default is slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. The default is time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) ensureDefaults(m *tablet.Manager) {
+	if o.Partitions <= 0 {
+		o.Partitions = 50
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 100 << 20
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = 15 * time.Minute
+	}
+	if o.AbortInterval <= 0 {
+		o.AbortInterval = 10 * time.Second
+	}
+	if o.TopicExists == nil {
+		o.TopicExists = func(topic string, partition int32) bool {
+			_, ok := m.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
+			return ok
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// txnMeta is one transactional id's state; mu is held while its records
+// and markers are written.
+type txnMeta struct {
+	mu        sync.Mutex
+	id        string
+	partition int32 // of __transaction_state
+	pid       int64
+	epoch     int16
+	timeout   time.Duration
+	state     kmsg.TransactionState
+	parts     map[checkpoint.TopicPartition]bool
+	start     int64 // ms: the open transaction's first partition
+	updated   int64
+}
+
+// Coordinator is every transactional id's coordinator on one data
+// directory.
+type Coordinator struct {
+	m    *tablet.Manager
+	opts Options
+	log  *store.Log
+
+	mu     sync.Mutex
+	txns   map[string]*txnMeta
+	byPID  map[int64]*txnMeta
+	closed bool
+	timer  *time.Timer
+	stats  Stats
+}
+
+// Stats count what the coordinator did.
+type Stats struct {
+	Commits, Aborts, TimedOut int64
+}
+
+// New returns the coordinator, with every transactional id loaded from
+// __transaction_state if it exists: a transaction in PrepareCommit or
+// PrepareAbort is completed now (its markers written again).
+func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
+	if opts.AllocateProducerID == nil {
+		return nil, errors.New("txn: Options.AllocateProducerID is required")
+	}
+	opts.ensureDefaults(m)
+	c := &Coordinator{m: m, opts: opts, log: store.Open(m, Topic, opts.Partitions, opts.SegmentBytes),
+		txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	c.timer = time.AfterFunc(opts.AbortInterval, c.abortLoop)
+	return c, nil
+}
+
+// Close stops the timeout aborts.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	return nil
+}
+
+// Ensure creates __transaction_state if it does not exist yet.
+func (c *Coordinator) Ensure() error {
+	_, err := c.log.Tablet(0)
+	return err
+}
+
+// Stats returns the coordinator's counts.
+func (c *Coordinator) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+func (c *Coordinator) load() error {
+	for p, t := range c.log.Existing() {
+		if t == nil {
+			continue
+		}
+		var derr error
+		err := t.Records(t.Offsets().LogStartOffset, tablet.ReadHighWatermark, func(_ record.Batch, r *record.Record) bool {
+			d, err := Decode(r.Key, r.Value)
+			if err != nil {
+				derr = fmt.Errorf("txn: %s-%d offset %d: %w", Topic, p, r.Offset, err)
+				return false
+			}
+			if d.Value == nil {
+				delete(c.txns, d.TransactionalID)
+				return true
+			}
+			v := d.Value
+			c.txns[d.TransactionalID] = &txnMeta{id: d.TransactionalID, partition: int32(p), pid: v.ProducerID, epoch: v.ProducerEpoch,
+				timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: v.State, parts: partitionsOf(v),
+				start: v.StartTimestamp, updated: v.LastUpdateTimestamp}
+			return true
+		})
+		if derr != nil {
+			return derr
+		}
+		if err != nil {
+			return fmt.Errorf("txn: reading %s-%d: %w", Topic, p, err)
+		}
+	}
+	for _, t := range c.txns {
+		c.byPID[t.pid] = t
+		switch t.state {
+		case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+			commit := t.state == kmsg.TransactionStatePrepareCommit
+			c.opts.Logger.Info("completing a transaction left prepared", "transactional_id", t.id, "commit", commit)
+			if err := c.complete(t, commit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// persist appends t's state durably.
+func (c *Coordinator) persist(t *txnMeta) error {
+	t.updated = c.opts.Now().UnixMilli()
+	return c.log.Append(t.partition, c.opts.Now(), store.KV{Key: key(t.id), Value: t.value()})
+}
+
+// fenced is the error for a producer epoch below the current one:
+// PRODUCER_FENCED from the versions that know it (KIP-588),
+// INVALID_PRODUCER_EPOCH before.
+func fenced(newer bool) int16 {
+	if newer {
+		return kerr.ProducerFenced.Code
+	}
+	return kerr.InvalidProducerEpoch.Code
+}
+
+// InitProducerID gives a transactional id its producer id and a new epoch
+// (a new id when the epoch would run out), fencing the producer at the
+// previous epoch: a transaction it left open is aborted first, its
+// markers at the new epoch.
+func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	id := *r.TransactionalID
+	timeout := time.Duration(r.TransactionTimeoutMillis) * time.Millisecond
+	switch {
+	case id == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp
+	case timeout <= 0 || timeout > c.opts.MaxTimeout:
+		resp.ErrorCode = kerr.InvalidTransactionTimeout.Code
+		return resp
+	}
+	c.mu.Lock()
+	t := c.txns[id]
+	if t == nil {
+		t = &txnMeta{id: id, partition: store.PartitionFor(id, c.log.Partitions()), pid: -1, epoch: -1,
+			state: kmsg.TransactionStateEmpty, parts: map[checkpoint.TopicPartition]bool{}}
+		c.txns[id] = t
+	}
+	c.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.GetVersion() >= 3 && r.ProducerID >= 0 && t.pid >= 0 && (r.ProducerID != t.pid || r.ProducerEpoch != t.epoch) {
+		// KIP-360: a producer recovering with its id and epoch must be the
+		// current one.
+		resp.ErrorCode = fenced(r.GetVersion() >= 4)
+		return resp
+	}
+	switch t.state {
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code // completes on its own; the client retries
+		return resp
+	case kmsg.TransactionStateOngoing:
+		// Fence the old producer: abort its transaction at a new epoch.
+		if err := c.bumpEpoch(t); err != nil {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+		if err := c.end(t, false); err != nil {
+			c.opts.Logger.Error("aborting a fenced producer's transaction", "transactional_id", id, "err", err)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+	default:
+		if err := c.bumpEpoch(t); err != nil {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+	}
+	t.timeout = timeout
+	t.state, t.parts, t.start = kmsg.TransactionStateEmpty, map[checkpoint.TopicPartition]bool{}, -1
+	if err := c.persist(t); err != nil {
+		c.opts.Logger.Error("storing a transactional id", "transactional_id", id, "err", err)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = t.pid, t.epoch
+	return resp
+}
+
+// bumpEpoch moves t to its next epoch, or to a new producer id at epoch 0
+// when the epoch would run out (or it has none yet).
+func (c *Coordinator) bumpEpoch(t *txnMeta) error {
+	if t.pid >= 0 && t.epoch < math.MaxInt16-1 {
+		t.epoch++
+		return nil
+	}
+	pid, err := c.opts.AllocateProducerID()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.byPID, t.pid)
+	c.byPID[pid] = t
+	c.mu.Unlock()
+	t.pid, t.epoch = pid, 0
+	return nil
+}
+
+// lookup returns a transactional id's state, locked, after checking the
+// producer's id and epoch; code is the error otherwise.
+func (c *Coordinator) lookup(id string, pid int64, epoch int16, newer bool) (*txnMeta, int16) {
+	c.mu.Lock()
+	t := c.txns[id]
+	c.mu.Unlock()
+	if t == nil {
+		return nil, kerr.InvalidProducerIDMapping.Code
+	}
+	t.mu.Lock()
+	switch {
+	case t.pid != pid:
+		t.mu.Unlock()
+		return nil, kerr.InvalidProducerIDMapping.Code
+	case epoch < t.epoch:
+		t.mu.Unlock()
+		return nil, fenced(newer)
+	case epoch > t.epoch:
+		t.mu.Unlock()
+		return nil, kerr.InvalidProducerEpoch.Code
+	}
+	return t, 0
+}
+
+// addPartitions adds partitions to t's transaction, which opens it.
+func (c *Coordinator) addPartitions(t *txnMeta, tps []checkpoint.TopicPartition) int16 {
+	switch t.state {
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		return kerr.ConcurrentTransactions.Code
+	case kmsg.TransactionStateEmpty, kmsg.TransactionStateCompleteCommit, kmsg.TransactionStateCompleteAbort:
+		t.parts, t.start = map[checkpoint.TopicPartition]bool{}, c.opts.Now().UnixMilli()
+	}
+	added := false
+	for _, tp := range tps {
+		if !t.parts[tp] {
+			t.parts[tp], added = true, true
+		}
+	}
+	if !added && t.state == kmsg.TransactionStateOngoing {
+		return 0
+	}
+	t.state = kmsg.TransactionStateOngoing
+	if err := c.persist(t); err != nil {
+		c.opts.Logger.Error("storing a transaction's partitions", "transactional_id", t.id, "err", err)
+		for _, tp := range tps {
+			delete(t.parts, tp)
+		}
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return 0
+}
+
+// AddPartitionsToTxn adds partitions to a transaction (v0–3).
+func (c *Coordinator) AddPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	answer := func(code func(topic string, p int32) int16) *kmsg.AddPartitionsToTxnResponse {
+		for _, rt := range r.Topics {
+			st := kmsg.AddPartitionsToTxnResponseTopic{Topic: rt.Topic}
+			for _, p := range rt.Partitions {
+				st.Partitions = append(st.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: code(rt.Topic, p)})
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
+	var tps []checkpoint.TopicPartition
+	unknown := false
+	for _, rt := range r.Topics {
+		for _, p := range rt.Partitions {
+			tps = append(tps, checkpoint.TopicPartition{Topic: rt.Topic, Partition: p})
+			unknown = unknown || !c.opts.TopicExists(rt.Topic, p)
+		}
+	}
+	if unknown {
+		return answer(func(topic string, p int32) int16 {
+			if !c.opts.TopicExists(topic, p) {
+				return kerr.UnknownTopicOrPartition.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		})
+	}
+	t, code := c.lookup(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.GetVersion() >= 2)
+	if code == 0 {
+		code = c.addPartitions(t, tps)
+		t.mu.Unlock()
+	}
+	return answer(func(string, int32) int16 { return code })
+}
+
+// AddOffsetsToTxn adds a group's __consumer_offsets partition to a
+// transaction (the partition offsetsPartition gives).
+func (c *Coordinator) AddOffsetsToTxn(r *kmsg.AddOffsetsToTxnRequest, offsetsPartition checkpoint.TopicPartition) *kmsg.AddOffsetsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	t, code := c.lookup(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.GetVersion() >= 2)
+	if code == 0 {
+		code = c.addPartitions(t, []checkpoint.TopicPartition{offsetsPartition})
+		t.mu.Unlock()
+	}
+	resp.ErrorCode = code
+	return resp
+}
+
+// EndTxn commits or aborts a transaction: PrepareCommit (PrepareAbort)
+// logged, a COMMIT (ABORT) marker written durably to every partition, then
+// CompleteCommit (CompleteAbort) logged. A retry of an ended transaction's
+// same outcome succeeds.
+func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
+	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+	t, code := c.lookup(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.GetVersion() >= 2)
+	if code != 0 {
+		resp.ErrorCode = code
+		return resp
+	}
+	defer t.mu.Unlock()
+	switch t.state {
+	case kmsg.TransactionStateOngoing:
+		if err := c.end(t, r.Commit); err != nil {
+			c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", r.Commit, "err", err)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		}
+	case kmsg.TransactionStateCompleteCommit:
+		if !r.Commit {
+			resp.ErrorCode = kerr.InvalidTxnState.Code
+		}
+	case kmsg.TransactionStateCompleteAbort:
+		if r.Commit {
+			resp.ErrorCode = kerr.InvalidTxnState.Code
+		}
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code
+	default:
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+	}
+	return resp
+}
+
+// end logs the Prepare state, then completes the transaction.
+func (c *Coordinator) end(t *txnMeta, commit bool) error {
+	t.state = kmsg.TransactionStatePrepareAbort
+	if commit {
+		t.state = kmsg.TransactionStatePrepareCommit
+	}
+	if err := c.persist(t); err != nil {
+		t.state = kmsg.TransactionStateOngoing
+		return err
+	}
+	return c.complete(t, commit)
+}
+
+// complete writes the markers of a prepared transaction, durably, then
+// logs its completion. A failure leaves it prepared: completed at the next
+// start (or the next attempt).
+func (c *Coordinator) complete(t *txnMeta, commit bool) error {
+	tps := make([]checkpoint.TopicPartition, 0, len(t.parts))
+	for tp := range t.parts {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
+	})
+	typ := record.ControlAbort
+	if commit {
+		typ = record.ControlCommit
+	}
+	marker, err := record.EndTxnMarker{Type: typ, ProducerID: t.pid, ProducerEpoch: t.epoch, CoordinatorEpoch: 0,
+		Timestamp: c.opts.Now().UnixMilli()}.AppendTo(nil)
+	if err != nil {
+		return err
+	}
+	for _, tp := range tps {
+		tab, ok := c.m.Get(tp)
+		if !ok {
+			continue // the topic was deleted: no marker, as Kafka drops it
+		}
+		if _, err := tab.Append(marker, tablet.AppendOptions{Origin: record.OriginCoordinator, Sync: true}); err != nil {
+			return fmt.Errorf("txn: the marker of %q on %s: %w", t.id, tp, err)
+		}
+		if c.opts.OnMarker != nil {
+			c.opts.OnMarker(tp, t.pid, commit)
+		}
+	}
+	t.state = kmsg.TransactionStateCompleteAbort
+	if commit {
+		t.state = kmsg.TransactionStateCompleteCommit
+	}
+	t.parts = map[checkpoint.TopicPartition]bool{}
+	if err := c.persist(t); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if commit {
+		c.stats.Commits++
+	} else {
+		c.stats.Aborts++
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// Verify says whether producer pid at epoch has partition tp in its open
+// transaction: the broker refuses a transactional produce that has not
+// (KIP-890's server-side defence: a late or stray batch cannot join a
+// transaction that did not add its partition).
+func (c *Coordinator) Verify(pid int64, epoch int16, tp checkpoint.TopicPartition) int16 {
+	c.mu.Lock()
+	t := c.byPID[pid]
+	c.mu.Unlock()
+	if t == nil {
+		return kerr.InvalidProducerIDMapping.Code
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case epoch < t.epoch:
+		return kerr.InvalidProducerEpoch.Code
+	case t.state != kmsg.TransactionStateOngoing || !t.parts[tp]:
+		return kerr.InvalidTxnState.Code
+	}
+	return 0
+}
+
+// abortLoop aborts the transactions open longer than their timeout, at a
+// new epoch (the producer is fenced, as Kafka does), then runs again.
+func (c *Coordinator) abortLoop() {
+	c.AbortTimedOut()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.timer = time.AfterFunc(c.opts.AbortInterval, c.abortLoop)
+	}
+}
+
+// AbortTimedOut aborts every transaction open past its timeout, and
+// returns how many.
+func (c *Coordinator) AbortTimedOut() int {
+	c.mu.Lock()
+	all := make([]*txnMeta, 0, len(c.txns))
+	for _, t := range c.txns {
+		all = append(all, t)
+	}
+	c.mu.Unlock()
+	now := c.opts.Now().UnixMilli()
+	n := 0
+	for _, t := range all {
+		t.mu.Lock()
+		if t.state == kmsg.TransactionStateOngoing && t.start >= 0 && now-t.start > t.timeout.Milliseconds() {
+			err := c.bumpEpoch(t)
+			if err == nil {
+				err = c.end(t, false)
+			}
+			if err != nil {
+				c.opts.Logger.Error("aborting a timed-out transaction", "transactional_id", t.id, "err", err)
+			} else {
+				n++
+				c.opts.Logger.Info("aborted a timed-out transaction", "transactional_id", t.id, "producer_id", t.pid)
+			}
+		}
+		t.mu.Unlock()
+	}
+	if n > 0 {
+		c.mu.Lock()
+		c.stats.TimedOut += int64(n)
+		c.mu.Unlock()
+	}
+	return n
+}
