@@ -14,6 +14,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/coordinator/txn"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 )
@@ -27,7 +28,7 @@ var served = map[int16][2]int16{
 	0:  {3, 11}, // Produce: RecordBatch v2 only
 	1:  {4, 12}, // Fetch, without sessions
 	2:  {1, 7},  // ListOffsets
-	22: {0, 4},  // InitProducerId, without a transactional id
+	22: {0, 4},  // InitProducerId (idempotent and transactional producers)
 	23: {0, 4},  // OffsetForLeaderEpoch
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
@@ -47,6 +48,8 @@ var served = map[int16][2]int16{
 	15: {0, 5},  // DescribeGroups
 	16: {0, 4},  // ListGroups
 	42: {0, 2},  // DeleteGroups
+	24: {0, 3},  // AddPartitionsToTxn (v4+ is the brokers' verification)
+	26: {0, 3},  // EndTxn
 }
 
 // handle answers one request; a nil response is none (acks=0). An error
@@ -238,9 +241,13 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	for _, name := range names {
 		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
 		parts := b.partitionsOf(name)
-		if len(parts) == 0 && name == group.Topic && b.groups != nil {
-			if err := b.groups.Ensure(); err != nil {
-				b.opts.Logger.Error("creating "+group.Topic, "err", err)
+		if len(parts) == 0 && (name == group.Topic || name == txn.Topic) && b.groups != nil {
+			ensure := b.groups.Ensure
+			if name == txn.Topic {
+				ensure = b.txns.Ensure
+			}
+			if err := ensure(); err != nil {
+				b.opts.Logger.Error("creating "+name, "err", err)
 			}
 			parts = b.partitionsOf(name)
 		}
@@ -350,7 +357,7 @@ type appendJob struct {
 func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.AppendOptions, sp *kmsg.ProduceResponseTopicPartition) {
 	first := true
 	for len(data) > 0 {
-		_, n, err := record.ParseHeader(data)
+		hdr, n, err := record.ParseHeader(data)
 		if err != nil || n > int64(len(data)) {
 			if len(data) >= 17 && data[16] != 2 {
 				sp.ErrorCode = kerr.UnsupportedForMessageFormat.Code // magic 0 or 1: RecordBatch v2 only
@@ -358,6 +365,14 @@ func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.Appe
 				sp.ErrorCode = kerr.CorruptMessage.Code
 			}
 			return
+		}
+		if h := hdr; h.Attributes.IsTransactional() && b.txns != nil {
+			// KIP-890's defence: a transactional batch only for a partition
+			// its transaction added.
+			if code := b.txns.Verify(h.ProducerID, h.ProducerEpoch, t.TopicPartition()); code != 0 {
+				sp.ErrorCode = code
+				return
+			}
 		}
 		res, err := t.Append(data[:n], opts)
 		if err != nil {
@@ -436,9 +451,7 @@ func (b *Broker) initProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitProduce
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		// Transactions come with the transaction coordinator (issue 21).
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp
+		return b.txns.InitProducerID(r)
 	}
 	id, err := b.pids.allocate()
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/coordinator/txn"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -77,6 +78,11 @@ type Options struct {
 	// Groups configure the group coordinator (offsets.topic.*, group.*,
 	// offsets.retention.*); its Logger defaults to Logger.
 	Groups group.Options
+	// Transactions configure the transaction coordinator
+	// (transaction.state.log.*, transaction.max.timeout.ms, …); its
+	// producer ids come from the broker's allocator, its Logger defaults to
+	// Logger.
+	Transactions txn.Options
 
 	// Logger receives connection and request failures. The default is
 	// slog.Default().
@@ -112,6 +118,7 @@ type Broker struct {
 	metrics *metrics
 	null    *nullLog // NewNull's: answers without storing
 	groups  *group.Coordinator
+	txns    *txn.Coordinator
 	ctx     context.Context // ends at Close: requests waiting for a rebalance stop
 	// groupWait, if set, bounds how long a JoinGroup or SyncGroup waits
 	// (the fuzz test's: fuzzed rebalance timeouts would be long waits).
@@ -147,8 +154,18 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	topts := opts.Transactions
+	if topts.Logger == nil {
+		topts.Logger = opts.Logger
+	}
+	topts.AllocateProducerID = pids.allocate
+	txns, err := txn.New(m, topts)
+	if err != nil {
+		groups.Close()
+		return nil, err
+	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups}
+		stop: make(chan struct{}), groups: groups, txns: txns}
 	b.ctx = b.stopContext()
 	return b, nil
 }
@@ -239,7 +256,7 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	b.wg.Wait()
 	if b.groups != nil {
-		errs = append(errs, b.groups.Close())
+		errs = append(errs, b.groups.Close(), b.txns.Close())
 	}
 	return errors.Join(errs...)
 }

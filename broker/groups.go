@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/coordinator/txn"
 )
 
 // The group coordinator's APIs: this broker is every group's coordinator,
@@ -56,12 +57,17 @@ func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
 		return c.ListGroups(r), true
 	case *kmsg.DeleteGroupsRequest:
 		return c.DeleteGroups(r), true
+	case *kmsg.AddPartitionsToTxnRequest:
+		return b.txns.AddPartitionsToTxn(r), true
+	case *kmsg.EndTxnRequest:
+		return b.txns.EndTxn(r), true
 	}
 	return nil, false
 }
 
-// findCoordinator answers that this broker coordinates every group (one
-// key before v4, a batch from v4). Transactions have no coordinator yet.
+// findCoordinator answers that this broker coordinates every group and
+// transactional id (one key before v4, a batch from v4), creating the
+// coordinator's internal topic on first use.
 func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := r.CoordinatorKeys
@@ -70,14 +76,18 @@ func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 	}
 	for _, key := range keys {
 		co := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Port: -1}
+		ensure, topic := b.groups.Ensure, group.Topic
+		if r.CoordinatorType == 1 {
+			ensure, topic = b.txns.Ensure, txn.Topic
+		}
 		switch {
-		case r.CoordinatorType != 0:
-			co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		case r.CoordinatorType != 0 && r.CoordinatorType != 1:
+			co.ErrorCode = kerr.InvalidRequest.Code
 		case key == "":
 			co.ErrorCode = kerr.InvalidRequest.Code
 		default:
-			if err := b.groups.Ensure(); err != nil {
-				b.opts.Logger.Error("creating "+group.Topic, "err", err)
+			if err := ensure(); err != nil {
+				b.opts.Logger.Error("creating "+topic, "err", err)
 				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				break
 			}

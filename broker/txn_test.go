@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// txnProduce runs one transaction of n records on a transactional client
+// and ends it.
+func txnProduce(t *testing.T, ctx context.Context, cl *kgo.Client, topic, prefix string, n int, commit bool) {
+	t.Helper()
+	require.NoError(t, cl.BeginTransaction())
+	for i := range n {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%s%d", prefix, i)}, func(_ *kgo.Record, err error) {
+			require.NoError(t, err)
+		})
+	}
+	require.NoError(t, cl.Flush(ctx))
+	require.NoError(t, cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
+}
+
+// readCommitted reads a topic from the start with read_committed until n
+// records, failing on any aborted one.
+func readCommitted(t *testing.T, ctx context.Context, addr, topic string, n int) []string {
+	t.Helper()
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	var got []string
+	for len(got) < n {
+		fs := c.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of %d", len(got), n)
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("%s-%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
+
+// A franz-go transactional producer: committed transactions are read by
+// read_committed consumers, aborted ones never; a second producer with the
+// same transactional id fences the first, whose transaction is aborted.
+func TestFranzGoTransactions(t *testing.T) {
+	b, _, addr := testBroker(t, Options{NumPartitions: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tx-1"), kgo.AllowAutoTopicCreation(),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	txnProduce(t, ctx, p, "txn", "a", 100, true)
+	txnProduce(t, ctx, p, "txn", "x", 50, false)
+	txnProduce(t, ctx, p, "txn", "b", 100, true)
+	got := readCommitted(t, ctx, addr, "txn", 200)
+	require.Len(t, got, 200)
+	for _, v := range got {
+		require.NotEqual(t, byte('x'), v[0], "an aborted record was read: %s", v)
+	}
+
+	// A zombie: the first instance has a transaction open when a second
+	// one starts with the same transactional id.
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "txn", Value: []byte("zombie")}).FirstErr())
+	p2, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tx-1"))
+	require.NoError(t, err)
+	defer p2.Close()
+	txnProduce(t, ctx, p2, "txn", "c", 10, true)
+	err = p.EndTransaction(ctx, kgo.TryCommit)
+	require.Error(t, err, "the zombie is fenced")
+	require.True(t, errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch), "%v", err)
+	got = readCommitted(t, ctx, addr, "txn", 210)
+	require.Len(t, got, 210)
+	for _, v := range got {
+		require.NotEqual(t, "zombie", v, "the fenced producer's open transaction was aborted")
+	}
+	st := b.txns.Stats()
+	require.Equal(t, int64(3), st.Commits, "a, b and c committed")
+	require.Equal(t, int64(2), st.Aborts, "x, and the zombie's open transaction")
+}
