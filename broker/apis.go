@@ -50,6 +50,8 @@ var served = map[int16][2]int16{
 	42: {0, 2},  // DeleteGroups
 	24: {0, 3},  // AddPartitionsToTxn (v4+ is the brokers' verification)
 	26: {0, 3},  // EndTxn
+	25: {0, 3},  // AddOffsetsToTxn
+	28: {0, 3},  // TxnOffsetCommit
 }
 
 // handle answers one request; a nil response is none (acks=0). An error

@@ -159,6 +159,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		topts.Logger = opts.Logger
 	}
 	topts.AllocateProducerID = pids.allocate
+	topts.OnMarker = groups.OnMarker // a transaction's offsets apply when it commits
 	txns, err := txn.New(m, topts)
 	if err != nil {
 		groups.Close()

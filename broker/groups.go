@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
 )
@@ -61,6 +62,27 @@ func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
 		return b.txns.AddPartitionsToTxn(r), true
 	case *kmsg.EndTxnRequest:
 		return b.txns.EndTxn(r), true
+	case *kmsg.AddOffsetsToTxnRequest:
+		resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		if err := b.groups.Ensure(); err != nil { // its marker goes there
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp, true
+		}
+		return b.txns.AddOffsetsToTxn(r, b.offsetsPartition(r.Group)), true
+	case *kmsg.TxnOffsetCommitRequest:
+		if code := b.txns.Verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
+			// The transaction must have added the group (AddOffsetsToTxn).
+			resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+			for _, t := range r.Topics {
+				rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
+				for _, p := range t.Partitions {
+					rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			return resp, true
+		}
+		return c.TxnOffsetCommit(r), true
 	}
 	return nil, false
 }
@@ -104,6 +126,11 @@ func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 		resp.Coordinators = nil
 	}
 	return resp
+}
+
+// offsetsPartition is the __consumer_offsets partition of a group.
+func (b *Broker) offsetsPartition(groupID string) checkpoint.TopicPartition {
+	return checkpoint.TopicPartition{Topic: group.Topic, Partition: group.PartitionFor(groupID, b.groups.Partitions())}
 }
 
 // clientHost is a connection's peer as Kafka shows a member's host.

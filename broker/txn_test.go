@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seglog/seglog/coordinator/group"
 )
 
 // txnProduce runs one transaction of n records on a transactional client
@@ -83,4 +86,51 @@ func TestFranzGoTransactions(t *testing.T) {
 	st := b.txns.Stats()
 	require.Equal(t, int64(3), st.Commits, "a, b and c committed")
 	require.Equal(t, int64(2), st.Aborts, "x, and the zombie's open transaction")
+}
+
+// Exactly once with franz-go's GroupTransactSession: a consumer group
+// copies a topic to another inside transactions, its offsets committed in
+// each; the copy read with read_committed holds every input record once,
+// and the group's committed offsets are the input's end.
+func TestFranzGoExactlyOnceCopy(t *testing.T) {
+	_, _, addr := testBroker(t, Options{NumPartitions: 3, Groups: group.Options{NoInitialDelay: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 3000
+	produceN(t, ctx, addr, "eos-in", 0, n)
+	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("eos-copy"), kgo.ConsumerGroup("eos"),
+		kgo.ConsumeTopics("eos-in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.AllowAutoTopicCreation(), kgo.FetchMaxWait(100*time.Millisecond), kgo.RequireStableFetchOffsets())
+	require.NoError(t, err)
+	defer s.Close()
+	copied := 0
+	for copied < n {
+		fs := s.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "copied %d of %d", copied, n)
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("%s-%d: %v", topic, p, err) })
+		require.NoError(t, s.Begin())
+		var batch int
+		fs.EachRecord(func(r *kgo.Record) {
+			batch++
+			s.Produce(ctx, &kgo.Record{Topic: "eos-out", Value: r.Value}, nil)
+		})
+		committed, err := s.End(ctx, kgo.TryCommit)
+		require.NoError(t, err)
+		if committed {
+			copied += batch
+		}
+	}
+	got := readCommitted(t, ctx, addr, "eos-out", n)
+	seen := map[string]bool{}
+	for _, v := range got {
+		require.False(t, seen[v], "%s copied twice", v)
+		seen[v] = true
+	}
+	require.Len(t, seen, n)
+	adm, _, _ := adminClient(t, addr)
+	offs, err := adm.FetchOffsets(ctx, "eos")
+	require.NoError(t, err)
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	require.Equal(t, int64(n), sum, "the offsets committed in the transactions cover the input")
 }

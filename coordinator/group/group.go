@@ -83,6 +83,8 @@ type Offset struct {
 	// ExpireTimestamp is the commit's own expiry (OffsetCommit v2–v4 with
 	// a retention time), -1 for none.
 	ExpireTimestamp int64
+
+	at int64 // the record's offset in __consumer_offsets: the later one wins
 }
 
 type topicPartition struct {
@@ -118,12 +120,15 @@ type group struct {
 	syncTimer      stopper
 
 	offsets map[topicPartition]Offset
+	// pendingTxn are transactional commits (TxnOffsetCommit) by producer
+	// id, applied when their transaction commits.
+	pendingTxn map[int64]map[topicPartition]Offset
 }
 
 func newGroup(id string, partition int32, now time.Time) *group {
 	return &group{id: id, partition: partition, stateTime: now.UnixMilli(), members: map[string]*member{},
 		static: map[string]string{}, pending: map[string]stopper{}, pendingSync: map[string]bool{},
-		offsets: map[topicPartition]Offset{}}
+		offsets: map[topicPartition]Offset{}, pendingTxn: map[int64]map[topicPartition]Offset{}}
 }
 
 func (g *group) transition(s State, now time.Time) {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/tablet"
 
 	"github.com/seglog/seglog/coordinator/internal/store"
 )
@@ -21,12 +20,13 @@ func (c *Coordinator) load() error {
 	type loaded struct {
 		offsets map[topicPartition]Offset
 		meta    *Decoded
+		pending map[int64]map[topicPartition]Offset // open transactions' commits, by producer
 	}
 	all := map[string]*loaded{}
 	get := func(id string) *loaded {
 		l := all[id]
 		if l == nil {
-			l = &loaded{offsets: map[topicPartition]Offset{}}
+			l = &loaded{offsets: map[topicPartition]Offset{}, pending: map[int64]map[topicPartition]Offset{}}
 			all[id] = l
 		}
 		return l
@@ -36,13 +36,14 @@ func (c *Coordinator) load() error {
 		if t == nil {
 			continue
 		}
-		var derr error
-		err := t.Records(t.Offsets().LogStartOffset, tablet.ReadHighWatermark, func(_ record.Batch, r *record.Record) bool {
+		// The groups with a producer's open transactional commits in
+		// this partition, for its marker.
+		open := map[int64]map[string]bool{}
+		data := func(b record.Batch, r *record.Record) error {
 			records++
 			d, err := Decode(r.Key, r.Value)
 			if err != nil {
-				derr = fmt.Errorf("group: %s-%d offset %d: %w", Topic, p, r.Offset, err)
-				return false
+				return fmt.Errorf("group: %s-%d offset %d: %w", Topic, p, r.Offset, err)
 			}
 			l := get(d.Group)
 			switch {
@@ -50,35 +51,58 @@ func (c *Coordinator) load() error {
 				delete(l.offsets, topicPartition{d.Topic, d.Partition})
 			case d.IsOffset:
 				o := Offset{Offset: d.Offset.Offset, LeaderEpoch: d.Offset.LeaderEpoch, Metadata: d.Offset.Metadata,
-					CommitTimestamp: d.Offset.CommitTimestamp, ExpireTimestamp: -1}
+					CommitTimestamp: d.Offset.CommitTimestamp, ExpireTimestamp: -1, at: r.Offset}
 				if d.Offset.Version == 1 {
 					o.ExpireTimestamp = d.Offset.ExpireTimestamp
 				}
-				l.offsets[topicPartition{d.Topic, d.Partition}] = o
+				tp := topicPartition{d.Topic, d.Partition}
+				if !b.IsTransactional() {
+					l.offsets[tp] = o
+					break
+				}
+				pid := b.ProducerID()
+				if l.pending[pid] == nil {
+					l.pending[pid] = map[topicPartition]Offset{}
+				}
+				l.pending[pid][tp] = o
+				if open[pid] == nil {
+					open[pid] = map[string]bool{}
+				}
+				open[pid][d.Group] = true
 			case d.Metadata == nil:
 				l.meta = nil
-				if len(l.offsets) == 0 {
+				if len(l.offsets) == 0 && len(l.pending) == 0 {
 					delete(all, d.Group)
 				}
 			default:
 				dd := d
 				l.meta = &dd
 			}
-			return true
-		})
-		if derr != nil {
-			return derr
+			return nil
 		}
-		if err != nil {
+		marker := func(b record.Batch, commit bool) error {
+			pid := b.ProducerID()
+			for id := range open[pid] {
+				if l := all[id]; l != nil {
+					if commit {
+						applyPending(l.offsets, l.pending[pid])
+					}
+					delete(l.pending, pid)
+				}
+			}
+			delete(open, pid)
+			return nil
+		}
+		if err := store.Replay(t, data, marker); err != nil {
 			return fmt.Errorf("group: reading %s-%d: %w", Topic, p, err)
 		}
 	}
 	for id, l := range all {
-		if len(l.offsets) == 0 && l.meta == nil {
+		if len(l.offsets) == 0 && l.meta == nil && len(l.pending) == 0 {
 			continue
 		}
 		g := newGroup(id, PartitionFor(id, c.log.Partitions()), now)
-		g.offsets = l.offsets
+		g.offsets, g.pendingTxn = l.offsets, l.pending
 		if l.meta != nil {
 			v := l.meta.Metadata
 			g.protocolType, g.generation = v.ProtocolType, v.Generation

@@ -8,7 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/writerstate"
 
 	"github.com/seglog/seglog/coordinator/internal/store"
 )
@@ -70,7 +72,7 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 	}
 	now := c.opts.clock.Now()
 	var recs []store.KV
-	var keep []func()
+	var keep []func(first int64)
 	for _, t := range r.Topics {
 		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
@@ -92,14 +94,19 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			default:
 				tp := topicPartition{t.Topic, p.Partition}
+				i := int64(len(recs))
 				recs = append(recs, store.KV{Key: offsetKey(g.id, t.Topic, p.Partition), Value: offsetValue(o)})
-				keep = append(keep, func() { g.offsets[tp] = o })
+				keep = append(keep, func(first int64) {
+					o.at = first + i
+					g.offsets[tp] = o
+				})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if err := c.log.Append(g.partition, now, recs...); err != nil {
+	first, err := c.log.AppendAs(g.partition, now, store.Producer{}, recs...)
+	if err != nil {
 		c.opts.Logger.Error("storing committed offsets", "group", g.id, "err", err)
 		code := storeErrorCode(err)
 		for i := range resp.Topics {
@@ -112,10 +119,128 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 		return resp
 	}
 	for _, k := range keep {
-		k()
+		k(first)
 	}
 	c.stats.commits.Add(int64(len(keep)))
 	return resp
+}
+
+// TxnOffsetCommit stores a transaction's offsets: written to
+// __consumer_offsets as the producer's transactional records, and applied
+// only when the transaction commits (OnMarker); until then OffsetFetch
+// with require_stable answers UNSTABLE_OFFSET_COMMIT for them. A member
+// and generation given (v3+) are checked as OffsetCommit checks them.
+func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	fail := func(code int16) *kmsg.TxnOffsetCommitResponse {
+		for _, t := range r.Topics {
+			rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	if r.Group == "" {
+		return fail(kerr.InvalidGroupID.Code)
+	}
+	g := c.lookup(r.Group, true)
+	if g == nil {
+		return fail(kerr.CoordinatorNotAvailable.Code)
+	}
+	defer g.mu.Unlock()
+	if r.GetVersion() >= 3 && (r.MemberID != "" || r.Generation >= 0) {
+		if code := g.validate(r.MemberID, deref(r.InstanceID), r.Generation); code != 0 {
+			return fail(code)
+		}
+	}
+	now := c.opts.clock.Now()
+	var recs []store.KV
+	var tps []topicPartition
+	var offs []Offset
+	for _, t := range r.Topics {
+		rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition}
+			o := Offset{Offset: p.Offset, LeaderEpoch: -1, Metadata: deref(p.Metadata), CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}
+			if r.GetVersion() >= 2 {
+				o.LeaderEpoch = p.LeaderEpoch
+			}
+			switch {
+			case !c.opts.TopicExists(t.Topic, p.Partition):
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case len(o.Metadata) > c.opts.MaxMetadataBytes:
+				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			default:
+				recs = append(recs, store.KV{Key: offsetKey(g.id, t.Topic, p.Partition), Value: offsetValue(o)})
+				tps, offs = append(tps, topicPartition{t.Topic, p.Partition}), append(offs, o)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	first, err := c.log.AppendAs(g.partition, now, store.Producer{ID: r.ProducerID, Epoch: r.ProducerEpoch}, recs...)
+	if err != nil {
+		c.opts.Logger.Error("storing transactional offsets", "group", g.id, "err", err)
+		code := storeErrorCode(err)
+		if errors.Is(err, writerstate.ErrInvalidProducerEpoch) {
+			code = kerr.InvalidProducerEpoch.Code
+		}
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if p := &resp.Topics[i].Partitions[j]; p.ErrorCode == 0 {
+					p.ErrorCode = code
+				}
+			}
+		}
+		return resp
+	}
+	pending := g.pendingTxn[r.ProducerID]
+	if pending == nil {
+		pending = map[topicPartition]Offset{}
+		g.pendingTxn[r.ProducerID] = pending
+	}
+	for i, tp := range tps {
+		o := offs[i]
+		o.at = first + int64(i)
+		pending[tp] = o
+	}
+	return resp
+}
+
+// OnMarker takes a transaction's end on a __consumer_offsets partition
+// (the transaction coordinator's marker, durable): a commit applies the
+// producer's pending offsets of every group in the partition, unless a
+// later commit is already there; an abort drops them.
+func (c *Coordinator) OnMarker(tp checkpoint.TopicPartition, producerID int64, commit bool) {
+	if tp.Topic != Topic {
+		return
+	}
+	for _, g := range c.sortedGroups() {
+		if g.partition != tp.Partition {
+			continue
+		}
+		g.mu.Lock()
+		if pending := g.pendingTxn[producerID]; pending != nil {
+			if commit {
+				applyPending(g.offsets, pending)
+				c.stats.commits.Add(int64(len(pending)))
+			}
+			delete(g.pendingTxn, producerID)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// applyPending applies a committed transaction's offsets, each unless a
+// later record already holds its partition.
+func applyPending(offsets, pending map[topicPartition]Offset) {
+	for tp, o := range pending {
+		if cur, ok := offsets[tp]; !ok || cur.at < o.at {
+			offsets[tp] = o
+		}
+	}
 }
 
 // OffsetFetch returns a group's committed offsets: the partitions asked
@@ -123,9 +248,15 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 	offsets := map[topicPartition]Offset{}
+	unstable := map[topicPartition]bool{}
 	if g := c.lookup(r.Group, false); g != nil {
 		for tp, o := range g.offsets {
 			offsets[tp] = o
+		}
+		for _, pending := range g.pendingTxn {
+			for tp := range pending {
+				unstable[tp] = true
+			}
 		}
 		g.mu.Unlock()
 	}
@@ -156,8 +287,13 @@ func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchR
 	for _, t := range r.Topics {
 		rt := kmsg.OffsetFetchResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
-			o, ok := offsets[topicPartition{t.Topic, p}]
-			rt.Partitions = append(rt.Partitions, part(p, o, ok))
+			tp := topicPartition{t.Topic, p}
+			o, ok := offsets[tp]
+			rp := part(p, o, ok)
+			if r.RequireStable && unstable[tp] {
+				rp.ErrorCode = kerr.UnstableOffsetCommit.Code // a transaction's commit of it is pending
+			}
+			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

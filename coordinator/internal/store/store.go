@@ -122,18 +122,20 @@ type Producer struct {
 // Append writes records to partition p durably: it returns after the
 // fsync that covers them.
 func (l *Log) Append(p int32, now time.Time, recs ...KV) error {
-	return l.AppendAs(p, now, Producer{}, recs...)
+	_, err := l.AppendAs(p, now, Producer{}, recs...)
+	return err
 }
 
 // AppendAs writes records durably as one batch, transactional for a
-// producer (appended as the coordinator: no sequence).
-func (l *Log) AppendAs(p int32, now time.Time, prod Producer, recs ...KV) error {
+// producer (appended as the coordinator: no sequence), and returns the
+// first one's offset.
+func (l *Log) AppendAs(p int32, now time.Time, prod Producer, recs ...KV) (int64, error) {
 	if len(recs) == 0 {
-		return nil
+		return -1, nil
 	}
 	t, err := l.Tablet(p)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	b := record.NewBuilder(record.None)
 	opts := tablet.AppendOptions{Sync: true}
@@ -144,13 +146,73 @@ func (l *Log) AppendAs(p int32, now time.Time, prod Producer, recs ...KV) error 
 	}
 	for _, r := range recs {
 		if err := b.Append(record.Record{Timestamp: now.UnixMilli(), Key: r.Key, Value: r.Value}); err != nil {
-			return err
+			return -1, err
 		}
 	}
 	batch, err := b.Build()
 	if err != nil {
-		return err
+		return -1, err
 	}
-	_, err = t.Append(batch.Bytes(), opts)
-	return err
+	res, err := t.Append(batch.Bytes(), opts)
+	return res.FirstOffset, err
+}
+
+// Replay reads a tablet from its log start to its log end, in order:
+// data gets every record of the data batches (transactional or not),
+// marker every COMMIT or ABORT marker. Every batch's CRC is checked.
+func Replay(t *tablet.Tablet, data func(b record.Batch, r *record.Record) error, marker func(b record.Batch, commit bool) error) error {
+	off := t.Offsets().LogStartOffset
+	var buf []byte
+	var it record.Iter
+	for off < t.Offsets().LogEndOffset {
+		res, err := t.Read(off, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
+		if err != nil {
+			return err
+		}
+		buf, err = res.Records.AppendTo(buf[:0])
+		res.Close()
+		if err != nil {
+			return err
+		}
+		if len(buf) == 0 {
+			return nil
+		}
+		for rest := buf; len(rest) > 0; {
+			b, next, err := record.ParseBatch(rest)
+			if err != nil {
+				return fmt.Errorf("store: %s at offset %d: %w", t.TopicPartition(), off, err)
+			}
+			rest = next
+			if b.NextOffset() <= off {
+				continue // the batch holding off began below it
+			}
+			if err := b.Verify(); err != nil {
+				return fmt.Errorf("store: %s batch at offset %d: %w", t.TopicPartition(), b.BaseOffset(), err)
+			}
+			off = b.NextOffset()
+			if b.IsControl() {
+				if b.NumRecords() == 0 {
+					continue // emptied by the cleaner
+				}
+				m, err := b.EndTxnMarker()
+				if err != nil {
+					return fmt.Errorf("store: %s marker at offset %d: %w", t.TopicPartition(), b.BaseOffset(), err)
+				}
+				if err := marker(b, m.Type == record.ControlCommit); err != nil {
+					return err
+				}
+				continue
+			}
+			it.Reset(b, record.DefaultMaxUncompressed)
+			for it.Next() {
+				if err := data(b, it.Record()); err != nil {
+					return err
+				}
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("store: %s batch at offset %d: %w", t.TopicPartition(), b.BaseOffset(), err)
+			}
+		}
+	}
+	return nil
 }
