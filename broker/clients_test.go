@@ -204,3 +204,63 @@ print("ok")
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "ok")
 }
+
+// kafkajs transactions (testdata/kafkajs/txn.js): send, sendOffsets and
+// commit; send, sendOffsets and abort; a read_committed consumer sees the
+// committed records only, and the group has the committed offset.
+func TestKafkajsTransactions(t *testing.T) {
+	node := tool(t, "node")
+	dir := filepath.Join("testdata", "kafkajs")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
+		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
+	}
+	_, _, addr := testBroker(t, groupOptions())
+	out, err := exec.Command(node, filepath.Join(dir, "txn.js"), addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "ok\n")
+}
+
+// The Python client's transactional producer: a committed transaction is
+// read by a read_committed consumer, an aborted one is not.
+func TestPythonTransactions(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
+		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
+	}
+	_, _, addr := testBroker(t, groupOptions())
+	script := `
+import sys
+from confluent_kafka import Producer, Consumer, TopicPartition
+addr = sys.argv[1]
+p = Producer({"bootstrap.servers": addr, "transactional.id": "py-tx"})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(20):
+    p.produce("pyt", value=("c%d" % i).encode(), partition=0)
+p.commit_transaction(30)
+p.begin_transaction()
+for i in range(20):
+    p.produce("pyt", value=("a%d" % i).encode(), partition=0)
+p.abort_transaction(30)
+p.begin_transaction()
+p.produce("pyt", value=b"last", partition=0)
+p.commit_transaction(30)
+c = Consumer({"bootstrap.servers": addr, "group.id": "pyt-reader", "auto.offset.reset": "earliest",
+              "isolation.level": "read_committed", "enable.auto.commit": False})
+c.assign([TopicPartition("pyt", 0, 0)])
+got = []
+while len(got) < 21:
+    m = c.poll(30)
+    if m is None:
+        raise SystemExit("timed out after %d" % len(got))
+    if m.error():
+        raise SystemExit(str(m.error()))
+    got.append(m.value().decode())
+c.close()
+assert got == ["c%d" % i for i in range(20)] + ["last"], got
+print("ok")
+`
+	out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "ok")
+}

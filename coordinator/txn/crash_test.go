@@ -1,9 +1,9 @@
 package txn
 
 import (
-	"os"
 	"io"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
