@@ -52,6 +52,9 @@ var served = map[int16][2]int16{
 	26: {0, 3},  // EndTxn
 	25: {0, 3},  // AddOffsetsToTxn
 	28: {0, 3},  // TxnOffsetCommit
+	65: {0, 0},  // DescribeTransactions
+	66: {0, 1},  // ListTransactions
+	61: {0, 0},  // DescribeProducers
 }
 
 // handle answers one request; a nil response is none (acks=0). An error

@@ -69,6 +69,12 @@ func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
 			return resp, true
 		}
 		return b.txns.AddOffsetsToTxn(r, b.offsetsPartition(r.Group)), true
+	case *kmsg.DescribeTransactionsRequest:
+		return b.txns.DescribeTransactions(r), true
+	case *kmsg.ListTransactionsRequest:
+		return b.txns.ListTransactions(r), true
+	case *kmsg.DescribeProducersRequest:
+		return b.describeProducers(r), true
 	case *kmsg.TxnOffsetCommitRequest:
 		if code := b.txns.Verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
 			// The transaction must have added the group (AddOffsetsToTxn).
@@ -124,6 +130,34 @@ func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 		co := resp.Coordinators[0]
 		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = co.ErrorCode, co.ErrorMessage, co.NodeID, co.Host, co.Port
 		resp.Coordinators = nil
+	}
+	return resp
+}
+
+// describeProducers lists each partition's active producers (their
+// writer state), as Kafka does.
+func (b *Broker) describeProducers(r *kmsg.DescribeProducersRequest) *kmsg.DescribeProducersResponse {
+	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = p
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p})
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, e := range t.Producers() {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = e.ProducerID, int32(e.Epoch), e.LastSeq()
+				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = e.LastTimestamp, e.CoordinatorEpoch, e.CurrentTxnFirstOffset
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
 }

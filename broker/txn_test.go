@@ -134,3 +134,41 @@ func TestFranzGoExactlyOnceCopy(t *testing.T) {
 	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
 	require.Equal(t, int64(n), sum, "the offsets committed in the transactions cover the input")
 }
+
+// DescribeTransactions, ListTransactions and DescribeProducers (through
+// kadm) show an open transaction, its partitions and its producer.
+func TestDescribeTransactions(t *testing.T) {
+	_, _, addr := testBroker(t, Options{NumPartitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("open-tx"), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "dt", Value: []byte("pending")}).FirstErr())
+	adm, _, _ := adminClient(t, addr)
+	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	require.NoError(t, err)
+	require.Contains(t, listed.TransactionalIDs(), "open-tx")
+	described, err := adm.DescribeTransactions(ctx, "open-tx")
+	require.NoError(t, err)
+	d := described["open-tx"]
+	require.NoError(t, d.Err)
+	require.Equal(t, "Ongoing", d.State)
+	require.Contains(t, d.Topics, "dt")
+	producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"dt": {0: {}}})
+	require.NoError(t, err)
+	var found bool
+	producers["dt"].Partitions.EachProducer(func(ps kadm.DescribedProducer) {
+		if ps.ProducerID == d.ProducerID {
+			found = true
+			require.Equal(t, int64(0), ps.CurrentTxnStartOffset, "its transaction starts at offset 0")
+		}
+	})
+	require.True(t, found, "the transactional producer is active on dt-0")
+	require.NoError(t, p.EndTransaction(ctx, kgo.TryAbort))
+	described, err = adm.DescribeTransactions(ctx, "open-tx", "nobody")
+	require.NoError(t, err)
+	require.Equal(t, "CompleteAbort", described["open-tx"].State)
+	require.Error(t, described["nobody"].Err)
+}

@@ -137,6 +137,7 @@ func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	if err := c.load(); err != nil {
 		return nil, err
 	}
+	c.AbortTimedOut() // those that ran out while the broker was down
 	c.timer = time.AfterFunc(opts.AbortInterval, c.abortLoop)
 	return c, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -141,4 +142,29 @@ func TestEndTxnCrashAtEveryStep(t *testing.T) {
 	}
 	require.Positive(t, crashes)
 	t.Logf("EndTxn crashed at %d of its %d filesystem operations (every %d)", crashes, steps, stride)
+}
+
+// A transaction open longer than its timeout is aborted by the
+// coordinator at a new epoch: its producer is fenced.
+func TestTimedOutTransactionIsAbortedAndFenced(t *testing.T) {
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	m := openManager(t, vfs.NewMem())
+	defer m.Close()
+	c, err := New(m, testOptions(&now))
+	require.NoError(t, err)
+	defer c.Close()
+	pid, epoch := openTxn(t, m, c)
+	now.Add(59_000)
+	require.Zero(t, c.AbortTimedOut(), "within its 60 s")
+	now.Add(2_000)
+	require.Equal(t, 1, c.AbortTimedOut())
+	committed, open := outcome(t, m)
+	require.Zero(t, committed)
+	require.False(t, open)
+	end := kmsg.NewPtrEndTxnRequest()
+	end.SetVersion(3)
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "t", pid, epoch, true
+	require.Equal(t, kerr.ProducerFenced.Code, c.EndTxn(end).ErrorCode, "the producer's epoch was bumped")
+	require.Equal(t, int64(1), c.Stats().TimedOut)
 }
