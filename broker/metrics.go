@@ -53,7 +53,7 @@ func (b *Broker) Collector() prometheus.Collector {
 	if b.groups == nil {
 		return collectors(b.metrics.all)
 	}
-	return append(collectors{b.groups.Collector()}, b.metrics.all...)
+	return append(collectors{b.groups.Collector(), b.txns.Collector()}, b.metrics.all...)
 }
 
 type collectors []prometheus.Collector

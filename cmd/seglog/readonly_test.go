@@ -45,6 +45,8 @@ func readOnlyCommands(t *testing.T, d string) [][]string {
 		{"tier", "ls", "--store", "file://" + t.TempDir(), "--data-dir", d},
 		{"groups", "--data-dir", d, "--list", "--state"},
 		{"groups", "--data-dir", d, "--describe", "--all-groups"},
+		{"transactions", "--data-dir", d, "--list"},
+		{"transactions", "--data-dir", d, "--describe-producers", "--topic", "orders", "--partition", "0"},
 	}
 }
 

@@ -237,6 +237,18 @@ var serveConfigs = []serveConfig{
 	intConfig("offset.metadata.max.bytes", "the largest metadata of a committed offset (default 4096)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.Groups.MaxMetadataBytes = int(n)
 	}),
+	intConfig("transaction.state.log.num.partitions", "the partitions of __transaction_state when it is created (default 50)", 1, 10000, func(s *serveSettings, n int64) {
+		s.broker.Transactions.Partitions = int32(n)
+	}),
+	intConfig("transaction.state.log.segment.bytes", "segment.bytes of __transaction_state (default 104857600)", 1<<20, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.Transactions.SegmentBytes = n
+	}),
+	msConfig("transaction.max.timeout.ms", "the longest transaction.timeout.ms a producer may ask for (default 900000)", func(s *serveSettings, d time.Duration) {
+		s.broker.Transactions.MaxTimeout = d
+	}),
+	msConfig("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often transactions past their timeout are aborted (default 10000)", func(s *serveSettings, d time.Duration) {
+		s.broker.Transactions.AbortInterval = d
+	}),
 	{name: "log.level", doc: "debug, info, warn or error (default info; seglog's own)", set: func(s *serveSettings, v string) error {
 		return s.level.UnmarshalText([]byte(v))
 	}},
@@ -295,7 +307,10 @@ OffsetForLeaderEpoch, InitProducerId for idempotent producers, consumer
 groups (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups,
 DeleteGroups; the classic protocol, with committed offsets and group metadata
-in __consumer_offsets), and the admin APIs: CreateTopics, DeleteTopics,
+in __consumer_offsets), transactions (InitProducerId with a transactional id,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+DescribeTransactions, ListTransactions, DescribeProducers; the state in
+__transaction_state), and the admin APIs: CreateTopics, DeleteTopics,
 CreatePartitions, DeleteRecords, DescribeConfigs, AlterConfigs,
 IncrementalAlterConfigs.
 

@@ -100,6 +100,7 @@ func TestServeCommand(t *testing.T) {
 	// the last fetch's may be observed just after the client has its answer.)
 	require.Contains(t, string(page), `seglog_broker_request_seconds_bucket{api="Produce"`)
 	require.Contains(t, string(page), `seglog_groups{state="Stable"} 0`, "the group coordinator's collectors")
+	require.Contains(t, string(page), `seglog_transactions_open 0`, "the transaction coordinator's")
 	cfg, err := tablet.ReadConfig(nil, filepath.Join(d, "orders-0"))
 	require.NoError(t, err)
 	require.Equal(t, int64(1048576), cfg.SegmentBytes, "log.segment.bytes from the file is the topics' default")

@@ -60,6 +60,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. The default is time.Now.
 	Now func() time.Time
+	// ReadOnly loads the state for inspection only (a read-only data
+	// directory): prepared transactions are not completed, none is
+	// aborted, nothing is written.
+	ReadOnly bool
 }
 
 func (o *Options) ensureDefaults(m *tablet.Manager) {
@@ -128,7 +132,7 @@ type Stats struct {
 // __transaction_state if it exists: a transaction in PrepareCommit or
 // PrepareAbort is completed now (its markers written again).
 func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
-	if opts.AllocateProducerID == nil {
+	if opts.AllocateProducerID == nil && !opts.ReadOnly {
 		return nil, errors.New("txn: Options.AllocateProducerID is required")
 	}
 	opts.ensureDefaults(m)
@@ -137,8 +141,10 @@ func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	if err := c.load(); err != nil {
 		return nil, err
 	}
-	c.AbortTimedOut() // those that ran out while the broker was down
-	c.timer = time.AfterFunc(opts.AbortInterval, c.abortLoop)
+	if !opts.ReadOnly {
+		c.AbortTimedOut() // those that ran out while the broker was down
+		c.timer = time.AfterFunc(opts.AbortInterval, c.abortLoop)
+	}
 	return c, nil
 }
 
@@ -197,6 +203,9 @@ func (c *Coordinator) load() error {
 	}
 	for _, t := range c.txns {
 		c.byPID[t.pid] = t
+		if c.opts.ReadOnly {
+			continue
+		}
 		switch t.state {
 		case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
 			commit := t.state == kmsg.TransactionStatePrepareCommit

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/coordinator/txn"
+	"github.com/seglog/seglog/tablet"
+)
+
+func newTransactionsCmd() *cobra.Command {
+	var (
+		dataDir               string
+		list, describe, abort bool
+		producers             bool
+		id, topic             string
+		partition             int32
+		asJSON                bool
+	)
+	cmd := &cobra.Command{
+		Use:   "transactions --data-dir D (--list | --describe --transactional-id ID | --abort --transactional-id ID | --describe-producers --topic T --partition P)",
+		Short: "List and describe transactions, abort a hanging one, like kafka-transactions.sh",
+		Long: `transactions reads the transaction state a broker keeps in the data directory's
+__transaction_state (seglog serve writes it there, in Kafka's record format):
+
+  --list                                  every transactional id: producer id, epoch, state,
+                                          how long its open transaction has run
+  --describe --transactional-id ID        one, with its transaction's partitions
+  --abort --transactional-id ID           abort its open transaction (ABORT markers written to
+                                          its partitions at a new epoch: its producer is fenced)
+  --describe-producers --topic T --partition P
+                                          the partition's active producers (writer state)
+
+It opens the data directory itself, so a broker must not be serving it (list
+and describe take a shared lock and change nothing; abort takes the writer's).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			n := 0
+			for _, b := range []bool{list, describe, abort, producers} {
+				if b {
+					n++
+				}
+			}
+			if n != 1 {
+				return errors.New("give one of --list, --describe, --abort, --describe-producers")
+			}
+			a := readOnly
+			if abort {
+				a = write
+			}
+			m, err := openManager(cmd, dataDir, a)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, m.Close()) }()
+			if producers {
+				return describeProducers(cmd, m.Get, checkpoint.TopicPartition{Topic: topic, Partition: partition}, asJSON)
+			}
+			c, err := txn.New(m, txn.Options{ReadOnly: a == readOnly, Logger: quietLogger(cmd),
+				AllocateProducerID: func() (int64, error) {
+					return 0, errors.New("the producer's epoch is exhausted: abort through the broker")
+				}})
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, c.Close()) }()
+			out := cmd.OutOrStdout()
+			switch {
+			case list:
+				infos := c.Transactions()
+				if asJSON {
+					return printJSON(out, infos)
+				}
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TRANSACTIONAL-ID\tPRODUCER-ID\tPRODUCER-EPOCH\tSTATE\tDURATION")
+				for _, in := range infos {
+					fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", in.TransactionalID, in.ProducerID, in.ProducerEpoch, in.State, duration(in))
+				}
+				return w.Flush()
+			case describe:
+				in, err := findTxn(c, id)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(out, in)
+				}
+				parts := make([]string, len(in.Partitions))
+				for i, tp := range in.Partitions {
+					parts[i] = tp.String()
+				}
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TRANSACTIONAL-ID\tPRODUCER-ID\tPRODUCER-EPOCH\tSTATE\tTIMEOUT-MS\tDURATION\tTOPIC-PARTITIONS")
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\n", in.TransactionalID, in.ProducerID, in.ProducerEpoch, in.State, in.TimeoutMs,
+					duration(in), strings.Join(parts, ","))
+				return w.Flush()
+			default:
+				if _, err := findTxn(c, id); err != nil {
+					return err
+				}
+				aborted, err := c.Abort(id)
+				if err != nil {
+					return err
+				}
+				if !aborted {
+					return fmt.Errorf("transactional id %q has no open transaction", id)
+				}
+				fmt.Fprintf(out, "aborted the open transaction of %q\n", id)
+				return nil
+			}
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&dataDir, "data-dir", "", "the data directory")
+	fl.BoolVar(&list, "list", false, "list the transactional ids")
+	fl.BoolVar(&describe, "describe", false, "describe one transactional id")
+	fl.BoolVar(&abort, "abort", false, "abort a transactional id's open transaction")
+	fl.BoolVar(&producers, "describe-producers", false, "a partition's active producers")
+	fl.StringVar(&id, "transactional-id", "", "the transactional id")
+	fl.StringVar(&topic, "topic", "", "with --describe-producers: the topic")
+	fl.Int32Var(&partition, "partition", 0, "with --describe-producers: the partition")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func findTxn(c *txn.Coordinator, id string) (txn.Info, error) {
+	if id == "" {
+		return txn.Info{}, errors.New("--transactional-id is required")
+	}
+	for _, in := range c.Transactions() {
+		if in.TransactionalID == id {
+			return in, nil
+		}
+	}
+	return txn.Info{}, fmt.Errorf("no transactional id %q", id)
+}
+
+// duration is how long a transaction has been open, "-" if none is.
+func duration(in txn.Info) string {
+	if in.StartTimestamp < 0 {
+		return "-"
+	}
+	return time.Since(time.UnixMilli(in.StartTimestamp)).Round(time.Millisecond).String()
+}
+
+// describeProducers prints a partition's active producers, like
+// kafka-transactions.sh describe-producers.
+func describeProducers(cmd *cobra.Command, get func(checkpoint.TopicPartition) (*tablet.Tablet, bool), tp checkpoint.TopicPartition, asJSON bool) error {
+	if tp.Topic == "" {
+		return errors.New("--topic is required")
+	}
+	t, ok := get(tp)
+	if !ok {
+		return fmt.Errorf("%w: %s", tablet.ErrNotFound, tp)
+	}
+	entries := t.Producers()
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), entries)
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PRODUCER-ID\tPRODUCER-EPOCH\tLATEST-COORDINATOR-EPOCH\tLAST-SEQUENCE\tLAST-TIMESTAMP\tCURRENT-TRANSACTION-START-OFFSET")
+	for _, e := range entries {
+		start := "None"
+		if e.CurrentTxnFirstOffset >= 0 {
+			start = fmt.Sprint(e.CurrentTxnFirstOffset)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\n", e.ProducerID, e.Epoch, e.CoordinatorEpoch, e.LastSeq(), e.LastTimestamp, start)
+	}
+	return w.Flush()
+}

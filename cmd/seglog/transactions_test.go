@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seglog/seglog/internal/testenv"
+)
+
+// seglog transactions on a directory seglog serve left with a hanging
+// transaction: --list and --describe show it (changing nothing),
+// --describe-producers shows where it starts, --abort ends it, and then a
+// read_committed consumer reads past it.
+func TestTransactionsCommand(t *testing.T) {
+	d := t.TempDir() + "/data"
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
+	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("hanging"), kgo.AllowAutoTopicCreation(),
+		kgo.DefaultProduceTopic("tx"), kgo.TransactionTimeout(10*time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, p.BeginTransaction())
+	for i := range 5 {
+		require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "c%d", i)}).FirstErr())
+	}
+	require.NoError(t, p.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: []byte("hanging")}).FirstErr())
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM)) // the transaction stays open
+	require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
+	p.Close()
+
+	before := testenv.Tree(t, d)
+	code, out, errOut := runSeglog(t, "transactions", "--data-dir", d, "--list")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^hanging\s+\d+\s+\d+\s+Ongoing\s+\S+$`, out)
+	code, out, errOut = runSeglog(t, "transactions", "--data-dir", d, "--describe", "--transactional-id", "hanging")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^hanging\s+\d+\s+\d+\s+Ongoing\s+600000\s+\S+\s+tx-0$`, out)
+	code, out, errOut = runSeglog(t, "transactions", "--data-dir", d, "--describe-producers", "--topic", "tx", "--partition", "0")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^\d+\s+\d+\s+0\s+\d+\s+\d+\s+6$`, out, "the open transaction starts at offset 6 (after 5 records and a marker)")
+	require.Equal(t, before, testenv.Tree(t, d), "list and describe change nothing")
+	code, out, _ = runSeglog(t, "consume", "--data-dir", d, "--topic", "tx", "--isolation", "read-committed", "--format", "value")
+	require.Zero(t, code)
+	require.Equal(t, "c0\nc1\nc2\nc3\nc4\n", out, "the hanging transaction holds the stable offset")
+
+	code, out, errOut = runSeglog(t, "transactions", "--data-dir", d, "--abort", "--transactional-id", "hanging")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, `aborted the open transaction of "hanging"`)
+	code, out, _ = runSeglog(t, "transactions", "--data-dir", d, "--describe", "--transactional-id", "hanging")
+	require.Zero(t, code)
+	require.Contains(t, out, "CompleteAbort")
+	code, _, errOut = runSeglog(t, "transactions", "--data-dir", d, "--abort", "--transactional-id", "hanging")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "no open transaction")
+	code, out, _ = runSeglog(t, "offsets", "--data-dir", d, "--topic", "tx")
+	require.Zero(t, code)
+	require.Contains(t, out, `"lastStableOffset":8`, "the abort marker ended it: the stable offset is the log end")
+}
