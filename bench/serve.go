@@ -31,6 +31,7 @@ import (
 type serveTarget struct {
 	addr  string
 	close func() error
+	m     *tablet.Manager // seglog's, for its fsync counts
 }
 
 const serveTopic = "bench"
@@ -54,7 +55,11 @@ func startSeglog(dir string, partitions int32, durable bool) (*serveTarget, erro
 		m.Close()
 		return nil, err
 	}
-	return serveOn(b, func() error { return m.Close() })
+	t, err := serveOn(b, func() error { return m.Close() })
+	if t != nil {
+		t.m = m
+	}
+	return t, err
 }
 
 // serveOn serves a broker on a loopback port.
