@@ -41,7 +41,7 @@ func TestServeExactlyOnceAcrossKills(t *testing.T) {
 		}
 		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("eos-copier"), kgo.ConsumerGroup("eos"),
 			kgo.ConsumeTopics("eos-in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.AllowAutoTopicCreation(), kgo.FetchMaxWait(100*time.Millisecond), kgo.RequireStableFetchOffsets(),
+			kgo.AllowAutoTopicCreation(), kgo.FetchMaxWait(100*time.Millisecond),
 			kgo.SessionTimeout(time.Second), kgo.RebalanceTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond),
 			kgo.FetchMaxPartitionBytes(8<<10))
 		require.NoError(t, err)
