@@ -78,7 +78,7 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	}
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
-		return b.metadata(r), nil
+		return b.metadata(h, r), nil
 	case *kmsg.ProduceRequest:
 		return b.produce(r), nil
 	case *kmsg.FetchRequest:
@@ -220,9 +220,19 @@ func (b *Broker) partitionsOf(topic string) []*tablet.Tablet {
 	return out
 }
 
-func (b *Broker) metadata(r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+// advertised is the address a connection's clients are told: its
+// listener's.
+func (b *Broker) advertised(h header) (string, int32) {
+	if h.listener != nil {
+		return h.listener.AdvertisedHost, h.listener.AdvertisedPort
+	}
+	return b.opts.AdvertisedHost, b.opts.AdvertisedPort
+}
+
+func (b *Broker) metadata(h header, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: b.opts.AdvertisedHost, Port: b.opts.AdvertisedPort}}
+	host, port := b.advertised(h)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
 	resp.ControllerID = b.opts.NodeID
 	resp.ClusterID = kmsg.StringPtr(b.clusterID)
 	var names []string

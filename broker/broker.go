@@ -174,19 +174,52 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 // ErrClosed is returned by Serve once the broker is closed.
 var ErrClosed = errors.New("broker: closed")
 
+// Listener is one of the broker's listeners, as Kafka's listeners and
+// advertised.listeners name them: what Metadata and FindCoordinator tell a
+// client that connected through it.
+type Listener struct {
+	// Name is the listener's name (PLAINTEXT, SSL, or one of
+	// listener.security.protocol.map), for logs.
+	Name string
+	// AdvertisedHost and AdvertisedPort are the address clients are told.
+	// The defaults are Options.AdvertisedHost and AdvertisedPort, or the
+	// listener's own address.
+	AdvertisedHost string
+	AdvertisedPort int32
+}
+
 // Serve accepts connections on ln until Close, each served by its own
-// goroutine. It returns ErrClosed after Close.
+// goroutine, advertising Options.AdvertisedHost and AdvertisedPort (the
+// listener's address by default). It returns ErrClosed after Close.
 func (b *Broker) Serve(ln net.Listener) error {
+	b.mu.Lock()
+	if b.opts.AdvertisedHost == "" {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			b.opts.AdvertisedHost, b.opts.AdvertisedPort = a.IP.String(), int32(a.Port)
+		}
+	}
+	l := Listener{Name: "PLAINTEXT", AdvertisedHost: b.opts.AdvertisedHost, AdvertisedPort: b.opts.AdvertisedPort}
+	b.mu.Unlock()
+	return b.ServeListener(ln, l)
+}
+
+// ServeListener accepts connections on ln, a listener of its own (several
+// may be served at once: plaintext and TLS, each with its advertised
+// address), until Close. It returns ErrClosed after Close.
+func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return ErrClosed
 	}
 	b.ln = append(b.ln, ln)
-	if b.opts.AdvertisedHost == "" {
+	if l.AdvertisedHost == "" {
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
-			b.opts.AdvertisedHost, b.opts.AdvertisedPort = a.IP.String(), int32(a.Port)
+			l.AdvertisedHost, l.AdvertisedPort = a.IP.String(), int32(a.Port)
 		}
+	}
+	if b.opts.AdvertisedHost == "" { // the first listener's, for what has no connection
+		b.opts.AdvertisedHost, b.opts.AdvertisedPort = l.AdvertisedHost, l.AdvertisedPort
 	}
 	b.mu.Unlock()
 	for {
@@ -221,7 +254,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		b.mu.Unlock()
 		go func() {
 			defer b.wg.Done()
-			b.serveConn(c)
+			b.serveConn(c, &l)
 			b.metrics.open.Dec()
 			b.mu.Lock()
 			delete(b.conns, c)

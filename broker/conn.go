@@ -21,7 +21,8 @@ type header struct {
 	key, version int16
 	correlation  int32
 	clientID     string
-	host         string // the peer's address, as Kafka shows a member's host
+	host         string    // the peer's address, as Kafka shows a member's host
+	listener     *Listener // the one the connection came through (nil in the fuzz test)
 }
 
 // errMalformed closes the connection: a request that does not parse.
@@ -179,7 +180,7 @@ func (q *readAhead) busy() bool {
 // frame larger than MaxRequestBytes, or a request that does not parse,
 // closes this connection only, with a log line, after the requests before
 // it are answered.
-func (b *Broker) serveConn(c net.Conn) {
+func (b *Broker) serveConn(c net.Conn, l *Listener) {
 	defer c.Close()
 	log := b.opts.Logger.With("remote", c.RemoteAddr().String())
 	queue := make(chan pending, maxInFlight)
@@ -190,7 +191,7 @@ func (b *Broker) serveConn(c net.Conn) {
 		defer close(answered)
 		b.answer(c, queue, ahead, log)
 	}()
-	b.readRequests(c, queue, ahead, log)
+	b.readRequests(c, l, queue, ahead, log)
 	close(queue)
 	<-answered
 }
@@ -198,7 +199,7 @@ func (b *Broker) serveConn(c net.Conn) {
 // readRequests reads frames until the connection ends, is idle for
 // connections.max.idle.ms (no request read or in flight), or sends one
 // that does not parse.
-func (b *Broker) readRequests(c net.Conn, queue chan<- pending, ahead *readAhead, log *slog.Logger) {
+func (b *Broker) readRequests(c net.Conn, l *Listener, queue chan<- pending, ahead *readAhead, log *slog.Logger) {
 	r := bufio.NewReaderSize(c, 8<<10)
 	host := clientHost(c.RemoteAddr())
 	var size [4]byte
@@ -235,7 +236,7 @@ func (b *Broker) readRequests(c net.Conn, queue chan<- pending, ahead *readAhead
 			return
 		}
 		h, req, body, err := parseHeader(frame)
-		h.host = host
+		h.host, h.listener = host, l
 		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err, buf: buf}
 		if err != nil {
 			return

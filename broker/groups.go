@@ -37,7 +37,7 @@ func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
 	}
 	switch r := req.(type) {
 	case *kmsg.FindCoordinatorRequest:
-		return b.findCoordinator(r), true
+		return b.findCoordinator(h, r), true
 	case *kmsg.JoinGroupRequest:
 		return c.JoinGroup(ctx, group.Client{ID: h.clientID, Host: h.host}, r), true
 	case *kmsg.SyncGroupRequest:
@@ -96,7 +96,7 @@ func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
 // findCoordinator answers that this broker coordinates every group and
 // transactional id (one key before v4, a batch from v4), creating the
 // coordinator's internal topic on first use.
-func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+func (b *Broker) findCoordinator(h header, r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := r.CoordinatorKeys
 	if r.GetVersion() < 4 {
@@ -119,7 +119,8 @@ func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				break
 			}
-			co.NodeID, co.Host, co.Port = b.opts.NodeID, b.opts.AdvertisedHost, b.opts.AdvertisedPort
+			host, port := b.advertised(h)
+			co.NodeID, co.Host, co.Port = b.opts.NodeID, host, port
 		}
 		if co.ErrorCode != 0 {
 			co.ErrorMessage = kmsg.StringPtr(kerr.ErrorForCode(co.ErrorCode).Error())
