@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -31,13 +31,16 @@ import (
 // serveSettings is what serve's configs set: the broker's options, the
 // data directory and its manager, and the default config of topics.
 type serveSettings struct {
-	broker   broker.Options
-	manager  tablet.ManagerOptions
-	topic    tablet.Config
-	dataDir  string
-	listener string
-	level    slog.Level
-	tierStep time.Duration
+	broker     broker.Options
+	manager    tablet.ManagerOptions
+	topic      tablet.Config
+	dataDir    string
+	listener   string
+	protocols  map[string]string // listener.security.protocol.map
+	advertised map[string]string // advertised.listeners: name → host:port
+	tls        broker.TLSOptions
+	level      slog.Level
+	tierStep   time.Duration
 	// nodeIDSet says node.id was given: it must match meta.properties.
 	nodeIDSet bool
 }
@@ -99,28 +102,48 @@ func msConfig(name, doc string, set func(s *serveSettings, d time.Duration)) ser
 // serveConfigs are the broker configs serve takes. Later ones win: a
 // config file's lines in order, then each --config.
 var serveConfigs = []serveConfig{
-	{name: "listeners", doc: "the listener, PLAINTEXT://host:port (default PLAINTEXT://127.0.0.1:9092)", set: func(s *serveSettings, v string) error {
-		if _, err := listenerAddr(v); err != nil {
+	{name: "listeners", doc: "the listeners, NAME://host:port,... (default PLAINTEXT://127.0.0.1:9092); a name's protocol is PLAINTEXT or SSL by listener.security.protocol.map", set: func(s *serveSettings, v string) error {
+		if _, err := parseListeners(v, nil); err != nil {
 			return err
 		}
 		s.listener = v
 		return nil
 	}},
-	{name: "advertised.listeners", doc: "what Metadata tells clients (default: the listener)", set: func(s *serveSettings, v string) error {
-		addr, err := listenerAddr(v)
+	{name: "listener.security.protocol.map", doc: "NAME:PROTOCOL,... (default PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL)", set: func(s *serveSettings, v string) error {
+		m, err := parseProtocolMap(v)
+		s.protocols = m
+		return err
+	}},
+	{name: "advertised.listeners", doc: "what Metadata tells the clients of each listener, NAME://host:port,... (default: the listener's address)", set: func(s *serveSettings, v string) error {
+		ls, err := parseListeners(v, nil)
 		if err != nil {
 			return err
 		}
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return err
+		s.advertised = map[string]string{}
+		for _, l := range ls {
+			s.advertised[l.name] = l.addr
 		}
-		p, err := strconv.ParseUint(port, 10, 16)
-		if err != nil {
-			return err
-		}
-		s.broker.AdvertisedHost, s.broker.AdvertisedPort = host, int32(p)
 		return nil
+	}},
+	{name: "ssl.certificate.location", doc: "the TLS listeners' certificate chain (PEM)", set: func(s *serveSettings, v string) error {
+		s.tls.CertFile = v
+		return nil
+	}},
+	{name: "ssl.key.location", doc: "the TLS listeners' private key (PEM, unencrypted; a file, never a value)", set: func(s *serveSettings, v string) error {
+		s.tls.KeyFile = v
+		return nil
+	}},
+	{name: "ssl.ca.location", doc: "the CA certificates client certificates must chain to (PEM)", set: func(s *serveSettings, v string) error {
+		s.tls.CAFile = v
+		return nil
+	}},
+	{name: "ssl.client.auth", doc: "none (default), requested or required: client certificates on TLS listeners", set: func(s *serveSettings, v string) error {
+		switch v {
+		case "none", "requested", "required":
+			s.tls.ClientAuth = v
+			return nil
+		}
+		return fmt.Errorf("%q: none, requested or required", v)
 	}},
 	{name: "log.dirs", doc: "the data directory (one for now; --data-dir wins)", set: func(s *serveSettings, v string) error {
 		if strings.Contains(v, ",") {
@@ -369,9 +392,21 @@ the data directory cleanly.`,
 			if set.dataDir == "" {
 				return errors.New("--data-dir (or log.dirs) is required")
 			}
-			addr, err := listenerAddr(set.listener)
+			protocols := set.protocols
+			if protocols == nil {
+				protocols = defaultProtocols
+			}
+			listeners, err := parseListeners(set.listener, protocols)
 			if err != nil {
 				return err
+			}
+			var tlsConf *broker.TLS
+			for _, l := range listeners {
+				if l.protocol == "SSL" && tlsConf == nil {
+					if tlsConf, err = broker.NewTLS(set.tls); err != nil {
+						return err
+					}
+				}
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: set.level}))
 			if len(ignored) > 0 {
@@ -409,9 +444,34 @@ the data directory cleanly.`,
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
+			type serving struct {
+				ln net.Listener
+				l  broker.Listener
+				listenerSpec
+			}
+			var lns []serving
+			defer func() {
+				for _, s := range lns {
+					s.ln.Close()
+				}
+			}()
+			for _, l := range listeners {
+				ln, err := net.Listen("tcp", l.addr)
+				if err != nil {
+					return err
+				}
+				bl := broker.Listener{Name: l.name}
+				if adv, ok := set.advertised[l.name]; ok {
+					host, port, err := splitHostPort(adv)
+					if err != nil {
+						return fmt.Errorf("advertised.listeners %s: %w", l.name, err)
+					}
+					bl.AdvertisedHost, bl.AdvertisedPort = host, port
+				}
+				lns = append(lns, serving{ln: ln, l: bl, listenerSpec: l})
+				if l.protocol == "SSL" {
+					lns[len(lns)-1].ln = tls.NewListener(ln, tlsConf.Config())
+				}
 			}
 			if metricsAddr != "" {
 				// The engine's and the broker's collectors on /metrics.
@@ -439,19 +499,38 @@ the data directory cleanly.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", mln.Addr())
 			}
 			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+			signal.Notify(sig, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
 			defer signal.Stop(sig)
-			served := make(chan error, 1)
-			go func() { served <- b.Serve(ln) }()
-			fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (data directory %s)\n", ln.Addr(), set.dataDir)
-			select {
-			case s := <-sig:
-				logger.Info("shutting down", "signal", s.String())
-				err = b.Close()
-				<-served
-				return err
-			case err := <-served:
-				return errors.Join(err, b.Close())
+			served := make(chan error, len(lns))
+			for _, s := range lns {
+				go func() { served <- b.ServeListener(s.ln, s.l) }()
+				fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (%s, %s; data directory %s)\n", s.ln.Addr(), s.name,
+					s.protocol, set.dataDir)
+			}
+			for {
+				select {
+				case s := <-sig:
+					if s == syscall.SIGHUP {
+						// The TLS certificate and CA files again; a
+						// failure keeps the ones in use.
+						if tlsConf != nil {
+							if err := tlsConf.Reload(); err != nil {
+								logger.Error("reloading the TLS files", "err", err)
+							} else {
+								logger.Info("reloaded the TLS files")
+							}
+						}
+						continue
+					}
+					logger.Info("shutting down", "signal", s.String())
+					err = b.Close()
+					for range lns {
+						<-served
+					}
+					return err
+				case err := <-served:
+					return errors.Join(err, b.Close())
+				}
 			}
 		},
 	}
@@ -464,20 +543,71 @@ the data directory cleanly.`,
 	return cmd
 }
 
-// listenerAddr is the host:port of a Kafka listener ("PLAINTEXT://h:p";
-// one listener for now).
-func listenerAddr(listeners string) (string, error) {
-	if strings.Contains(listeners, ",") {
-		return "", fmt.Errorf("listeners=%q: one listener for now", listeners)
+// listenerSpec is one of listeners: its name, protocol and address.
+type listenerSpec struct {
+	name, protocol, addr string
+}
+
+var defaultProtocols = map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
+
+// parseProtocolMap reads listener.security.protocol.map.
+func parseProtocolMap(v string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		name, proto, ok := strings.Cut(strings.TrimSpace(kv), ":")
+		if !ok || name == "" || defaultProtocols[strings.ToUpper(proto)] == "" {
+			return nil, fmt.Errorf("listener.security.protocol.map=%q: NAME:PROTOCOL,... with PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", v)
+		}
+		m[strings.ToUpper(name)] = strings.ToUpper(proto)
 	}
-	u, err := url.Parse(listeners)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("listeners=%q is not NAME://host:port", listeners)
+	return m, nil
+}
+
+// parseListeners reads listeners (or advertised.listeners):
+// NAME://host:port,..., each name once, its protocol from the map (nil:
+// the syntax only, as a config is set; the map may come after it). SASL is
+// not served yet.
+func parseListeners(v string, protocols map[string]string) ([]listenerSpec, error) {
+	var out []listenerSpec
+	seen := map[string]bool{}
+	for _, one := range strings.Split(v, ",") {
+		// Not url.Parse: a listener's name may hold underscores (SASL_SSL).
+		name, addr, ok := strings.Cut(strings.TrimSpace(one), "://")
+		if _, _, err := net.SplitHostPort(addr); !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("listeners=%q: %q is not NAME://host:port", v, one)
+		}
+		name = strings.ToUpper(name)
+		if seen[name] {
+			return nil, fmt.Errorf("listeners=%q: %s twice", v, name)
+		}
+		seen[name] = true
+		if protocols == nil {
+			out = append(out, listenerSpec{name: name, addr: addr})
+			continue
+		}
+		proto, ok := protocols[name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("listeners=%q: %s is not in listener.security.protocol.map", v, name)
+		case proto == "SASL_PLAINTEXT" || proto == "SASL_SSL":
+			return nil, fmt.Errorf("listeners=%q: %s is %s, and SASL is not served yet", v, name, proto)
+		}
+		out = append(out, listenerSpec{name: name, protocol: proto, addr: addr})
 	}
-	if !strings.EqualFold(u.Scheme, "PLAINTEXT") {
-		return "", fmt.Errorf("listeners=%q: only PLAINTEXT is served for now (TLS and SASL come with issue 22)", listeners)
+	return out, nil
+}
+
+// splitHostPort splits an advertised host:port.
+func splitHostPort(addr string) (string, int32, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
 	}
-	return u.Host, nil
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", 0, err
+	}
+	return host, int32(p), nil
 }
 
 // startTierService opens the store and starts the tiering service on every
