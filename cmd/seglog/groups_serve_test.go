@@ -25,7 +25,7 @@ import (
 func TestServeGroupResumesAfterKill(t *testing.T) {
 	k := newKiller(t)
 	lives := min(kills(t), 40) + 2 // each life waits a session timeout for the killed member
-	total := 250 * lives // each life reads at most 6 polls of 40: the input never runs out
+	total := 250 * lives           // each life reads at most 6 polls of 40: the input never runs out
 	acked := map[int32]int64{}     // the last commit acknowledged, per partition
 	attempted := map[int32]int64{} // the last commit sent
 	resumed := 0
