@@ -124,10 +124,13 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	groups map[string]*group
-	closed bool
-	shut   atomic.Bool // closed, for the timers
-	expiry stopper
-	stats  stats
+	// txnGroups are, by producer id, the groups where it has transactional
+	// offsets pending: what its markers apply or drop.
+	txnGroups map[int64]map[*group]bool
+	closed    bool
+	shut      atomic.Bool // closed, for the timers
+	expiry    stopper
+	stats     stats
 }
 
 // ErrClosed is returned once the coordinator is closed.
@@ -138,7 +141,7 @@ var ErrClosed = errors.New("group: coordinator closed")
 // by the first request that needs it, as Kafka does).
 func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	opts.ensureDefaults(m)
-	c := &Coordinator{m: m, opts: opts, groups: map[string]*group{}}
+	c := &Coordinator{m: m, opts: opts, groups: map[string]*group{}, txnGroups: map[int64]map[*group]bool{}}
 	c.log = store.Open(m, Topic, opts.Partitions, opts.SegmentBytes)
 	if err := c.load(); err != nil {
 		return nil, err

@@ -103,6 +103,9 @@ func (c *Coordinator) load() error {
 		}
 		g := newGroup(id, PartitionFor(id, c.log.Partitions()), now)
 		g.offsets, g.pendingTxn = l.offsets, l.pending
+		for pid := range l.pending {
+			c.notePending(pid, g)
+		}
 		if l.meta != nil {
 			v := l.meta.Metadata
 			g.protocolType, g.generation = v.ProtocolType, v.Generation

@@ -200,6 +200,7 @@ func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnO
 	if pending == nil {
 		pending = map[topicPartition]Offset{}
 		g.pendingTxn[r.ProducerID] = pending
+		c.notePending(r.ProducerID, g)
 	}
 	for i, tp := range tps {
 		o := offs[i]
@@ -217,10 +218,7 @@ func (c *Coordinator) OnMarker(tp checkpoint.TopicPartition, producerID int64, c
 	if tp.Topic != Topic {
 		return
 	}
-	for _, g := range c.sortedGroups() {
-		if g.partition != tp.Partition {
-			continue
-		}
+	for _, g := range c.takePending(producerID, tp.Partition) {
 		g.mu.Lock()
 		if pending := g.pendingTxn[producerID]; pending != nil {
 			if commit {
@@ -231,6 +229,36 @@ func (c *Coordinator) OnMarker(tp checkpoint.TopicPartition, producerID int64, c
 		}
 		g.mu.Unlock()
 	}
+}
+
+// notePending records that producer pid has transactional offsets pending
+// in g, so its marker finds g without a walk over every group. Called with
+// g.mu held (g's lock comes before c.mu).
+func (c *Coordinator) notePending(pid int64, g *group) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.txnGroups[pid] == nil {
+		c.txnGroups[pid] = map[*group]bool{}
+	}
+	c.txnGroups[pid][g] = true
+}
+
+// takePending returns, and forgets, the groups in __consumer_offsets
+// partition p where producer pid has offsets pending.
+func (c *Coordinator) takePending(pid int64, p int32) []*group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*group
+	for g := range c.txnGroups[pid] {
+		if g.partition == p {
+			out = append(out, g)
+			delete(c.txnGroups[pid], g)
+		}
+	}
+	if len(c.txnGroups[pid]) == 0 {
+		delete(c.txnGroups, pid)
+	}
+	return out
 }
 
 // applyPending applies a committed transaction's offsets, each unless a
