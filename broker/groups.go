@@ -78,15 +78,7 @@ func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
 	case *kmsg.TxnOffsetCommitRequest:
 		if code := b.txns.Verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
 			// The transaction must have added the group (AddOffsetsToTxn).
-			resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-			for _, t := range r.Topics {
-				rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
-				for _, p := range t.Partitions {
-					rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
-				}
-				resp.Topics = append(resp.Topics, rt)
-			}
-			return resp, true
+			return group.RefuseTxnOffsetCommit(r, code), true
 		}
 		return c.TxnOffsetCommit(r), true
 	}

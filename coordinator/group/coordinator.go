@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/internal/store"
 	"github.com/seglog/seglog/tablet"
 )
@@ -103,10 +102,7 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 		o.MaxMetadataBytes = 4096
 	}
 	if o.TopicExists == nil {
-		o.TopicExists = func(topic string, partition int32) bool {
-			_, ok := m.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
-			return ok
-		}
+		o.TopicExists = store.TopicExists(m)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -132,16 +132,7 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 // and generation given (v3+) are checked as OffsetCommit checks them.
 func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	fail := func(code int16) *kmsg.TxnOffsetCommitResponse {
-		for _, t := range r.Topics {
-			rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	}
+	fail := func(code int16) *kmsg.TxnOffsetCommitResponse { return RefuseTxnOffsetCommit(r, code) }
 	if r.Group == "" {
 		return fail(kerr.InvalidGroupID.Code)
 	}
@@ -206,6 +197,20 @@ func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnO
 		o := offs[i]
 		o.at = first + int64(i)
 		pending[tp] = o
+	}
+	return resp
+}
+
+// RefuseTxnOffsetCommit answers a TxnOffsetCommit with code for every
+// partition (the broker's, when the transaction did not add the group).
+func RefuseTxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest, code int16) *kmsg.TxnOffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
 }

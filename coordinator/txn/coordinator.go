@@ -80,10 +80,7 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 		o.AbortInterval = 10 * time.Second
 	}
 	if o.TopicExists == nil {
-		o.TopicExists = func(topic string, partition int32) bool {
-			_, ok := m.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
-			return ok
-		}
+		o.TopicExists = store.TopicExists(m)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -33,6 +33,15 @@ func PartitionFor(key string, partitions int32) int32 {
 	return h % partitions
 }
 
+// TopicExists is the coordinators' default check that a partition exists:
+// the manager has its tablet.
+func TopicExists(m *tablet.Manager) func(topic string, partition int32) bool {
+	return func(topic string, partition int32) bool {
+		_, ok := m.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
+		return ok
+	}
+}
+
 // Log is an internal topic of a data directory.
 type Log struct {
 	m          *tablet.Manager
