@@ -24,6 +24,40 @@ func tool(t *testing.T, name string) string {
 	return p
 }
 
+// kafkajs returns what runs a script of testdata/kafkajs with node on the
+// broker at addr, requiring it to end well and print "ok", or skips saying
+// why it cannot.
+func kafkajs(t *testing.T) func(script, addr string) string {
+	node := tool(t, "node")
+	dir := filepath.Join("testdata", "kafkajs")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
+		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
+	}
+	return func(script, addr string) string {
+		t.Helper()
+		out, err := exec.Command(node, filepath.Join(dir, script), addr).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "ok\n")
+		return string(out)
+	}
+}
+
+// python returns what runs a Python script with Debian's python3 (where
+// python3-confluent-kafka is) on the broker at addr, requiring it to end
+// well and print "ok", or skips saying why it cannot.
+func python(t *testing.T) func(script, addr string) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
+		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
+	}
+	return func(script, addr string) {
+		t.Helper()
+		out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "ok")
+	}
+}
+
 // kcatRun returns what runs kcat on the broker at addr with stdin and
 // the arguments, and returns its output (failing the test if it fails).
 func kcatRun(t *testing.T, kcat, addr string) func(stdin string, args ...string) string {
@@ -66,13 +100,7 @@ func TestKcat(t *testing.T) {
 // The Python client (confluent-kafka, librdkafka): produce, then consume a
 // partition it assigns itself.
 func TestPythonClient(t *testing.T) {
-	py := "/usr/bin/python3" // Debian's, where python3-confluent-kafka is
-	if _, err := os.Stat(py); err != nil {
-		t.Skipf("no %s: %v", py, err)
-	}
-	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
-		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
-	}
+	runPy := python(t)
 	_, _, addr := testBroker(t, Options{})
 	script := `
 import sys
@@ -96,9 +124,7 @@ c.close()
 assert got == [(i, "py %d" % i) for i in range(50)], got
 print("ok")
 `
-	out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "ok")
+	runPy(script, addr)
 }
 
 // kafkajs (npm, the lockfile in testdata/kafkajs): admin create and delete
@@ -106,16 +132,10 @@ print("ok")
 // and reads by partition through kafkajs's own Fetch (its consumer needs
 // groups, issue 20).
 func TestKafkajs(t *testing.T) {
-	node := tool(t, "node")
-	dir := filepath.Join("testdata", "kafkajs")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
-		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
-	}
+	runJS := kafkajs(t)
 	_, m, addr := testBroker(t, Options{})
-	out, err := exec.Command(node, filepath.Join(dir, "kafkajs.js"), addr).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "ok\n")
-	require.Contains(t, string(out), `{"produced":1000,"consumed":1000}`)
+	out := runJS("kafkajs.js", addr)
+	require.Contains(t, out, `{"produced":1000,"consumed":1000}`)
 	require.Empty(t, m.Tablets(), "kafkajs deleted its topic")
 }
 
@@ -123,16 +143,10 @@ func TestKafkajs(t *testing.T) {
 // a topic, one leaves and the other takes every partition, offsets are
 // committed to the log end, and the group is deleted.
 func TestKafkajsConsumerGroup(t *testing.T) {
-	node := tool(t, "node")
-	dir := filepath.Join("testdata", "kafkajs")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
-		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
-	}
+	runJS := kafkajs(t)
 	_, _, addr := testBroker(t, groupOptions())
-	out, err := exec.Command(node, filepath.Join(dir, "group.js"), addr).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "ok\n")
-	require.Contains(t, string(out), `"consumed":300`)
+	out := runJS("group.js", addr)
+	require.Contains(t, out, `"consumed":300`)
 }
 
 // kcat -G (librdkafka's balanced consumer) reads a topic and commits; after
@@ -173,10 +187,7 @@ func TestKcatGroupAcrossRestart(t *testing.T) {
 // The Python client's group consumer (subscribe with group.id): it reads
 // and commits; a second consumer of the group resumes after the commits.
 func TestPythonConsumerGroup(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
-		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
-	}
+	runPy := python(t)
 	_, _, addr := testBroker(t, groupOptions())
 	script := `
 import sys
@@ -209,33 +220,22 @@ got = consume(30)
 assert got == {"v%d" % i for i in range(60, 90)}, sorted(got)
 print("ok")
 `
-	out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "ok")
+	runPy(script, addr)
 }
 
 // kafkajs transactions (testdata/kafkajs/txn.js): send, sendOffsets and
 // commit; send, sendOffsets and abort; a read_committed consumer sees the
 // committed records only, and the group has the committed offset.
 func TestKafkajsTransactions(t *testing.T) {
-	node := tool(t, "node")
-	dir := filepath.Join("testdata", "kafkajs")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
-		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
-	}
+	runJS := kafkajs(t)
 	_, _, addr := testBroker(t, groupOptions())
-	out, err := exec.Command(node, filepath.Join(dir, "txn.js"), addr).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "ok\n")
+	runJS("txn.js", addr)
 }
 
 // The Python client's transactional producer: a committed transaction is
 // read by a read_committed consumer, an aborted one is not.
 func TestPythonTransactions(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
-		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
-	}
+	runPy := python(t)
 	_, _, addr := testBroker(t, groupOptions())
 	script := `
 import sys
@@ -269,7 +269,5 @@ c.close()
 assert got == ["c%d" % i for i in range(20)] + ["last"], got
 print("ok")
 `
-	out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "ok")
+	runPy(script, addr)
 }

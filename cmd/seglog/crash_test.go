@@ -384,8 +384,7 @@ func TestKillServe(t *testing.T) {
 	for life := 0; life <= n; life++ {
 		cmd, lines := startServe(t, "--data-dir", k.dir, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
 			"--config", "seglog.durable.acks=true", "--config", "num.partitions=3")
-		require.True(t, lines.Scan(), "seed %d life %d: serve printed nothing: %s", k.seed, life, cmd.Stderr)
-		addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+		addr := servedAddr(t, cmd, lines)
 		if life < n && k.rng.IntN(5) == 0 { // killed while it starts serving
 			k.kill(cmd)
 			continue

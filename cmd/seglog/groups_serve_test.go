@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,8 +32,7 @@ func TestServeGroupResumesAfterKill(t *testing.T) {
 		cmd, lines := startServe(t, "--data-dir", k.dir, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
 			"--config", "num.partitions=3", "--config", "group.initial.rebalance.delay.ms=0",
 			"--config", "group.min.session.timeout.ms=1000")
-		require.True(t, lines.Scan(), "seed %d life %d: serve printed nothing: %s", k.seed, life, cmd.Stderr)
-		addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+		addr := servedAddr(t, cmd, lines)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if life == 0 {
 			p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("in"),

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,8 +23,7 @@ func TestGroupsCommand(t *testing.T) {
 	d := t.TempDir() + "/data"
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
 		"--config", "num.partitions=2", "--config", "group.initial.rebalance.delay.ms=0")
-	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
-	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+	addr := servedAddr(t, cmd, lines)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("orders"),

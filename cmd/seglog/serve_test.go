@@ -42,6 +42,16 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, bufio.NewScanner(out)
 }
 
+// servedAddr reads serve's next line, "serving the Kafka protocol on
+// ADDR (…)", and returns ADDR.
+func servedAddr(t *testing.T, cmd *exec.Cmd, lines *bufio.Scanner) string {
+	t.Helper()
+	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
+	line := lines.Text()
+	require.True(t, strings.HasPrefix(line, "serving the Kafka protocol on "), line)
+	return strings.Fields(strings.TrimPrefix(line, "serving the Kafka protocol on "))[0]
+}
+
 // reapAtCleanup kills a child still running when the test ends.
 func reapAtCleanup(t *testing.T, cmd *exec.Cmd) {
 	t.Cleanup(func() {
@@ -125,8 +135,7 @@ func TestServeCommand(t *testing.T) {
 func TestServeSIGTERMUnderLoad(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
-	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
-	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+	addr := servedAddr(t, cmd, lines)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -204,8 +213,7 @@ func TestServeWithStore(t *testing.T) {
 	lines := bufio.NewScanner(out)
 	require.True(t, lines.Scan())
 	metrics := strings.TrimPrefix(lines.Text(), "metrics on ")
-	require.True(t, lines.Scan())
-	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+	addr := servedAddr(t, cmd, lines)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,8 +20,7 @@ import (
 func TestTransactionsCommand(t *testing.T) {
 	d := t.TempDir() + "/data"
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
-	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
-	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+	addr := servedAddr(t, cmd, lines)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("hanging"), kgo.AllowAutoTopicCreation(),

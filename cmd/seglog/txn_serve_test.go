@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -26,8 +25,7 @@ func TestServeExactlyOnceAcrossKills(t *testing.T) {
 		cmd, lines := startServe(t, "--data-dir", k.dir, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
 			"--config", "num.partitions=3", "--config", "group.initial.rebalance.delay.ms=0",
 			"--config", "group.min.session.timeout.ms=1000")
-		require.True(t, lines.Scan(), "seed %d life %d: serve printed nothing: %s", k.seed, life, cmd.Stderr)
-		addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+		addr := servedAddr(t, cmd, lines)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if life == 0 {
 			p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("eos-in"),
@@ -95,8 +93,7 @@ func TestServeExactlyOnceAcrossKills(t *testing.T) {
 
 	// The copy, read committed: every input record exactly once.
 	cmd, lines := startServe(t, "--data-dir", k.dir, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
-	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
-	addr := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))[0]
+	addr := servedAddr(t, cmd, lines)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("eos-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
