@@ -187,3 +187,19 @@ func TestOffsetsTopicIsCompacted(t *testing.T) {
 	require.Equal(t, int64(299), fetchOne(e, "g"))
 	require.Equal(t, Stable, e.c.groups["g"].state, "the group metadata survives the cleaning")
 }
+
+// A member's subscription and assignment are the coordinator's own copies:
+// the request bytes they came in (the connection's frame buffer, reused
+// for the next request) may change after the request is answered.
+func TestMemberBytesOutliveTheRequest(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true})
+	sub := []byte("subscription")
+	id, gen := joinAlone(t, e, "g", sub)
+	copy(sub, "XXXXXXXXXXXX") // the frame buffer reused
+	sr := kmsg.NewPtrSyncGroupRequest()
+	sr.Group, sr.MemberID, sr.Generation = "g", id, gen
+	got := e.c.SyncGroup(context.Background(), sr)
+	require.Equal(t, "all", string(got.MemberAssignment), "the assignment joinAlone's leader sync stored")
+	described := e.c.DescribeGroups(&kmsg.DescribeGroupsRequest{Groups: []string{"g"}})
+	require.Equal(t, "subscription", string(described.Groups[0].Members[0].ProtocolMetadata))
+}

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -64,7 +65,9 @@ func (c *Coordinator) join(cl Client, r *kmsg.JoinGroupRequest) (*kmsg.JoinGroup
 		j.rebalance = j.session
 	}
 	for _, p := range r.Protocols {
-		j.protocols = append(j.protocols, protocol{name: p.Name, metadata: p.Metadata})
+		// A copy: the request's bytes are the connection's frame buffer,
+		// reused once the request is answered.
+		j.protocols = append(j.protocols, protocol{name: p.Name, metadata: bytes.Clone(p.Metadata)})
 	}
 	switch {
 	case r.Group == "":
@@ -228,7 +231,7 @@ func (c *Coordinator) sync(r *kmsg.SyncGroupRequest) (*kmsg.SyncGroupResponse, c
 	}
 	assigned := map[string][]byte{}
 	for _, a := range r.GroupAssignment {
-		assigned[a.MemberID] = a.MemberAssignment
+		assigned[a.MemberID] = bytes.Clone(a.MemberAssignment) // kept past the request's frame
 	}
 	for _, o := range g.members {
 		o.assignment = assigned[o.id]
