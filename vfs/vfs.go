@@ -150,17 +150,17 @@ func ReadFile(fs FS, name string) ([]byte, error) {
 // WriteFile creates (or truncates) name, writes data and closes it, without
 // syncing.
 func WriteFile(fs FS, name string, data []byte) error {
-	return writeFile(OrOS(fs), name, data, false)
+	return writeFile(OrOS(fs), name, data, false, 0o644)
 }
 
 // WriteFileSynced is WriteFile with an fsync before the close: the bytes are
 // durable when it returns, the directory entry only after SyncDir.
 func WriteFileSynced(fs FS, name string, data []byte) error {
-	return writeFile(OrOS(fs), name, data, true)
+	return writeFile(OrOS(fs), name, data, true, 0o644)
 }
 
-func writeFile(fs FS, name string, data []byte, sync bool) error {
-	f, err := fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeFile(fs FS, name string, data []byte, sync bool, perm os.FileMode) error {
+	f, err := fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}
@@ -181,9 +181,16 @@ const TempSuffix = ".tmp"
 // the old file or the new one, never a mix, and the new one is durable when
 // it returns.
 func WriteAtomic(fs FS, name string, data []byte) error {
+	return WriteAtomicPerm(fs, name, data, 0o644)
+}
+
+// WriteAtomicPerm is WriteAtomic with the new file's permissions (0o600 for
+// a file only its owner may read).
+func WriteAtomicPerm(fs FS, name string, data []byte, perm os.FileMode) error {
 	fs = OrOS(fs)
 	tmp := name + TempSuffix
-	err := writeFile(fs, tmp, data, true)
+	_ = fs.Remove(tmp) // a leftover keeps its own permissions otherwise
+	err := writeFile(fs, tmp, data, true, perm)
 	if err == nil {
 		err = fs.Rename(tmp, name)
 	}

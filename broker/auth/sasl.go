@@ -1,0 +1,107 @@
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/xdg-go/scram"
+)
+
+// The SASL mechanisms a broker can serve.
+const PLAIN = "PLAIN"
+
+// SASLMechanisms are the mechanisms Exchange knows, in Kafka's order.
+var SASLMechanisms = []string{PLAIN, SHA256, SHA512}
+
+// ErrAuthentication is the cause of every failed exchange: its message is
+// what the client is told (never the password, never whether the user
+// exists).
+var ErrAuthentication = errors.New("authentication failed")
+
+// Exchange is one SASL authentication on a connection: Step takes each of
+// the client's tokens and returns the server's, until Done.
+type Exchange struct {
+	mech  string
+	creds *Credentials
+	conv  *scram.ServerConversation // SCRAM's
+	user  string
+	done  bool
+	ok    bool // PLAIN's: the password matched
+}
+
+// NewExchange starts an authentication with mech, one of SASLMechanisms,
+// against creds.
+func NewExchange(creds *Credentials, mech string) (*Exchange, error) {
+	x := &Exchange{mech: mech, creds: creds}
+	switch mech {
+	case PLAIN:
+	case SHA256, SHA512:
+		srv, err := scramHashes[mech].NewServer(creds.scramLookup(mech))
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		x.conv = srv.NewConversation()
+	default:
+		return nil, fmt.Errorf("auth: %q: not a SASL mechanism this broker serves", mech)
+	}
+	return x, nil
+}
+
+var scramHashes = map[string]scram.HashGeneratorFcn{SHA256: scram.SHA256, SHA512: scram.SHA512}
+
+// Step answers one of the client's tokens. An error is a failed
+// authentication (errors.Is ErrAuthentication) whose message may be shown
+// to the client; the user it names, if any, is User's.
+func (x *Exchange) Step(token []byte) ([]byte, error) {
+	if x.done {
+		return nil, fmt.Errorf("%w: the %s exchange is over", ErrAuthentication, x.mech)
+	}
+	if x.conv == nil {
+		x.done = true
+		return nil, x.plain(token)
+	}
+	resp, err := x.conv.Step(string(token))
+	x.user = x.conv.Username()
+	if err != nil || x.conv.Done() && !x.conv.Valid() {
+		x.done = true
+		return nil, fmt.Errorf("%w during authentication due to invalid credentials with SASL mechanism %s", ErrAuthentication, x.mech)
+	}
+	x.done = x.conv.Done()
+	return []byte(resp), nil
+}
+
+// plain checks a PLAIN message: [authzid] NUL authcid NUL passwd (RFC
+// 4616), the authorization id empty or the user's own, as Kafka allows.
+func (x *Exchange) plain(token []byte) error {
+	parts := bytes.Split(token, []byte{0})
+	if len(parts) != 3 {
+		return fmt.Errorf("%w: invalid SASL/PLAIN message: expected 3 parts, got %d", ErrAuthentication, len(parts))
+	}
+	authz, user, pass := string(parts[0]), string(parts[1]), string(parts[2])
+	x.user = user
+	switch {
+	case user == "":
+		return fmt.Errorf("%w: username not specified", ErrAuthentication)
+	case authz != "" && authz != user:
+		return fmt.Errorf("%w: client requested an authorization id that is different from username", ErrAuthentication)
+	case !x.creds.VerifyPassword(user, pass):
+		return fmt.Errorf("%w: invalid username or password", ErrAuthentication)
+	}
+	x.ok = true
+	return nil
+}
+
+// Done reports whether the exchange ended with the client authenticated.
+func (x *Exchange) Done() bool {
+	if x.conv != nil {
+		return x.conv.Done() && x.conv.Valid()
+	}
+	return x.ok
+}
+
+// User is the user the client named (authenticated once Done).
+func (x *Exchange) User() string { return x.user }
+
+// Mechanism is the exchange's mechanism.
+func (x *Exchange) Mechanism() string { return x.mech }
