@@ -55,7 +55,18 @@ var served = map[int16][2]int16{
 	65: {0, 0},  // DescribeTransactions
 	66: {0, 1},  // ListTransactions
 	61: {0, 0},  // DescribeProducers
+	17: {0, 1},  // SaslHandshake
+	36: {0, 2},  // SaslAuthenticate
+	50: {0, 0},  // DescribeUserScramCredentials
+	51: {0, 0},  // AlterUserScramCredentials
 }
+
+// The SASL APIs' keys: the only ones (with ApiVersions) a SASL listener
+// answers before the client authenticates.
+const (
+	saslHandshakeKey    = 17
+	saslAuthenticateKey = 36
+)
 
 // handle answers one request; a nil response is none (acks=0). An error
 // closes the connection.
@@ -63,12 +74,23 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	if h.key == 18 {
 		return b.apiVersions(h, req, body)
 	}
+	if h.key != saslHandshakeKey && h.key != saslAuthenticateKey {
+		if err := b.checkSession(h); err != nil {
+			return nil, err
+		}
+	}
 	v, ok := served[h.key]
 	if !ok || h.version < v[0] || h.version > v[1] {
 		return nil, fmt.Errorf("%w: %s v%d is not served", errMalformed, kmsg.NameForKey(h.key), h.version)
 	}
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	switch r := req.(type) {
+	case *kmsg.SASLHandshakeRequest:
+		return b.saslHandshake(h, r), nil
+	case *kmsg.SASLAuthenticateRequest:
+		return b.saslAuthenticate(h, r), nil
 	}
 	if b.null != nil {
 		return b.handleNull(req), nil
@@ -103,6 +125,10 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 		return b.alterConfigs(r), nil
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return b.incrementalAlterConfigs(r), nil
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return b.describeUserSCRAM(r), nil
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return b.alterUserSCRAM(r), nil
 	}
 	return nil, fmt.Errorf("%w: %s has no handler", errMalformed, kmsg.NameForKey(h.key))
 }

@@ -28,9 +28,11 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
 	"github.com/seglog/seglog/tablet"
@@ -75,6 +77,24 @@ type Options struct {
 	// default is 10000.
 	MaxTopicPartitions int32
 
+	// SASLMechanisms is sasl.enabled.mechanisms: what SASL_PLAINTEXT and
+	// SASL_SSL listeners accept, of PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
+	// (users and their credentials: the data directory's
+	// seglog-scram-credentials, see Credentials). The default is
+	// SCRAM-SHA-256 and SCRAM-SHA-512 (Kafka's is GSSAPI, not served; PLAIN
+	// sends the password itself, so it is only for TLS listeners and only
+	// when asked for).
+	SASLMechanisms []string
+	// ReauthInterval is connections.max.reauth.ms: a SASL session lasts
+	// this long (told to the client in SaslAuthenticate v1+), then the
+	// client must authenticate again on the connection or it is closed at
+	// its next request. The default is 0, sessions that never expire.
+	ReauthInterval time.Duration
+	// FailedAuthDelay is connection.failed.authentication.delay.ms: how
+	// long a failed authentication waits before its answer and the close
+	// of its connection. The default is 100 ms; negative is none.
+	FailedAuthDelay time.Duration
+
 	// Groups configure the group coordinator (offsets.topic.*, group.*,
 	// offsets.retention.*); its Logger defaults to Logger.
 	Groups group.Options
@@ -108,6 +128,15 @@ func (o *Options) ensureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.SASLMechanisms == nil {
+		o.SASLMechanisms = []string{auth.SHA256, auth.SHA512}
+	}
+	if o.FailedAuthDelay == 0 {
+		o.FailedAuthDelay = 100 * time.Millisecond
+	}
+	if o.FailedAuthDelay < 0 {
+		o.FailedAuthDelay = 0
+	}
 }
 
 // Broker serves the Kafka protocol on a data directory's tablets.
@@ -125,6 +154,11 @@ type Broker struct {
 	groupWait time.Duration
 	// clusterID is the data directory's cluster.id, for Metadata.
 	clusterID string
+	// creds are the SCRAM credentials (nil for NewNull's broker).
+	creds   *auth.Credentials
+	authLog logLimiter
+	// clock is the time SASL sessions expire by (a test's own).
+	clock func() time.Time
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
@@ -140,7 +174,16 @@ type Broker struct {
 // New returns a broker on the manager's data directory.
 func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	opts.ensureDefaults()
+	for _, mech := range opts.SASLMechanisms {
+		if !slices.Contains(auth.SASLMechanisms, mech) {
+			return nil, fmt.Errorf("broker: sasl.enabled.mechanisms: %q is not one of %v", mech, auth.SASLMechanisms)
+		}
+	}
 	pids, err := openProducerIDs(filepath.Join(m.Dir(), producerIDFile))
+	if err != nil {
+		return nil, err
+	}
+	creds, err := auth.OpenCredentials(nil, filepath.Join(m.Dir(), auth.CredentialsFile))
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +209,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups, txns: txns}
+		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, clock: time.Now}
 	b.ctx = b.stopContext()
 	return b, nil
 }
@@ -181,6 +224,11 @@ type Listener struct {
 	// Name is the listener's name (PLAINTEXT, SSL, or one of
 	// listener.security.protocol.map), for logs.
 	Name string
+	// SecurityProtocol is the listener's protocol: PLAINTEXT (the
+	// default) or SSL, served as they come (ServeListener's caller wraps
+	// an SSL listener in TLS), or SASL_PLAINTEXT or SASL_SSL, whose
+	// connections must authenticate before any request but ApiVersions.
+	SecurityProtocol string
 	// AdvertisedHost and AdvertisedPort are the address clients are told.
 	// The defaults are Options.AdvertisedHost and AdvertisedPort, or the
 	// listener's own address.

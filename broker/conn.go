@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ type header struct {
 	clientID     string
 	host         string    // the peer's address, as Kafka shows a member's host
 	listener     *Listener // the one the connection came through (nil in the fuzz test)
+	sess         *session  // the connection's security state (nil in the fuzz test)
 }
 
 // errMalformed closes the connection: a request that does not parse.
@@ -108,6 +110,11 @@ type pending struct {
 	start time.Time
 	err   error
 	buf   *[]byte // the frame's buffer, back to framePool once answered
+	// raw is a bare SASL token (after SaslHandshake v0), not a request.
+	raw bool
+	// done, if set, is closed once the request is answered: the reader
+	// waits for a SASL request's answer before it reads on.
+	done chan struct{}
 }
 
 // framePool keeps request frames' buffers for reuse: a decoded request's
@@ -183,6 +190,16 @@ func (q *readAhead) busy() bool {
 func (b *Broker) serveConn(c net.Conn, l *Listener) {
 	defer c.Close()
 	log := b.opts.Logger.With("remote", c.RemoteAddr().String())
+	if tc, ok := c.(*tls.Conn); ok {
+		// The handshake first: the client certificate names the principal.
+		_ = tc.SetDeadline(time.Now().Add(b.opts.IdleTimeout))
+		if err := tc.Handshake(); err != nil {
+			log.Debug("TLS handshake failed", "err", err)
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+	}
+	sess := newSession(c, l)
 	queue := make(chan pending, maxInFlight)
 	ahead := &readAhead{}
 	ahead.cond.L = &ahead.mu
@@ -191,7 +208,7 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 		defer close(answered)
 		b.answer(c, queue, ahead, log)
 	}()
-	b.readRequests(c, l, queue, ahead, log)
+	b.readRequests(c, l, sess, queue, ahead, log)
 	close(queue)
 	<-answered
 }
@@ -199,7 +216,7 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 // readRequests reads frames until the connection ends, is idle for
 // connections.max.idle.ms (no request read or in flight), or sends one
 // that does not parse.
-func (b *Broker) readRequests(c net.Conn, l *Listener, queue chan<- pending, ahead *readAhead, log *slog.Logger) {
+func (b *Broker) readRequests(c net.Conn, l *Listener, sess *session, queue chan<- pending, ahead *readAhead, log *slog.Logger) {
 	r := bufio.NewReaderSize(c, 8<<10)
 	host := clientHost(c.RemoteAddr())
 	var size [4]byte
@@ -235,11 +252,26 @@ func (b *Broker) readRequests(c net.Conn, l *Listener, queue chan<- pending, ahe
 			log.Debug("connection closed mid-frame", "err", err)
 			return
 		}
+		if sess.raw {
+			// A bare SASL token: answered before anything else is read.
+			done := make(chan struct{})
+			queue <- pending{h: header{host: host, listener: l, sess: sess}, body: frame, size: int(n), start: start,
+				buf: buf, raw: true, done: done}
+			<-done
+			continue
+		}
 		h, req, body, err := parseHeader(frame)
-		h.host, h.listener = host, l
-		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err, buf: buf}
+		h.host, h.listener, h.sess = host, l, sess
+		var done chan struct{}
+		if err == nil && (h.key == saslHandshakeKey || h.key == saslAuthenticateKey) {
+			done = make(chan struct{})
+		}
+		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err, buf: buf, done: done}
 		if err != nil {
 			return
+		}
+		if done != nil {
+			<-done // the session (raw) as the answer left it
 		}
 	}
 }
@@ -254,6 +286,9 @@ func (b *Broker) answer(c net.Conn, queue <-chan pending, ahead *readAhead, log 
 			failed = true
 			_ = c.Close()
 		}
+		if p.done != nil {
+			close(p.done)
+		}
 		ahead.release(p.size)
 		putFrame(p.buf) // nothing refers to the frame once it is answered
 	}
@@ -267,7 +302,20 @@ func (b *Broker) answerOne(c net.Conn, p pending, log *slog.Logger) bool {
 		b.metrics.closedBad.Inc()
 		return false
 	}
+	if p.raw {
+		out, err := b.saslRawToken(p.h, p.body)
+		if err == nil {
+			_ = c.SetWriteDeadline(time.Now().Add(b.opts.IdleTimeout))
+			_, err = c.Write(out)
+		}
+		return err == nil
+	}
 	resp, err := b.handle(p.h, p.req, p.body)
+	if errors.Is(err, errUnauthenticated) {
+		log.Info("closing the connection", "api", kmsg.NameForKey(p.h.key), "err", err)
+		b.metrics.closedAuth.Inc()
+		return false
+	}
 	if err != nil {
 		log.Warn("closing the connection", "api", kmsg.NameForKey(p.h.key), "version", p.h.version, "err", err)
 		b.metrics.closedBad.Inc()
@@ -279,6 +327,11 @@ func (b *Broker) answerOne(c net.Conn, p pending, log *slog.Logger) bool {
 		return false
 	}
 	b.metrics.latency.WithLabelValues(kmsg.NameForKey(p.h.key)).Observe(time.Since(p.start).Seconds())
+	if p.h.sess != nil && p.h.sess.closeAfter {
+		log.Info("closing the connection after a failed SASL exchange")
+		b.metrics.closedAuth.Inc()
+		return false
+	}
 	return true
 }
 

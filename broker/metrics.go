@@ -24,6 +24,10 @@ type metrics struct {
 	refused    prometheus.Counter
 	closedBad  prometheus.Counter
 	closedIdle prometheus.Counter
+	closedAuth prometheus.Counter
+	// authentications counts SASL exchanges by mechanism and result (ok,
+	// failed).
+	authentications *prometheus.CounterVec
 	all        []prometheus.Collector
 }
 
@@ -43,8 +47,12 @@ func newMetrics() *metrics {
 		refused:    prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_total", Help: "Connections refused by max.connections."}),
 		closedBad:  prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_malformed_total", Help: "Connections closed for an oversized frame or a malformed request."}),
 		closedIdle: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_idle_total", Help: "Connections closed after connections.max.idle.ms without a request."}),
+		closedAuth: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_unauthenticated_total",
+			Help: "Connections closed for a failed SASL exchange, a request before authentication, or an expired session."}),
+		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_authentications_total",
+			Help: "SASL authentications, by mechanism and result (ok, failed)."}, []string{"mechanism", "result"}),
 	}
-	m.all = []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle}
+	m.all = []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications}
 	return m
 }
 

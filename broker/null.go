@@ -3,6 +3,7 @@ package broker
 import (
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,7 +32,7 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 	for t, n := range topics {
 		nl.next[t] = make([]int64, n)
 	}
-	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now}
 	b.ctx = b.stopContext()
 	return b
 }

@@ -223,7 +223,8 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 // dataDirFiles are the files seglog and Kafka write at the top of a data
 // directory: only their temporary files are removed by recovery.
 var dataDirFiles = []string{checkpoint.MetaPropertiesFile, checkpoint.RecoveryPointFile, checkpoint.LogStartOffsetFile,
-	checkpoint.ReplicationOffsetFile, checkpoint.CleanerOffsetFile, checkpoint.CleanShutdownFile, checkpoint.ProducerIDBlockFile}
+	checkpoint.ReplicationOffsetFile, checkpoint.CleanerOffsetFile, checkpoint.CleanShutdownFile, checkpoint.ProducerIDBlockFile,
+	checkpoint.ScramCredentialsFile, checkpoint.ACLFile}
 
 // tabletFiles are the files besides segment files that seglog and Kafka
 // write in a tablet directory (seglog.properties is the tablet's config).

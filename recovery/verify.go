@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -132,6 +133,14 @@ func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, err
 			clean = true
 			continue
 		case ".lock":
+			continue
+		case checkpoint.ScramCredentialsFile, checkpoint.ACLFile:
+			// The broker's security state (broker/auth checks it as it loads).
+			if data, err := vfs.ReadFile(fsys, path); err != nil {
+				problem(path, -1, "%v", err)
+			} else if !json.Valid(data) {
+				problem(path, 0, "not JSON")
+			}
 			continue
 		case checkpoint.ProducerIDBlockFile:
 			if data, err := vfs.ReadFile(fsys, path); err != nil {

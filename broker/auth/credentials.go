@@ -31,13 +31,15 @@ import (
 
 	"github.com/xdg-go/scram"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/vfs"
 )
 
-// File names: part of the on-disk format; never change.
+// File names (checkpoint's, where recovery and verify know them) and the
+// files' version: part of the on-disk format; never change.
 const (
-	CredentialsFile = "seglog-scram-credentials"
-	ACLFile         = "seglog-acls"
+	CredentialsFile = checkpoint.ScramCredentialsFile
+	ACLFile         = checkpoint.ACLFile
 	fileVersion     = 1
 )
 

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
@@ -102,7 +103,7 @@ func msConfig(name, doc string, set func(s *serveSettings, d time.Duration)) ser
 // serveConfigs are the broker configs serve takes. Later ones win: a
 // config file's lines in order, then each --config.
 var serveConfigs = []serveConfig{
-	{name: "listeners", doc: "the listeners, NAME://host:port,... (default PLAINTEXT://127.0.0.1:9092); a name's protocol is PLAINTEXT or SSL by listener.security.protocol.map", set: func(s *serveSettings, v string) error {
+	{name: "listeners", doc: "the listeners, NAME://host:port,... (default PLAINTEXT://127.0.0.1:9092); a name's protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) is listener.security.protocol.map's", set: func(s *serveSettings, v string) error {
 		if _, err := parseListeners(v, nil); err != nil {
 			return err
 		}
@@ -145,6 +146,27 @@ var serveConfigs = []serveConfig{
 		}
 		return fmt.Errorf("%q: none, requested or required", v)
 	}},
+	{name: "sasl.enabled.mechanisms", doc: "what SASL listeners accept, of SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN (default SCRAM-SHA-256,SCRAM-SHA-512); users: seglog users", set: func(s *serveSettings, v string) error {
+		var mechs []string
+		for _, m := range strings.Split(v, ",") {
+			m = strings.ToUpper(strings.TrimSpace(m))
+			if !slices.Contains(auth.SASLMechanisms, m) {
+				return fmt.Errorf("%q: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN", m)
+			}
+			mechs = append(mechs, m)
+		}
+		s.broker.SASLMechanisms = mechs
+		return nil
+	}},
+	intConfig("connections.max.reauth.ms", "how long a SASL session lasts before the client must authenticate again (default 0: for ever)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.ReauthInterval = time.Duration(n) * time.Millisecond
+	}),
+	intConfig("connection.failed.authentication.delay.ms", "how long a failed authentication waits before its answer and the close (default 100)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.FailedAuthDelay = time.Duration(n) * time.Millisecond
+		if n == 0 {
+			s.broker.FailedAuthDelay = -1
+		}
+	}),
 	{name: "log.dirs", doc: "the data directory (one for now; --data-dir wins)", set: func(s *serveSettings, v string) error {
 		if strings.Contains(v, ",") {
 			return fmt.Errorf("one data directory for now")
@@ -402,7 +424,7 @@ the data directory cleanly.`,
 			}
 			var tlsConf *broker.TLS
 			for _, l := range listeners {
-				if l.protocol == "SSL" && tlsConf == nil {
+				if (l.protocol == "SSL" || l.protocol == "SASL_SSL") && tlsConf == nil {
 					if tlsConf, err = broker.NewTLS(set.tls); err != nil {
 						return err
 					}
@@ -460,7 +482,7 @@ the data directory cleanly.`,
 				if err != nil {
 					return err
 				}
-				bl := broker.Listener{Name: l.name}
+				bl := broker.Listener{Name: l.name, SecurityProtocol: l.protocol}
 				if adv, ok := set.advertised[l.name]; ok {
 					host, port, err := splitHostPort(adv)
 					if err != nil {
@@ -469,7 +491,7 @@ the data directory cleanly.`,
 					bl.AdvertisedHost, bl.AdvertisedPort = host, port
 				}
 				lns = append(lns, serving{ln: ln, l: bl, listenerSpec: l})
-				if l.protocol == "SSL" {
+				if l.protocol == "SSL" || l.protocol == "SASL_SSL" {
 					lns[len(lns)-1].ln = tls.NewListener(ln, tlsConf.Config())
 				}
 			}
@@ -565,8 +587,7 @@ func parseProtocolMap(v string) (map[string]string, error) {
 
 // parseListeners reads listeners (or advertised.listeners):
 // NAME://host:port,..., each name once, its protocol from the map (nil:
-// the syntax only, as a config is set; the map may come after it). SASL is
-// not served yet.
+// the syntax only, as a config is set; the map may come after it).
 func parseListeners(v string, protocols map[string]string) ([]listenerSpec, error) {
 	var out []listenerSpec
 	seen := map[string]bool{}
@@ -589,8 +610,6 @@ func parseListeners(v string, protocols map[string]string) ([]listenerSpec, erro
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("listeners=%q: %s is not in listener.security.protocol.map", v, name)
-		case proto == "SASL_PLAINTEXT" || proto == "SASL_SSL":
-			return nil, fmt.Errorf("listeners=%q: %s is %s, and SASL is not served yet", v, name, proto)
 		}
 		out = append(out, listenerSpec{name: name, protocol: proto, addr: addr})
 	}

@@ -81,5 +81,5 @@ func TestServeTLSListener(t *testing.T) {
 
 	code, _, errOut := runSeglog(t, "serve", "--data-dir", t.TempDir()+"/d2", "--config", "listeners=SASL_SSL://127.0.0.1:0")
 	require.NotZero(t, code)
-	require.Contains(t, errOut, "SASL is not served yet")
+	require.Contains(t, errOut, "needs ssl.certificate.location", "SASL_SSL is TLS too")
 }

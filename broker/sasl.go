@@ -1,0 +1,225 @@
+package broker
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/broker/auth"
+)
+
+// Security protocols, as listener.security.protocol.map names them.
+const (
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
+)
+
+// Anonymous is the principal of a connection that did not authenticate
+// (PLAINTEXT, or SSL without a client certificate), as Kafka names it.
+const Anonymous = "User:ANONYMOUS"
+
+// session is a connection's security state. The goroutine that answers
+// requests changes it; the one that reads frames looks at raw only after
+// the answer to a SASL request, which it waits for.
+type session struct {
+	sasl      bool   // a SASL_* listener: requests need authentication
+	principal string // User:name
+	authed    bool   // the SASL exchange succeeded (always true elsewhere)
+	mech      string // the mechanism the session authenticated with
+	exch      *auth.Exchange
+	expires   time.Time // re-authentication is due (zero: never)
+	raw       bool      // SaslHandshake v0: the next frames are bare tokens
+	// closeAfter closes the connection once the current response is
+	// written (a failed authentication).
+	closeAfter bool
+}
+
+// newSession starts a connection's session: a TLS connection's principal
+// is its client certificate's subject, if it sent one, as Kafka's default
+// principal builder takes it.
+func newSession(c net.Conn, l *Listener) *session {
+	s := &session{principal: Anonymous, authed: true}
+	if l != nil && (l.SecurityProtocol == ProtocolSASLPlaintext || l.SecurityProtocol == ProtocolSASLSSL) {
+		s.sasl, s.authed = true, false
+	}
+	if tc, ok := c.(*tls.Conn); ok && !s.sasl {
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+			s.principal = "User:" + certs[0].Subject.String()
+		}
+	}
+	return s
+}
+
+// errUnauthenticated closes a connection that sends a request other than
+// ApiVersions or SASL's before it authenticates, or after its session
+// expired without re-authentication (as Kafka closes both).
+var errUnauthenticated = errors.New("broker: not authenticated")
+
+// checkSession refuses a request the session does not allow.
+func (b *Broker) checkSession(h header) error {
+	s := h.sess
+	if s == nil || !s.sasl {
+		return nil
+	}
+	switch {
+	case !s.authed:
+		return fmt.Errorf("%w: %s before the SASL exchange ended", errUnauthenticated, kmsg.NameForKey(h.key))
+	case !s.expires.IsZero() && b.clock().After(s.expires):
+		return fmt.Errorf("%w: the session expired (connections.max.reauth.ms) and the client did not re-authenticate", errUnauthenticated)
+	}
+	return nil
+}
+
+// saslHandshake answers SaslHandshake: the mechanism's exchange starts
+// (v0: its tokens come next as bare frames; v1: in SaslAuthenticate).
+func (b *Broker) saslHandshake(h header, r *kmsg.SASLHandshakeRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.SupportedMechanisms = b.opts.SASLMechanisms
+	s := h.sess
+	switch {
+	case s == nil || !s.sasl || b.creds == nil:
+		resp.ErrorCode = kerr.IllegalSaslState.Code // Kafka's answer on a listener without SASL
+	case s.exch != nil || s.authed && r.Mechanism != s.mech:
+		// A second handshake mid-exchange, or a re-authentication with
+		// another mechanism.
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		s.closeAfter = true
+	case !slices.Contains(b.opts.SASLMechanisms, r.Mechanism):
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		s.closeAfter = true
+		b.authFailed(h, r.Mechanism, "", "unsupported SASL mechanism")
+	default:
+		exch, err := auth.NewExchange(b.creds, r.Mechanism)
+		if err != nil {
+			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+			s.closeAfter = true
+			break
+		}
+		s.exch = exch
+		s.raw = r.Version == 0
+	}
+	return resp
+}
+
+// saslAuthenticate answers SaslAuthenticate with the exchange's next
+// token, or SASL_AUTHENTICATION_FAILED after
+// connection.failed.authentication.delay.ms and closes the connection.
+func (b *Broker) saslAuthenticate(h header, r *kmsg.SASLAuthenticateRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	s := h.sess
+	if s == nil || !s.sasl || s.exch == nil || s.raw {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		msg := "SaslAuthenticate without a SaslHandshake v1 before it"
+		resp.ErrorMessage = &msg
+		if s != nil && s.sasl {
+			s.closeAfter = true
+		}
+		return resp
+	}
+	token, err := b.saslStep(h, r.SASLAuthBytes)
+	if err != nil {
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		msg := err.Error()
+		resp.ErrorMessage = &msg
+		return resp
+	}
+	resp.SASLAuthBytes = token
+	if s.authed && s.exch == nil && b.opts.ReauthInterval > 0 {
+		resp.SessionLifetimeMillis = b.opts.ReauthInterval.Milliseconds()
+	}
+	return resp
+}
+
+// saslStep takes one client token; a failure waits
+// connection.failed.authentication.delay.ms (slowing a password guesser
+// down) and marks the connection to close.
+func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
+	s := h.sess
+	out, err := s.exch.Step(token)
+	if err == nil && s.exch.Done() {
+		principal := "User:" + s.exch.User()
+		if s.authed && principal != s.principal {
+			err = fmt.Errorf("%w: a re-authentication cannot change the principal", auth.ErrAuthentication)
+		} else {
+			s.principal, s.mech, s.authed, s.exch = principal, s.exch.Mechanism(), true, nil
+			if b.opts.ReauthInterval > 0 {
+				s.expires = b.clock().Add(b.opts.ReauthInterval)
+			}
+			b.metrics.authentications.WithLabelValues(s.mech, "ok").Inc()
+		}
+	}
+	if err != nil {
+		b.authFailed(h, s.exch.Mechanism(), s.exch.User(), err.Error())
+		s.exch, s.closeAfter = nil, true
+		select {
+		case <-time.After(b.opts.FailedAuthDelay):
+		case <-b.stop:
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// saslRawToken answers a bare token after SaslHandshake v0: the reply is a
+// bare token too (a 4-byte size and the bytes). A failure is no reply and
+// the connection closes.
+func (b *Broker) saslRawToken(h header, token []byte) ([]byte, error) {
+	out, err := b.saslStep(h, token)
+	if err != nil {
+		return nil, err
+	}
+	if h.sess.exch == nil {
+		h.sess.raw = false // authenticated: Kafka requests from here on
+	}
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...), nil
+}
+
+// authFailed counts and logs a failed authentication: the user the client
+// named and the reason, never the password; at most authLogBurst lines a
+// second, the rest counted in the next line.
+func (b *Broker) authFailed(h header, mech, user, reason string) {
+	b.metrics.authentications.WithLabelValues(mech, "failed").Inc()
+	if skipped, ok := b.authLog.allow(b.clock()); ok {
+		b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user,
+			"reason", reason, "not_logged_before", skipped)
+	}
+}
+
+// authLogBurst bounds the failed-authentication lines logged a second.
+const authLogBurst = 10
+
+// logLimiter lets authLogBurst lines through per second.
+type logLimiter struct {
+	mu      sync.Mutex
+	second  time.Time
+	n       int
+	skipped int
+}
+
+// allow reports whether a line may be logged now, and how many were not
+// since the last one that was.
+func (l *logLimiter) allow(now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.second) >= time.Second {
+		l.second, l.n = now, 0
+	}
+	if l.n >= authLogBurst {
+		l.skipped++
+		return 0, false
+	}
+	l.n++
+	skipped := l.skipped
+	l.skipped = 0
+	return skipped, true
+}
