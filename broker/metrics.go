@@ -28,7 +28,7 @@ type metrics struct {
 	// authentications counts SASL exchanges by mechanism and result (ok,
 	// failed).
 	authentications *prometheus.CounterVec
-	all        []prometheus.Collector
+	all             []prometheus.Collector
 }
 
 func newMetrics() *metrics {

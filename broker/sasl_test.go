@@ -358,7 +358,7 @@ func (x *xdgClient) Begin(user, pass, authz string) error {
 }
 
 func (x *xdgClient) Step(challenge string) (string, error) { return x.conv.Step(challenge) }
-func (x *xdgClient) Done() bool                           { return x.conv.Done() }
+func (x *xdgClient) Done() bool                            { return x.conv.Done() }
 
 // TestUserSCRAMCredentials: kadm alters and describes SCRAM credentials
 // as Kafka answers (per user: unknown mechanisms, iteration bounds,

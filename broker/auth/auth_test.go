@@ -54,8 +54,8 @@ func TestCredentialsFile(t *testing.T) {
 	require.False(t, c.VerifyPassword("bob", "alice-secret"))
 
 	errs, err := c.Apply([]Change{
-		{User: "alice", Mechanism: SHA256},                  // deleted
-		{User: "bob", Mechanism: SHA256},                    // none to delete
+		{User: "alice", Mechanism: SHA256},                       // deleted
+		{User: "bob", Mechanism: SHA256},                         // none to delete
 		{User: "", Mechanism: SHA256, SaltedPassword: []byte{1}}, // no user
 		{User: "carol", Mechanism: "SCRAM-SHA-1", SaltedPassword: []byte{1}},
 		{User: "carol", Mechanism: SHA256, Salt: []byte{1}, Iterations: 100, SaltedPassword: []byte{1}},
