@@ -25,17 +25,17 @@ func tool(t *testing.T, name string) string {
 }
 
 // kafkajs returns what runs a script of testdata/kafkajs with node on the
-// broker at addr, requiring it to end well and print "ok", or skips saying
+// broker at args[0] (and the script's other arguments), requiring it to end well and print "ok", or skips saying
 // why it cannot.
-func kafkajs(t *testing.T) func(script, addr string) string {
+func kafkajs(t *testing.T) func(script string, args ...string) string {
 	node := tool(t, "node")
 	dir := filepath.Join("testdata", "kafkajs")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
 		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
 	}
-	return func(script, addr string) string {
+	return func(script string, args ...string) string {
 		t.Helper()
-		out, err := exec.Command(node, filepath.Join(dir, script), addr).CombinedOutput()
+		out, err := exec.Command(node, append([]string{filepath.Join(dir, script)}, args...)...).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "ok\n")
 		return string(out)
@@ -43,16 +43,16 @@ func kafkajs(t *testing.T) func(script, addr string) string {
 }
 
 // python returns what runs a Python script with Debian's python3 (where
-// python3-confluent-kafka is) on the broker at addr, requiring it to end
+// python3-confluent-kafka is) on the broker at args[0], requiring it to end
 // well and print "ok", or skips saying why it cannot.
-func python(t *testing.T) func(script, addr string) {
+func python(t *testing.T) func(script string, args ...string) {
 	py := "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
 		t.Skipf("python3-confluent-kafka is not installed (make test installs it with apt-get): %v", err)
 	}
-	return func(script, addr string) {
+	return func(script string, args ...string) {
 		t.Helper()
-		out, err := exec.Command(py, "-c", script, addr).CombinedOutput()
+		out, err := exec.Command(py, append([]string{"-c", script}, args...)...).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "ok")
 	}

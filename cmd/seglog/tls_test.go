@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -16,6 +17,19 @@ import (
 	"github.com/seglog/seglog/internal/testpki"
 )
 
+// servedAddrs reads serve's n listener lines and returns their addresses
+// by listener name.
+func servedAddrs(t *testing.T, cmd *exec.Cmd, lines *bufio.Scanner, n int) map[string]string {
+	t.Helper()
+	addrs := map[string]string{}
+	for range n {
+		require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
+		f := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))
+		addrs[strings.Trim(f[1], "(,")] = f[0]
+	}
+	return addrs
+}
+
 // seglog serve with a plaintext and a TLS listener (listeners,
 // ssl.certificate.location, ssl.key.location): kcat produces over TLS
 // and consumes over plaintext, each listener advertising itself; SIGHUP
@@ -30,12 +44,7 @@ func TestServeTLSListener(t *testing.T) {
 	d := t.TempDir() + "/data"
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
 		"--config", "ssl.certificate.location="+cert, "--config", "ssl.key.location="+key)
-	addrs := map[string]string{}
-	for range 2 {
-		require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
-		f := strings.Fields(strings.TrimPrefix(lines.Text(), "serving the Kafka protocol on "))
-		addrs[strings.Trim(f[1], "(,")] = f[0]
-	}
+	addrs := servedAddrs(t, cmd, lines, 2)
 	require.Contains(t, addrs, "SSL")
 	require.Contains(t, addrs, "PLAINTEXT")
 	run := func(addr string, stdin string, args ...string) string {

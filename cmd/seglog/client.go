@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"golang.org/x/term"
+
+	"github.com/seglog/seglog/checkpoint"
+)
+
+// clientFlags reach a running broker, as Kafka's admin tools do:
+// --bootstrap-server and --command-config (a client properties file:
+// security.protocol, sasl.mechanism, sasl.username, sasl.password,
+// ssl.ca.location, ssl.certificate.location, ssl.key.location — the
+// password in a file, never on the command line).
+type clientFlags struct {
+	bootstrap, config string
+}
+
+func (f *clientFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.bootstrap, "bootstrap-server", "", "a running broker, host:port (instead of --data-dir)")
+	cmd.Flags().StringVar(&f.config, "command-config", "", "with --bootstrap-server: a client properties file (security.protocol, sasl.*, ssl.*)")
+}
+
+// admin connects to the broker; the caller closes the client.
+func (f *clientFlags) admin() (*kadm.Client, *kgo.Client, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...), kgo.RequestRetries(2)}
+	if f.config != "" {
+		data, err := os.ReadFile(f.config)
+		if err != nil {
+			return nil, nil, err
+		}
+		more, err := clientOpts(checkpoint.ParseProperties(data))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--command-config %s: %w", f.config, err)
+		}
+		opts = append(opts, more...)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kadm.NewClient(cl), cl, nil
+}
+
+// clientOpts turns a client properties file into franz-go options.
+func clientOpts(p map[string]string) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	proto := strings.ToUpper(p["security.protocol"])
+	switch proto {
+	case "", "PLAINTEXT", "SASL_PLAINTEXT":
+	case "SSL", "SASL_SSL":
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if ca := p["ssl.ca.location"]; ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, err
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("ssl.ca.location %s holds no PEM certificate", ca)
+			}
+		}
+		if cert := p["ssl.certificate.location"]; cert != "" {
+			pair, err := tls.LoadX509KeyPair(cert, p["ssl.key.location"])
+			if err != nil {
+				return nil, err
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	default:
+		return nil, fmt.Errorf("security.protocol=%s: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
+	}
+	if strings.HasPrefix(proto, "SASL_") {
+		user, pass := p["sasl.username"], p["sasl.password"]
+		switch mech := strings.ToUpper(p["sasl.mechanism"]); mech {
+		case "PLAIN":
+			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+		case "SCRAM-SHA-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+		case "SCRAM-SHA-512", "":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+		default:
+			return nil, fmt.Errorf("sasl.mechanism=%s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+		}
+	}
+	return opts, nil
+}
+
+// adminContext bounds an admin command's requests.
+func adminContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+// readPassword reads a password: the first line of file ("-": standard
+// input), or, with no file, from the terminal without echo. Never from a
+// flag's value.
+func readPassword(cmd *cobra.Command, file string) (string, error) {
+	var r io.Reader
+	switch file {
+	case "":
+		in, ok := cmd.InOrStdin().(*os.File)
+		if !ok || !term.IsTerminal(int(in.Fd())) {
+			return "", errors.New("a password is needed: --password-file FILE, or - for standard input")
+		}
+		fmt.Fprint(cmd.ErrOrStderr(), "Password: ")
+		b, err := term.ReadPassword(int(in.Fd()))
+		fmt.Fprintln(cmd.ErrOrStderr())
+		if err != nil {
+			return "", err
+		}
+		return string(b), nil
+	case "-":
+		r = cmd.InOrStdin()
+	default:
+		f, err := os.Open(file)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		r = f
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", errors.New("the password is empty")
+	}
+	return line, nil
+}

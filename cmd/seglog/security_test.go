@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/internal/testpki"
+)
+
+// seglog users sets up the first user of a new data directory (the
+// password from standard input, stored hashed); seglog serve with a
+// SASL_SSL listener and PLAIN: kcat produces and consumes as that user,
+// a wrong password is refused; seglog users --bootstrap-server adds a
+// second user through the running broker, who can then log in; no
+// password ever reaches serve's log or a file in the directory.
+func TestServeSASL(t *testing.T) {
+	kcat := "/usr/bin/kcat"
+	if _, err := os.Stat(kcat); err != nil {
+		t.Skipf("kcat is not installed (make test installs it with apt-get): %v", err)
+	}
+	d := filepath.Join(t.TempDir(), "data")
+	code, out, errOut := runWithStdin(t, "alice-secret\n", "users", "--data-dir", d, "--add", "alice", "--password-file", "-")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Completed updating config for user alice.")
+	code, out, errOut = runSeglog(t, "users", "--data-dir", d, "--list")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=4096\n", out)
+	code, _, errOut = runSeglog(t, "users", "--data-dir", d, "--add", "bob")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "--password-file", "no password on a flag, none without a terminal")
+
+	pki := testpki.New(t)
+	cert, key := pki.Issue(t, "server", 10, "broker", true)
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+		"--config", "ssl.certificate.location="+cert, "--config", "ssl.key.location="+key,
+		"--config", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512", "--config", "connection.failed.authentication.delay.ms=0")
+	addrs := servedAddrs(t, cmd, lines, 2)
+	kcatAs := func(user, pass string, stdin string, args ...string) (string, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadline, not a wait
+		defer cancel()
+		c := exec.CommandContext(ctx, kcat, append([]string{"-b", addrs["SASL_SSL"], "-X", "security.protocol=SASL_SSL",
+			"-X", "ssl.ca.location=" + pki.CAFile, "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=" + user,
+			"-X", "sasl.password=" + pass}, args...)...)
+		c.Stdin = strings.NewReader(stdin)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	var in strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&in, "secret %d\n", i)
+	}
+	out, err := kcatAs("alice", "alice-secret", in.String(), "-P", "-t", "sasl")
+	require.NoError(t, err, out)
+	out, err = kcatAs("alice", "alice-secret", "", "-C", "-t", "sasl", "-o", "beginning", "-e", "-q")
+	require.NoError(t, err, out)
+	require.Equal(t, in.String(), out)
+	out, err = kcatAs("alice", "wrong-password", "", "-L", "-m", "5")
+	require.Error(t, err, "a wrong password is refused")
+	require.Contains(t, out, "authentication failed: invalid username or password")
+
+	code, _, errOut = runSeglog(t, "users", "--data-dir", d, "--list")
+	require.NotZero(t, code, "the data directory is locked while served")
+	require.Contains(t, errOut, "lock")
+
+	props := filepath.Join(t.TempDir(), "admin.properties")
+	require.NoError(t, os.WriteFile(props, []byte("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
+		"sasl.username=alice\nsasl.password=alice-secret\nssl.ca.location="+pki.CAFile+"\n"), 0o600))
+	code, out, errOut = runWithStdin(t, "bob-secret\n", "users", "--bootstrap-server", addrs["SASL_SSL"], "--command-config", props,
+		"--add", "bob", "--mechanism", "SCRAM-SHA-512", "--password-file", "-")
+	require.Zero(t, code, errOut)
+	code, out, errOut = runSeglog(t, "users", "--bootstrap-server", addrs["SASL_SSL"], "--command-config", props, "--list")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "'bob' are SCRAM-SHA-512=iterations=4096\n")
+	out, err = kcatAs("bob", "bob-secret", "", "-C", "-t", "sasl", "-o", "beginning", "-e", "-q")
+	require.NoError(t, err, out)
+	require.Equal(t, in.String(), out, "bob, added through the broker, logs in with PLAIN")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
+	logs := cmd.Stderr.(interface{ String() string }).String()
+	require.Contains(t, logs, "authentication failed")
+	files, err := filepath.Glob(filepath.Join(d, "*"))
+	require.NoError(t, err)
+	for _, secret := range []string{"alice-secret", "bob-secret", "wrong-password"} {
+		require.NotContains(t, logs, secret, "a password in serve's log")
+		for _, f := range files {
+			if info, err := os.Stat(f); err == nil && !info.IsDir() {
+				data, err := os.ReadFile(f)
+				require.NoError(t, err)
+				require.NotContains(t, string(data), secret, "a password in %s", f)
+			}
+		}
+	}
+}
