@@ -59,6 +59,9 @@ var served = map[int16][2]int16{
 	36: {0, 2},  // SaslAuthenticate
 	50: {0, 0},  // DescribeUserScramCredentials
 	51: {0, 0},  // AlterUserScramCredentials
+	29: {0, 3},  // DescribeAcls
+	30: {0, 3},  // CreateAcls
+	31: {0, 3},  // DeleteAcls
 }
 
 // The SASL APIs' keys: the only ones (with ApiVersions) a SASL listener
@@ -95,6 +98,19 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	if b.null != nil {
 		return b.handleNull(req), nil
 	}
+	refused, after := b.authorize(h, req)
+	if refused != nil {
+		return refused, nil
+	}
+	resp, err := b.dispatch(h, req)
+	if err == nil && after != nil {
+		after(resp)
+	}
+	return resp, err
+}
+
+// dispatch hands an authorized request to its handler.
+func (b *Broker) dispatch(h header, req kmsg.Request) (kmsg.Response, error) {
 	if resp, ok := b.handleGroup(h, req); ok {
 		return resp, nil
 	}
@@ -129,6 +145,12 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 		return b.describeUserSCRAM(r), nil
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		return b.alterUserSCRAM(r), nil
+	case *kmsg.CreateACLsRequest:
+		return b.createACLs(r), nil
+	case *kmsg.DescribeACLsRequest:
+		return b.describeACLs(r), nil
+	case *kmsg.DeleteACLsRequest:
+		return b.deleteACLs(r), nil
 	}
 	return nil, fmt.Errorf("%w: %s has no handler", errMalformed, kmsg.NameForKey(h.key))
 }

@@ -95,6 +95,19 @@ type Options struct {
 	// of its connection. The default is 100 ms; negative is none.
 	FailedAuthDelay time.Duration
 
+	// Authorizer turns ACLs on (authorizer.class.name): every request is
+	// checked against the data directory's seglog-acls (managed with
+	// CreateAcls, DescribeAcls, DeleteAcls) before it touches the engine.
+	// The default is false: every principal may do anything, and the ACL
+	// APIs answer SECURITY_DISABLED.
+	Authorizer bool
+	// SuperUsers (super.users) may do anything, whatever the ACLs say:
+	// principals such as User:admin. The default is none.
+	SuperUsers []string
+	// AllowEveryoneIfNoACL is allow.everyone.if.no.acl.found: a resource
+	// no ACL applies to is open to every principal. The default is false.
+	AllowEveryoneIfNoACL bool
+
 	// Groups configure the group coordinator (offsets.topic.*, group.*,
 	// offsets.retention.*); its Logger defaults to Logger.
 	Groups group.Options
@@ -156,6 +169,8 @@ type Broker struct {
 	clusterID string
 	// creds are the SCRAM credentials (nil for NewNull's broker).
 	creds   *auth.Credentials
+	acls    *auth.ACLs
+	authz   *auth.Authorizer // nil without Options.Authorizer
 	authLog logLimiter
 	// clock is the time SASL sessions expire by (a test's own).
 	clock func() time.Time
@@ -187,6 +202,14 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	acls, err := auth.OpenACLs(nil, filepath.Join(m.Dir(), auth.ACLFile))
+	if err != nil {
+		return nil, err
+	}
+	var authz *auth.Authorizer
+	if opts.Authorizer {
+		authz = &auth.Authorizer{ACLs: acls, SuperUsers: opts.SuperUsers, AllowIfNoACL: opts.AllowEveryoneIfNoACL}
+	}
 	meta := m.Meta()
 	opts.NodeID = meta.NodeID
 	gopts := opts.Groups
@@ -209,7 +232,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, clock: time.Now}
+		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, clock: time.Now}
 	b.ctx = b.stopContext()
 	return b, nil
 }

@@ -71,6 +71,7 @@ func serveSecure(t *testing.T, opts Options, tlsOpts TLSOptions, users map[strin
 	if opts.FailedAuthDelay == 0 {
 		opts.FailedAuthDelay = -1
 	}
+	opts.Groups.NoInitialDelay = true
 	sb.b, err = New(m, opts)
 	require.NoError(t, err)
 	var wg sync.WaitGroup

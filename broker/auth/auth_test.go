@@ -159,10 +159,15 @@ func TestExchange(t *testing.T) {
 			require.False(t, strings.Contains(err.Error(), "mallory"), "an error does not say which users exist")
 		}
 	}
+	x, err := NewExchange(c, SHA256)
+	require.NoError(t, err)
+	first, err := x.Step([]byte("n,,n=mallory,r=abc"))
+	require.NoError(t, err, "an unknown user gets a server-first like any other")
+	require.Regexp(t, `^r=abc[^,]+,s=[^,]+,i=4096$`, string(first))
 	_, err = NewExchange(c, "GSSAPI")
 	require.Error(t, err)
 
-	x, err := NewExchange(c, PLAIN)
+	x, err = NewExchange(c, PLAIN)
 	require.NoError(t, err)
 	_, err = x.Step([]byte("bob\x00alice\x00alice-secret"))
 	require.ErrorIs(t, err, ErrAuthentication, "an authorization id other than the user")

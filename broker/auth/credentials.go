@@ -8,9 +8,10 @@
 //
 // A credential is what RFC 5802 has a server store: the salt, the
 // iteration count, StoredKey = H(HMAC(SaltedPassword, "Client Key")) and
-// ServerKey = HMAC(SaltedPassword, "Server Key"). The SCRAM exchange is
-// github.com/xdg-go/scram's; PLAIN is checked by deriving StoredKey from
-// the password and the stored salt.
+// ServerKey = HMAC(SaltedPassword, "Server Key"). The SCRAM exchange
+// (scram.go) is on the standard library's HMAC and hashes; PLAIN is checked
+// by deriving StoredKey from the password and the stored salt with
+// crypto/pbkdf2.
 package auth
 
 import (
@@ -28,8 +29,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-
-	"github.com/xdg-go/scram"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/vfs"
@@ -301,16 +300,4 @@ func (c *Credentials) VerifyPassword(user, password string) bool {
 		return subtle.ConstantTimeCompare(derive(mech, cred.Salt, cred.Iterations, salted).StoredKey, cred.StoredKey) == 1
 	}
 	return false
-}
-
-// Lookup returns the SCRAM exchange's view of user's credential for mech.
-func (c *Credentials) scramLookup(mech string) scram.CredentialLookup {
-	return func(user string) (scram.StoredCredentials, error) {
-		cred, ok := c.Lookup(user, mech)
-		if !ok {
-			return scram.StoredCredentials{}, ErrNoCredential
-		}
-		return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(cred.Salt), Iters: cred.Iterations},
-			StoredKey: cred.StoredKey, ServerKey: cred.ServerKey}, nil
-	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-
-	"github.com/xdg-go/scram"
 )
 
 // The SASL mechanisms a broker can serve.
@@ -24,7 +22,7 @@ var ErrAuthentication = errors.New("authentication failed")
 type Exchange struct {
 	mech  string
 	creds *Credentials
-	conv  *scram.ServerConversation // SCRAM's
+	scram *scramServer // SCRAM's
 	user  string
 	done  bool
 	ok    bool // PLAIN's: the password matched
@@ -37,18 +35,12 @@ func NewExchange(creds *Credentials, mech string) (*Exchange, error) {
 	switch mech {
 	case PLAIN:
 	case SHA256, SHA512:
-		srv, err := scramHashes[mech].NewServer(creds.scramLookup(mech))
-		if err != nil {
-			return nil, fmt.Errorf("auth: %w", err)
-		}
-		x.conv = srv.NewConversation()
+		x.scram = newSCRAMServer(creds, mech)
 	default:
 		return nil, fmt.Errorf("auth: %q: not a SASL mechanism this broker serves", mech)
 	}
 	return x, nil
 }
-
-var scramHashes = map[string]scram.HashGeneratorFcn{SHA256: scram.SHA256, SHA512: scram.SHA512}
 
 // Step answers one of the client's tokens. An error is a failed
 // authentication (errors.Is ErrAuthentication) whose message may be shown
@@ -57,17 +49,17 @@ func (x *Exchange) Step(token []byte) ([]byte, error) {
 	if x.done {
 		return nil, fmt.Errorf("%w: the %s exchange is over", ErrAuthentication, x.mech)
 	}
-	if x.conv == nil {
+	if x.scram == nil {
 		x.done = true
 		return nil, x.plain(token)
 	}
-	resp, err := x.conv.Step(string(token))
-	x.user = x.conv.Username()
-	if err != nil || x.conv.Done() && !x.conv.Valid() {
+	resp, err := x.scram.next(string(token))
+	x.user = x.scram.user
+	if err != nil {
 		x.done = true
-		return nil, fmt.Errorf("%w during authentication due to invalid credentials with SASL mechanism %s", ErrAuthentication, x.mech)
+		return nil, err
 	}
-	x.done = x.conv.Done()
+	x.done = x.scram.ok
 	return []byte(resp), nil
 }
 
@@ -94,8 +86,8 @@ func (x *Exchange) plain(token []byte) error {
 
 // Done reports whether the exchange ended with the client authenticated.
 func (x *Exchange) Done() bool {
-	if x.conv != nil {
-		return x.conv.Done() && x.conv.Valid()
+	if x.scram != nil {
+		return x.scram.ok
 	}
 	return x.ok
 }

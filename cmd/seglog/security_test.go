@@ -102,3 +102,91 @@ func TestServeSASL(t *testing.T) {
 		}
 	}
 }
+
+// seglog acls: ACLs set up before the first serve (the data directory's
+// lock, a new directory), then a broker with an authorizer and a super
+// user: kcat as bob produces to the prefixed topics its ACL names, is
+// refused elsewhere and sees only its topics; seglog acls through the
+// broker lists, adds and removes ACLs (and needs a principal allowed to).
+func TestServeACLs(t *testing.T) {
+	kcat := "/usr/bin/kcat"
+	if _, err := os.Stat(kcat); err != nil {
+		t.Skipf("kcat is not installed (make test installs it with apt-get): %v", err)
+	}
+	d := filepath.Join(t.TempDir(), "data")
+	code, out, errOut := runSeglog(t, "acls", "--data-dir", d, "--add", "--allow-principal", "User:bob", "--operation", "Write",
+		"--operation", "Describe", "--topic", "bob-", "--resource-pattern-type", "prefixed")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=bob-, patternType=PREFIXED)`")
+	require.Contains(t, out, "(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)")
+	code, _, errOut = runSeglog(t, "acls", "--data-dir", d, "--add", "--allow-principal", "bob", "--operation", "Read", "--topic", "x")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "Type:name")
+	for _, u := range []string{"admin", "bob"} {
+		code, _, errOut = runWithStdin(t, u+"-secret\n", "users", "--data-dir", d, "--add", u, "--password-file", "-")
+		require.Zero(t, code, errOut)
+	}
+	code, out, errOut = runSeglog(t, "acls", "--data-dir", d, "--list", "--principal", "User:bob")
+	require.Zero(t, code, errOut)
+	require.Equal(t, 2, strings.Count(out, "principal=User:bob"), out)
+
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+		"--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"--config", "super.users=User:admin", "--config", "sasl.enabled.mechanisms=SCRAM-SHA-256")
+	addr := servedAddr(t, cmd, lines)
+	kcatAs := func(user string, stdin string, args ...string) (string, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadline, not a wait
+		defer cancel()
+		c := exec.CommandContext(ctx, kcat, append([]string{"-b", addr, "-X", "security.protocol=SASL_PLAINTEXT",
+			"-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", "sasl.username=" + user, "-X", "sasl.password=" + user + "-secret"}, args...)...)
+		c.Stdin = strings.NewReader(stdin)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	out, err := kcatAs("admin", "admin's\n", "-P", "-t", "admin-topic")
+	require.NoError(t, err, out)
+	out, err = kcatAs("admin", "for bob\n", "-P", "-t", "bob-topic") // created by the super user: bob may not create
+	require.NoError(t, err, out)
+	out, err = kcatAs("bob", "bob's\n", "-P", "-t", "bob-topic")
+	require.NoError(t, err, out)
+	out, err = kcatAs("bob", "bob's\n", "-P", "-t", "admin-topic")
+	require.Error(t, err)
+	require.Contains(t, out, "Topic authorization failed", out)
+	out, err = kcatAs("bob", "", "-L")
+	require.NoError(t, err, out)
+	require.Contains(t, out, `topic "bob-topic"`)
+	require.NotContains(t, out, "admin-topic", "Metadata lists only what bob may describe")
+
+	props := func(user string) string {
+		p := filepath.Join(t.TempDir(), user+".properties")
+		require.NoError(t, os.WriteFile(p, []byte("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"+
+			"sasl.username="+user+"\nsasl.password="+user+"-secret\n"), 0o600))
+		return p
+	}
+	online := func(user string, args ...string) (int, string, string) {
+		return runSeglog(t, append([]string{"acls", "--bootstrap-server", addr, "--command-config", props(user)}, args...)...)
+	}
+	code, _, errOut = online("bob", "--list")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "CLUSTER_AUTHORIZATION_FAILED")
+	code, out, errOut = online("admin", "--add", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "admin-topic")
+	require.Zero(t, code, errOut)
+	code, out, errOut = online("admin", "--list", "--topic", "admin-topic")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "operation=READ")
+	out, err = kcatAs("bob", "", "-C", "-t", "admin-topic", "-o", "beginning", "-e", "-q")
+	require.NoError(t, err, out)
+	require.Equal(t, "admin's\n", out, "bob reads admin-topic once allowed")
+	code, out, errOut = online("admin", "--remove", "--allow-principal", "User:bob", "--topic", "admin-topic")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Removed ACLs:")
+	out, err = kcatAs("bob", "", "-C", "-t", "admin-topic", "-o", "beginning", "-e", "-q")
+	require.Error(t, err, "refused again: %s", out)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
+	code, out, errOut = runSeglog(t, "acls", "--data-dir", d, "--list")
+	require.Zero(t, code, errOut)
+	require.Equal(t, 2, strings.Count(out, "principal=User:bob"), "the ACLs made before serve remain: %s", out)
+}

@@ -167,6 +167,33 @@ var serveConfigs = []serveConfig{
 			s.broker.FailedAuthDelay = -1
 		}
 	}),
+	{name: "authorizer.class.name", doc: "turns ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer or seglog (default none); ACLs: seglog acls", set: func(s *serveSettings, v string) error {
+		switch v {
+		case "":
+			s.broker.Authorizer = false
+		case "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer", "seglog":
+			s.broker.Authorizer = true
+		default:
+			return fmt.Errorf("%q: seglog's authorizer is Kafka's ACL model: StandardAuthorizer, AclAuthorizer or seglog", v)
+		}
+		return nil
+	}},
+	{name: "super.users", doc: "principals that may do anything, User:name;User:name (default none)", set: func(s *serveSettings, v string) error {
+		s.broker.SuperUsers = nil
+		for _, p := range strings.Split(v, ";") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			if typ, name, ok := strings.Cut(p, ":"); !ok || typ == "" || name == "" {
+				return fmt.Errorf("%q: a principal is Type:name (User:admin)", p)
+			}
+			s.broker.SuperUsers = append(s.broker.SuperUsers, p)
+		}
+		return nil
+	}},
+	boolConfig("allow.everyone.if.no.acl.found", "with an authorizer, a resource no ACL names is open to everyone (default false)", func(s *serveSettings, b bool) {
+		s.broker.AllowEveryoneIfNoACL = b
+	}),
 	{name: "log.dirs", doc: "the data directory (one for now; --data-dir wins)", set: func(s *serveSettings, v string) error {
 		if strings.Contains(v, ",") {
 			return fmt.Errorf("one data directory for now")

@@ -1,0 +1,232 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/seglog/seglog/broker/auth"
+)
+
+// saslClient is a franz-go client logged in as user over SASL_PLAINTEXT.
+func saslClient(t *testing.T, sb *secureBroker, user string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(sb.addrs[ProtocolSASLPlaintext]),
+		kgo.SASL(scram.Auth{User: user, Pass: user + "-secret"}.AsSha512Mechanism()), kgo.RequestRetries(1)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// TestACLs: with the authorizer on, a principal without ACLs gets the
+// authorization errors of every API family and sees no topic in Metadata;
+// the ACLs a super user creates (a prefixed topic pattern, a group) let it
+// produce, consume in its group and see only its topics; a DENY wins over
+// an ALLOW; deleting them closes the doors again; the ACLs are durable.
+func TestACLs(t *testing.T) {
+	sb := serveSecure(t, Options{Authorizer: true, SuperUsers: []string{"User:admin"}}, TLSOptions{},
+		map[string]string{"admin": "admin-secret", "bob": "bob-secret"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := saslClient(t, sb, "admin")
+	adm := kadm.NewClient(admin)
+	_, err := adm.CreateTopic(ctx, 2, 1, nil, "bob-topic")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(ctx, 1, 1, nil, "secret-topic")
+	require.NoError(t, err)
+	require.NoError(t, admin.ProduceSync(ctx, &kgo.Record{Topic: "secret-topic", Value: []byte("top secret")}).FirstErr())
+
+	bob := saslClient(t, sb, "bob")
+	bobAdm := kadm.NewClient(bob)
+	refused := func(what string) {
+		t.Helper()
+		require.Empty(t, topicNames(t, ctx, bob), "%s: bob sees no topic", what)
+		mreq := kmsg.NewPtrMetadataRequest()
+		mreq.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("secret-topic")}, {Topic: kmsg.StringPtr("new-topic")}}
+		mreq.AllowAutoTopicCreation = true
+		mresp, err := mreq.RequestWith(ctx, bob)
+		require.NoError(t, err)
+		require.Len(t, mresp.Topics, 2)
+		for _, topic := range mresp.Topics {
+			require.Equal(t, kerr.TopicAuthorizationFailed.Code, topic.ErrorCode, "%s: %s", what, *topic.Topic)
+		}
+
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "secret-topic", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: []byte{}}}}}
+		presp, err := req.RequestWith(ctx, bob)
+		require.NoError(t, err)
+		require.Equal(t, kerr.TopicAuthorizationFailed.Code, presp.Topics[0].Partitions[0].ErrorCode, what)
+
+		freq := kmsg.NewPtrFetchRequest()
+		freq.MaxWaitMillis, freq.MaxBytes, freq.SessionEpoch = 5000, 1<<20, -1
+		freq.Topics = []kmsg.FetchRequestTopic{{Topic: "secret-topic", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
+		fresp, err := freq.RequestWith(ctx, bob)
+		require.NoError(t, err)
+		require.Equal(t, kerr.TopicAuthorizationFailed.Code, fresp.Topics[0].Partitions[0].ErrorCode, what)
+
+		offs, err := bobAdm.FetchOffsets(ctx, "bob-group")
+		require.ErrorIs(t, err, kerr.GroupAuthorizationFailed, what)
+		_ = offs
+		_, err = bobAdm.DescribeTopicConfigs(ctx, "secret-topic")
+		require.ErrorIs(t, err, kerr.TopicAuthorizationFailed, what)
+		dreq := kmsg.NewPtrDescribeACLsRequest()
+		dreq.ResourceType, dreq.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+		dreq.Operation, dreq.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		dresp, err := dreq.RequestWith(ctx, bob)
+		require.NoError(t, err)
+		require.Equal(t, kerr.ClusterAuthorizationFailed.Code, dresp.ErrorCode, what)
+
+		ireq := kmsg.NewPtrInitProducerIDRequest()
+		ireq.TransactionalID, ireq.TransactionTimeoutMillis = kmsg.StringPtr("bob-txn"), 10000
+		iresp, err := ireq.RequestWith(ctx, bob) // franz-go turns this one's error code into an error
+		if err == nil {
+			err = kerr.ErrorForCode(iresp.ErrorCode)
+		}
+		require.ErrorIs(t, err, kerr.TransactionalIDAuthorizationFailed, what)
+	}
+	refused("no ACLs")
+	jreq := kmsg.NewPtrJoinGroupRequest()
+	jreq.Group, jreq.ProtocolType, jreq.SessionTimeoutMillis, jreq.RebalanceTimeoutMillis = "bob-group", "consumer", 10000, 10000
+	jreq.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	jresp, err := jreq.RequestWith(ctx, bob)
+	if err == nil {
+		err = kerr.ErrorForCode(jresp.ErrorCode)
+	}
+	require.ErrorIs(t, err, kerr.GroupAuthorizationFailed)
+
+	acls := kadm.NewACLs().Allow("User:bob").Topics("bob-").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Operations(kadm.OpRead, kadm.OpWrite)
+	created, err := adm.CreateACLs(ctx, acls)
+	require.NoError(t, err)
+	for _, c := range created {
+		require.NoError(t, c.Err)
+	}
+	created, err = adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:bob").Groups("bob-group").Operations(kadm.OpRead))
+	require.NoError(t, err)
+	require.NoError(t, created[0].Err)
+
+	require.Equal(t, []string{"bob-topic"}, topicNames(t, ctx, bob), "Describe is implied by Read and Write")
+	require.NoError(t, bob.ProduceSync(ctx, &kgo.Record{Topic: "bob-topic", Value: []byte("bob's")}).FirstErr())
+	consumer := saslClient(t, sb, "bob", kgo.ConsumerGroup("bob-group"), kgo.ConsumeTopics("bob-topic"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	fs := consumer.PollFetches(ctx)
+	require.NoError(t, ctx.Err())
+	require.NoError(t, fs.Err())
+	require.Equal(t, []string{"bob's"}, recordValues(fs.Records()))
+	require.NoError(t, consumer.CommitUncommittedOffsets(ctx))
+	require.ErrorIs(t, bob.ProduceSync(ctx, &kgo.Record{Topic: "secret-topic", Value: []byte("x")}).FirstErr(),
+		kerr.TopicAuthorizationFailed, "only bob- topics")
+
+	// A DENY wins over the prefixed ALLOW.
+	created, err = adm.CreateACLs(ctx, kadm.NewACLs().Deny("User:bob").Topics("bob-topic").Operations(kadm.OpWrite))
+	require.NoError(t, err)
+	require.NoError(t, created[0].Err)
+	require.ErrorIs(t, bob.ProduceSync(ctx, &kgo.Record{Topic: "bob-topic", Value: []byte("denied")}).FirstErr(),
+		kerr.TopicAuthorizationFailed)
+
+	described, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow("User:bob").Deny("User:bob").AllowHosts().DenyHosts().Operations(kadm.OpAny).
+		ResourcePatternType(kadm.ACLPatternAny))
+	require.NoError(t, err)
+	n := 0
+	for _, d := range described {
+		require.NoError(t, d.Err)
+		n += len(d.Described)
+	}
+	require.Equal(t, 4, n, "three ALLOWs and a DENY")
+	stored, err := auth.OpenACLs(nil, filepath.Join(sb.b.m.Dir(), auth.ACLFile))
+	require.NoError(t, err)
+	require.Len(t, stored.List(auth.Filter{ResourceType: kmsg.ACLResourceTypeAny, Pattern: kmsg.ACLResourcePatternTypeAny,
+		Operation: kmsg.ACLOperationAny, Permission: kmsg.ACLPermissionTypeAny}), 4, "the ACLs are on disk")
+
+	deleted, err := adm.DeleteACLs(ctx, kadm.NewACLs().AnyResource().Allow("User:bob").Deny("User:bob").AllowHosts().DenyHosts().Operations(kadm.OpAny).
+		ResourcePatternType(kadm.ACLPatternAny))
+	require.NoError(t, err)
+	n = 0
+	for _, d := range deleted {
+		require.NoError(t, d.Err)
+		n += len(d.Deleted)
+	}
+	require.Equal(t, 4, n)
+	refused("the ACLs deleted")
+
+	// An invalid ACL is refused, with Kafka's reason.
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Creations = []kmsg.CreateACLsRequestCreation{{ResourceType: kmsg.ACLResourceTypeCluster, ResourceName: "other",
+		ResourcePatternType: kmsg.ACLResourcePatternTypeLiteral, Principal: "User:bob", Host: "*",
+		Operation: kmsg.ACLOperationAlter, PermissionType: kmsg.ACLPermissionTypeAllow}}
+	cresp, err := req.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidRequest.Code, cresp.Results[0].ErrorCode)
+	require.Contains(t, *cresp.Results[0].ErrorMessage, "kafka-cluster")
+}
+
+// TestACLsNeedAnAuthorizer: without authorizer.class.name the ACL APIs
+// answer SECURITY_DISABLED, as Kafka's do.
+func TestACLsNeedAnAuthorizer(t *testing.T) {
+	_, _, addr := testBroker(t, Options{})
+	adm, _, ctx := adminClient(t, addr)
+	res, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:bob").Topics("t").Operations(kadm.OpRead))
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, kerr.SecurityDisabled)
+}
+
+// TestACLsByCertificate: on an SSL listener the principal is the client
+// certificate's subject (User:CN=...); its ACLs let it in, another
+// certificate's subject is refused, and allow.everyone.if.no.acl.found
+// opens only resources no ACL names.
+func TestACLsByCertificate(t *testing.T) {
+	sb := serveSecure(t, Options{Authorizer: true, AllowEveryoneIfNoACL: true}, TLSOptions{ClientAuth: "required"}, nil)
+	_, err := sb.b.acls.Create([]auth.ACL{{ResourceType: kmsg.ACLResourceTypeTopic, Name: "certs", Pattern: kmsg.ACLResourcePatternTypeLiteral,
+		Principal: "User:CN=trusted", Host: "*", Operation: kmsg.ACLOperationAll, Permission: kmsg.ACLPermissionTypeAllow}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := func(cn string) *kgo.Client {
+		cert, key := sb.pki.Issue(t, cn, 30, cn, false)
+		props, err := tlsClientConfig(sb, cert, key)
+		require.NoError(t, err)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(sb.addrs[ProtocolSSL]), kgo.DialTLSConfig(props), kgo.RequestRetries(1),
+			kgo.AllowAutoTopicCreation())
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	trusted, other := client("trusted"), client("other")
+	require.NoError(t, trusted.ProduceSync(ctx, &kgo.Record{Topic: "certs", Value: []byte("by certificate")}).FirstErr())
+	require.ErrorIs(t, other.ProduceSync(ctx, &kgo.Record{Topic: "certs", Value: []byte("x")}).FirstErr(), kerr.TopicAuthorizationFailed)
+	require.NoError(t, other.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("no ACL names it")}).FirstErr())
+}
+
+// topicNames are the topics Metadata lists to the client (every topic
+// asked for).
+func topicNames(t *testing.T, ctx context.Context, cl *kgo.Client) []string {
+	t.Helper()
+	md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	require.NoError(t, err)
+	var names []string
+	for _, topic := range md.Topics {
+		require.Zero(t, topic.ErrorCode)
+		names = append(names, *topic.Topic)
+	}
+	return names
+}
+
+// tlsClientConfig trusts the broker's CA and presents a client
+// certificate.
+func tlsClientConfig(sb *secureBroker, cert, key string) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: sb.pki.Pool, Certificates: []tls.Certificate{pair}}, nil
+}

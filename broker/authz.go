@@ -1,0 +1,419 @@
+package broker
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/broker/auth"
+)
+
+// Authorization, before a request touches the engine, as Kafka's
+// KafkaApis checks each API: the resources a principal may not act on are
+// taken out of the request and answered with the API's authorization
+// error (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED);
+// the rest is handled as usual and the refusals are merged into its
+// response. A request refused as a whole is answered without the handler.
+
+// Short names for the ACL operations and resource types used below.
+const (
+	opRead            = kmsg.ACLOperationRead
+	opWrite           = kmsg.ACLOperationWrite
+	opCreate          = kmsg.ACLOperationCreate
+	opDelete          = kmsg.ACLOperationDelete
+	opAlter           = kmsg.ACLOperationAlter
+	opDescribe        = kmsg.ACLOperationDescribe
+	opDescribeConfigs = kmsg.ACLOperationDescribeConfigs
+	opAlterConfigs    = kmsg.ACLOperationAlterConfigs
+	opIdempotentWrite = kmsg.ACLOperationIdempotentWrite
+
+	resTopic   = kmsg.ACLResourceTypeTopic
+	resGroup   = kmsg.ACLResourceTypeGroup
+	resCluster = kmsg.ACLResourceTypeCluster
+	resTxnID   = kmsg.ACLResourceTypeTransactionalId
+)
+
+// may reports whether the request's principal may do op on the resource.
+func (b *Broker) may(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	if b.authz == nil {
+		return true
+	}
+	return b.authz.Authorize(principalOf(h), strings.TrimPrefix(h.host, "/"), op, rt, name)
+}
+
+// mayAny reports whether the principal may do op on some resource of the
+// type.
+func (b *Broker) mayAny(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType) bool {
+	if b.authz == nil {
+		return true
+	}
+	return b.authz.AuthorizeAny(principalOf(h), strings.TrimPrefix(h.host, "/"), op, rt)
+}
+
+func principalOf(h header) string {
+	if h.sess == nil {
+		return Anonymous
+	}
+	return h.sess.principal
+}
+
+// mayCluster is may on the cluster.
+func (b *Broker) mayCluster(h header, op kmsg.ACLOperation) bool {
+	return b.may(h, op, resCluster, auth.ClusterName)
+}
+
+// mayTxn is Write on a transactional id (nil: not transactional).
+func (b *Broker) mayTxn(h header, id *string) bool {
+	return id == nil || b.may(h, opWrite, resTxnID, *id)
+}
+
+// authorize checks a request. A non-nil refused is the whole answer; a
+// non-nil after merges the refusals into the handler's response.
+func (b *Broker) authorize(h header, req kmsg.Request) (refused kmsg.Response, after func(kmsg.Response)) {
+	if b.authz == nil {
+		return nil, nil
+	}
+	switch r := req.(type) {
+	case *kmsg.MetadataRequest:
+		return nil, b.authorizeMetadata(h, r)
+	case *kmsg.ProduceRequest:
+		return nil, b.authorizeProduce(h, r)
+	case *kmsg.FetchRequest:
+		return nil, b.authorizeFetch(h, r)
+	case *kmsg.ListOffsetsRequest:
+		var denied []kmsg.ListOffsetsResponseTopic
+		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool {
+			if b.may(h, opDescribe, resTopic, t.Topic) {
+				return false
+			}
+			rt := kmsg.ListOffsetsResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			denied = append(denied, rt)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.ListOffsetsResponse).Topics = append(resp.(*kmsg.ListOffsetsResponse).Topics, denied...)
+		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		var denied []kmsg.OffsetForLeaderEpochResponseTopic
+		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool {
+			if b.may(h, opDescribe, resTopic, t.Topic) {
+				return false
+			}
+			rt := kmsg.OffsetForLeaderEpochResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			denied = append(denied, rt)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.OffsetForLeaderEpochResponse).Topics = append(resp.(*kmsg.OffsetForLeaderEpochResponse).Topics, denied...)
+		}
+	case *kmsg.CreateTopicsRequest:
+		cluster := b.mayCluster(h, opCreate)
+		var denied []kmsg.CreateTopicsResponseTopic
+		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+			if cluster || b.may(h, opCreate, resTopic, t.Topic) {
+				return false
+			}
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+			denied = append(denied, rt)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.CreateTopicsResponse).Topics = append(resp.(*kmsg.CreateTopicsResponse).Topics, denied...)
+		}
+	case *kmsg.DeleteTopicsRequest:
+		var denied []kmsg.DeleteTopicsResponseTopic
+		deny := func(name string) bool {
+			if b.may(h, opDelete, resTopic, name) {
+				return false
+			}
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code
+			denied = append(denied, rt)
+			return true
+		}
+		r.TopicNames = slices.DeleteFunc(r.TopicNames, deny)
+		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.DeleteTopicsRequestTopic) bool { return t.Topic != nil && deny(*t.Topic) })
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.DeleteTopicsResponse).Topics = append(resp.(*kmsg.DeleteTopicsResponse).Topics, denied...)
+		}
+	case *kmsg.CreatePartitionsRequest:
+		var denied []kmsg.CreatePartitionsResponseTopic
+		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool {
+			if b.may(h, opAlter, resTopic, t.Topic) {
+				return false
+			}
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+			denied = append(denied, rt)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.CreatePartitionsResponse).Topics = append(resp.(*kmsg.CreatePartitionsResponse).Topics, denied...)
+		}
+	case *kmsg.DeleteRecordsRequest:
+		var denied []kmsg.DeleteRecordsResponseTopic
+		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool {
+			if b.may(h, opDelete, resTopic, t.Topic) {
+				return false
+			}
+			rt := kmsg.DeleteRecordsResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			denied = append(denied, rt)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.DeleteRecordsResponse).Topics = append(resp.(*kmsg.DeleteRecordsResponse).Topics, denied...)
+		}
+	case *kmsg.DescribeConfigsRequest:
+		var denied []kmsg.DescribeConfigsResponseResource
+		r.Resources = slices.DeleteFunc(r.Resources, func(res kmsg.DescribeConfigsRequestResource) bool {
+			code := b.configAuthorization(h, opDescribeConfigs, res.ResourceType, res.ResourceName)
+			if code == 0 {
+				return false
+			}
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			denied = append(denied, rr)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.DescribeConfigsResponse).Resources = append(resp.(*kmsg.DescribeConfigsResponse).Resources, denied...)
+		}
+	case *kmsg.AlterConfigsRequest:
+		var denied []kmsg.AlterConfigsResponseResource
+		r.Resources = slices.DeleteFunc(r.Resources, func(res kmsg.AlterConfigsRequestResource) bool {
+			code := b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+			if code == 0 {
+				return false
+			}
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			denied = append(denied, rr)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.AlterConfigsResponse).Resources = append(resp.(*kmsg.AlterConfigsResponse).Resources, denied...)
+		}
+	case *kmsg.IncrementalAlterConfigsRequest:
+		var denied []kmsg.IncrementalAlterConfigsResponseResource
+		r.Resources = slices.DeleteFunc(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) bool {
+			code := b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+			if code == 0 {
+				return false
+			}
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			denied = append(denied, rr)
+			return true
+		})
+		return nil, func(resp kmsg.Response) {
+			resp.(*kmsg.IncrementalAlterConfigsResponse).Resources = append(resp.(*kmsg.IncrementalAlterConfigsResponse).Resources, denied...)
+		}
+	case *kmsg.InitProducerIDRequest:
+		resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		switch {
+		case r.TransactionalID != nil && !b.may(h, opWrite, resTxnID, *r.TransactionalID):
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return resp, nil
+		case r.TransactionalID == nil && !b.mayCluster(h, opIdempotentWrite) && !b.mayAny(h, opWrite, resTopic):
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp, nil
+		}
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		if !b.mayCluster(h, opDescribe) {
+			resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp, nil
+		}
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		if !b.mayCluster(h, opAlter) {
+			resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+			seen := map[string]bool{}
+			add := func(user string) {
+				if !seen[user] {
+					seen[user] = true
+					resp.Results = append(resp.Results, kmsg.AlterUserSCRAMCredentialsResponseResult{User: user,
+						ErrorCode: kerr.ClusterAuthorizationFailed.Code})
+				}
+			}
+			for _, d := range r.Deletions {
+				add(d.Name)
+			}
+			for _, u := range r.Upsertions {
+				add(u.Name)
+			}
+			return resp, nil
+		}
+	case *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest, *kmsg.DescribeACLsRequest:
+		return b.authorizeACLAdmin(h, req), nil
+	default:
+		return b.authorizeGroupsAndTxns(h, req)
+	}
+	return nil, nil
+}
+
+// configAuthorization is the error for a config resource the principal
+// may not describe or alter (the cluster's for a broker's configs), 0 if
+// it may.
+func (b *Broker) configAuthorization(h header, op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) int16 {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		if !b.may(h, op, resTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	default: // broker and broker-logger configs: the cluster's
+		if !b.mayCluster(h, op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
+// authorizeMetadata: a topic the principal may not describe is
+// TOPIC_AUTHORIZATION_FAILED when asked for by name, and left out of a
+// listing of every topic; a topic that would be auto-created needs Create
+// on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) func(kmsg.Response) {
+	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
+	if all {
+		return func(resp kmsg.Response) {
+			m := resp.(*kmsg.MetadataResponse)
+			m.Topics = slices.DeleteFunc(m.Topics, func(t kmsg.MetadataResponseTopic) bool {
+				return t.Topic == nil || !b.may(h, opDescribe, resTopic, *t.Topic)
+			})
+		}
+	}
+	createCluster := b.mayCluster(h, opCreate)
+	var denied []kmsg.MetadataResponseTopic
+	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.MetadataRequestTopic) bool {
+		if t.Topic == nil {
+			return false
+		}
+		name := *t.Topic
+		ok := b.may(h, opDescribe, resTopic, name)
+		if ok && len(b.partitionsOf(name)) == 0 && !internalTopics[name] && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) {
+			ok = createCluster || b.may(h, opCreate, resTopic, name)
+		}
+		if ok {
+			return false
+		}
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic, rt.ErrorCode, rt.IsInternal = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code, internalTopics[name]
+		denied = append(denied, rt)
+		return true
+	})
+	return func(resp kmsg.Response) {
+		resp.(*kmsg.MetadataResponse).Topics = append(resp.(*kmsg.MetadataResponse).Topics, denied...)
+	}
+}
+
+// authorizeProduce: a transactional produce needs Write on its
+// transactional id (else every partition is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic Write.
+func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) func(kmsg.Response) {
+	txnOK := b.mayTxn(h, r.TransactionID)
+	var denied []kmsg.ProduceResponseTopic
+	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.ProduceRequestTopic) bool {
+		code := kerr.TransactionalIDAuthorizationFailed.Code
+		if txnOK {
+			if b.may(h, opWrite, resTopic, t.Topic) {
+				return false
+			}
+			code = kerr.TopicAuthorizationFailed.Code
+		}
+		rt := kmsg.ProduceResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		denied = append(denied, rt)
+		return true
+	})
+	return func(resp kmsg.Response) {
+		if resp != nil { // acks=0 has none
+			resp.(*kmsg.ProduceResponse).Topics = append(resp.(*kmsg.ProduceResponse).Topics, denied...)
+		}
+	}
+}
+
+// authorizeFetch: each topic needs Read; a fetch with refusals is
+// answered at once (no long poll), as Kafka answers a fetch with errors.
+func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) func(kmsg.Response) {
+	var denied []kmsg.FetchResponseTopic
+	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.FetchRequestTopic) bool {
+		if b.may(h, opRead, resTopic, t.Topic) {
+			return false
+		}
+		rt := kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		denied = append(denied, rt)
+		return true
+	})
+	if len(denied) > 0 {
+		r.MaxWaitMillis = 0
+	}
+	return func(resp kmsg.Response) {
+		fr := resp.(*fetchReply)
+		fr.Topics = append(fr.Topics, denied...)
+	}
+}
+
+// authorizeACLAdmin: CreateAcls and DeleteAcls need Alter on the cluster,
+// DescribeAcls Describe; nil if allowed.
+func (b *Broker) authorizeACLAdmin(h header, req kmsg.Request) kmsg.Response {
+	code := kerr.ClusterAuthorizationFailed.Code
+	msg := kmsg.StringPtr("the principal may not manage ACLs (Alter on the cluster) or describe them (Describe on the cluster)")
+	switch r := req.(type) {
+	case *kmsg.CreateACLsRequest:
+		if b.mayCluster(h, opAlter) {
+			return nil
+		}
+		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			resp.Results = append(resp.Results, kmsg.CreateACLsResponseResult{ErrorCode: code, ErrorMessage: msg})
+		}
+		return resp
+	case *kmsg.DeleteACLsRequest:
+		if b.mayCluster(h, opAlter) {
+			return nil
+		}
+		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for range r.Filters {
+			resp.Results = append(resp.Results, kmsg.DeleteACLsResponseResult{ErrorCode: code, ErrorMessage: msg})
+		}
+		return resp
+	case *kmsg.DescribeACLsRequest:
+		if b.mayCluster(h, opDescribe) {
+			return nil
+		}
+		resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		return resp
+	}
+	return nil
+}
