@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -62,6 +63,8 @@ var served = map[int16][2]int16{
 	29: {0, 3},  // DescribeAcls
 	30: {0, 3},  // CreateAcls
 	31: {0, 3},  // DeleteAcls
+	48: {0, 1},  // DescribeClientQuotas
+	49: {0, 1},  // AlterClientQuotas
 }
 
 // The SASL APIs' keys: the only ones (with ApiVersions) a SASL listener
@@ -102,11 +105,21 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	if refused != nil {
 		return refused, nil
 	}
+	if r, ok := req.(*kmsg.FetchRequest); ok {
+		if resp := b.fetchThrottled(h, r); resp != nil {
+			return resp, nil
+		}
+	}
+	start := time.Now()
 	resp, err := b.dispatch(h, req)
-	if err == nil && after != nil {
+	if err != nil {
+		return nil, err
+	}
+	if after != nil {
 		after(resp)
 	}
-	return resp, err
+	b.recordQuotas(h, req, resp, time.Since(start))
+	return resp, nil
 }
 
 // dispatch hands an authorized request to its handler.
@@ -151,6 +164,10 @@ func (b *Broker) dispatch(h header, req kmsg.Request) (kmsg.Response, error) {
 		return b.describeACLs(r), nil
 	case *kmsg.DeleteACLsRequest:
 		return b.deleteACLs(r), nil
+	case *kmsg.DescribeClientQuotasRequest:
+		return b.describeClientQuotas(r), nil
+	case *kmsg.AlterClientQuotasRequest:
+		return b.alterClientQuotas(r), nil
 	}
 	return nil, fmt.Errorf("%w: %s has no handler", errMalformed, kmsg.NameForKey(h.key))
 }

@@ -263,6 +263,24 @@ func (b *Broker) authorize(h header, req kmsg.Request) (refused kmsg.Response, a
 			}
 			return resp, nil
 		}
+	case *kmsg.DescribeClientQuotasRequest:
+		if !b.mayCluster(h, opDescribeConfigs) {
+			resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp, nil
+		}
+	case *kmsg.AlterClientQuotasRequest:
+		if !b.mayCluster(h, opAlterConfigs) {
+			resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+			for _, e := range r.Entries {
+				res := kmsg.AlterClientQuotasResponseEntry{ErrorCode: kerr.ClusterAuthorizationFailed.Code}
+				for _, c := range e.Entity {
+					res.Entity = append(res.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: c.Type, Name: c.Name})
+				}
+				resp.Entries = append(resp.Entries, res)
+			}
+			return resp, nil
+		}
 	case *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest, *kmsg.DescribeACLsRequest:
 		return b.authorizeACLAdmin(h, req), nil
 	default:

@@ -171,6 +171,8 @@ type Broker struct {
 	creds   *auth.Credentials
 	acls    *auth.ACLs
 	authz   *auth.Authorizer // nil without Options.Authorizer
+	quotas  *auth.Quotas
+	sensors sensors
 	authLog logLimiter
 	// clock is the time SASL sessions expire by (a test's own).
 	clock func() time.Time
@@ -206,6 +208,10 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	quotas, err := auth.OpenQuotas(nil, filepath.Join(m.Dir(), auth.QuotasFile))
+	if err != nil {
+		return nil, err
+	}
 	var authz *auth.Authorizer
 	if opts.Authorizer {
 		authz = &auth.Authorizer{ACLs: acls, SuperUsers: opts.SuperUsers, AllowIfNoACL: opts.AllowEveryoneIfNoACL}
@@ -232,7 +238,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, clock: time.Now}
+		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now}
 	b.ctx = b.stopContext()
 	return b, nil
 }
@@ -315,6 +321,13 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			b.opts.Logger.Warn("refusing a connection: max.connections reached", "remote", c.RemoteAddr().String(),
 				"max", b.opts.MaxConnections)
 			b.metrics.refused.Inc()
+			c.Close()
+			continue
+		}
+		if ip := clientIP(c.RemoteAddr()); !b.connectionAllowed(ip) {
+			b.mu.Unlock()
+			b.opts.Logger.Warn("refusing a connection: over its IP's connection_creation_rate quota", "remote", c.RemoteAddr().String())
+			b.metrics.refusedRate.Inc()
 			c.Close()
 			continue
 		}

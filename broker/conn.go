@@ -310,6 +310,7 @@ func (b *Broker) answerOne(c net.Conn, p pending, log *slog.Logger) bool {
 		}
 		return err == nil
 	}
+	b.waitMuted(p.h.sess)
 	resp, err := b.handle(p.h, p.req, p.body)
 	if errors.Is(err, errUnauthenticated) {
 		log.Info("closing the connection", "api", kmsg.NameForKey(p.h.key), "err", err)

@@ -160,10 +160,18 @@ func (b *Broker) offsetsPartition(groupID string) checkpoint.TopicPartition {
 	return checkpoint.TopicPartition{Topic: group.Topic, Partition: group.PartitionFor(groupID, b.groups.Partitions())}
 }
 
+// clientIP is the peer's IP address, as ACL hosts and IP quotas name it.
+func clientIP(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String()
+	}
+	return a.String()
+}
+
 // clientHost is a connection's peer as Kafka shows a member's host.
 func clientHost(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return "/" + t.IP.String()
+	if _, ok := a.(*net.TCPAddr); ok {
+		return "/" + clientIP(a)
 	}
 	return a.String()
 }

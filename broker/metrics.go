@@ -28,7 +28,11 @@ type metrics struct {
 	// authentications counts SASL exchanges by mechanism and result (ok,
 	// failed).
 	authentications *prometheus.CounterVec
-	all             []prometheus.Collector
+	// throttled counts throttled responses by quota; refusedRate the
+	// connections over an IP's connection_creation_rate.
+	throttled   *prometheus.CounterVec
+	refusedRate prometheus.Counter
+	all         []prometheus.Collector
 }
 
 func newMetrics() *metrics {
@@ -51,8 +55,12 @@ func newMetrics() *metrics {
 			Help: "Connections closed for a failed SASL exchange, a request before authentication, or an expired session."}),
 		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_authentications_total",
 			Help: "SASL authentications, by mechanism and result (ok, failed)."}, []string{"mechanism", "result"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_throttled_total",
+			Help: "Responses throttled for a client quota, by quota (producer_byte_rate, consumer_byte_rate, request_percentage)."}, []string{"quota"}),
+		refusedRate: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_rate_total",
+			Help: "Connections refused for their IP's connection_creation_rate quota."}),
 	}
-	m.all = []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications}
+	m.all = []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate}
 	return m
 }
 

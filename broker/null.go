@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/record"
 )
 
@@ -32,7 +33,8 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 	for t, n := range topics {
 		nl.next[t] = make([]int64, n)
 	}
-	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now}
+	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now,
+		quotas: &auth.Quotas{}}
 	b.ctx = b.stopContext()
 	return b
 }

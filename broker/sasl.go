@@ -42,6 +42,9 @@ type session struct {
 	// closeAfter closes the connection once the current response is
 	// written (a failed authentication).
 	closeAfter bool
+	// mutedUntil is when a throttled connection's next request may be
+	// handled (quota.go).
+	mutedUntil time.Time
 }
 
 // newSession starts a connection's session: a TLS connection's principal

@@ -106,6 +106,23 @@ func serveSecure(t *testing.T, opts Options, tlsOpts TLSOptions, users map[strin
 	return sb
 }
 
+// fakeClock makes the broker's clock (SASL sessions, quotas) stand at
+// start until the returned function moves it.
+func fakeClock(b *Broker, start time.Time) func(time.Duration) {
+	var mu sync.Mutex
+	now := start
+	b.clock = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	return func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+}
+
 func (sb *secureBroker) tlsConfig() *tls.Config { return &tls.Config{RootCAs: sb.pki.Pool} }
 
 // TestSASLClients: franz-go over SASL_SSL with SCRAM-SHA-512 produces and
@@ -287,18 +304,7 @@ func TestSASLRefusals(t *testing.T) {
 func TestSASLReauthentication(t *testing.T) {
 	sb := serveSecure(t, Options{SASLMechanisms: []string{auth.PLAIN}, ReauthInterval: time.Hour}, TLSOptions{},
 		map[string]string{"alice": "alice-secret", "bob": "bob-secret"})
-	var mu sync.Mutex
-	now := time.Now()
-	sb.b.clock = func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	advance := func(d time.Duration) {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-	}
+	advance := fakeClock(sb.b, time.Now())
 	login := func(c *rawConn, user string) *kmsg.SASLAuthenticateResponse {
 		require.Zero(t, handshake(c, 1, auth.PLAIN).ErrorCode)
 		return authenticate(c, 1, "\x00"+user+"\x00"+user+"-secret")

@@ -26,10 +26,12 @@ const (
 	// ProducerIDBlockFile is seglog's own (the broker's): the end of the
 	// block of producer ids handed out so far, one decimal number.
 	ProducerIDBlockFile = "seglog-producer-id-block"
-	// ScramCredentialsFile and ACLFile are seglog's own (the broker's
-	// security state, JSON; package broker/auth reads and writes them).
+	// ScramCredentialsFile, ACLFile and ClientQuotasFile are seglog's own
+	// (the broker's security state, JSON; package broker/auth reads and
+	// writes them).
 	ScramCredentialsFile = "seglog-scram-credentials"
 	ACLFile              = "seglog-acls"
+	ClientQuotasFile     = "seglog-client-quotas"
 	// version is the version of every offset and epoch checkpoint.
 	version = 0
 )

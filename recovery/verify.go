@@ -134,7 +134,7 @@ func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, err
 			continue
 		case ".lock":
 			continue
-		case checkpoint.ScramCredentialsFile, checkpoint.ACLFile:
+		case checkpoint.ScramCredentialsFile, checkpoint.ACLFile, checkpoint.ClientQuotasFile:
 			// The broker's security state (broker/auth checks it as it loads).
 			if data, err := vfs.ReadFile(fsys, path); err != nil {
 				problem(path, -1, "%v", err)

@@ -1,10 +1,8 @@
 package auth
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -115,6 +113,8 @@ type aclFile struct {
 	ACLs    []ACL `json:"acls"`
 }
 
+func (f *aclFile) version() int { return f.Version }
+
 // ACLs are a data directory's ACLs, safe for concurrent use; every change
 // is durable (an atomic replacement of the file) before it returns.
 type ACLs struct {
@@ -127,19 +127,9 @@ type ACLs struct {
 // OpenACLs reads the ACLs at path; a missing file is none.
 func OpenACLs(fsys vfs.FS, path string) (*ACLs, error) {
 	s := &ACLs{fsys: vfs.OrOS(fsys), path: path}
-	data, err := vfs.ReadFile(s.fsys, path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("auth: reading %s: %w", path, err)
-	}
 	var f aclFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("auth: %s: %w", path, err)
-	}
-	if f.Version != fileVersion {
-		return nil, fmt.Errorf("auth: %s: version %d, not %d", path, f.Version, fileVersion)
+	if ok, err := readJSON(s.fsys, path, &f); !ok {
+		return s, err
 	}
 	for i, a := range f.ACLs {
 		if err := a.Check(); err != nil {
@@ -204,11 +194,7 @@ func (s *ACLs) saveLocked(next []ACL) error {
 	if next == nil {
 		next = []ACL{}
 	}
-	data, err := json.MarshalIndent(aclFile{Version: fileVersion, ACLs: next}, "", "  ")
-	if err == nil {
-		err = vfs.WriteAtomicPerm(s.fsys, s.path, append(data, '\n'), 0o600)
-	}
-	if err != nil {
+	if err := writeJSON(s.fsys, s.path, aclFile{Version: fileVersion, ACLs: next}); err != nil {
 		return fmt.Errorf("auth: saving ACLs: %w", err)
 	}
 	s.acls = next

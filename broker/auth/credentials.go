@@ -21,11 +21,9 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
-	"io/fs"
 	"maps"
 	"slices"
 	"sync"
@@ -89,6 +87,8 @@ type credentialsFile struct {
 	Users   map[string]map[string]Credential `json:"users"`
 }
 
+func (f *credentialsFile) version() int { return f.Version }
+
 // Credentials are the SCRAM credentials of a data directory, safe for
 // concurrent use. Every change is durable (an atomic replacement of the
 // file) before it returns.
@@ -103,30 +103,9 @@ type Credentials struct {
 // OpenCredentials reads the credentials at path; a missing file is none.
 func OpenCredentials(fsys vfs.FS, path string) (*Credentials, error) {
 	c := &Credentials{fsys: vfs.OrOS(fsys), path: path, users: map[string]map[string]Credential{}}
-	data, err := vfs.ReadFile(c.fsys, path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("auth: reading %s: %w", path, err)
-	}
-	users, err := ParseCredentials(path, data)
-	if err != nil {
-		return nil, err
-	}
-	c.users = users
-	return c, nil
-}
-
-// ParseCredentials reads a credentials file's bytes: user → mechanism →
-// credential, each checked.
-func ParseCredentials(path string, data []byte) (map[string]map[string]Credential, error) {
 	var f credentialsFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("auth: %s: %w", path, err)
-	}
-	if f.Version != fileVersion {
-		return nil, fmt.Errorf("auth: %s: version %d, not %d", path, f.Version, fileVersion)
+	if ok, err := readJSON(c.fsys, path, &f); !ok {
+		return c, err
 	}
 	for user, mechs := range f.Users {
 		for mech, cred := range mechs {
@@ -143,10 +122,10 @@ func ParseCredentials(path string, data []byte) (map[string]map[string]Credentia
 			}
 		}
 	}
-	if f.Users == nil {
-		f.Users = map[string]map[string]Credential{}
+	if f.Users != nil {
+		c.users = f.Users
 	}
-	return f.Users, nil
+	return c, nil
 }
 
 var hashes = map[string]func() hash.Hash{SHA256: sha256.New, SHA512: sha512.New}
@@ -233,11 +212,7 @@ func (c *Credentials) Apply(changes []Change) ([]error, error) {
 		}
 		next[ch.User][ch.Mechanism] = derive(ch.Mechanism, ch.Salt, ch.Iterations, ch.SaltedPassword)
 	}
-	data, err := json.MarshalIndent(credentialsFile{Version: fileVersion, Users: next}, "", "  ")
-	if err == nil {
-		err = vfs.WriteAtomicPerm(c.fsys, c.path, append(data, '\n'), 0o600)
-	}
-	if err != nil {
+	if err := writeJSON(c.fsys, c.path, credentialsFile{Version: fileVersion, Users: next}); err != nil {
 		return nil, fmt.Errorf("auth: saving credentials: %w", err)
 	}
 	c.users = next

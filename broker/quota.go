@@ -1,0 +1,317 @@
+package broker
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/broker/auth"
+)
+
+// Quotas, as Kafka's ClientQuotaManager keeps them: a rate over
+// quotaSamples windows of quotaWindow (quota.window.num,
+// quota.window.size.seconds) for each quota entity that applies —
+// producer_byte_rate on produce request bytes, consumer_byte_rate on
+// fetched bytes, request_percentage on the time handling a client's
+// requests takes (100 is one thread's whole time) — and, when a rate
+// passes its quota, a throttle of (rate − quota) / quota × the measured
+// window, capped at the whole window: the response says it
+// (ThrottleMillis), and the connection's next request waits it out (the
+// broker mutes the connection, as Kafka does since KIP-219). A fetch by a
+// client over its byte rate is answered with no records. IP entities'
+// connection_creation_rate refuses the connections past it.
+const (
+	quotaSamples = 11
+	quotaWindow  = time.Second
+)
+
+// rate is a windowed rate.
+type rate struct {
+	mu      sync.Mutex
+	starts  []time.Time
+	samples []float64
+}
+
+// record adds v at now and returns the rate after it, per second, and the
+// window it was measured over.
+func (r *rate) record(now time.Time, v float64) (float64, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireLocked(now)
+	if n := len(r.starts); n == 0 || now.Sub(r.starts[n-1]) >= quotaWindow {
+		r.starts, r.samples = append(r.starts, now), append(r.samples, 0)
+	}
+	r.samples[len(r.samples)-1] += v
+	return r.measureLocked(now)
+}
+
+// measure is the rate at now.
+func (r *rate) measure(now time.Time) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireLocked(now)
+	v, _ := r.measureLocked(now)
+	return v
+}
+
+func (r *rate) expireLocked(now time.Time) {
+	i := 0
+	for i < len(r.starts) && now.Sub(r.starts[i]) >= quotaSamples*quotaWindow {
+		i++
+	}
+	r.starts, r.samples = r.starts[i:], r.samples[i:]
+}
+
+// measureLocked: the samples' sum over the time since the oldest began,
+// at least quotaSamples-1 windows (Kafka's Rate: a burst at the start is
+// not a huge rate).
+func (r *rate) measureLocked(now time.Time) (float64, time.Duration) {
+	var sum float64
+	for _, s := range r.samples {
+		sum += s
+	}
+	elapsed := (quotaSamples - 1) * quotaWindow
+	if len(r.starts) > 0 && now.Sub(r.starts[0]) > elapsed {
+		elapsed = now.Sub(r.starts[0])
+	}
+	return sum / elapsed.Seconds(), elapsed
+}
+
+// throttleFor is how long a client over its quota waits.
+func throttleFor(observed, quota float64, window time.Duration) time.Duration {
+	if quota <= 0 || observed <= quota {
+		return 0
+	}
+	return time.Duration(min((observed-quota)/quota*float64(window), float64(quotaSamples*quotaWindow)))
+}
+
+// sensors are the rates, by quota kind and the entity whose quota applies
+// (the clients one entity covers share its rate).
+type sensors struct {
+	mu sync.Mutex
+	m  map[string]*rate
+}
+
+func (s *sensors) get(kind, entity string) *rate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*rate{}
+	}
+	k := kind + "\x00" + entity
+	r := s.m[k]
+	if r == nil {
+		r = &rate{}
+		s.m[k] = r
+	}
+	return r
+}
+
+// quotaUser is the user a quota names: the principal's name.
+func quotaUser(h header) string {
+	_, name, _ := strings.Cut(principalOf(h), ":")
+	return name
+}
+
+// fetchThrottled answers a fetch by a client already over its
+// consumer_byte_rate: no records, the throttle.
+func (b *Broker) fetchThrottled(h header, r *kmsg.FetchRequest) kmsg.Response {
+	q, entity := b.quotas.Resolve(quotaUser(h), h.clientID, auth.ConsumerByteRate)
+	if q <= 0 {
+		return nil
+	}
+	now := b.clock()
+	sensor := b.sensors.get(auth.ConsumerByteRate, entity)
+	observed := sensor.measure(now)
+	if observed <= q {
+		return nil
+	}
+	_, window := sensor.record(now, 0)
+	t := throttleFor(observed, q, window)
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	resp.ThrottleMillis = int32(t.Milliseconds())
+	b.metrics.throttled.WithLabelValues(auth.ConsumerByteRate).Inc()
+	b.mute(h, now, t)
+	return resp
+}
+
+// recordQuotas counts a request against its client's quotas once
+// answered, and throttles the response and the connection if it went
+// over: produced bytes, fetched bytes, handling time.
+func (b *Broker) recordQuotas(h header, req kmsg.Request, resp kmsg.Response, took time.Duration) {
+	user := quotaUser(h)
+	now := b.clock()
+	var t time.Duration
+	over := func(key string, v float64) {
+		q, entity := b.quotas.Resolve(user, h.clientID, key)
+		if q <= 0 {
+			return
+		}
+		observed, window := b.sensors.get(key, entity).record(now, v)
+		if d := throttleFor(observed, q, window); d > 0 {
+			b.metrics.throttled.WithLabelValues(key).Inc()
+			t = max(t, d)
+		}
+	}
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		var n int
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				n += len(p.Records)
+			}
+		}
+		over(auth.ProducerByteRate, float64(n))
+	case *kmsg.FetchRequest:
+		if fr, ok := resp.(*fetchReply); ok {
+			var n int64
+			for _, res := range fr.results {
+				n += res.Records.Size()
+			}
+			over(auth.ConsumerByteRate, float64(n))
+		}
+	}
+	over(auth.RequestPercentage, took.Seconds()*100)
+	if t <= 0 {
+		return
+	}
+	if st, ok := resp.(kmsg.SetThrottleResponse); ok {
+		if cur, _ := resp.(kmsg.ThrottleResponse).Throttle(); int32(t.Milliseconds()) > cur {
+			st.SetThrottle(int32(t.Milliseconds()))
+		}
+	}
+	b.mute(h, now, t)
+}
+
+// mute makes the connection's next request wait until now+t.
+func (b *Broker) mute(h header, now time.Time, t time.Duration) {
+	if h.sess != nil {
+		h.sess.mutedUntil = now.Add(t)
+	}
+}
+
+// waitMuted waits out a throttle before the connection's next request
+// (the broker's own clock: a test's clock moves the deadline, a real wait
+// is at most the throttle).
+func (b *Broker) waitMuted(s *session) {
+	if s == nil || s.mutedUntil.IsZero() {
+		return
+	}
+	d := s.mutedUntil.Sub(b.clock())
+	s.mutedUntil = time.Time{}
+	if d <= 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-b.stop:
+	}
+}
+
+// connectionAllowed counts a new connection from ip against its
+// connection_creation_rate.
+func (b *Broker) connectionAllowed(ip string) bool {
+	q := b.quotas.ConnectionRate(ip)
+	if q <= 0 {
+		return true
+	}
+	observed, _ := b.sensors.get(auth.ConnectionCreationRate, ip).record(b.clock(), 1)
+	return observed <= q
+}
+
+// describeClientQuotas answers DescribeClientQuotas: the entities the
+// components match (strictly: no other entity types), with their quotas.
+func (b *Broker) describeClientQuotas(r *kmsg.DescribeClientQuotasRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	seen := map[string]bool{}
+	for _, c := range r.Components {
+		if seen[c.EntityType] || c.MatchType == 0 && c.Match == nil || c.MatchType > 2 {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			resp.ErrorMessage = kmsg.StringPtr("an entity type twice, an exact match without a name, or an unknown match type")
+			return resp
+		}
+		seen[c.EntityType] = true
+	}
+	for _, e := range b.quotas.Entries() {
+		if !quotaMatches(e.Entity, r.Components, r.Strict) {
+			continue
+		}
+		var entry kmsg.DescribeClientQuotasResponseEntry
+		for typ, name := range e.Entity {
+			entry.Entity = append(entry.Entity, kmsg.DescribeClientQuotasResponseEntryEntity{Type: typ, Name: name})
+		}
+		for k, v := range e.Values {
+			entry.Values = append(entry.Values, kmsg.DescribeClientQuotasResponseEntryValue{Key: k, Value: v})
+		}
+		resp.Entries = append(resp.Entries, entry)
+	}
+	return resp
+}
+
+func quotaMatches(e auth.Entity, cs []kmsg.DescribeClientQuotasRequestComponent, strict bool) bool {
+	if strict && len(e) != len(cs) {
+		return false
+	}
+	for _, c := range cs {
+		name, ok := e[c.EntityType]
+		switch {
+		case !ok:
+			return false
+		case c.MatchType == 0 && (name == nil || *name != *c.Match):
+			return false
+		case c.MatchType == 1 && name != nil:
+			return false
+		}
+	}
+	return true
+}
+
+// alterClientQuotas answers AlterClientQuotas: each entity's changes
+// checked (INVALID_REQUEST with the reason) and applied durably before
+// the answer, unless ValidateOnly.
+func (b *Broker) alterClientQuotas(r *kmsg.AlterClientQuotasRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	entities := make([]auth.Entity, len(r.Entries))
+	ops := make([][]auth.QuotaOp, len(r.Entries))
+	dup := make([]bool, len(r.Entries))
+	for i, e := range r.Entries {
+		entities[i] = auth.Entity{}
+		for _, c := range e.Entity {
+			if _, ok := entities[i][c.Type]; ok {
+				dup[i] = true
+			}
+			entities[i][c.Type] = c.Name
+		}
+		if dup[i] {
+			entities[i] = auth.Entity{} // refused by Alter's check: nothing of it applies
+		}
+		for _, op := range e.Ops {
+			ops[i] = append(ops[i], auth.QuotaOp{Key: op.Key, Value: op.Value, Remove: op.Remove})
+		}
+	}
+	errs, err := b.quotas.Alter(entities, ops, r.ValidateOnly)
+	for i, e := range r.Entries {
+		res := kmsg.AlterClientQuotasResponseEntry{}
+		for _, c := range e.Entity {
+			res.Entity = append(res.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: c.Type, Name: c.Name})
+		}
+		switch {
+		case dup[i]:
+			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("an entity type given twice")
+		case err != nil:
+			res.ErrorCode, res.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr("the quotas could not be saved")
+		case errs[i] != nil:
+			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(errs[i].Error())
+		}
+		resp.Entries = append(resp.Entries, res)
+	}
+	if err != nil {
+		b.opts.Logger.Error("saving client quotas", "err", err)
+	}
+	return resp
+}
