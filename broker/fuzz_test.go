@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
@@ -86,7 +87,32 @@ func FuzzRequest(f *testing.F) {
 	describeGroups.Groups = []string{"fg", ""}
 	deleteGroups := kmsg.NewPtrDeleteGroupsRequest()
 	deleteGroups.Groups = []string{"fg"}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = auth.SHA256
+	sauth := kmsg.NewPtrSASLAuthenticateRequest()
+	sauth.SASLAuthBytes = []byte("n,,n=fz,r=nonce")
+	createACLs := kmsg.NewPtrCreateACLsRequest()
+	createACLs.Creations = []kmsg.CreateACLsRequestCreation{{ResourceType: kmsg.ACLResourceTypeTopic, ResourceName: "fz",
+		ResourcePatternType: kmsg.ACLResourcePatternTypePrefixed, Principal: "User:fz", Host: "*",
+		Operation: kmsg.ACLOperationAll, PermissionType: kmsg.ACLPermissionTypeAllow}}
+	describeACLs := kmsg.NewPtrDescribeACLsRequest()
+	describeACLs.ResourceType, describeACLs.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeMatch
+	describeACLs.Operation, describeACLs.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	deleteACLs := kmsg.NewPtrDeleteACLsRequest()
+	deleteACLs.Filters = []kmsg.DeleteACLsRequestFilter{{ResourceType: kmsg.ACLResourceTypeTopic, ResourcePatternType: kmsg.ACLResourcePatternTypeAny,
+		Operation: kmsg.ACLOperationAny, PermissionType: kmsg.ACLPermissionTypeDeny}}
+	alterSCRAM := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	alterSCRAM.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{{Name: "fz", Mechanism: 1, Iterations: 4096,
+		Salt: []byte("salt"), SaltedPassword: make([]byte, 32)}}
+	alterQuotas := kmsg.NewPtrAlterClientQuotasRequest()
+	alterQuotas.Entries = []kmsg.AlterClientQuotasRequestEntry{{Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "user"}},
+		Ops: []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 1e9}}}}
+	describeQuotas := kmsg.NewPtrDescribeClientQuotasRequest()
+	describeQuotas.Components = []kmsg.DescribeClientQuotasRequestComponent{{EntityType: "user", MatchType: 2}}
 	for _, seed := range [][]byte{
+		frameOf(hs, 1), frameOf(hs, 0), frameOf(sauth, 2), frameOf(sauth, 0), frameOf(createACLs, 3), frameOf(createACLs, 0),
+		frameOf(describeACLs, 3), frameOf(deleteACLs, 2), frameOf(alterSCRAM, 0), frameOf(kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), 0),
+		frameOf(alterQuotas, 1), frameOf(describeQuotas, 0),
 		frameOf(create, 7), frameOf(create, 3), frameOf(describe, 4), frameOf(describe, 0), frameOf(alter, 1), frameOf(alter, 0),
 		frameOf(grow, 3), frameOf(deleteRecs, 2), frameOf(epochs, 4), frameOf(deleteTopics, 6), frameOf(deleteTopics, 3),
 		frameOf(kmsg.NewPtrApiVersionsRequest(), 3), frameOf(kmsg.NewPtrApiVersionsRequest(), 0),
@@ -109,7 +135,10 @@ func FuzzRequest(f *testing.F) {
 	f.Cleanup(func() { m.Close() })
 	br, err := New(m, Options{Logger: quiet, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxFetchWait: time.Millisecond,
 		MaxTopicPartitions: 4, // fuzzed creates make few directories
-		Groups:             group.Options{NoInitialDelay: true, Partitions: 2}})
+		Groups:             group.Options{NoInitialDelay: true, Partitions: 2},
+		// The authorizer on, open where no ACL names a resource: fuzzed
+		// ACLs close and open the APIs' checks.
+		Authorizer: true, AllowEveryoneIfNoACL: true, SASLMechanisms: auth.SASLMechanisms, FailedAuthDelay: -1})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -119,6 +148,9 @@ func FuzzRequest(f *testing.F) {
 		if err != nil {
 			return // the connection would close: fine
 		}
+		// An authenticated SASL connection's session: a fuzzed handshake
+		// starts a new exchange on it.
+		h.sess = &session{sasl: true, authed: true, principal: "User:fz", mech: auth.SHA256}
 		resp, err := br.handle(h, req, body)
 		if err != nil {
 			return
