@@ -4,15 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/broker/auth"
-	"github.com/seglog/seglog/tablet"
-	"github.com/seglog/seglog/vfs"
 )
 
 type aclsFlags struct {
@@ -244,13 +241,12 @@ func (f aclsFlags) filters() ([]auth.Filter, error) {
 
 func aclsAdd(cmd *cobra.Command, f aclsFlags, acls []auth.ACL) error {
 	if f.client.bootstrap != "" {
-		_, cl, err := f.client.admin()
+		c, err := f.client.dial()
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		ctx, cancel := adminContext()
-		defer cancel()
+		defer c.close()
+		cl, ctx := c.cl, c.ctx
 		req := kmsg.NewPtrCreateACLsRequest()
 		for _, a := range acls {
 			req.Creations = append(req.Creations, kmsg.CreateACLsRequestCreation{ResourceType: a.ResourceType, ResourceName: a.Name,
@@ -266,7 +262,7 @@ func aclsAdd(cmd *cobra.Command, f aclsFlags, acls []auth.ACL) error {
 			}
 		}
 	} else {
-		s, unlock, err := openACLs(cmd, f.dataDir, false)
+		s, unlock, err := openSecurityFile(cmd, f.dataDir, auth.ACLFile, false, true, auth.OpenACLs)
 		if err != nil {
 			return err
 		}
@@ -301,7 +297,7 @@ func aclsListOrRemove(cmd *cobra.Command, f aclsFlags, filters []auth.Filter) er
 			return err
 		}
 	} else {
-		s, unlock, err := openACLs(cmd, f.dataDir, f.list)
+		s, unlock, err := openSecurityFile(cmd, f.dataDir, auth.ACLFile, f.list, !f.list, auth.OpenACLs)
 		if err != nil {
 			return err
 		}
@@ -336,13 +332,12 @@ func aclsListOrRemove(cmd *cobra.Command, f aclsFlags, filters []auth.Filter) er
 // aclsOnline lists (DescribeAcls) or removes (DeleteAcls) through a
 // running broker.
 func aclsOnline(f aclsFlags, filters []auth.Filter) ([]auth.ACL, error) {
-	_, cl, err := f.client.admin()
+	c, err := f.client.dial()
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	ctx, cancel := adminContext()
-	defer cancel()
+	defer c.close()
+	cl, ctx := c.cl, c.ctx
 	var found []auth.ACL
 	if f.list {
 		seen := map[auth.ACL]bool{}
@@ -389,32 +384,6 @@ func aclsOnline(f aclsFlags, filters []auth.Filter) ([]auth.ACL, error) {
 		}
 	}
 	return found, nil
-}
-
-// openACLs opens a data directory's ACLs under its lock (shared to read).
-func openACLs(cmd *cobra.Command, dir string, shared bool) (*auth.ACLs, func(), error) {
-	if !isDataDir(dir) {
-		if shared {
-			return nil, nil, fmt.Errorf("%s is not a data directory (no meta.properties)", dir)
-		}
-		m, err := openManager(cmd, dir, create) // a new data directory, for its first ACLs
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := m.Close(); err != nil {
-			return nil, nil, err
-		}
-	}
-	lock, err := tablet.LockDir(vfs.OS, dir, shared)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := auth.OpenACLs(vfs.OS, filepath.Join(dir, auth.ACLFile))
-	if err != nil {
-		lock.Close()
-		return nil, nil, err
-	}
-	return s, func() { lock.Close() }, nil
 }
 
 // printACLs prints ACLs by resource pattern, as kafka-acls.sh does.

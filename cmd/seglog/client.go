@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // clientFlags reach a running broker, as Kafka's admin tools do:
@@ -34,6 +37,25 @@ type clientFlags struct {
 func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.bootstrap, "bootstrap-server", "", "a running broker, host:port (instead of --data-dir)")
 	cmd.Flags().StringVar(&f.config, "command-config", "", "with --bootstrap-server: a client properties file (security.protocol, sasl.*, ssl.*)")
+}
+
+// adminConn is an admin command's connection to a running broker, and
+// the bound on its requests.
+type adminConn struct {
+	adm   *kadm.Client
+	cl    *kgo.Client
+	ctx   context.Context
+	close func()
+}
+
+// dial connects to the broker; the caller calls close.
+func (f *clientFlags) dial() (*adminConn, error) {
+	adm, cl, err := f.admin()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return &adminConn{adm: adm, cl: cl, ctx: ctx, close: func() { cancel(); cl.Close() }}, nil
 }
 
 // admin connects to the broker; the caller closes the client.
@@ -102,11 +124,6 @@ func clientOpts(p map[string]string) ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// adminContext bounds an admin command's requests.
-func adminContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 30*time.Second)
-}
-
 // readPassword reads a password: the first line of file ("-": standard
 // input), or, with no file, from the terminal without echo. Never from a
 // flag's value.
@@ -144,4 +161,48 @@ func readPassword(cmd *cobra.Command, file string) (string, error) {
 		return "", errors.New("the password is empty")
 	}
 	return line, nil
+}
+
+// lockDataDir takes a data directory's lock for a command that reads
+// (shared) or changes one of its security files; with mayCreate a missing
+// data directory is made first (a new directory's first users and ACLs,
+// before the first serve). The caller calls unlock.
+func lockDataDir(cmd *cobra.Command, dir string, shared, mayCreate bool) (unlock func(), err error) {
+	if dir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+	if !isDataDir(dir) {
+		if !mayCreate {
+			return nil, fmt.Errorf("%s is not a data directory (no meta.properties)", dir)
+		}
+		m, err := openManager(cmd, dir, create)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Close(); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := tablet.LockDir(vfs.OS, dir, shared)
+	if err != nil {
+		return nil, err
+	}
+	return func() { lock.Close() }, nil
+}
+
+// openSecurityFile opens one of a data directory's security files with
+// open, under the directory's lock (lockDataDir).
+func openSecurityFile[T any](cmd *cobra.Command, dir, file string, shared, mayCreate bool,
+	open func(vfs.FS, string) (T, error)) (T, func(), error) {
+	var zero T
+	unlock, err := lockDataDir(cmd, dir, shared, mayCreate)
+	if err != nil {
+		return zero, nil, err
+	}
+	s, err := open(vfs.OS, filepath.Join(dir, file))
+	if err != nil {
+		unlock()
+		return zero, nil, err
+	}
+	return s, unlock, nil
 }

@@ -190,3 +190,37 @@ func TestServeACLs(t *testing.T) {
 	require.Zero(t, code, errOut)
 	require.Equal(t, 2, strings.Count(out, "principal=User:bob"), "the ACLs made before serve remain: %s", out)
 }
+
+// seglog quotas: set on the data directory before serve, and through a
+// running broker; both kept, checked as Kafka checks them.
+func TestQuotasCommand(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := runWithStdin(t, "alice-secret\n", "users", "--data-dir", d, "--add", "alice", "--password-file", "-")
+	require.Zero(t, code, errOut)
+	code, out, errOut := runSeglog(t, "quotas", "--data-dir", d, "--alter", "--entity-type", "users", "--entity-name", "alice",
+		"--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Completed updating config for user-principal 'alice'.\n", out)
+	code, _, errOut = runSeglog(t, "quotas", "--data-dir", d, "--alter", "--entity-type", "users", "--entity-name", "alice",
+		"--add-config", "connection_creation_rate=1")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "is an ip quota")
+
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	addr := servedAddr(t, cmd, lines)
+	code, _, errOut = runSeglog(t, "quotas", "--bootstrap-server", addr, "--alter", "--entity-type", "ips", "--entity-default",
+		"--add-config", "connection_creation_rate=100")
+	require.Zero(t, code, errOut)
+	code, out, errOut = runSeglog(t, "quotas", "--bootstrap-server", addr, "--describe")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Quota configs for user-principal 'alice' are consumer_byte_rate=2048, producer_byte_rate=1024\n")
+	require.Contains(t, out, "Quota configs for ip <default> are connection_creation_rate=100\n")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
+
+	code, out, errOut = runSeglog(t, "quotas", "--data-dir", d, "--describe", "--entity-type", "ips", "--entity-default")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Quota configs for ip <default> are connection_creation_rate=100\n", out, "kept on disk")
+	code, out, errOut = runSeglog(t, "verify", "--data-dir", d)
+	require.Zero(t, code, "the security files are part of a data directory: %s%s", out, errOut)
+}

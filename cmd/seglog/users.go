@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -13,8 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/seglog/seglog/broker/auth"
-	"github.com/seglog/seglog/tablet"
-	"github.com/seglog/seglog/vfs"
 )
 
 type usersFlags struct {
@@ -106,27 +103,11 @@ need the Describe and Alter operations on the cluster once ACLs are on), with
 // usersOffline changes the data directory's credentials file, under the
 // directory's lock.
 func usersOffline(cmd *cobra.Command, f usersFlags, mechs []string, password string) (err error) {
-	if !isDataDir(f.dataDir) {
-		if f.add == "" {
-			return fmt.Errorf("%s is not a data directory (no meta.properties)", f.dataDir)
-		}
-		m, err := openManager(cmd, f.dataDir, create) // a new data directory, for its first users
-		if err != nil {
-			return err
-		}
-		if err := m.Close(); err != nil {
-			return err
-		}
-	}
-	lock, err := tablet.LockDir(vfs.OS, f.dataDir, f.list)
+	creds, unlock, err := openSecurityFile(cmd, f.dataDir, auth.CredentialsFile, f.list, f.add != "", auth.OpenCredentials)
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	creds, err := auth.OpenCredentials(vfs.OS, filepath.Join(f.dataDir, auth.CredentialsFile))
-	if err != nil {
-		return err
-	}
+	defer unlock()
 	users := creds.Users()
 	if f.list {
 		printUsers(cmd.OutOrStdout(), users)
@@ -167,13 +148,12 @@ func usersOffline(cmd *cobra.Command, f usersFlags, mechs []string, password str
 
 // usersOnline asks a running broker.
 func usersOnline(cmd *cobra.Command, f usersFlags, mechs []string, password string) error {
-	adm, cl, err := f.client.admin()
+	c, err := f.client.dial()
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := adminContext()
-	defer cancel()
+	defer c.close()
+	adm, ctx := c.adm, c.ctx
 	described, err := adm.DescribeUserSCRAMs(ctx)
 	if err != nil {
 		return err
