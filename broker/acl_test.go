@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"crypto/tls"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -116,6 +117,16 @@ func TestACLs(t *testing.T) {
 	require.NoError(t, created[0].Err)
 
 	require.Equal(t, []string{"bob-topic"}, topicNames(t, ctx, bob), "Describe is implied by Read and Write")
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.IncludeTopicAuthorizedOperations = true
+	mresp, err := mreq.RequestWith(ctx, bob)
+	require.NoError(t, err)
+	require.Len(t, mresp.Topics, 1)
+	require.Equal(t, int32(1<<kmsg.ACLOperationRead|1<<kmsg.ACLOperationWrite|1<<kmsg.ACLOperationDescribe),
+		mresp.Topics[0].AuthorizedOperations, "Kafka's bitfield of what bob may do")
+	mresp, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, bob)
+	require.NoError(t, err)
+	require.Equal(t, int32(math.MinInt32), mresp.Topics[0].AuthorizedOperations, "not asked for")
 	require.NoError(t, bob.ProduceSync(ctx, &kgo.Record{Topic: "bob-topic", Value: []byte("bob's")}).FirstErr())
 	consumer := saslClient(t, sb, "bob", kgo.ConsumerGroup("bob-group"), kgo.ConsumeTopics("bob-topic"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))

@@ -118,6 +118,7 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	if after != nil {
 		after(resp)
 	}
+	b.fillAuthorizedOps(h, req, resp)
 	b.recordQuotas(h, req, resp, time.Since(start))
 	return resp, nil
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -434,4 +435,56 @@ func (b *Broker) authorizeACLAdmin(h header, req kmsg.Request) kmsg.Response {
 		return resp
 	}
 	return nil
+}
+
+// The operations Kafka reports in AuthorizedOperations bitfields, by
+// resource type (bit n is the operation numbered n).
+var (
+	topicOps   = []kmsg.ACLOperation{opRead, opWrite, opCreate, opDelete, opAlter, opDescribe, opDescribeConfigs, opAlterConfigs}
+	clusterOps = []kmsg.ACLOperation{opCreate, opAlter, opDescribe, kmsg.ACLOperationClusterAction, opDescribeConfigs,
+		opAlterConfigs, opIdempotentWrite}
+	groupOps = []kmsg.ACLOperation{opRead, opDescribe, opDelete}
+)
+
+// notRequested is an AuthorizedOperations the client did not ask for.
+const notRequested = math.MinInt32
+
+// authorizedOps is the bitfield of the operations the principal may do on
+// the resource (every one without an authorizer, as Kafka answers).
+func (b *Broker) authorizedOps(h header, rt kmsg.ACLResourceType, name string) int32 {
+	ops := map[kmsg.ACLResourceType][]kmsg.ACLOperation{resTopic: topicOps, resCluster: clusterOps, resGroup: groupOps}[rt]
+	var v int32
+	for _, op := range ops {
+		if b.may(h, op, rt, name) {
+			v |= 1 << op
+		}
+	}
+	return v
+}
+
+// fillAuthorizedOps sets the AuthorizedOperations Metadata and
+// DescribeGroups carry: computed when asked for, notRequested otherwise.
+func (b *Broker) fillAuthorizedOps(h header, req kmsg.Request, resp kmsg.Response) {
+	switch r := req.(type) {
+	case *kmsg.MetadataRequest:
+		m := resp.(*kmsg.MetadataResponse)
+		m.AuthorizedOperations = notRequested
+		if r.IncludeClusterAuthorizedOperations {
+			m.AuthorizedOperations = b.authorizedOps(h, resCluster, auth.ClusterName)
+		}
+		for i := range m.Topics {
+			m.Topics[i].AuthorizedOperations = notRequested
+			if r.IncludeTopicAuthorizedOperations && m.Topics[i].Topic != nil && m.Topics[i].ErrorCode == 0 {
+				m.Topics[i].AuthorizedOperations = b.authorizedOps(h, resTopic, *m.Topics[i].Topic)
+			}
+		}
+	case *kmsg.DescribeGroupsRequest:
+		d := resp.(*kmsg.DescribeGroupsResponse)
+		for i := range d.Groups {
+			d.Groups[i].AuthorizedOperations = notRequested
+			if r.IncludeAuthorizedOperations && d.Groups[i].ErrorCode == 0 {
+				d.Groups[i].AuthorizedOperations = b.authorizedOps(h, resGroup, d.Groups[i].Group)
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -418,4 +420,25 @@ func TestUserSCRAMCredentials(t *testing.T) {
 	creds, err := auth.OpenCredentials(nil, filepath.Join(sb.b.m.Dir(), auth.CredentialsFile))
 	require.NoError(t, err)
 	require.True(t, creds.VerifyPassword("carol", "carol-secret"), "the credential is on disk")
+}
+
+// TestSASLReauthenticationFranzGo: franz-go re-authenticates on its own
+// before connections.max.reauth.ms ends (KIP-368) and goes on producing
+// on the same connections: the broker counts more logins than
+// connections and closes none for an expired session.
+func TestSASLReauthenticationFranzGo(t *testing.T) {
+	sb := serveSecure(t, Options{ReauthInterval: 1500 * time.Millisecond}, TLSOptions{}, map[string]string{"alice": "alice-secret"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sb.addrs[ProtocolSASLPlaintext]), kgo.AllowAutoTopicCreation(),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	require.NoError(t, err)
+	defer cl.Close()
+	logins := func() float64 { return testutil.ToFloat64(sb.b.metrics.authentications.WithLabelValues(auth.SHA256, "ok")) }
+	// Produce until a connection has logged in again: an event, waited
+	// for by doing work, bounded by the context.
+	for i := 0; logins() < testutil.ToFloat64(sb.b.metrics.accepted)+1; i++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "reauth", Value: fmt.Appendf(nil, "%d", i)}).FirstErr())
+	}
+	require.Zero(t, testutil.ToFloat64(sb.b.metrics.closedAuth), "no connection was closed for an expired session")
 }

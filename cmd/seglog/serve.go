@@ -509,6 +509,10 @@ the data directory cleanly.`,
 				if err != nil {
 					return err
 				}
+				if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && !authenticates(l.protocol, set.tls.ClientAuth) {
+					logger.Warn("a listener beyond loopback lets clients in without authentication (SASL_SSL, or SSL with ssl.client.auth=required, would not)",
+						"listener", l.name, "address", ln.Addr().String(), "authorizer", set.broker.Authorizer)
+				}
 				bl := broker.Listener{Name: l.name, SecurityProtocol: l.protocol}
 				if adv, ok := set.advertised[l.name]; ok {
 					host, port, err := splitHostPort(adv)
@@ -641,6 +645,12 @@ func parseListeners(v string, protocols map[string]string) ([]listenerSpec, erro
 		out = append(out, listenerSpec{name: name, protocol: proto, addr: addr})
 	}
 	return out, nil
+}
+
+// authenticates reports whether a listener's clients must prove who
+// they are: SASL, or TLS with a required client certificate.
+func authenticates(protocol, clientAuth string) bool {
+	return strings.HasPrefix(protocol, "SASL_") || protocol == "SSL" && clientAuth == "required"
 }
 
 // splitHostPort splits an advertised host:port.
