@@ -434,7 +434,9 @@ func TestSASLReauthenticationFranzGo(t *testing.T) {
 		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
 	require.NoError(t, err)
 	defer cl.Close()
-	logins := func() float64 { return testutil.ToFloat64(sb.b.metrics.authentications.WithLabelValues(auth.SHA256, "ok")) }
+	logins := func() float64 {
+		return testutil.ToFloat64(sb.b.metrics.authentications.WithLabelValues(auth.SHA256, "ok"))
+	}
 	// Produce until a connection has logged in again: an event, waited
 	// for by doing work, bounded by the context.
 	for i := 0; logins() < testutil.ToFloat64(sb.b.metrics.accepted)+1; i++ {

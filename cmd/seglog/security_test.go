@@ -78,6 +78,7 @@ func TestServeSASL(t *testing.T) {
 	code, out, errOut = runWithStdin(t, "bob-secret\n", "users", "--bootstrap-server", addrs["SASL_SSL"], "--command-config", props,
 		"--add", "bob", "--mechanism", "SCRAM-SHA-512", "--password-file", "-")
 	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Completed updating config for user bob.")
 	code, out, errOut = runSeglog(t, "users", "--bootstrap-server", addrs["SASL_SSL"], "--command-config", props, "--list")
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "'bob' are SCRAM-SHA-512=iterations=4096\n")
@@ -172,6 +173,7 @@ func TestServeACLs(t *testing.T) {
 	require.Contains(t, errOut, "CLUSTER_AUTHORIZATION_FAILED")
 	code, out, errOut = online("admin", "--add", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "admin-topic")
 	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Adding ACLs:")
 	code, out, errOut = online("admin", "--list", "--topic", "admin-topic")
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "operation=READ")
