@@ -138,7 +138,9 @@ func FuzzRequest(f *testing.F) {
 		Groups:             group.Options{NoInitialDelay: true, Partitions: 2},
 		// The authorizer on, open where no ACL names a resource: fuzzed
 		// ACLs close and open the APIs' checks.
-		Authorizer: true, AllowEveryoneIfNoACL: true, SASLMechanisms: auth.SASLMechanisms, FailedAuthDelay: -1})
+		// Sessions that expire: a fuzzed handshake re-authenticates.
+		Authorizer: true, AllowEveryoneIfNoACL: true, SASLMechanisms: auth.SASLMechanisms, FailedAuthDelay: -1,
+		ReauthInterval: time.Hour})
 	if err != nil {
 		f.Fatal(err)
 	}

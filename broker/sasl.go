@@ -92,6 +92,10 @@ func (b *Broker) saslHandshake(h header, r *kmsg.SASLHandshakeRequest) kmsg.Resp
 	switch {
 	case s == nil || !s.sasl || b.creds == nil:
 		resp.ErrorCode = kerr.IllegalSaslState.Code // Kafka's answer on a listener without SASL
+	case s.authed && b.opts.ReauthInterval <= 0:
+		// Authenticated, and sessions never expire: no re-authentication
+		// to start (Kafka's answer; the connection stays).
+		resp.ErrorCode = kerr.IllegalSaslState.Code
 	case s.exch != nil || s.authed && r.Mechanism != s.mech:
 		// A second handshake mid-exchange, or a re-authentication with
 		// another mechanism.

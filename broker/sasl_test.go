@@ -289,6 +289,9 @@ func TestSASLRefusals(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, binary.BigEndian.Uint32(size[:]), "PLAIN's answer is empty")
 	metadataOK(c)
+	require.Equal(t, kerr.IllegalSaslState.Code, handshake(c, 1, auth.PLAIN).ErrorCode,
+		"no re-authentication when sessions never expire")
+	metadataOK(c) // and the connection stays
 
 	c = dialRaw(t, sasl)
 	require.Zero(t, handshake(c, 0, auth.PLAIN).ErrorCode)
