@@ -151,6 +151,7 @@ var Workloads = []Workload{
 	{"serve", "seglog serve through franz-go over loopback (produce, consume; 1, 4, 16 partitions; durable acks; idle connections), against a null broker and kfake", runServe},
 	{"groups", "offset commits through the broker (kadm, 100 partitions, durable; 1 and 8 groups), against write + fdatasync; loading 100,000 groups' offsets at start, against a scan of the same tablets", runGroups},
 	{"txn", "transactions through the broker (franz-go, 10 records each, committed; 1 and 8 producers) with their fsyncs, against write + fdatasync", runTxn},
+	{"security", "produce and consume over SASL_SSL (TLS, SCRAM-SHA-512, ACLs on) and SCRAM logins, against PLAINTEXT without an authorizer", runSecurity},
 	{"compact", "one cleaning of a compacted tablet over 10,000 keys, against read + CRC-32C of its .log files; the offset map's memory per million keys", runCompact},
 }
 

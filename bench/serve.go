@@ -124,9 +124,9 @@ func connected(addr string, opts ...kgo.Opt) (*kgo.Client, context.Context, func
 
 // produceAll produces n records (idempotent, acks=-1, no compression) and
 // returns the throughput in MB/s of record values.
-func produceAll(addr string, values [][]byte, n int) (float64, error) {
-	cl, ctx, done, err := connected(addr, kgo.DefaultProduceTopic(serveTopic),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
+func produceAll(addr string, values [][]byte, n int, opts ...kgo.Opt) (float64, error) {
+	cl, ctx, done, err := connected(addr, append([]kgo.Opt{kgo.DefaultProduceTopic(serveTopic),
+		kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -157,9 +157,9 @@ func produceAll(addr string, values [][]byte, n int) (float64, error) {
 }
 
 // consumeAll consumes n records from the start and returns MB/s.
-func consumeAll(addr string, n, size int) (float64, error) {
-	cl, ctx, done, err := connected(addr, kgo.ConsumeTopics(serveTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(8<<20))
+func consumeAll(addr string, n, size int, opts ...kgo.Opt) (float64, error) {
+	cl, ctx, done, err := connected(addr, append([]kgo.Opt{kgo.ConsumeTopics(serveTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(8<<20)}, opts...)...)
 	if err != nil {
 		return 0, err
 	}
