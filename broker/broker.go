@@ -94,6 +94,14 @@ type Options struct {
 	// long a failed authentication waits before its answer and the close
 	// of its connection. The default is 100 ms; negative is none.
 	FailedAuthDelay time.Duration
+	// MaxFailedAuthRate (seglog.failed.authentication.max.rate, beyond
+	// Kafka) bounds the failed authentications an address may make a
+	// second, over the quotas' windows (at least ten seconds): past it,
+	// its logins fail without their passwords being checked until its
+	// rate falls below, so guessing gains nothing and costs the broker no
+	// PBKDF2 (a PLAIN check's). The default is 1 (ten failures in ten
+	// seconds); negative is no bound.
+	MaxFailedAuthRate float64
 
 	// Authorizer turns ACLs on (authorizer.class.name): every request is
 	// checked against the data directory's seglog-acls (managed with
@@ -149,6 +157,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.FailedAuthDelay < 0 {
 		o.FailedAuthDelay = 0
+	}
+	if o.MaxFailedAuthRate == 0 {
+		o.MaxFailedAuthRate = 1
 	}
 }
 

@@ -140,7 +140,7 @@ func FuzzRequest(f *testing.F) {
 		// ACLs close and open the APIs' checks.
 		// Sessions that expire: a fuzzed handshake re-authenticates.
 		Authorizer: true, AllowEveryoneIfNoACL: true, SASLMechanisms: auth.SASLMechanisms, FailedAuthDelay: -1,
-		ReauthInterval: time.Hour})
+		ReauthInterval: time.Hour, MaxFailedAuthRate: -1})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,7 +153,16 @@ func (b *Broker) saslAuthenticate(h header, r *kmsg.SASLAuthenticateRequest) kms
 // down) and marks the connection to close.
 func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 	s := h.sess
-	out, err := s.exch.Step(token)
+	ip := strings.TrimPrefix(h.host, "/")
+	var out []byte
+	var err error
+	if b.opts.MaxFailedAuthRate > 0 && b.sensors.get(failedAuthSensor, ip).measure(b.clock()) > b.opts.MaxFailedAuthRate {
+		// Guessing from this address: no password is checked until its
+		// failures fall below the rate.
+		err = fmt.Errorf("%w: too many failed authentications from this address", auth.ErrAuthentication)
+	} else {
+		out, err = s.exch.Step(token)
+	}
 	if err == nil && s.exch.Done() {
 		principal := "User:" + s.exch.User()
 		if s.authed && principal != s.principal {
@@ -196,11 +206,16 @@ func (b *Broker) saslRawToken(h header, token []byte) ([]byte, error) {
 // second, the rest counted in the next line.
 func (b *Broker) authFailed(h header, mech, user, reason string) {
 	b.metrics.authentications.WithLabelValues(mech, "failed").Inc()
+	b.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(b.clock(), 1)
 	if skipped, ok := b.authLog.allow(b.clock()); ok {
 		b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user,
 			"reason", reason, "not_logged_before", skipped)
 	}
 }
+
+// failedAuthSensor counts an address's failed authentications
+// (Options.MaxFailedAuthRate).
+const failedAuthSensor = "failed-authentications"
 
 // authLogBurst bounds the failed-authentication lines logged a second.
 const authLogBurst = 10

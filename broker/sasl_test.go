@@ -447,3 +447,27 @@ func TestSASLReauthenticationFranzGo(t *testing.T) {
 	}
 	require.Zero(t, testutil.ToFloat64(sb.b.metrics.closedAuth), "no connection was closed for an expired session")
 }
+
+// TestFailedLoginRate: past seglog.failed.authentication.max.rate an
+// address's logins fail without their passwords being checked — the
+// right one too — until its failures age out of the window.
+func TestFailedLoginRate(t *testing.T) {
+	sb := serveSecure(t, Options{SASLMechanisms: []string{auth.PLAIN}, MaxFailedAuthRate: 0.5}, TLSOptions{},
+		map[string]string{"alice": "alice-secret"})
+	advance := fakeClock(sb.b, time.Unix(1_000_000, 0))
+	login := func(pass string) *kmsg.SASLAuthenticateResponse {
+		c := dialRaw(t, sb.addrs[ProtocolSASLPlaintext])
+		require.Zero(t, handshake(c, 1, auth.PLAIN).ErrorCode)
+		return authenticate(c, 1, "\x00alice\x00"+pass)
+	}
+	for i := range 5 { // 5 failures in the (at least) ten-second window: 0.5 a second
+		require.Equal(t, kerr.SaslAuthenticationFailed.Code, login(fmt.Sprintf("guess-%d", i)).ErrorCode)
+	}
+	require.Zero(t, login("alice-secret").ErrorCode, "at the rate, not past it")
+	require.Equal(t, kerr.SaslAuthenticationFailed.Code, login("guess-5").ErrorCode)
+	r := login("alice-secret")
+	require.Equal(t, kerr.SaslAuthenticationFailed.Code, r.ErrorCode, "past the rate, the right password is not checked either")
+	require.Contains(t, *r.ErrorMessage, "too many failed authentications")
+	advance(11 * time.Second)
+	require.Zero(t, login("alice-secret").ErrorCode, "the failures aged out")
+}

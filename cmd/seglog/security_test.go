@@ -42,7 +42,9 @@ func TestServeSASL(t *testing.T) {
 	cert, key := pki.Issue(t, "server", 10, "broker", true)
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
 		"--config", "ssl.certificate.location="+cert, "--config", "ssl.key.location="+key,
-		"--config", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512", "--config", "connection.failed.authentication.delay.ms=0")
+		"--config", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512", "--config", "connection.failed.authentication.delay.ms=0",
+		// kcat retries a wrong password a few times: room for them.
+		"--config", "seglog.failed.authentication.max.rate=3")
 	addrs := servedAddrs(t, cmd, lines, 2)
 	kcatAs := func(user, pass string, stdin string, args ...string) (string, error) {
 		t.Helper()

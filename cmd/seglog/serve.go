@@ -167,6 +167,17 @@ var serveConfigs = []serveConfig{
 			s.broker.FailedAuthDelay = -1
 		}
 	}),
+	{name: "seglog.failed.authentication.max.rate", doc: "failed logins a second an address may make (over ten seconds) before its logins are refused unchecked (default 1; 0: no bound)", set: func(s *serveSettings, v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q: a rate, 0 or more", v)
+		}
+		s.broker.MaxFailedAuthRate = n
+		if n == 0 {
+			s.broker.MaxFailedAuthRate = -1
+		}
+		return nil
+	}},
 	{name: "authorizer.class.name", doc: "turns ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer or seglog (default none); ACLs: seglog acls", set: func(s *serveSettings, v string) error {
 		switch v {
 		case "":
