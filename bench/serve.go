@@ -159,7 +159,7 @@ func produceAll(addr string, values [][]byte, n int, opts ...kgo.Opt) (float64, 
 // consumeAll consumes n records from the start and returns MB/s.
 func consumeAll(addr string, n, size int, opts ...kgo.Opt) (float64, error) {
 	cl, ctx, done, err := connected(addr, append([]kgo.Opt{kgo.ConsumeTopics(serveTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(8<<20)}, opts...)...)
+		kgo.FetchMaxBytes(50 << 20), kgo.FetchMaxPartitionBytes(8 << 20)}, opts...)...)
 	if err != nil {
 		return 0, err
 	}
