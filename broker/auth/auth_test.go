@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	fscram "github.com/twmb/franz-go/pkg/sasl/scram"
@@ -81,33 +82,96 @@ func TestCredentialsFile(t *testing.T) {
 	require.ErrorContains(t, err, path)
 }
 
-// TestCredentialsCrash: a change cut short at each of its filesystem
-// operations, then a power cut, leaves the old credentials or the new
-// ones, and an applied change is durable.
-func TestCredentialsCrash(t *testing.T) {
-	for k := 0; ; k++ {
-		mem := vfs.NewMem()
-		require.NoError(t, mem.MkdirAll("/d", 0o755))
-		require.NoError(t, mem.SyncDir("/"))
-		inj := vfs.NewInjector(mem)
-		c, err := OpenCredentials(inj, "/d/"+CredentialsFile)
-		require.NoError(t, err)
-		setPassword(t, c, "alice", "one")
-		inj.Add(vfs.Rule{Ops: vfs.OpMutating, Nth: k, Sticky: true})
-		salt, salted, err := SaltPassword(SHA512, "two", MinIterations)
-		require.NoError(t, err)
-		_, applyErr := c.Apply([]Change{{User: "alice", Mechanism: SHA512, Salt: salt, Iterations: MinIterations, SaltedPassword: salted}})
-		for seed := range uint64(8) {
-			c, err := OpenCredentials(mem.Crash(vfs.CrashRandom, seed), "/d/"+CredentialsFile)
-			require.NoError(t, err, "failing operation %d, seed %d", k, seed)
-			one, two := c.VerifyPassword("alice", "one"), c.VerifyPassword("alice", "two")
-			require.True(t, one || two, "failing operation %d, seed %d: neither password", k, seed)
-			require.True(t, applyErr != nil || two, "failing operation %d: an applied change is durable", k)
+// TestSecurityFilesCrash: a change to each security file cut short at
+// each of its filesystem operations, then a power cut, leaves the old
+// state or the new one, and an applied change is durable.
+func TestSecurityFilesCrash(t *testing.T) {
+	type store struct {
+		file string
+		// setup makes the old state; change the new one; state reads which
+		// it is: "old", "new" or anything else (neither).
+		setup, change func(fsys vfs.FS, path string) error
+		state         func(fsys vfs.FS, path string) (string, error)
+	}
+	password := func(pass string) func(vfs.FS, string) error {
+		return func(fsys vfs.FS, path string) error {
+			c, err := OpenCredentials(fsys, path)
+			if err != nil {
+				return err
+			}
+			salt, salted, err := SaltPassword(SHA512, pass, MinIterations)
+			if err == nil {
+				_, err = c.Apply([]Change{{User: "alice", Mechanism: SHA512, Salt: salt, Iterations: MinIterations, SaltedPassword: salted}})
+			}
+			return err
 		}
-		if applyErr == nil {
-			require.Greater(t, k, 2)
-			return
+	}
+	acl := func(name string) func(vfs.FS, string) error {
+		return func(fsys vfs.FS, path string) error {
+			s, err := OpenACLs(fsys, path)
+			if err == nil {
+				_, err = s.Create([]ACL{allow(topic, name, literal, "User:bob", kmsg.ACLOperationRead)})
+			}
+			return err
 		}
+	}
+	quota := func(v float64) func(vfs.FS, string) error {
+		return func(fsys vfs.FS, path string) error {
+			q, err := OpenQuotas(fsys, path)
+			if err == nil {
+				_, err = q.Alter([]Entity{{EntityUser: nil}}, [][]QuotaOp{{{Key: ProducerByteRate, Value: v}}}, false)
+			}
+			return err
+		}
+	}
+	for _, st := range []store{
+		{file: CredentialsFile, setup: password("one"), change: password("two"), state: func(fsys vfs.FS, path string) (string, error) {
+			c, err := OpenCredentials(fsys, path)
+			if err != nil {
+				return "", err
+			}
+			return map[[2]bool]string{{true, false}: "old", {false, true}: "new"}[[2]bool{c.VerifyPassword("alice", "one"),
+				c.VerifyPassword("alice", "two")}], nil
+		}},
+		{file: ACLFile, setup: acl("a"), change: acl("b"), state: func(fsys vfs.FS, path string) (string, error) {
+			s, err := OpenACLs(fsys, path)
+			if err != nil {
+				return "", err
+			}
+			return map[int]string{1: "old", 2: "new"}[len(s.List(Filter{ResourceType: kmsg.ACLResourceTypeAny,
+				Pattern: kmsg.ACLResourcePatternTypeAny, Operation: kmsg.ACLOperationAny, Permission: kmsg.ACLPermissionTypeAny}))], nil
+		}},
+		{file: QuotasFile, setup: quota(1), change: quota(2), state: func(fsys vfs.FS, path string) (string, error) {
+			q, err := OpenQuotas(fsys, path)
+			if err != nil {
+				return "", err
+			}
+			v, _ := q.Resolve("x", "y", ProducerByteRate)
+			return map[float64]string{1: "old", 2: "new"}[v], nil
+		}},
+	} {
+		t.Run(st.file, func(t *testing.T) {
+			path := "/d/" + st.file
+			for k := 0; ; k++ {
+				mem := vfs.NewMem()
+				require.NoError(t, mem.MkdirAll("/d", 0o755))
+				require.NoError(t, mem.SyncDir("/"))
+				require.NoError(t, st.setup(mem, path))
+				inj := vfs.NewInjector(mem)
+				inj.Add(vfs.Rule{Ops: vfs.OpMutating, Nth: k, Sticky: true})
+				changeErr := st.change(inj, path)
+				for seed := range uint64(8) {
+					got, err := st.state(mem.Crash(vfs.CrashRandom, seed), path)
+					require.NoError(t, err, "failing operation %d, seed %d", k, seed)
+					require.Contains(t, []string{"old", "new"}, got, "failing operation %d, seed %d", k, seed)
+					require.True(t, changeErr != nil || got == "new", "failing operation %d: an applied change is durable", k)
+				}
+				if changeErr == nil {
+					require.Greater(t, k, 2)
+					return
+				}
+			}
+		})
 	}
 }
 
