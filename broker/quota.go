@@ -33,6 +33,7 @@ type rate struct {
 	mu      sync.Mutex
 	starts  []time.Time
 	samples []float64
+	touched time.Time // when it was last used, by the wall clock
 }
 
 // record adds v at now and returns the rate after it, per second, and the
@@ -58,6 +59,7 @@ func (r *rate) measure(now time.Time) float64 {
 }
 
 func (r *rate) expireLocked(now time.Time) {
+	r.touched = time.Now()
 	i := 0
 	for i < len(r.starts) && now.Sub(r.starts[i]) >= quotaSamples*quotaWindow {
 		i++
@@ -89,11 +91,17 @@ func throttleFor(observed, quota float64, window time.Duration) time.Duration {
 }
 
 // sensors are the rates, by quota kind and the entity whose quota applies
-// (the clients one entity covers share its rate).
+// (the clients one entity covers share its rate) or the address. Rates
+// whose samples have all expired are dropped once there are many (an
+// address's rate is kept per address: many addresses must not grow the
+// map without bound).
 type sensors struct {
 	mu sync.Mutex
 	m  map[string]*rate
 }
+
+// maxIdleSensors is how many rates are kept before idle ones are dropped.
+const maxIdleSensors = 4096
 
 func (s *sensors) get(kind, entity string) *rate {
 	s.mu.Lock()
@@ -104,10 +112,25 @@ func (s *sensors) get(kind, entity string) *rate {
 	k := kind + "\x00" + entity
 	r := s.m[k]
 	if r == nil {
+		if len(s.m) >= maxIdleSensors {
+			for k, r := range s.m {
+				if r.idle() {
+					delete(s.m, k)
+				}
+			}
+		}
 		r = &rate{}
 		s.m[k] = r
 	}
 	return r
+}
+
+// idle reports whether the rate has not been used for a whole window of
+// the wall clock: its samples have all expired.
+func (r *rate) idle() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Since(r.touched) >= quotaSamples*quotaWindow
 }
 
 // quotaUser is the user a quota names: the principal's name.

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -35,6 +36,16 @@ func TestRate(t *testing.T) {
 	require.Equal(t, 10500*time.Millisecond, w)
 	require.Zero(t, r.measure(t0.Add(12*time.Second)), "the burst's sample has expired")
 	require.Equal(t, quotaSamples*quotaWindow, throttleFor(1e9, 1, time.Minute), "capped at the whole window")
+
+	// Idle rates go once there are many: the map of per-address rates
+	// does not grow without bound.
+	var s sensors
+	for i := range maxIdleSensors {
+		s.get("k", fmt.Sprint(i)).touched = time.Now().Add(-time.Minute)
+	}
+	busy := s.get("k", "busy")
+	require.Len(t, s.m, 1, "the idle ones dropped")
+	require.Same(t, busy, s.get("k", "busy"))
 }
 
 // TestQuotas: AlterClientQuotas sets alice's producer_byte_rate and
