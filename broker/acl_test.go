@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/seglog/seglog/broker/auth"
+	"github.com/seglog/seglog/checkpoint"
 )
 
 // saslClient is a franz-go client logged in as user over SASL_PLAINTEXT.
@@ -240,4 +242,34 @@ func tlsClientConfig(sb *secureBroker, cert, key string) (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{RootCAs: sb.pki.Pool, Certificates: []tls.Certificate{pair}}, nil
+}
+
+// TestPrincipalMapping: ssl.principal.mapping.rules turn a certificate's
+// subject into the user its ACLs name; a subject no rule maps is refused
+// at the connection.
+func TestPrincipalMapping(t *testing.T) {
+	rules, err := auth.ParsePrincipalRules(`RULE:^CN=(.*)\.svc$/$1/L`)
+	require.NoError(t, err)
+	sb := serveSecure(t, Options{Authorizer: true, PrincipalRules: rules}, TLSOptions{ClientAuth: "required"}, nil)
+	_, err = sb.b.acls.Create([]auth.ACL{{ResourceType: kmsg.ACLResourceTypeTopic, Name: "mapped", Pattern: kmsg.ACLResourcePatternTypeLiteral,
+		Principal: "User:app", Host: "*", Operation: kmsg.ACLOperationAll, Permission: kmsg.ACLPermissionTypeAllow}})
+	require.NoError(t, err)
+	_, err = sb.b.m.Create(checkpoint.TopicPartition{Topic: "mapped"}, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := func(cn string) *kgo.Client {
+		cert, key := sb.pki.Issue(t, cn, 40, cn, false)
+		conf, err := tlsClientConfig(sb, cert, key)
+		require.NoError(t, err)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(sb.addrs[ProtocolSSL]), kgo.DialTLSConfig(conf), kgo.RequestRetries(1))
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	require.NoError(t, client("App.svc").ProduceSync(ctx, &kgo.Record{Topic: "mapped", Value: []byte("as User:app")}).FirstErr())
+	short, cancelShort := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelShort()
+	require.Error(t, client("rogue").Ping(short), "no rule maps CN=rogue")
+	require.Positive(t, testutil.ToFloat64(sb.b.metrics.closedAuth))
 }

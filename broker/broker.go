@@ -103,6 +103,10 @@ type Options struct {
 	// seconds); negative is no bound.
 	MaxFailedAuthRate float64
 
+	// PrincipalRules are ssl.principal.mapping.rules: how a client
+	// certificate's subject becomes the user of its principal. The
+	// default is DEFAULT, the subject as it is.
+	PrincipalRules *auth.PrincipalRules
 	// Authorizer turns ACLs on (authorizer.class.name): every request is
 	// checked against the data directory's seglog-acls (managed with
 	// CreateAcls, DescribeAcls, DeleteAcls) before it touches the engine.

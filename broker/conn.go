@@ -199,7 +199,12 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 		}
 		_ = tc.SetDeadline(time.Time{})
 	}
-	sess := newSession(c, l)
+	sess, err := b.newSession(c, l)
+	if err != nil {
+		log.Warn("refusing a TLS client", "err", err)
+		b.metrics.closedAuth.Inc()
+		return
+	}
 	queue := make(chan pending, maxInFlight)
 	ahead := &readAhead{}
 	ahead.cond.L = &ahead.mu

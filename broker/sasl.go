@@ -49,19 +49,27 @@ type session struct {
 }
 
 // newSession starts a connection's session: a TLS connection's principal
-// is its client certificate's subject, if it sent one, as Kafka's default
-// principal builder takes it.
-func newSession(c net.Conn, l *Listener) *session {
+// is its client certificate's subject (RFC 2253), if it sent one, mapped by
+// ssl.principal.mapping.rules, as Kafka's default principal builder takes
+// it; a subject no rule maps is an error (the connection closes).
+func (b *Broker) newSession(c net.Conn, l *Listener) (*session, error) {
 	s := &session{principal: Anonymous, authed: true}
 	if l != nil && (l.SecurityProtocol == ProtocolSASLPlaintext || l.SecurityProtocol == ProtocolSASLSSL) {
 		s.sasl, s.authed = true, false
 	}
 	if tc, ok := c.(*tls.Conn); ok && !s.sasl {
 		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
-			s.principal = "User:" + certs[0].Subject.String()
+			name := certs[0].Subject.String()
+			if b.opts.PrincipalRules != nil {
+				var err error
+				if name, err = b.opts.PrincipalRules.Map(name); err != nil {
+					return nil, err
+				}
+			}
+			s.principal = "User:" + name
 		}
 	}
-	return s
+	return s, nil
 }
 
 // errUnauthenticated closes a connection that sends a request other than

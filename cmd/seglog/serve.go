@@ -167,6 +167,11 @@ var serveConfigs = []serveConfig{
 			s.broker.FailedAuthDelay = -1
 		}
 	}),
+	{name: "ssl.principal.mapping.rules", doc: "how a client certificate's subject becomes a principal: RULE:pattern/replacement/[LU],...,DEFAULT (default DEFAULT)", set: func(s *serveSettings, v string) error {
+		r, err := auth.ParsePrincipalRules(v)
+		s.broker.PrincipalRules = r
+		return err
+	}},
 	{name: "seglog.failed.authentication.max.rate", doc: "failed logins a second an address may make (over ten seconds) before its logins are refused unchecked (default 1; 0: no bound)", set: func(s *serveSettings, v string) error {
 		n, err := strconv.ParseFloat(v, 64)
 		if err != nil || n < 0 {
