@@ -68,6 +68,12 @@ type Options struct {
 	// MaxConnections is max.connections: a connection beyond it is closed
 	// at once (logged). The default is 0, no limit.
 	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip: a connection from an
+	// address that has this many open is closed at once (logged), unless
+	// MaxConnectionsPerIPOverrides (max.connections.per.ip.overrides, by
+	// IP address) says otherwise. The default is 0, no limit.
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides map[string]int
 	// MaxFetchWait bounds how long a fetch long-polls, whatever its
 	// MaxWaitMs asks (a client fetches again). The default is 1 minute.
 	MaxFetchWait time.Duration
@@ -198,6 +204,7 @@ type Broker struct {
 	mu       sync.Mutex
 	ln       []net.Listener
 	conns    map[net.Conn]struct{}
+	perIP    map[string]int // open connections by peer address
 	closed   bool
 	wg       sync.WaitGroup
 	createMu sync.Mutex // serializes topic auto-creation
@@ -253,7 +260,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now}
+		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now, perIP: map[string]int{}}
 	b.ctx = b.stopContext()
 	return b, nil
 }
@@ -339,7 +346,15 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			c.Close()
 			continue
 		}
-		if ip := clientIP(c.RemoteAddr()); !b.connectionAllowed(ip) {
+		ip := clientIP(c.RemoteAddr())
+		if max := b.maxConnectionsOf(ip); max >= 0 && b.perIP[ip] >= max {
+			b.mu.Unlock()
+			b.opts.Logger.Warn("refusing a connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(), "max", max)
+			b.metrics.refused.Inc()
+			c.Close()
+			continue
+		}
+		if !b.connectionAllowed(ip) {
 			b.mu.Unlock()
 			b.opts.Logger.Warn("refusing a connection: over its IP's connection_creation_rate quota", "remote", c.RemoteAddr().String())
 			b.metrics.refusedRate.Inc()
@@ -349,6 +364,7 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 		b.metrics.accepted.Inc()
 		b.metrics.open.Inc()
 		b.conns[c] = struct{}{}
+		b.perIP[ip]++
 		b.wg.Add(1)
 		b.mu.Unlock()
 		go func() {
@@ -357,9 +373,23 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			b.metrics.open.Dec()
 			b.mu.Lock()
 			delete(b.conns, c)
+			if b.perIP[ip]--; b.perIP[ip] == 0 {
+				delete(b.perIP, ip)
+			}
 			b.mu.Unlock()
 		}()
 	}
+}
+
+// maxConnectionsOf is an address's max.connections.per.ip, -1 for none.
+func (b *Broker) maxConnectionsOf(ip string) int {
+	if n, ok := b.opts.MaxConnectionsPerIPOverrides[ip]; ok {
+		return n
+	}
+	if b.opts.MaxConnectionsPerIP > 0 {
+		return b.opts.MaxConnectionsPerIP
+	}
+	return -1
 }
 
 // Close stops accepting, closes every connection once its request in

@@ -318,3 +318,28 @@ func TestMaxConnections(t *testing.T) {
 	_, err = second.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF, "the second connection is closed")
 }
+
+// max.connections.per.ip: the third connection from 127.0.0.1 is closed at
+// once; an override for the address lets it have more.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	answered := func(addr string) bool {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		_, err = c.Write([]byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}) // ApiVersions v0
+		require.NoError(t, err)
+		var size [4]byte
+		_, err = io.ReadFull(c, size[:])
+		return err == nil
+	}
+	_, _, addr := testBroker(t, Options{MaxConnectionsPerIP: 2})
+	require.True(t, answered(addr))
+	require.True(t, answered(addr))
+	require.False(t, answered(addr), "a third from the same address")
+	_, _, addr = testBroker(t, Options{MaxConnectionsPerIP: 2, MaxConnectionsPerIPOverrides: map[string]int{"127.0.0.1": 3}})
+	for range 3 {
+		require.True(t, answered(addr))
+	}
+	require.False(t, answered(addr), "past the override")
+}

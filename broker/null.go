@@ -33,7 +33,7 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 	for t, n := range topics {
 		nl.next[t] = make([]int64, n)
 	}
-	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now,
+	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now, perIP: map[string]int{},
 		quotas: &auth.Quotas{}}
 	b.ctx = b.stopContext()
 	return b

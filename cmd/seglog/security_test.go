@@ -228,3 +228,49 @@ func TestQuotasCommand(t *testing.T) {
 	code, out, errOut = runSeglog(t, "verify", "--data-dir", d)
 	require.Zero(t, code, "the security files are part of a data directory: %s%s", out, errOut)
 }
+
+// The security configs serve takes, under Kafka's names, and their
+// refusals.
+func TestServeSecurityConfigs(t *testing.T) {
+	var s serveSettings
+	for _, kv := range [][2]string{
+		{"sasl.enabled.mechanisms", "plain,SCRAM-SHA-512"},
+		{"connections.max.reauth.ms", "3600000"},
+		{"connection.failed.authentication.delay.ms", "0"},
+		{"authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"},
+		{"super.users", "User:admin; User:ops"},
+		{"allow.everyone.if.no.acl.found", "true"},
+		{"ssl.principal.mapping.rules", `RULE:^CN=(.*)$/$1/L,DEFAULT`},
+		{"seglog.failed.authentication.max.rate", "0"},
+		{"max.connections.per.ip", "50"},
+		{"max.connections.per.ip.overrides", "127.0.0.1:100,::1:7"},
+	} {
+		known, err := applyServeConfig(&s, kv[0], kv[1])
+		require.True(t, known, kv[0])
+		require.NoError(t, err, kv[0])
+	}
+	b := s.broker
+	require.Equal(t, []string{"PLAIN", "SCRAM-SHA-512"}, b.SASLMechanisms)
+	require.Equal(t, time.Hour, b.ReauthInterval)
+	require.Negative(t, b.FailedAuthDelay, "0 is no delay")
+	require.True(t, b.Authorizer)
+	require.Equal(t, []string{"User:admin", "User:ops"}, b.SuperUsers)
+	require.True(t, b.AllowEveryoneIfNoACL)
+	name, err := b.PrincipalRules.Map("CN=App")
+	require.NoError(t, err)
+	require.Equal(t, "app", name)
+	require.Negative(t, b.MaxFailedAuthRate, "0 is no bound")
+	require.Equal(t, 50, b.MaxConnectionsPerIP)
+	require.Equal(t, map[string]int{"127.0.0.1": 100, "::1": 7}, b.MaxConnectionsPerIPOverrides)
+	for _, kv := range [][2]string{
+		{"sasl.enabled.mechanisms", "GSSAPI"},
+		{"authorizer.class.name", "com.example.MyAuthorizer"},
+		{"super.users", "admin"},
+		{"ssl.principal.mapping.rules", "RULE:^x"},
+		{"max.connections.per.ip.overrides", "localhost:5"},
+		{"seglog.failed.authentication.max.rate", "-1"},
+	} {
+		_, err := applyServeConfig(&s, kv[0], kv[1])
+		require.Error(t, err, "%s=%s", kv[0], kv[1])
+	}
+}

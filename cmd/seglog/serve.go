@@ -242,6 +242,25 @@ var serveConfigs = []serveConfig{
 	intConfig("max.connections", "refuse connections beyond this many (default none)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.MaxConnections = int(n)
 	}),
+	intConfig("max.connections.per.ip", "refuse connections from an address beyond this many open (default none)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.MaxConnectionsPerIP = int(n)
+	}),
+	{name: "max.connections.per.ip.overrides", doc: "ip:n,ip:n — max.connections.per.ip for those addresses", set: func(s *serveSettings, v string) error {
+		m := map[string]int{}
+		for _, kv := range strings.Split(v, ",") {
+			if kv = strings.TrimSpace(kv); kv == "" {
+				continue
+			}
+			i := strings.LastIndex(kv, ":")
+			n, err := strconv.Atoi(kv[i+1:])
+			if i < 0 || err != nil || n < 0 || net.ParseIP(kv[:i]) == nil {
+				return fmt.Errorf("%q: ip:n with an IP address (no host names)", kv)
+			}
+			m[net.ParseIP(kv[:i]).String()] = n
+		}
+		s.broker.MaxConnectionsPerIPOverrides = m
+		return nil
+	}},
 	boolConfig("seglog.durable.acks", "answer every acks=-1 produce after the fsync that covers it (default false; the topic config of the same name does it per topic)", func(s *serveSettings, b bool) {
 		s.broker.DurableAcks = b
 	}),
