@@ -172,6 +172,20 @@ func TestACLs(t *testing.T) {
 	require.Equal(t, 4, n)
 	refused("the ACLs deleted")
 
+	// CREATE alone: the topic is made, its configs are not shown.
+	created, err = adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:bob").Topics("bob-new").Operations(kadm.OpCreate))
+	require.NoError(t, err)
+	require.NoError(t, created[0].Err)
+	ctreq := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "bob-new", 1, 1
+	ctreq.Topics = []kmsg.CreateTopicsRequestTopic{ct}
+	ctresp, err := ctreq.RequestWith(ctx, bob)
+	require.NoError(t, err)
+	require.Zero(t, ctresp.Topics[0].ErrorCode)
+	require.Nil(t, ctresp.Topics[0].Configs)
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, ctresp.Topics[0].ConfigErrorCode, "no DESCRIBE_CONFIGS")
+
 	// An invalid ACL is refused, with Kafka's reason.
 	req := kmsg.NewPtrCreateACLsRequest()
 	req.Creations = []kmsg.CreateACLsRequestCreation{{ResourceType: kmsg.ACLResourceTypeCluster, ResourceName: "other",

@@ -133,7 +133,15 @@ func (b *Broker) authorize(h header, req kmsg.Request) (refused kmsg.Response, a
 			return true
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.CreateTopicsResponse).Topics = append(resp.(*kmsg.CreateTopicsResponse).Topics, denied...)
+			c := resp.(*kmsg.CreateTopicsResponse)
+			for i := range c.Topics {
+				// A created topic's configs (v5+) only for a principal that
+				// may describe them, as Kafka answers.
+				if c.Topics[i].Configs != nil && !b.may(h, opDescribeConfigs, resTopic, c.Topics[i].Topic) {
+					c.Topics[i].Configs, c.Topics[i].ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
+				}
+			}
+			c.Topics = append(c.Topics, denied...)
 		}
 	case *kmsg.DeleteTopicsRequest:
 		var denied []kmsg.DeleteTopicsResponseTopic
