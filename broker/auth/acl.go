@@ -122,6 +122,32 @@ type ACLs struct {
 	path string
 	mu   sync.RWMutex
 	acls []ACL
+	// index has the ACLs by resource type: literal ones by name, the
+	// others (the wildcard, prefixes) in a list — what Authorize looks
+	// through, rebuilt on every change.
+	index map[kmsg.ACLResourceType]*typeIndex
+}
+
+type typeIndex struct {
+	literal map[string][]ACL
+	other   []ACL // the literal wildcard, and prefixed patterns
+}
+
+func (s *ACLs) setLocked(acls []ACL) {
+	s.acls = acls
+	s.index = map[kmsg.ACLResourceType]*typeIndex{}
+	for _, a := range acls {
+		ti := s.index[a.ResourceType]
+		if ti == nil {
+			ti = &typeIndex{literal: map[string][]ACL{}}
+			s.index[a.ResourceType] = ti
+		}
+		if a.Pattern == kmsg.ACLResourcePatternTypeLiteral && a.Name != Wildcard {
+			ti.literal[a.Name] = append(ti.literal[a.Name], a)
+		} else {
+			ti.other = append(ti.other, a)
+		}
+	}
 }
 
 // OpenACLs reads the ACLs at path; a missing file is none.
@@ -136,7 +162,7 @@ func OpenACLs(fsys vfs.FS, path string) (*ACLs, error) {
 			return nil, fmt.Errorf("auth: %s: ACL %d: %w", path, i, err)
 		}
 	}
-	s.acls = f.ACLs
+	s.setLocked(f.ACLs)
 	return s, nil
 }
 
@@ -197,7 +223,7 @@ func (s *ACLs) saveLocked(next []ACL) error {
 	if err := writeJSON(s.fsys, s.path, aclFile{Version: fileVersion, ACLs: next}); err != nil {
 		return fmt.Errorf("auth: saving ACLs: %w", err)
 	}
-	s.acls = next
+	s.setLocked(next)
 	return nil
 }
 
@@ -227,21 +253,27 @@ func (z *Authorizer) Authorize(principal, host string, op kmsg.ACLOperation, rt 
 	}
 	z.ACLs.mu.RLock()
 	defer z.ACLs.mu.RUnlock()
+	ti := z.ACLs.index[rt]
+	if ti == nil {
+		return z.AllowIfNoACL
+	}
 	applies, allowed := false, false
-	for _, a := range z.ACLs.acls {
-		if a.ResourceType != rt || !appliesTo(a, name) {
-			continue
-		}
-		applies = true
-		if a.Principal != principal && a.Principal != "User:"+Wildcard || a.Host != host && a.Host != Wildcard {
-			continue
-		}
-		switch {
-		case a.Permission == kmsg.ACLPermissionTypeDeny && (a.Operation == op || a.Operation == kmsg.ACLOperationAll):
-			return false
-		case a.Permission == kmsg.ACLPermissionTypeAllow &&
-			(a.Operation == op || a.Operation == kmsg.ACLOperationAll || slices.Contains(implied[op], a.Operation)):
-			allowed = true
+	for _, list := range [2][]ACL{ti.literal[name], ti.other} {
+		for _, a := range list {
+			if !appliesTo(a, name) {
+				continue
+			}
+			applies = true
+			if a.Principal != principal && a.Principal != "User:"+Wildcard || a.Host != host && a.Host != Wildcard {
+				continue
+			}
+			switch {
+			case a.Permission == kmsg.ACLPermissionTypeDeny && (a.Operation == op || a.Operation == kmsg.ACLOperationAll):
+				return false
+			case a.Permission == kmsg.ACLPermissionTypeAllow &&
+				(a.Operation == op || a.Operation == kmsg.ACLOperationAll || slices.Contains(implied[op], a.Operation)):
+				allowed = true
+			}
 		}
 	}
 	return allowed || !applies && z.AllowIfNoACL

@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
 )
 
@@ -58,5 +60,31 @@ func BenchmarkLogin(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkAuthorize is one check against 10,000 literal topic ACLs and
+// 100 prefixed ones (the index finds the topic's own and the prefixes).
+func BenchmarkAuthorize(b *testing.B) {
+	s, err := OpenACLs(nil, filepath.Join(b.TempDir(), ACLFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var acls []ACL
+	for i := range 10_000 {
+		acls = append(acls, allow(topic, fmt.Sprintf("topic-%d", i), literal, fmt.Sprintf("User:u%d", i%100), kmsg.ACLOperationRead))
+	}
+	for i := range 100 {
+		acls = append(acls, allow(topic, fmt.Sprintf("team-%d-", i), prefixed, "User:u1", kmsg.ACLOperationWrite))
+	}
+	if _, err := s.Create(acls); err != nil {
+		b.Fatal(err)
+	}
+	z := &Authorizer{ACLs: s}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !z.Authorize("User:u42", "127.0.0.1", kmsg.ACLOperationDescribe, topic, "topic-4242") {
+			b.Fatal("refused")
+		}
 	}
 }
