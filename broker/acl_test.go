@@ -287,3 +287,54 @@ func TestPrincipalMapping(t *testing.T) {
 	require.Error(t, client("rogue").Ping(short), "no rule maps CN=rogue")
 	require.Positive(t, testutil.ToFloat64(sb.b.metrics.closedAuth))
 }
+
+// TestACLsBeforeTheEngine: a refused request does not reach what it
+// would change — FindCoordinator does not create __consumer_offsets, a
+// DeleteTopics by topic id (v6) is checked against the topic the id
+// names, an OffsetCommit to a refused group writes nothing.
+func TestACLsBeforeTheEngine(t *testing.T) {
+	sb := serveSecure(t, Options{Authorizer: true, SASLMechanisms: []string{auth.SHA512, auth.PLAIN}}, TLSOptions{},
+		map[string]string{"bob": "bob-secret"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := sb.b.m.Create(checkpoint.TopicPartition{Topic: "kept"}, nil)
+	require.NoError(t, err)
+	id, ok := sb.b.m.TopicID("kept")
+	require.True(t, ok)
+	bob := saslClient(t, sb, "bob")
+	for _, v := range []int16{3, 4} {
+		f := kmsg.NewPtrFindCoordinatorRequest()
+		f.Version = v
+		f.CoordinatorKey, f.CoordinatorKeys = "bob-group", []string{"bob-group"}
+		resp, err := f.RequestWith(ctx, bob)
+		require.NoError(t, err)
+		code := resp.ErrorCode
+		if v >= 4 {
+			require.Len(t, resp.Coordinators, 1)
+			code = resp.Coordinators[0].ErrorCode
+		}
+		require.Equal(t, kerr.GroupAuthorizationFailed.Code, code, "v%d", v)
+	}
+	require.Empty(t, sb.b.partitionsOf("__consumer_offsets"), "a refused FindCoordinator creates nothing")
+
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "bob-group", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "kept", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	raw := dialRaw(t, sb.addrs[ProtocolSASLPlaintext]) // franz-go would look for the coordinator first
+	require.Zero(t, handshake(raw, 1, auth.PLAIN).ErrorCode)
+	require.Zero(t, authenticate(raw, 1, "\x00bob\x00bob-secret").ErrorCode)
+	ocr := kmsg.NewPtrOffsetCommitResponse()
+	raw.do(oc, 8, ocr)
+	require.Equal(t, kerr.GroupAuthorizationFailed.Code, ocr.Topics[0].Partitions[0].ErrorCode)
+	require.Empty(t, sb.b.partitionsOf("__consumer_offsets"), "a refused OffsetCommit writes nothing")
+
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.Version, del.TimeoutMillis = 6, 5000
+	del.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: id}}
+	dresp, err := del.RequestWith(ctx, bob)
+	require.NoError(t, err)
+	require.Len(t, dresp.Topics, 1)
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, dresp.Topics[0].ErrorCode, "by id, as by name")
+	require.Equal(t, [16]byte(id), dresp.Topics[0].TopicID)
+	require.NotEmpty(t, sb.b.partitionsOf("kept"), "not deleted")
+}

@@ -71,6 +71,32 @@ func (b *Broker) mayTxn(h header, id *string) bool {
 	return id == nil || b.may(h, opWrite, resTxnID, *id)
 }
 
+// refusal is code if the principal may not do op on the resource, 0 if it
+// may.
+func (b *Broker) refusal(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string, code int16) int16 {
+	if b.may(h, op, rt, name) {
+		return 0
+	}
+	return code
+}
+
+// takeOut takes out of *items those refused gives an error code for (0:
+// the principal may) and returns, for each, answer's response entry: what
+// the handler does not see and the response gets.
+func takeOut[T, R any](items *[]T, refused func(T) int16, answer func(T, int16) R) []R {
+	var out []R
+	*items = slices.DeleteFunc(*items, func(it T) bool {
+		code := refused(it)
+		if code != 0 {
+			out = append(out, answer(it, code))
+		}
+		return code != 0
+	})
+	return out
+}
+
+const topicRefused = 29 // TOPIC_AUTHORIZATION_FAILED
+
 // authorize checks a request. A non-nil refused is the whole answer; a
 // non-nil after merges the refusals into the handler's response.
 func (b *Broker) authorize(h header, req kmsg.Request) (refused kmsg.Response, after func(kmsg.Response)) {
@@ -85,52 +111,48 @@ func (b *Broker) authorize(h header, req kmsg.Request) (refused kmsg.Response, a
 	case *kmsg.FetchRequest:
 		return nil, b.authorizeFetch(h, r)
 	case *kmsg.ListOffsetsRequest:
-		var denied []kmsg.ListOffsetsResponseTopic
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool {
-			if b.may(h, opDescribe, resTopic, t.Topic) {
-				return false
-			}
+		denied := takeOut(&r.Topics, func(t kmsg.ListOffsetsRequestTopic) int16 {
+			return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+		}, func(t kmsg.ListOffsetsRequestTopic, code int16) kmsg.ListOffsetsResponseTopic {
 			rt := kmsg.ListOffsetsResponseTopic{Topic: t.Topic}
 			for _, p := range t.Partitions {
 				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rp.Partition, rp.ErrorCode = p.Partition, code
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			denied = append(denied, rt)
-			return true
+			return rt
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.ListOffsetsResponse).Topics = append(resp.(*kmsg.ListOffsetsResponse).Topics, denied...)
+			l := resp.(*kmsg.ListOffsetsResponse)
+			l.Topics = append(l.Topics, denied...)
 		}
 	case *kmsg.OffsetForLeaderEpochRequest:
-		var denied []kmsg.OffsetForLeaderEpochResponseTopic
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool {
-			if b.may(h, opDescribe, resTopic, t.Topic) {
-				return false
-			}
+		denied := takeOut(&r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) int16 {
+			return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+		}, func(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
 			rt := kmsg.OffsetForLeaderEpochResponseTopic{Topic: t.Topic}
 			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rp.Partition, rp.ErrorCode = p.Partition, code
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			denied = append(denied, rt)
-			return true
+			return rt
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.OffsetForLeaderEpochResponse).Topics = append(resp.(*kmsg.OffsetForLeaderEpochResponse).Topics, denied...)
+			o := resp.(*kmsg.OffsetForLeaderEpochResponse)
+			o.Topics = append(o.Topics, denied...)
 		}
 	case *kmsg.CreateTopicsRequest:
 		cluster := b.mayCluster(h, opCreate)
-		var denied []kmsg.CreateTopicsResponseTopic
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
-			if cluster || b.may(h, opCreate, resTopic, t.Topic) {
-				return false
+		denied := takeOut(&r.Topics, func(t kmsg.CreateTopicsRequestTopic) int16 {
+			if cluster {
+				return 0
 			}
+			return b.refusal(h, opCreate, resTopic, t.Topic, topicRefused)
+		}, func(t kmsg.CreateTopicsRequestTopic, code int16) kmsg.CreateTopicsResponseTopic {
 			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
-			denied = append(denied, rt)
-			return true
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			return rt
 		})
 		return nil, func(resp kmsg.Response) {
 			c := resp.(*kmsg.CreateTopicsResponse)
@@ -144,97 +166,97 @@ func (b *Broker) authorize(h header, req kmsg.Request) (refused kmsg.Response, a
 			c.Topics = append(c.Topics, denied...)
 		}
 	case *kmsg.DeleteTopicsRequest:
-		var denied []kmsg.DeleteTopicsResponseTopic
-		deny := func(name string) bool {
-			if b.may(h, opDelete, resTopic, name) {
-				return false
-			}
+		answer := func(name string, code int16) kmsg.DeleteTopicsResponseTopic {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code
-			denied = append(denied, rt)
-			return true
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), code
+			return rt
 		}
-		r.TopicNames = slices.DeleteFunc(r.TopicNames, deny)
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.DeleteTopicsRequestTopic) bool { return t.Topic != nil && deny(*t.Topic) })
+		denied := takeOut(&r.TopicNames, func(name string) int16 { return b.refusal(h, opDelete, resTopic, name, topicRefused) }, answer)
+		name := func(t kmsg.DeleteTopicsRequestTopic) (string, bool) { // v6: by name or by id
+			if t.Topic != nil {
+				return *t.Topic, true
+			}
+			return b.topicByID(t.TopicID)
+		}
+		denied = append(denied, takeOut(&r.Topics, func(t kmsg.DeleteTopicsRequestTopic) int16 {
+			n, ok := name(t)
+			if !ok {
+				return 0 // an unknown id: the handler answers UNKNOWN_TOPIC_ID
+			}
+			return b.refusal(h, opDelete, resTopic, n, topicRefused)
+		}, func(t kmsg.DeleteTopicsRequestTopic, code int16) kmsg.DeleteTopicsResponseTopic {
+			n, _ := name(t)
+			rt := answer(n, code)
+			rt.TopicID = t.TopicID
+			return rt
+		})...)
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.DeleteTopicsResponse).Topics = append(resp.(*kmsg.DeleteTopicsResponse).Topics, denied...)
+			d := resp.(*kmsg.DeleteTopicsResponse)
+			d.Topics = append(d.Topics, denied...)
 		}
 	case *kmsg.CreatePartitionsRequest:
-		var denied []kmsg.CreatePartitionsResponseTopic
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool {
-			if b.may(h, opAlter, resTopic, t.Topic) {
-				return false
-			}
+		denied := takeOut(&r.Topics, func(t kmsg.CreatePartitionsRequestTopic) int16 {
+			return b.refusal(h, opAlter, resTopic, t.Topic, topicRefused)
+		}, func(t kmsg.CreatePartitionsRequestTopic, code int16) kmsg.CreatePartitionsResponseTopic {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
-			denied = append(denied, rt)
-			return true
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			return rt
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.CreatePartitionsResponse).Topics = append(resp.(*kmsg.CreatePartitionsResponse).Topics, denied...)
+			c := resp.(*kmsg.CreatePartitionsResponse)
+			c.Topics = append(c.Topics, denied...)
 		}
 	case *kmsg.DeleteRecordsRequest:
-		var denied []kmsg.DeleteRecordsResponseTopic
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool {
-			if b.may(h, opDelete, resTopic, t.Topic) {
-				return false
-			}
+		denied := takeOut(&r.Topics, func(t kmsg.DeleteRecordsRequestTopic) int16 {
+			return b.refusal(h, opDelete, resTopic, t.Topic, topicRefused)
+		}, func(t kmsg.DeleteRecordsRequestTopic, code int16) kmsg.DeleteRecordsResponseTopic {
 			rt := kmsg.DeleteRecordsResponseTopic{Topic: t.Topic}
 			for _, p := range t.Partitions {
 				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-				rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, kerr.TopicAuthorizationFailed.Code
+				rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, code
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			denied = append(denied, rt)
-			return true
+			return rt
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.DeleteRecordsResponse).Topics = append(resp.(*kmsg.DeleteRecordsResponse).Topics, denied...)
+			d := resp.(*kmsg.DeleteRecordsResponse)
+			d.Topics = append(d.Topics, denied...)
 		}
 	case *kmsg.DescribeConfigsRequest:
-		var denied []kmsg.DescribeConfigsResponseResource
-		r.Resources = slices.DeleteFunc(r.Resources, func(res kmsg.DescribeConfigsRequestResource) bool {
-			code := b.configAuthorization(h, opDescribeConfigs, res.ResourceType, res.ResourceName)
-			if code == 0 {
-				return false
-			}
+		denied := takeOut(&r.Resources, func(res kmsg.DescribeConfigsRequestResource) int16 {
+			return b.configAuthorization(h, opDescribeConfigs, res.ResourceType, res.ResourceName)
+		}, func(res kmsg.DescribeConfigsRequestResource, code int16) kmsg.DescribeConfigsResponseResource {
 			rr := kmsg.NewDescribeConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
-			denied = append(denied, rr)
-			return true
+			return rr
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.DescribeConfigsResponse).Resources = append(resp.(*kmsg.DescribeConfigsResponse).Resources, denied...)
+			d := resp.(*kmsg.DescribeConfigsResponse)
+			d.Resources = append(d.Resources, denied...)
 		}
 	case *kmsg.AlterConfigsRequest:
-		var denied []kmsg.AlterConfigsResponseResource
-		r.Resources = slices.DeleteFunc(r.Resources, func(res kmsg.AlterConfigsRequestResource) bool {
-			code := b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
-			if code == 0 {
-				return false
-			}
+		denied := takeOut(&r.Resources, func(res kmsg.AlterConfigsRequestResource) int16 {
+			return b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+		}, func(res kmsg.AlterConfigsRequestResource, code int16) kmsg.AlterConfigsResponseResource {
 			rr := kmsg.NewAlterConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
-			denied = append(denied, rr)
-			return true
+			return rr
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.AlterConfigsResponse).Resources = append(resp.(*kmsg.AlterConfigsResponse).Resources, denied...)
+			a := resp.(*kmsg.AlterConfigsResponse)
+			a.Resources = append(a.Resources, denied...)
 		}
 	case *kmsg.IncrementalAlterConfigsRequest:
-		var denied []kmsg.IncrementalAlterConfigsResponseResource
-		r.Resources = slices.DeleteFunc(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) bool {
-			code := b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
-			if code == 0 {
-				return false
-			}
+		denied := takeOut(&r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) int16 {
+			return b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+		}, func(res kmsg.IncrementalAlterConfigsRequestResource, code int16) kmsg.IncrementalAlterConfigsResponseResource {
 			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
-			denied = append(denied, rr)
-			return true
+			return rr
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.IncrementalAlterConfigsResponse).Resources = append(resp.(*kmsg.IncrementalAlterConfigsResponse).Resources, denied...)
+			a := resp.(*kmsg.IncrementalAlterConfigsResponse)
+			a.Resources = append(a.Resources, denied...)
 		}
 	case *kmsg.InitProducerIDRequest:
 		resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
@@ -330,10 +352,9 @@ func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) func(kmsg.
 		}
 	}
 	createCluster := b.mayCluster(h, opCreate)
-	var denied []kmsg.MetadataResponseTopic
-	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.MetadataRequestTopic) bool {
+	denied := takeOut(&r.Topics, func(t kmsg.MetadataRequestTopic) int16 {
 		if t.Topic == nil {
-			return false
+			return 0
 		}
 		name := *t.Topic
 		ok := b.may(h, opDescribe, resTopic, name)
@@ -341,15 +362,17 @@ func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) func(kmsg.
 			ok = createCluster || b.may(h, opCreate, resTopic, name)
 		}
 		if ok {
-			return false
+			return 0
 		}
+		return topicRefused
+	}, func(t kmsg.MetadataRequestTopic, code int16) kmsg.MetadataResponseTopic {
 		rt := kmsg.NewMetadataResponseTopic()
-		rt.Topic, rt.ErrorCode, rt.IsInternal = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code, internalTopics[name]
-		denied = append(denied, rt)
-		return true
+		rt.Topic, rt.ErrorCode, rt.IsInternal = t.Topic, code, internalTopics[*t.Topic]
+		return rt
 	})
 	return func(resp kmsg.Response) {
-		resp.(*kmsg.MetadataResponse).Topics = append(resp.(*kmsg.MetadataResponse).Topics, denied...)
+		m := resp.(*kmsg.MetadataResponse)
+		m.Topics = append(m.Topics, denied...)
 	}
 }
 
@@ -358,23 +381,19 @@ func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) func(kmsg.
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic Write.
 func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) func(kmsg.Response) {
 	txnOK := b.mayTxn(h, r.TransactionID)
-	var denied []kmsg.ProduceResponseTopic
-	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.ProduceRequestTopic) bool {
-		code := kerr.TransactionalIDAuthorizationFailed.Code
-		if txnOK {
-			if b.may(h, opWrite, resTopic, t.Topic) {
-				return false
-			}
-			code = kerr.TopicAuthorizationFailed.Code
+	denied := takeOut(&r.Topics, func(t kmsg.ProduceRequestTopic) int16 {
+		if !txnOK {
+			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
+		return b.refusal(h, opWrite, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
 		rt := kmsg.ProduceResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		denied = append(denied, rt)
-		return true
+		return rt
 	})
 	return func(resp kmsg.Response) {
 		if resp != nil { // acks=0 has none
@@ -386,20 +405,17 @@ func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) func(kmsg.Re
 // authorizeFetch: each topic needs Read; a fetch with refusals is
 // answered at once (no long poll), as Kafka answers a fetch with errors.
 func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) func(kmsg.Response) {
-	var denied []kmsg.FetchResponseTopic
-	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.FetchRequestTopic) bool {
-		if b.may(h, opRead, resTopic, t.Topic) {
-			return false
-		}
+	denied := takeOut(&r.Topics, func(t kmsg.FetchRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopic {
 		rt := kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			rp.Partition, rp.ErrorCode = p.Partition, code
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		denied = append(denied, rt)
-		return true
+		return rt
 	})
 	if len(denied) > 0 {
 		r.MaxWaitMillis = 0

@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/coordinator/group"
 )
 
 // authorizeGroupsAndTxns checks the group and transaction APIs (authorize
@@ -14,7 +17,7 @@ func (b *Broker) authorizeGroupsAndTxns(h header, req kmsg.Request) (kmsg.Respon
 	txnErr := kerr.TransactionalIDAuthorizationFailed.Code
 	switch r := req.(type) {
 	case *kmsg.FindCoordinatorRequest:
-		return nil, b.authorizeFindCoordinator(h, r)
+		return b.authorizeFindCoordinator(h, r)
 	case *kmsg.JoinGroupRequest:
 		if !b.may(h, opRead, resGroup, r.Group) {
 			resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
@@ -40,7 +43,7 @@ func (b *Broker) authorizeGroupsAndTxns(h header, req kmsg.Request) (kmsg.Respon
 			return resp, nil
 		}
 	case *kmsg.OffsetCommitRequest:
-		return nil, b.authorizeOffsetCommit(h, r)
+		return b.authorizeOffsetCommit(h, r)
 	case *kmsg.OffsetFetchRequest:
 		return b.authorizeOffsetFetch(h, r)
 	case *kmsg.OffsetDeleteRequest:
@@ -49,35 +52,30 @@ func (b *Broker) authorizeGroupsAndTxns(h header, req kmsg.Request) (kmsg.Respon
 			resp.ErrorCode = groupErr
 			return resp, nil
 		}
-		var denied []kmsg.OffsetDeleteResponseTopic
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool {
-			if b.may(h, opRead, resTopic, t.Topic) {
-				return false
-			}
+		denied := takeOut(&r.Topics, func(t kmsg.OffsetDeleteRequestTopic) int16 {
+			return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+		}, func(t kmsg.OffsetDeleteRequestTopic, code int16) kmsg.OffsetDeleteResponseTopic {
 			rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
 			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition,
-					ErrorCode: kerr.TopicAuthorizationFailed.Code})
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
 			}
-			denied = append(denied, rt)
-			return true
+			return rt
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.OffsetDeleteResponse).Topics = append(resp.(*kmsg.OffsetDeleteResponse).Topics, denied...)
+			o := resp.(*kmsg.OffsetDeleteResponse)
+			o.Topics = append(o.Topics, denied...)
 		}
 	case *kmsg.DescribeGroupsRequest:
-		var denied []kmsg.DescribeGroupsResponseGroup
-		r.Groups = slices.DeleteFunc(r.Groups, func(g string) bool {
-			if b.may(h, opDescribe, resGroup, g) {
-				return false
-			}
+		denied := takeOut(&r.Groups, func(g string) int16 {
+			return b.refusal(h, opDescribe, resGroup, g, groupErr)
+		}, func(g string, code int16) kmsg.DescribeGroupsResponseGroup {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, groupErr
-			denied = append(denied, rg)
-			return true
+			rg.Group, rg.ErrorCode = g, code
+			return rg
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.DescribeGroupsResponse).Groups = append(resp.(*kmsg.DescribeGroupsResponse).Groups, denied...)
+			d := resp.(*kmsg.DescribeGroupsResponse)
+			d.Groups = append(d.Groups, denied...)
 		}
 	case *kmsg.ListGroupsRequest:
 		if b.mayCluster(h, opDescribe) {
@@ -90,16 +88,14 @@ func (b *Broker) authorizeGroupsAndTxns(h header, req kmsg.Request) (kmsg.Respon
 			})
 		}
 	case *kmsg.DeleteGroupsRequest:
-		var denied []kmsg.DeleteGroupsResponseGroup
-		r.Groups = slices.DeleteFunc(r.Groups, func(g string) bool {
-			if b.may(h, opDelete, resGroup, g) {
-				return false
-			}
-			denied = append(denied, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupErr})
-			return true
+		denied := takeOut(&r.Groups, func(g string) int16 {
+			return b.refusal(h, opDelete, resGroup, g, groupErr)
+		}, func(g string, code int16) kmsg.DeleteGroupsResponseGroup {
+			return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: code}
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.DeleteGroupsResponse).Groups = append(resp.(*kmsg.DeleteGroupsResponse).Groups, denied...)
+			d := resp.(*kmsg.DeleteGroupsResponse)
+			d.Groups = append(d.Groups, denied...)
 		}
 	case *kmsg.AddPartitionsToTxnRequest:
 		return b.authorizeAddPartitions(h, r), nil
@@ -122,15 +118,12 @@ func (b *Broker) authorizeGroupsAndTxns(h header, req kmsg.Request) (kmsg.Respon
 			return resp, nil
 		}
 	case *kmsg.DescribeTransactionsRequest:
-		var denied []kmsg.DescribeTransactionsResponseTransactionState
-		r.TransactionalIDs = slices.DeleteFunc(r.TransactionalIDs, func(id string) bool {
-			if b.may(h, opDescribe, resTxnID, id) {
-				return false
-			}
+		denied := takeOut(&r.TransactionalIDs, func(id string) int16 {
+			return b.refusal(h, opDescribe, resTxnID, id, txnErr)
+		}, func(id string, code int16) kmsg.DescribeTransactionsResponseTransactionState {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, txnErr, -1, -1
-			denied = append(denied, st)
-			return true
+			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, code, -1, -1
+			return st
 		})
 		return nil, func(resp kmsg.Response) {
 			d := resp.(*kmsg.DescribeTransactionsResponse)
@@ -150,88 +143,73 @@ func (b *Broker) authorizeGroupsAndTxns(h header, req kmsg.Request) (kmsg.Respon
 			})
 		}
 	case *kmsg.DescribeProducersRequest:
-		var denied []kmsg.DescribeProducersResponseTopic
-		r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.DescribeProducersRequestTopic) bool {
-			if b.may(h, opRead, resTopic, t.Topic) {
-				return false
-			}
+		denied := takeOut(&r.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 {
+			return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+		}, func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
 			rt := kmsg.DescribeProducersResponseTopic{Topic: t.Topic}
 			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.DescribeProducersResponseTopicPartition{Partition: p,
-					ErrorCode: kerr.TopicAuthorizationFailed.Code})
+				rt.Partitions = append(rt.Partitions, kmsg.DescribeProducersResponseTopicPartition{Partition: p, ErrorCode: code})
 			}
-			denied = append(denied, rt)
-			return true
+			return rt
 		})
 		return nil, func(resp kmsg.Response) {
-			resp.(*kmsg.DescribeProducersResponse).Topics = append(resp.(*kmsg.DescribeProducersResponse).Topics, denied...)
+			d := resp.(*kmsg.DescribeProducersResponse)
+			d.Topics = append(d.Topics, denied...)
 		}
 	}
 	return nil, nil
 }
 
 // authorizeFindCoordinator: a group key needs Describe on the group, a
-// transactional id Describe on it.
-func (b *Broker) authorizeFindCoordinator(h header, r *kmsg.FindCoordinatorRequest) func(kmsg.Response) {
+// transactional id Describe on it. A refused key before v4 (one key) is
+// answered without the handler, which would create the coordinator's
+// topic.
+func (b *Broker) authorizeFindCoordinator(h header, r *kmsg.FindCoordinatorRequest) (kmsg.Response, func(kmsg.Response)) {
 	code := func(key string) int16 {
 		switch r.CoordinatorType {
 		case 0:
-			if !b.may(h, opDescribe, resGroup, key) {
-				return kerr.GroupAuthorizationFailed.Code
-			}
+			return b.refusal(h, opDescribe, resGroup, key, kerr.GroupAuthorizationFailed.Code)
 		case 1:
-			if !b.may(h, opDescribe, resTxnID, key) {
-				return kerr.TransactionalIDAuthorizationFailed.Code
-			}
+			return b.refusal(h, opDescribe, resTxnID, key, kerr.TransactionalIDAuthorizationFailed.Code)
 		}
 		return 0
 	}
 	if r.Version < 4 {
 		c := code(r.CoordinatorKey)
 		if c == 0 {
-			return nil
+			return nil, nil
 		}
-		return func(resp kmsg.Response) {
-			f := resp.(*kmsg.FindCoordinatorResponse)
-			f.ErrorCode, f.NodeID, f.Host, f.Port, f.ErrorMessage = c, -1, "", -1, nil
-		}
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = c, -1, -1
+		return resp, nil
 	}
-	var denied []kmsg.FindCoordinatorResponseCoordinator
-	r.CoordinatorKeys = slices.DeleteFunc(r.CoordinatorKeys, func(k string) bool {
-		c := code(k)
-		if c != 0 {
-			denied = append(denied, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: -1, Port: -1, ErrorCode: c})
-		}
-		return c != 0
+	denied := takeOut(&r.CoordinatorKeys, code, func(k string, c int16) kmsg.FindCoordinatorResponseCoordinator {
+		return kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: -1, Port: -1, ErrorCode: c}
 	})
-	return func(resp kmsg.Response) {
-		resp.(*kmsg.FindCoordinatorResponse).Coordinators = append(resp.(*kmsg.FindCoordinatorResponse).Coordinators, denied...)
+	return nil, func(resp kmsg.Response) {
+		f := resp.(*kmsg.FindCoordinatorResponse)
+		f.Coordinators = append(f.Coordinators, denied...)
 	}
 }
 
 // authorizeOffsetCommit: Read on the group (else every partition is
-// GROUP_AUTHORIZATION_FAILED: the handler still runs, with no topics, so
-// that a commit of nothing answers as before), Read on each topic.
-func (b *Broker) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) func(kmsg.Response) {
-	groupOK := b.may(h, opRead, resGroup, r.Group)
-	var denied []kmsg.OffsetCommitResponseTopic
-	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool {
-		code := kerr.GroupAuthorizationFailed.Code
-		if groupOK {
-			if b.may(h, opRead, resTopic, t.Topic) {
-				return false
-			}
-			code = kerr.TopicAuthorizationFailed.Code
-		}
+// GROUP_AUTHORIZATION_FAILED, without the handler), Read on each topic.
+func (b *Broker) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
+	if code := b.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code); code != 0 {
+		return group.RefuseOffsetCommit(r, code), nil
+	}
+	denied := takeOut(&r.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
 		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
 		}
-		denied = append(denied, rt)
-		return true
+		return rt
 	})
-	return func(resp kmsg.Response) {
-		resp.(*kmsg.OffsetCommitResponse).Topics = append(resp.(*kmsg.OffsetCommitResponse).Topics, denied...)
+	return nil, func(resp kmsg.Response) {
+		o := resp.(*kmsg.OffsetCommitResponse)
+		o.Topics = append(o.Topics, denied...)
 	}
 }
 
@@ -267,13 +245,10 @@ func (b *Broker) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kms
 			})
 		}
 	}
-	var denied []kmsg.OffsetFetchResponseTopic
-	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.OffsetFetchRequestTopic) bool {
-		if b.may(h, opDescribe, resTopic, t.Topic) {
-			return false
-		}
-		denied = append(denied, deniedTopic(t.Topic, t.Partitions, kerr.TopicAuthorizationFailed.Code))
-		return true
+	denied := takeOut(&r.Topics, func(t kmsg.OffsetFetchRequestTopic) int16 {
+		return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.OffsetFetchRequestTopic, code int16) kmsg.OffsetFetchResponseTopic {
+		return deniedTopic(t.Topic, t.Partitions, code)
 	})
 	if r.Topics == nil {
 		r.Topics = []kmsg.OffsetFetchRequestTopic{} // none left, which is not "every topic"
@@ -317,37 +292,24 @@ func (b *Broker) authorizeAddPartitions(h header, r *kmsg.AddPartitionsToTxnRequ
 }
 
 // authorizeTxnOffsetCommit: Write on the transactional id, Read on the
-// group (either refused: every partition), Read on each topic.
+// group (either refused: every partition, without the handler), Read on
+// each topic.
 func (b *Broker) authorizeTxnOffsetCommit(h header, r *kmsg.TxnOffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
-	all := int16(0)
-	switch {
-	case !b.may(h, opWrite, resTxnID, r.TransactionalID):
-		all = kerr.TransactionalIDAuthorizationFailed.Code
-	case !b.may(h, opRead, resGroup, r.Group):
-		all = kerr.GroupAuthorizationFailed.Code
+	if code := cmp.Or(b.refusal(h, opWrite, resTxnID, r.TransactionalID, kerr.TransactionalIDAuthorizationFailed.Code),
+		b.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code)); code != 0 {
+		return group.RefuseTxnOffsetCommit(r, code), nil
 	}
-	var denied []kmsg.TxnOffsetCommitResponseTopic
-	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool {
-		code := all
-		if code == 0 {
-			if b.may(h, opRead, resTopic, t.Topic) {
-				return false
-			}
-			code = kerr.TopicAuthorizationFailed.Code
-		}
+	denied := takeOut(&r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
 		rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
 		}
-		denied = append(denied, rt)
-		return true
+		return rt
 	})
-	if all != 0 {
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		resp.Topics = denied
-		return resp, nil
-	}
 	return nil, func(resp kmsg.Response) {
-		resp.(*kmsg.TxnOffsetCommitResponse).Topics = append(resp.(*kmsg.TxnOffsetCommitResponse).Topics, denied...)
+		t := resp.(*kmsg.TxnOffsetCommitResponse)
+		t.Topics = append(t.Topics, denied...)
 	}
 }

@@ -39,34 +39,24 @@ func storeErrorCode(err error) int16 {
 // group is a standalone consumer's: generation -1 on an empty group).
 func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	fail := func(code int16) *kmsg.OffsetCommitResponse {
-		for _, t := range r.Topics {
-			rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	}
 	if r.Group == "" {
-		return fail(kerr.InvalidGroupID.Code)
+		return RefuseOffsetCommit(r, kerr.InvalidGroupID.Code)
 	}
 	simple := r.GetVersion() == 0 || r.Generation < 0
 	g := c.lookup(r.Group, simple)
 	if g == nil {
 		if simple {
-			return fail(kerr.CoordinatorNotAvailable.Code)
+			return RefuseOffsetCommit(r, kerr.CoordinatorNotAvailable.Code)
 		}
-		return fail(kerr.IllegalGeneration.Code)
+		return RefuseOffsetCommit(r, kerr.IllegalGeneration.Code)
 	}
 	defer g.mu.Unlock()
 	if !simple || g.state != Empty {
 		if code := g.validate(r.MemberID, deref(r.InstanceID), r.Generation); code != 0 {
-			return fail(code)
+			return RefuseOffsetCommit(r, code)
 		}
 		if g.state == CompletingRebalance {
-			return fail(kerr.RebalanceInProgress.Code)
+			return RefuseOffsetCommit(r, kerr.RebalanceInProgress.Code)
 		}
 		c.heartbeat(g, g.members[r.MemberID])
 	}
@@ -197,6 +187,20 @@ func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnO
 		o := offs[i]
 		o.at = first + int64(i)
 		pending[tp] = o
+	}
+	return resp
+}
+
+// RefuseOffsetCommit answers an OffsetCommit with code for every
+// partition (the coordinator's refusals, and the broker's authorization).
+func RefuseOffsetCommit(r *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
 }
