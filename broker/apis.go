@@ -105,12 +105,16 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 	if refused != nil {
 		return refused, nil
 	}
-	if r, ok := req.(*kmsg.FetchRequest); ok {
+	quotas := b.quotas.Any() // without one, nothing to count or time
+	if r, ok := req.(*kmsg.FetchRequest); ok && quotas {
 		if resp := b.fetchThrottled(h, r); resp != nil {
 			return resp, nil
 		}
 	}
-	start := time.Now()
+	var start time.Time
+	if quotas {
+		start = time.Now()
+	}
 	resp, err := b.dispatch(h, req)
 	if err != nil {
 		return nil, err
@@ -119,7 +123,9 @@ func (b *Broker) handle(h header, req kmsg.Request, body []byte) (kmsg.Response,
 		after(resp)
 	}
 	b.fillAuthorizedOps(h, req, resp)
-	b.recordQuotas(h, req, resp, time.Since(start))
+	if quotas {
+		b.recordQuotas(h, req, resp, time.Since(start))
+	}
 	return resp, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/vfs"
@@ -113,6 +114,7 @@ type Quotas struct {
 	path string
 	mu   sync.RWMutex
 	m    map[string]QuotaEntry // by Entity.Key
+	any  atomic.Bool           // len(m) > 0, read without the lock
 }
 
 // OpenQuotas reads the quotas at path; a missing file is none.
@@ -132,6 +134,7 @@ func OpenQuotas(fsys vfs.FS, path string) (*Quotas, error) {
 		}
 		q.m[e.Entity.Key()] = e
 	}
+	q.any.Store(len(q.m) > 0)
 	return q, nil
 }
 
@@ -188,8 +191,13 @@ func (q *Quotas) Alter(entities []Entity, ops [][]QuotaOp, validateOnly bool) ([
 		return nil, fmt.Errorf("auth: saving client quotas: %w", err)
 	}
 	q.m = next
+	q.any.Store(len(next) > 0)
 	return errs, nil
 }
+
+// Any reports whether any quota is set: without one, a request has
+// nothing to count.
+func (q *Quotas) Any() bool { return q.any.Load() }
 
 // Entries are every entity's quotas.
 func (q *Quotas) Entries() []QuotaEntry {
@@ -210,11 +218,11 @@ func strp(s string) *string { return &s }
 // client, user, default user and client, default user and default client,
 // default user, client, default client. 0 is none.
 func (q *Quotas) Resolve(user, clientID, key string) (float64, string) {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	if len(q.m) == 0 {
+	if !q.Any() {
 		return 0, ""
 	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
 	for _, e := range []Entity{
 		{EntityUser: strp(user), EntityClientID: strp(clientID)},
 		{EntityUser: strp(user), EntityClientID: nil},
@@ -236,11 +244,11 @@ func (q *Quotas) Resolve(user, clientID, key string) (float64, string) {
 // ConnectionRate is the connection_creation_rate of an IP: its own, or
 // the default IP's; 0 is none.
 func (q *Quotas) ConnectionRate(ip string) float64 {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	if len(q.m) == 0 {
+	if !q.Any() {
 		return 0
 	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
 	if v, ok := q.m[Entity{EntityIP: strp(ip)}.Key()].Values[ConnectionCreationRate]; ok {
 		return v
 	}
