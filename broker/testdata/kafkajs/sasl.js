@@ -7,6 +7,7 @@
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const { Kafka, logLevel } = require('kafkajs')
+const { consumeValues } = require('./consume')
 
 const [addr, caFile, user, password] = process.argv.slice(2)
 const topic = 'jsscram'
@@ -31,18 +32,7 @@ async function main () {
 
   const consumer = kafka.consumer({ groupId: 'jsscram-group', maxWaitTimeInMs: 100 })
   await consumer.connect()
-  await consumer.subscribe({ topic, fromBeginning: true })
-  const got = []
-  await new Promise((resolve, reject) => {
-    consumer.run({
-      eachMessage: async ({ message }) => {
-        got.push(message.value.toString())
-        if (got.length === 2) resolve()
-      }
-    }).catch(reject)
-  })
-  await consumer.disconnect()
-  assert.deepEqual(got, ['s1', 's2'])
+  assert.deepEqual(await consumeValues(consumer, topic, 2), ['s1', 's2'])
 
   const bad = client(password + '-wrong').admin()
   await assert.rejects(bad.connect(), (err) => {

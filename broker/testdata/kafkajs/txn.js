@@ -7,6 +7,7 @@
 'use strict'
 const assert = require('node:assert/strict')
 const { Kafka, logLevel } = require('kafkajs')
+const { consumeValues } = require('./consume')
 
 const addr = process.argv[2]
 const topic = 'jst'
@@ -36,18 +37,7 @@ async function main () {
 
   const consumer = kafka.consumer({ groupId: 'jst-reader', maxWaitTimeInMs: 100 })
   await consumer.connect()
-  await consumer.subscribe({ topic, fromBeginning: true })
-  const got = []
-  await new Promise((resolve, reject) => {
-    consumer.run({
-      eachMessage: async ({ message }) => {
-        got.push(message.value.toString())
-        if (got.length >= 3) resolve()
-      }
-    }).catch(reject)
-  })
-  await consumer.disconnect()
-  assert.deepEqual(got, ['c1', 'c2', 'c3'], 'only the committed records, in order')
+  assert.deepEqual(await consumeValues(consumer, topic, 3), ['c1', 'c2', 'c3'], 'only the committed records, in order')
 
   const offsets = await admin.fetchOffsets({ groupId: 'jst-group', topics: ['jst-src'] })
   assert.equal(offsets[0].partitions[0].offset, '42', 'the committed transaction\'s offset, not the aborted one\'s')
