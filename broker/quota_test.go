@@ -112,8 +112,8 @@ func TestQuotas(t *testing.T) {
 	require.Equal(t, int32(want.Milliseconds()), produce(a).ThrottleMillis, "alice is over her producer_byte_rate")
 	require.Zero(t, produce(login("bob")).ThrottleMillis, "bob has no quota")
 	// The connection is muted until the broker's clock passes the
-	// throttle: moved past it, the next request is answered (a real wait
-	// would be the throttle; the test's clock makes it none).
+	// throttle (TestMute checks the mute itself); moved past it, the
+	// connection goes on at once.
 	advance(want)
 	metadataOK(a)
 
@@ -168,4 +168,32 @@ func TestQuotas(t *testing.T) {
 	require.Less(t, accepted, 101, "the rate was never enforced")
 	require.Greater(t, accepted, 90, "refused too early")
 	require.Equal(t, 1.0, testutil.ToFloat64(sb.b.metrics.refusedRate))
+}
+
+// TestMute: a request over its quota mutes its connection until now +
+// the throttle, on the broker's clock; the next request waits until then
+// (none once the clock has passed it) and unmutes it.
+func TestMute(t *testing.T) {
+	b, _, _ := testBroker(t, Options{})
+	t0 := time.Unix(1_000_000, 0)
+	advance := fakeClock(b, t0)
+	_, err := b.quotas.Alter([]auth.Entity{{auth.EntityUser: kmsg.StringPtr("alice")}},
+		[][]auth.QuotaOp{{{Key: auth.ProducerByteRate, Value: 1024}}}, false)
+	require.NoError(t, err)
+	sess := &session{principal: "User:alice", authed: true}
+	h := header{sess: sess, host: "/127.0.0.1"}
+	req := kmsg.NewPtrProduceRequest()
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: make([]byte, 20480)}}}}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	b.recordQuotas(h, req, resp, 0)
+	require.Equal(t, int32(10_000), resp.ThrottleMillis, "2 KiB/s against 1 KiB/s over ten seconds: ten seconds")
+	require.Equal(t, t0.Add(10*time.Second), sess.mutedUntil, "muted for the throttle")
+
+	bob := &session{principal: "User:bob", authed: true}
+	b.recordQuotas(header{sess: bob, host: "/127.0.0.1"}, req, req.ResponseKind(), 0)
+	require.True(t, bob.mutedUntil.IsZero(), "no quota, no mute")
+
+	advance(10 * time.Second)
+	b.waitMuted(sess) // returns at once: the clock is past it
+	require.True(t, sess.mutedUntil.IsZero(), "unmuted")
 }
