@@ -49,13 +49,12 @@ func (r *rate) record(now time.Time, v float64) (float64, time.Duration) {
 	return r.measureLocked(now)
 }
 
-// measure is the rate at now.
-func (r *rate) measure(now time.Time) float64 {
+// measure is the rate at now and the window it is measured over.
+func (r *rate) measure(now time.Time) (float64, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expireLocked(now)
-	v, _ := r.measureLocked(now)
-	return v
+	return r.measureLocked(now)
 }
 
 func (r *rate) expireLocked(now time.Time) {
@@ -147,12 +146,10 @@ func (b *Broker) fetchThrottled(h header, r *kmsg.FetchRequest) kmsg.Response {
 		return nil
 	}
 	now := b.clock()
-	sensor := b.sensors.get(auth.ConsumerByteRate, entity)
-	observed := sensor.measure(now)
+	observed, window := b.sensors.get(auth.ConsumerByteRate, entity).measure(now)
 	if observed <= q {
 		return nil
 	}
-	_, window := sensor.record(now, 0)
 	t := throttleFor(observed, q, window)
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.ThrottleMillis = int32(t.Milliseconds())

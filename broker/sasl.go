@@ -164,7 +164,7 @@ func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 	ip := strings.TrimPrefix(h.host, "/")
 	var out []byte
 	var err error
-	if b.opts.MaxFailedAuthRate > 0 && b.sensors.get(failedAuthSensor, ip).measure(b.clock()) > b.opts.MaxFailedAuthRate {
+	if b.overFailedAuthRate(ip) {
 		// Guessing from this address: no password is checked until its
 		// failures fall below the rate.
 		err = fmt.Errorf("%w: too many failed authentications from this address", auth.ErrAuthentication)
@@ -219,6 +219,16 @@ func (b *Broker) authFailed(h header, mech, user, reason string) {
 		b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user,
 			"reason", reason, "not_logged_before", skipped)
 	}
+}
+
+// overFailedAuthRate reports whether an address is past
+// Options.MaxFailedAuthRate.
+func (b *Broker) overFailedAuthRate(ip string) bool {
+	if b.opts.MaxFailedAuthRate <= 0 {
+		return false
+	}
+	failures, _ := b.sensors.get(failedAuthSensor, ip).measure(b.clock())
+	return failures > b.opts.MaxFailedAuthRate
 }
 
 // failedAuthSensor counts an address's failed authentications
