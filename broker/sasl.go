@@ -214,7 +214,9 @@ func (b *Broker) saslRawToken(h header, token []byte) ([]byte, error) {
 // second, the rest counted in the next line.
 func (b *Broker) authFailed(h header, mech, user, reason string) {
 	b.metrics.authentications.WithLabelValues(mech, "failed").Inc()
-	b.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(b.clock(), 1)
+	if b.opts.MaxFailedAuthRate > 0 {
+		b.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(b.clock(), 1)
+	}
 	if skipped, ok := b.authLog.allow(b.clock()); ok {
 		b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user,
 			"reason", reason, "not_logged_before", skipped)
