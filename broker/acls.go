@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -9,13 +10,48 @@ import (
 	"github.com/seglog/seglog/broker/auth"
 )
 
+// The ACL APIs, on the data directory's seglog-acls: CreateAcls and
+// DeleteAcls need Alter on the cluster, DescribeAcls Describe.
+
+func init() {
+	register(
+		api{key: 29, min: 0, max: 3, handle: handler((*Broker).describeACLs),
+			rule: clusterRule(opDescribe, func(r *kmsg.DescribeACLsRequest) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
+				resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, aclsRefused
+				return resp
+			})},
+		api{key: 30, min: 0, max: 3, handle: handler((*Broker).createACLs),
+			rule: clusterRule(opAlter, func(r *kmsg.CreateACLsRequest) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+				for range r.Creations {
+					resp.Results = append(resp.Results, kmsg.CreateACLsResponseResult{ErrorCode: kerr.ClusterAuthorizationFailed.Code,
+						ErrorMessage: aclsRefused})
+				}
+				return resp
+			})},
+		api{key: 31, min: 0, max: 3, handle: handler((*Broker).deleteACLs),
+			rule: clusterRule(opAlter, func(r *kmsg.DeleteACLsRequest) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+				for range r.Filters {
+					resp.Results = append(resp.Results, kmsg.DeleteACLsResponseResult{ErrorCode: kerr.ClusterAuthorizationFailed.Code,
+						ErrorMessage: aclsRefused})
+				}
+				return resp
+			})},
+	)
+}
+
+// aclsRefused is the message of a refused ACL request.
+var aclsRefused = kmsg.StringPtr("the principal may not manage ACLs (Alter on the cluster) or describe them (Describe on the cluster)")
+
 // securityDisabled is the answer to an ACL request with no authorizer on,
 // as Kafka's.
 var securityDisabled = kmsg.StringPtr("no authorizer is configured on the broker (authorizer.class.name)")
 
 // createACLs answers CreateAcls: each ACL checked (INVALID_REQUEST with
 // the reason), the valid ones stored durably before the answer.
-func (b *Broker) createACLs(r *kmsg.CreateACLsRequest) kmsg.Response {
+func (b *Broker) createACLs(_ context.Context, _ header, r *kmsg.CreateACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
 	if b.authz == nil {
 		for range r.Creations {
@@ -65,7 +101,7 @@ func filterOf(rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternT
 
 // describeACLs answers DescribeAcls: the ACLs the filter selects, by
 // resource pattern.
-func (b *Broker) describeACLs(r *kmsg.DescribeACLsRequest) kmsg.Response {
+func (b *Broker) describeACLs(_ context.Context, _ header, r *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
 	if b.authz == nil {
 		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, securityDisabled
@@ -89,7 +125,7 @@ func (b *Broker) describeACLs(r *kmsg.DescribeACLsRequest) kmsg.Response {
 
 // deleteACLs answers DeleteAcls: each filter's matches, deleted durably
 // before the answer.
-func (b *Broker) deleteACLs(r *kmsg.DeleteACLsRequest) kmsg.Response {
+func (b *Broker) deleteACLs(_ context.Context, _ header, r *kmsg.DeleteACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
 	if b.authz == nil {
 		for range r.Filters {

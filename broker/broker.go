@@ -10,14 +10,15 @@
 // kmsg (generated from Kafka's own message schemas); only the frame and the
 // request header are read here. Responses go out in request order.
 //
-// Served (the map served in apis.go has the versions): ApiVersions,
-// Metadata, Produce, Fetch with long polling, ListOffsets,
-// OffsetForLeaderEpoch, InitProducerId for idempotent producers, the
-// consumer group APIs answered by coordinator/group (groups.go), and the
-// admin APIs — CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
-// DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (admin.go). What
-// is not served is absent from ApiVersions' list; a request for it closes
-// the connection.
+// Served: every API in the registry (registry.go), each entry in its
+// family's file beside its handler — ApiVersions, Metadata, Produce, Fetch
+// with long polling, ListOffsets, OffsetForLeaderEpoch, InitProducerId,
+// the consumer group APIs answered by coordinator/group (groups.go), the
+// transaction APIs answered by coordinator/txn (txn.go), the admin APIs
+// (admin_topics.go, configs.go), SASL, SCRAM credentials, ACLs and client
+// quotas. What is not in the registry is absent from ApiVersions' list; a
+// request for it closes the connection. With an authorizer on, an API
+// without an authorization rule is refused.
 package broker
 
 import (

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -205,15 +206,21 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 		b.metrics.closedAuth.Inc()
 		return
 	}
+	// The connection's context ends when its client goes (the reader
+	// ends) or the broker closes: a long poll or a remote read on its
+	// behalf stops then.
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
 	queue := make(chan pending, maxInFlight)
 	ahead := &readAhead{}
 	ahead.cond.L = &ahead.mu
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
-		b.answer(c, queue, ahead, log)
+		b.answer(ctx, c, queue, ahead, log)
 	}()
 	b.readRequests(c, l, sess, queue, ahead, log)
+	cancel()
 	close(queue)
 	<-answered
 }
@@ -268,7 +275,7 @@ func (b *Broker) readRequests(c net.Conn, l *Listener, sess *session, queue chan
 		h, req, body, err := parseHeader(frame)
 		h.host, h.listener, h.sess = host, l, sess
 		var done chan struct{}
-		if err == nil && (h.key == saslHandshakeKey || h.key == saslAuthenticateKey) {
+		if a := apiFor(h.key); err == nil && a != nil && a.sasl {
 			done = make(chan struct{})
 		}
 		queue <- pending{h: h, req: req, body: body, size: int(n), start: start, err: err, buf: buf, done: done}
@@ -284,10 +291,10 @@ func (b *Broker) readRequests(c net.Conn, l *Listener, sess *session, queue chan
 // answer handles the requests in order and writes their responses. After
 // a failure it only drains the queue (closing the connection ends the
 // reader).
-func (b *Broker) answer(c net.Conn, queue <-chan pending, ahead *readAhead, log *slog.Logger) {
+func (b *Broker) answer(ctx context.Context, c net.Conn, queue <-chan pending, ahead *readAhead, log *slog.Logger) {
 	failed := false
 	for p := range queue {
-		if !failed && !b.answerOne(c, p, log) {
+		if !failed && !b.answerOne(ctx, c, p, log) {
 			failed = true
 			_ = c.Close()
 		}
@@ -301,7 +308,7 @@ func (b *Broker) answer(c net.Conn, queue <-chan pending, ahead *readAhead, log 
 
 // answerOne handles one request and writes its response; false closes the
 // connection.
-func (b *Broker) answerOne(c net.Conn, p pending, log *slog.Logger) bool {
+func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog.Logger) bool {
 	if p.err != nil {
 		log.Warn("closing the connection", "err", p.err)
 		b.metrics.closedBad.Inc()
@@ -316,7 +323,7 @@ func (b *Broker) answerOne(c net.Conn, p pending, log *slog.Logger) bool {
 		return err == nil
 	}
 	b.waitMuted(p.h.sess)
-	resp, err := b.handle(p.h, p.req, p.body)
+	resp, err := b.handle(ctx, p.h, p.req, p.body)
 	if errors.Is(err, errUnauthenticated) {
 		log.Info("closing the connection", "api", kmsg.NameForKey(p.h.key), "err", err)
 		b.metrics.closedAuth.Inc()

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"io"
@@ -14,6 +15,31 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 )
+
+// Fetch: records read from the tablets' segment files, long polls woken
+// by appends.
+
+func init() {
+	register(api{key: 1, min: 4, max: 12, // without sessions
+		handle: handler((*Broker).fetch), null: nullFetch, quota: quotaFetch,
+		rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeFetch)})
+}
+
+// nullFetch answers every partition with no records.
+func nullFetch(_ *Broker, _ header, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.FetchRequest)
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.FetchResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition, sp.RecordBatches = rp.Partition, []byte{}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
 
 // fetchReply is a fetch response whose record bytes stay in their segment
 // files until written: each partition with records carries a marker in
@@ -116,7 +142,7 @@ func (fr *fetchReply) writeTo(w io.Writer, chunks [][]byte) error {
 // fetch answers a fetch, long-polling until MinBytes are there, MaxWaitMs
 // passes (at most MaxFetchWait) or the broker closes; appends to any of
 // its partitions wake it.
-func (b *Broker) fetch(r *kmsg.FetchRequest) *fetchReply {
+func (b *Broker) fetch(_ context.Context, _ header, r *kmsg.FetchRequest) *fetchReply {
 	iso := tablet.ReadHighWatermark
 	if r.IsolationLevel == 1 {
 		iso = tablet.ReadCommitted
@@ -211,4 +237,28 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*fetchRe
 		reply.Topics = append(reply.Topics, st)
 	}
 	return reply, total
+}
+
+// authorizeFetch: each topic needs Read; a fetch with refusals is
+// answered at once (no long poll), as Kafka answers a fetch with errors.
+func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Topics, func(t kmsg.FetchRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopic {
+		rt := kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	if len(denied) > 0 {
+		r.MaxWaitMillis = 0
+	}
+	return nil, func(resp kmsg.Response) {
+		fr := resp.(*fetchReply)
+		fr.Topics = append(fr.Topics, denied...)
+	}
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"path/filepath"
 	"testing"
@@ -153,7 +154,7 @@ func FuzzRequest(f *testing.F) {
 		// An authenticated SASL connection's session: a fuzzed handshake
 		// starts a new exchange on it.
 		h.sess = &session{sasl: true, authed: true, principal: "User:fz", mech: auth.SHA256}
-		resp, err := br.handle(h, req, body)
+		resp, err := br.handle(context.Background(), h, req, body)
 		if err != nil {
 			return
 		}

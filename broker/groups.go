@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,7 +14,7 @@ import (
 )
 
 // The group coordinator's APIs: this broker is every group's coordinator,
-// and coordinator/group answers the requests.
+// and coordinator/group answers the requests (the classic protocol).
 
 // stopContext ends when the broker closes: JoinGroup and SyncGroup stop
 // waiting for a rebalance.
@@ -26,69 +27,70 @@ func (b *Broker) stopContext() context.Context {
 	return ctx
 }
 
-// handleGroup answers a group request; ok is false for another API.
-func (b *Broker) handleGroup(h header, req kmsg.Request) (kmsg.Response, bool) {
-	c := b.groups
-	ctx := b.ctx
-	if b.groupWait > 0 { // the fuzz test's bound on a wait for a rebalance
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.groupWait)
-		defer cancel()
+func init() {
+	register(
+		api{key: 10, min: 0, max: 4, handle: handler((*Broker).findCoordinator),
+			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeFindCoordinator)},
+		api{key: 11, min: 0, max: 7, handle: handler(func(b *Broker, ctx context.Context, h header, r *kmsg.JoinGroupRequest) kmsg.Response {
+			ctx, cancel := b.groupContext(ctx)
+			defer cancel()
+			return b.groups.JoinGroup(ctx, group.Client{ID: h.clientID, Host: h.host}, r)
+		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeJoinGroup)},
+		api{key: 14, min: 0, max: 5, handle: handler(func(b *Broker, ctx context.Context, _ header, r *kmsg.SyncGroupRequest) kmsg.Response {
+			ctx, cancel := b.groupContext(ctx)
+			defer cancel()
+			return b.groups.SyncGroup(ctx, r)
+		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeSyncGroup)},
+		api{key: 12, min: 0, max: 4, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.HeartbeatRequest) kmsg.Response {
+			return b.groups.Heartbeat(r)
+		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeHeartbeat)},
+		api{key: 13, min: 0, max: 4, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.LeaveGroupRequest) kmsg.Response {
+			return b.groups.LeaveGroup(r)
+		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeLeaveGroup)},
+		api{key: 8, min: 0, max: 8, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetCommitRequest) kmsg.Response {
+			return b.groups.OffsetCommit(r)
+		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeOffsetCommit)},
+		api{key: 9, min: 0, max: 7, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetFetchRequest) kmsg.Response {
+			return b.groups.OffsetFetch(r)
+		}), rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeOffsetFetch)},
+		api{key: 47, min: 0, max: 0, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetDeleteRequest) kmsg.Response {
+			return b.groups.OffsetDelete(r)
+		}), rule: ruleFor(ruleGroup, opDelete, (*Broker).authorizeOffsetDelete)},
+		api{key: 15, min: 0, max: 5, handle: handler((*Broker).describeGroups),
+			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeDescribeGroups)},
+		api{key: 16, min: 0, max: 4, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListGroupsRequest) kmsg.Response {
+			return b.groups.ListGroups(r)
+		}), rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeListGroups)},
+		api{key: 42, min: 0, max: 2, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DeleteGroupsRequest) kmsg.Response {
+			return b.groups.DeleteGroups(r)
+		}), rule: ruleFor(ruleGroup, opDelete, (*Broker).authorizeDeleteGroups)},
+	)
+}
+
+// groupContext bounds a wait for a rebalance by the fuzz test's groupWait,
+// if set.
+func (b *Broker) groupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.groupWait > 0 {
+		return context.WithTimeout(ctx, b.groupWait)
 	}
-	switch r := req.(type) {
-	case *kmsg.FindCoordinatorRequest:
-		return b.findCoordinator(h, r), true
-	case *kmsg.JoinGroupRequest:
-		return c.JoinGroup(ctx, group.Client{ID: h.clientID, Host: h.host}, r), true
-	case *kmsg.SyncGroupRequest:
-		return c.SyncGroup(ctx, r), true
-	case *kmsg.HeartbeatRequest:
-		return c.Heartbeat(r), true
-	case *kmsg.LeaveGroupRequest:
-		return c.LeaveGroup(r), true
-	case *kmsg.OffsetCommitRequest:
-		return c.OffsetCommit(r), true
-	case *kmsg.OffsetFetchRequest:
-		return c.OffsetFetch(r), true
-	case *kmsg.OffsetDeleteRequest:
-		return c.OffsetDelete(r), true
-	case *kmsg.DescribeGroupsRequest:
-		return c.DescribeGroups(r), true
-	case *kmsg.ListGroupsRequest:
-		return c.ListGroups(r), true
-	case *kmsg.DeleteGroupsRequest:
-		return c.DeleteGroups(r), true
-	case *kmsg.AddPartitionsToTxnRequest:
-		return b.txns.AddPartitionsToTxn(r), true
-	case *kmsg.EndTxnRequest:
-		return b.txns.EndTxn(r), true
-	case *kmsg.AddOffsetsToTxnRequest:
-		resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-		if err := b.groups.Ensure(); err != nil { // its marker goes there
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			return resp, true
-		}
-		return b.txns.AddOffsetsToTxn(r, b.offsetsPartition(r.Group)), true
-	case *kmsg.DescribeTransactionsRequest:
-		return b.txns.DescribeTransactions(r), true
-	case *kmsg.ListTransactionsRequest:
-		return b.txns.ListTransactions(r), true
-	case *kmsg.DescribeProducersRequest:
-		return b.describeProducers(r), true
-	case *kmsg.TxnOffsetCommitRequest:
-		if code := b.txns.Verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
-			// The transaction must have added the group (AddOffsetsToTxn).
-			return group.RefuseTxnOffsetCommit(r, code), true
-		}
-		return c.TxnOffsetCommit(r), true
+	return ctx, func() {}
+}
+
+// describeGroups describes groups, with their AuthorizedOperations when
+// asked for.
+func (b *Broker) describeGroups(_ context.Context, h header, r *kmsg.DescribeGroupsRequest) kmsg.Response {
+	resp := b.groups.DescribeGroups(r)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		g.AuthorizedOperations = b.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
 	}
-	return nil, false
+	return resp
 }
 
 // findCoordinator answers that this broker coordinates every group and
 // transactional id (one key before v4, a batch from v4), creating the
 // coordinator's internal topic on first use.
-func (b *Broker) findCoordinator(h header, r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+func (b *Broker) findCoordinator(_ context.Context, h header, r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := r.CoordinatorKeys
 	if r.GetVersion() < 4 {
@@ -127,34 +129,6 @@ func (b *Broker) findCoordinator(h header, r *kmsg.FindCoordinatorRequest) *kmsg
 	return resp
 }
 
-// describeProducers lists each partition's active producers (their
-// writer state), as Kafka does.
-func (b *Broker) describeProducers(r *kmsg.DescribeProducersRequest) *kmsg.DescribeProducersResponse {
-	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
-	for _, rt := range r.Topics {
-		st := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
-		for _, p := range rt.Partitions {
-			sp := kmsg.NewDescribeProducersResponseTopicPartition()
-			sp.Partition = p
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p})
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			for _, e := range t.Producers() {
-				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = e.ProducerID, int32(e.Epoch), e.LastSeq()
-				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = e.LastTimestamp, e.CoordinatorEpoch, e.CurrentTxnFirstOffset
-				sp.ActiveProducers = append(sp.ActiveProducers, ap)
-			}
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
-}
-
 // offsetsPartition is the __consumer_offsets partition of a group.
 func (b *Broker) offsetsPartition(groupID string) checkpoint.TopicPartition {
 	return checkpoint.TopicPartition{Topic: group.Topic, Partition: group.PartitionFor(groupID, b.groups.Partitions())}
@@ -174,4 +148,207 @@ func clientHost(a net.Addr) string {
 		return "/" + clientIP(a)
 	}
 	return a.String()
+}
+
+// authorizeJoinGroup: Read on the group.
+func (b *Broker) authorizeJoinGroup(h header, r *kmsg.JoinGroupRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !b.may(h, opRead, resGroup, r.Group) {
+		resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation, resp.MemberID = groupErr, -1, r.MemberID
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeSyncGroup: Read on the group.
+func (b *Broker) authorizeSyncGroup(h header, r *kmsg.SyncGroupRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !b.may(h, opRead, resGroup, r.Group) {
+		resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = groupErr
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeHeartbeat: Read on the group.
+func (b *Broker) authorizeHeartbeat(h header, r *kmsg.HeartbeatRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !b.may(h, opRead, resGroup, r.Group) {
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = groupErr
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeLeaveGroup: Read on the group.
+func (b *Broker) authorizeLeaveGroup(h header, r *kmsg.LeaveGroupRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !b.may(h, opRead, resGroup, r.Group) {
+		resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = groupErr
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeOffsetDelete: Delete on the group (else refused whole), Read on
+// each topic.
+func (b *Broker) authorizeOffsetDelete(h header, r *kmsg.OffsetDeleteRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !b.may(h, opDelete, resGroup, r.Group) {
+		resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = groupErr
+		return resp, nil
+	}
+	denied := takeOut(&r.Topics, func(t kmsg.OffsetDeleteRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.OffsetDeleteRequestTopic, code int16) kmsg.OffsetDeleteResponseTopic {
+		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		o := resp.(*kmsg.OffsetDeleteResponse)
+		o.Topics = append(o.Topics, denied...)
+	}
+}
+
+// authorizeDescribeGroups: Describe on each group.
+func (b *Broker) authorizeDescribeGroups(h header, r *kmsg.DescribeGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Groups, func(g string) int16 {
+		return b.refusal(h, opDescribe, resGroup, g, groupErr)
+	}, func(g string, code int16) kmsg.DescribeGroupsResponseGroup {
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		return rg
+	})
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.DescribeGroupsResponse)
+		d.Groups = append(d.Groups, denied...)
+	}
+}
+
+// authorizeListGroups: Describe on the cluster lists every group; else
+// only the groups the principal may describe are listed.
+func (b *Broker) authorizeListGroups(h header, r *kmsg.ListGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if b.mayCluster(h, opDescribe) {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		l := resp.(*kmsg.ListGroupsResponse)
+		l.Groups = slices.DeleteFunc(l.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
+			return !b.may(h, opDescribe, resGroup, g.Group)
+		})
+	}
+}
+
+// authorizeDeleteGroups: Delete on each group.
+func (b *Broker) authorizeDeleteGroups(h header, r *kmsg.DeleteGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Groups, func(g string) int16 {
+		return b.refusal(h, opDelete, resGroup, g, groupErr)
+	}, func(g string, code int16) kmsg.DeleteGroupsResponseGroup {
+		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: code}
+	})
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.DeleteGroupsResponse)
+		d.Groups = append(d.Groups, denied...)
+	}
+}
+
+// authorizeFindCoordinator: a group key needs Describe on the group, a
+// transactional id Describe on it. A refused key before v4 (one key) is
+// answered without the handler, which would create the coordinator's
+// topic.
+func (b *Broker) authorizeFindCoordinator(h header, r *kmsg.FindCoordinatorRequest) (kmsg.Response, func(kmsg.Response)) {
+	code := func(key string) int16 {
+		switch r.CoordinatorType {
+		case 0:
+			return b.refusal(h, opDescribe, resGroup, key, kerr.GroupAuthorizationFailed.Code)
+		case 1:
+			return b.refusal(h, opDescribe, resTxnID, key, kerr.TransactionalIDAuthorizationFailed.Code)
+		}
+		return 0
+	}
+	if r.Version < 4 {
+		c := code(r.CoordinatorKey)
+		if c == 0 {
+			return nil, nil
+		}
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = c, -1, -1
+		return resp, nil
+	}
+	denied := takeOut(&r.CoordinatorKeys, code, func(k string, c int16) kmsg.FindCoordinatorResponseCoordinator {
+		return kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: -1, Port: -1, ErrorCode: c}
+	})
+	return nil, func(resp kmsg.Response) {
+		f := resp.(*kmsg.FindCoordinatorResponse)
+		f.Coordinators = append(f.Coordinators, denied...)
+	}
+}
+
+// authorizeOffsetCommit: Read on the group (else every partition is
+// GROUP_AUTHORIZATION_FAILED, without the handler), Read on each topic.
+func (b *Broker) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
+	if code := b.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code); code != 0 {
+		return group.RefuseOffsetCommit(r, code), nil
+	}
+	denied := takeOut(&r.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
+		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		o := resp.(*kmsg.OffsetCommitResponse)
+		o.Topics = append(o.Topics, denied...)
+	}
+}
+
+// authorizeOffsetFetch: Describe on the group (GROUP_AUTHORIZATION_FAILED,
+// per partition before v2), Describe on each topic: asked for by name,
+// TOPIC_AUTHORIZATION_FAILED; every topic (nil), the ones it may not
+// describe left out.
+func (b *Broker) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	deniedTopic := func(t string, parts []int32, code int16) kmsg.OffsetFetchResponseTopic {
+		rt := kmsg.OffsetFetchResponseTopic{Topic: t}
+		for _, p := range parts {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	if !b.may(h, opDescribe, resGroup, r.Group) {
+		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		if r.Version < 2 {
+			for _, t := range r.Topics {
+				resp.Topics = append(resp.Topics, deniedTopic(t.Topic, t.Partitions, kerr.GroupAuthorizationFailed.Code))
+			}
+		}
+		return resp, nil
+	}
+	if r.Topics == nil {
+		return nil, func(resp kmsg.Response) {
+			f := resp.(*kmsg.OffsetFetchResponse)
+			f.Topics = slices.DeleteFunc(f.Topics, func(t kmsg.OffsetFetchResponseTopic) bool {
+				return !b.may(h, opDescribe, resTopic, t.Topic)
+			})
+		}
+	}
+	denied := takeOut(&r.Topics, func(t kmsg.OffsetFetchRequestTopic) int16 {
+		return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.OffsetFetchRequestTopic, code int16) kmsg.OffsetFetchResponseTopic {
+		return deniedTopic(t.Topic, t.Partitions, code)
+	})
+	if r.Topics == nil {
+		r.Topics = []kmsg.OffsetFetchRequestTopic{} // none left, which is not "every topic"
+	}
+	return nil, func(resp kmsg.Response) {
+		resp.(*kmsg.OffsetFetchResponse).Topics = append(resp.(*kmsg.OffsetFetchResponse).Topics, denied...)
+	}
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -16,6 +17,18 @@ import (
 
 	"github.com/seglog/seglog/broker/auth"
 )
+
+// SaslHandshake and SaslAuthenticate: the SASL exchange, open to any
+// client (it is how a principal comes to be), outside the quotas.
+
+func init() {
+	register(
+		api{key: 17, min: 0, max: 1, beforeAuth: true, sasl: true, rule: anyone, quota: quotaNone,
+			handle: handler((*Broker).saslHandshake)},
+		api{key: 36, min: 0, max: 2, beforeAuth: true, sasl: true, rule: anyone, quota: quotaNone,
+			handle: handler((*Broker).saslAuthenticate)},
+	)
+}
 
 // Security protocols, as listener.security.protocol.map names them.
 const (
@@ -94,7 +107,7 @@ func (b *Broker) checkSession(h header) error {
 
 // saslHandshake answers SaslHandshake: the mechanism's exchange starts
 // (v0: its tokens come next as bare frames; v1: in SaslAuthenticate).
-func (b *Broker) saslHandshake(h header, r *kmsg.SASLHandshakeRequest) kmsg.Response {
+func (b *Broker) saslHandshake(_ context.Context, h header, r *kmsg.SASLHandshakeRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	resp.SupportedMechanisms = b.opts.SASLMechanisms
 	s := h.sess
@@ -130,7 +143,7 @@ func (b *Broker) saslHandshake(h header, r *kmsg.SASLHandshakeRequest) kmsg.Resp
 // saslAuthenticate answers SaslAuthenticate with the exchange's next
 // token, or SASL_AUTHENTICATION_FAILED after
 // connection.failed.authentication.delay.ms and closes the connection.
-func (b *Broker) saslAuthenticate(h header, r *kmsg.SASLAuthenticateRequest) kmsg.Response {
+func (b *Broker) saslAuthenticate(_ context.Context, h header, r *kmsg.SASLAuthenticateRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	s := h.sess
 	if s == nil || !s.sasl || s.exch == nil || s.raw {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -11,10 +12,47 @@ import (
 	"github.com/seglog/seglog/broker/auth"
 )
 
+// The SCRAM credential APIs, on the data directory's
+// seglog-scram-credentials: Describe needs Describe on the cluster, Alter
+// Alter.
+
+func init() {
+	register(
+		api{key: 50, min: 0, max: 0, handle: handler((*Broker).describeUserSCRAM),
+			rule: clusterRule(opDescribe, func(r *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+				resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				return resp
+			})},
+		api{key: 51, min: 0, max: 0, handle: handler((*Broker).alterUserSCRAM), rule: clusterRule(opAlter, refuseAlterUserSCRAM)},
+	)
+}
+
+// refuseAlterUserSCRAM answers every user of a refused
+// AlterUserScramCredentials, once each.
+func refuseAlterUserSCRAM(r *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(user string) {
+		if !seen[user] {
+			seen[user] = true
+			resp.Results = append(resp.Results, kmsg.AlterUserSCRAMCredentialsResponseResult{User: user,
+				ErrorCode: kerr.ClusterAuthorizationFailed.Code})
+		}
+	}
+	for _, d := range r.Deletions {
+		add(d.Name)
+	}
+	for _, u := range r.Upsertions {
+		add(u.Name)
+	}
+	return resp
+}
+
 // describeUserSCRAM answers DescribeUserScramCredentials: every user's
 // mechanisms and iteration counts (never a salt or a key), or the users
 // asked for.
-func (b *Broker) describeUserSCRAM(r *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
+func (b *Broker) describeUserSCRAM(_ context.Context, _ header, r *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	users := b.creds.Users()
 	names := slices.Sorted(maps.Keys(users))
@@ -51,7 +89,7 @@ func (b *Broker) describeUserSCRAM(r *kmsg.DescribeUserSCRAMCredentialsRequest) 
 // alterUserSCRAM answers AlterUserScramCredentials as Kafka does: one
 // result per user; a user with any bad change has none applied; the
 // others' changes are applied together, durably, before the answer.
-func (b *Broker) alterUserSCRAM(r *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+func (b *Broker) alterUserSCRAM(_ context.Context, _ header, r *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	var order []string
 	changes := map[string][]auth.Change{}

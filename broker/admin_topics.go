@@ -1,0 +1,390 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/tablet"
+)
+
+// The topic admin APIs: topics created, deleted and grown, records
+// deleted — all on the manager's tablets.
+
+func init() {
+	register(
+		api{key: 19, min: 0, max: 7, handle: handler((*Broker).createTopics),
+			rule: ruleFor(ruleTopic, opCreate, (*Broker).authorizeCreateTopics)},
+		api{key: 20, min: 0, max: 6, handle: handler((*Broker).deleteTopics),
+			rule: ruleFor(ruleTopic, opDelete, (*Broker).authorizeDeleteTopics)},
+		api{key: 37, min: 0, max: 3, handle: handler((*Broker).createPartitions),
+			rule: ruleFor(ruleTopic, opAlter, (*Broker).authorizeCreatePartitions)},
+		api{key: 21, min: 0, max: 2, handle: handler((*Broker).deleteRecords),
+			rule: ruleFor(ruleTopic, opDelete, (*Broker).authorizeDeleteRecords)},
+	)
+}
+
+func (b *Broker) createTopics(_ context.Context, _ header, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := map[string]int{}
+	for _, rt := range r.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range r.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		fail := func(code int16, msg *string) {
+			st.ErrorCode, st.ErrorMessage = code, msg
+			resp.Topics = append(resp.Topics, st)
+		}
+		if seen[rt.Topic] > 1 {
+			fail(kerr.InvalidRequest.Code, errText("topic %q is given %d times", rt.Topic, seen[rt.Topic]))
+			continue
+		}
+		if err := checkpoint.ValidateTopic(rt.Topic); err != nil {
+			fail(kerr.InvalidTopicException.Code, errText("%v", err))
+			continue
+		}
+		partitions := rt.NumPartitions
+		if len(rt.ReplicaAssignment) > 0 {
+			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+				fail(kerr.InvalidRequest.Code, errText("a replica assignment comes with partitions and replication factor -1"))
+				continue
+			}
+			if msg := b.checkAssignment(rt.ReplicaAssignment); msg != nil {
+				fail(kerr.InvalidReplicaAssignment.Code, msg)
+				continue
+			}
+			partitions = int32(len(rt.ReplicaAssignment))
+		}
+		if partitions == -1 {
+			partitions = b.opts.NumPartitions
+		}
+		if partitions <= 0 || partitions > b.opts.MaxTopicPartitions {
+			fail(kerr.InvalidPartitions.Code, errText("number of partitions %d is not in [1, %d]", partitions, b.opts.MaxTopicPartitions))
+			continue
+		}
+		if rf := rt.ReplicationFactor; rf != -1 && rf != 1 && len(rt.ReplicaAssignment) == 0 {
+			fail(kerr.InvalidReplicationFactor.Code, errText("replication factor %d is larger than the 1 broker available", rf))
+			continue
+		}
+		cfg := b.m.DefaultConfig()
+		var cfgErr error
+		for _, c := range rt.Configs {
+			if cfgErr = setTopicConfig(&cfg, c.Name, c.Value); cfgErr != nil {
+				break
+			}
+		}
+		if cfgErr != nil {
+			fail(kerr.InvalidConfig.Code, errText("%v", cfgErr))
+			continue
+		}
+		if code, msg := b.createTopicChecked(rt.Topic, partitions, &cfg, r.ValidateOnly); code != 0 {
+			fail(code, msg)
+			continue
+		}
+		st.NumPartitions, st.ReplicationFactor = partitions, 1
+		if id, ok := b.m.TopicID(rt.Topic); ok {
+			st.TopicID = id
+		}
+		for _, d := range b.describeTopicConfig(cfg) {
+			c := kmsg.NewCreateTopicsResponseTopicConfig()
+			c.Name, c.Value, c.ReadOnly, c.Source = d.name, kmsg.StringPtr(d.value), d.readOnly, int8(d.source)
+			st.Configs = append(st.Configs, c)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// checkAssignment accepts a manual assignment only of every partition, in
+// order, to this broker alone.
+func (b *Broker) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) *string {
+	for i, a := range as {
+		if a.Partition != int32(i) {
+			return errText("the assignment must list partitions 0 to %d in order", len(as)-1)
+		}
+		if len(a.Replicas) != 1 || a.Replicas[0] != b.opts.NodeID {
+			return errText("partition %d: the only broker is %d", a.Partition, b.opts.NodeID)
+		}
+	}
+	return nil
+}
+
+// createTopicChecked creates a topic that must not exist; a failure part
+// way deletes the partitions it made (no half-created topic).
+func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.Config, validateOnly bool) (int16, *string) {
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	if len(b.partitionsOf(topic)) > 0 {
+		return kerr.TopicAlreadyExists.Code, errText("topic %q already exists", topic)
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	for p := range partitions {
+		if _, err := b.m.Create(checkpoint.TopicPartition{Topic: topic, Partition: p}, cfg); err != nil {
+			for q := range p {
+				_ = b.m.Delete(checkpoint.TopicPartition{Topic: topic, Partition: q})
+			}
+			b.opts.Logger.Warn("creating a topic", "topic", topic, "err", err)
+			return topicConfigCode(err), errText("%v", err)
+		}
+	}
+	b.opts.Logger.Info("created a topic", "topic", topic, "partitions", partitions)
+	return 0, nil
+}
+
+func (b *Broker) deleteTopics(_ context.Context, _ header, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
+	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	for _, n := range r.TopicNames {
+		targets = append(targets, target{name: kmsg.StringPtr(n)})
+	}
+	for _, t := range r.Topics {
+		targets = append(targets, target{name: t.Topic, id: t.TopicID})
+	}
+	for _, tg := range targets {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = tg.name, tg.id
+		name := ""
+		if tg.name != nil {
+			name = *tg.name
+		} else if n, ok := b.topicByID(tg.id); ok {
+			name, st.Topic = n, kmsg.StringPtr(n)
+		} else {
+			st.ErrorCode, st.ErrorMessage = kerr.UnknownTopicID.Code, errText("no topic has that id")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		st.ErrorCode, st.ErrorMessage = b.deleteTopic(name)
+		if st.ErrorCode == 0 {
+			st.ErrorMessage = nil
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// topicByID finds a topic by its id.
+func (b *Broker) topicByID(id [16]byte) (string, bool) {
+	seen := map[string]bool{}
+	for _, t := range b.m.Tablets() {
+		n := t.TopicPartition().Topic
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if tid, ok := b.m.TopicID(n); ok && tid == id {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// deleteTopic deletes every partition of a topic.
+func (b *Broker) deleteTopic(topic string) (int16, *string) {
+	if internalTopics[topic] {
+		// The coordinators' own log: deleting it would drop every group.
+		return kerr.InvalidTopicException.Code, errText("%s is an internal topic", topic)
+	}
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	parts := b.partitionsOf(topic)
+	if len(parts) == 0 {
+		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
+	}
+	for _, t := range parts {
+		if err := b.m.Delete(t.TopicPartition()); err != nil {
+			b.opts.Logger.Warn("deleting a topic", "topic", topic, "err", err)
+			return errorCode(err), errText("%v", err)
+		}
+	}
+	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(parts))
+	if b.groups != nil {
+		// As Kafka: the groups' offsets of a deleted topic go too.
+		if err := b.groups.RemoveTopicOffsets(topic); err != nil {
+			b.opts.Logger.Warn("deleting the committed offsets of a deleted topic", "topic", topic, "err", err)
+		}
+	}
+	return 0, nil
+}
+
+func (b *Broker) createPartitions(_ context.Context, _ header, r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
+	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		st.ErrorCode, st.ErrorMessage = b.growTopic(rt, r.ValidateOnly)
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// growTopic adds partitions to a topic, with its config.
+func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int16, *string) {
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	parts := b.partitionsOf(rt.Topic)
+	if len(parts) == 0 {
+		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rt.Topic)
+	}
+	have := int32(len(parts))
+	if rt.Count <= have || rt.Count > b.opts.MaxTopicPartitions {
+		return kerr.InvalidPartitions.Code, errText("topic %q has %d partitions; the count must grow, to at most %d", rt.Topic,
+			have, b.opts.MaxTopicPartitions)
+	}
+	if rt.Assignment != nil && int32(len(rt.Assignment)) != rt.Count-have {
+		return kerr.InvalidReplicaAssignment.Code, errText("%d new partitions, %d assignments", rt.Count-have, len(rt.Assignment))
+	}
+	for _, a := range rt.Assignment {
+		if len(a.Replicas) != 1 || a.Replicas[0] != b.opts.NodeID {
+			return kerr.InvalidReplicaAssignment.Code, errText("the only broker is %d", b.opts.NodeID)
+		}
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	cfg := parts[0].Config()
+	for p := have; p < rt.Count; p++ {
+		if _, err := b.m.Create(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p}, &cfg); err != nil {
+			b.opts.Logger.Warn("adding partitions", "topic", rt.Topic, "err", err)
+			return errorCode(err), errText("%v", err)
+		}
+	}
+	b.opts.Logger.Info("added partitions", "topic", rt.Topic, "from", have, "to", rt.Count)
+	return 0, nil
+}
+
+func (b *Broker) deleteRecords(_ context.Context, _ header, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
+	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.DeleteRecordsResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition, sp.LowWatermark = rp.Partition, -1
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			switch {
+			case !ok:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				o := t.Offsets()
+				offset := rp.Offset
+				if offset == -1 {
+					offset = o.HighWatermark // -1: everything committed
+				}
+				if offset < 0 || offset > o.HighWatermark {
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+					break
+				}
+				start, err := t.DeleteRecordsBefore(offset)
+				sp.ErrorCode, sp.LowWatermark = errorCode(err), start
+				if err != nil {
+					sp.LowWatermark = -1
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// authorizeCreateTopics: Create on the cluster, or else on each topic.
+func (b *Broker) authorizeCreateTopics(h header, r *kmsg.CreateTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
+	cluster := b.mayCluster(h, opCreate)
+	denied := takeOut(&r.Topics, func(t kmsg.CreateTopicsRequestTopic) int16 {
+		if cluster {
+			return 0
+		}
+		return b.refusal(h, opCreate, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.CreateTopicsRequestTopic, code int16) kmsg.CreateTopicsResponseTopic {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, code
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		c := resp.(*kmsg.CreateTopicsResponse)
+		for i := range c.Topics {
+			// A created topic's configs (v5+) only for a principal that
+			// may describe them, as Kafka answers.
+			if c.Topics[i].Configs != nil && !b.may(h, opDescribeConfigs, resTopic, c.Topics[i].Topic) {
+				c.Topics[i].Configs, c.Topics[i].ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
+			}
+		}
+		c.Topics = append(c.Topics, denied...)
+	}
+}
+
+// authorizeDeleteTopics: Delete on each topic, named or (v6) by its id.
+func (b *Broker) authorizeDeleteTopics(h header, r *kmsg.DeleteTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
+	answer := func(name string, code int16) kmsg.DeleteTopicsResponseTopic {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), code
+		return rt
+	}
+	denied := takeOut(&r.TopicNames, func(name string) int16 { return b.refusal(h, opDelete, resTopic, name, topicRefused) }, answer)
+	name := func(t kmsg.DeleteTopicsRequestTopic) (string, bool) { // v6: by name or by id
+		if t.Topic != nil {
+			return *t.Topic, true
+		}
+		return b.topicByID(t.TopicID)
+	}
+	denied = append(denied, takeOut(&r.Topics, func(t kmsg.DeleteTopicsRequestTopic) int16 {
+		n, ok := name(t)
+		if !ok {
+			return 0 // an unknown id: the handler answers UNKNOWN_TOPIC_ID
+		}
+		return b.refusal(h, opDelete, resTopic, n, topicRefused)
+	}, func(t kmsg.DeleteTopicsRequestTopic, code int16) kmsg.DeleteTopicsResponseTopic {
+		n, _ := name(t)
+		rt := answer(n, code)
+		rt.TopicID = t.TopicID
+		return rt
+	})...)
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.DeleteTopicsResponse)
+		d.Topics = append(d.Topics, denied...)
+	}
+}
+
+// authorizeCreatePartitions: Alter on each topic.
+func (b *Broker) authorizeCreatePartitions(h header, r *kmsg.CreatePartitionsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Topics, func(t kmsg.CreatePartitionsRequestTopic) int16 {
+		return b.refusal(h, opAlter, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.CreatePartitionsRequestTopic, code int16) kmsg.CreatePartitionsResponseTopic {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, code
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		c := resp.(*kmsg.CreatePartitionsResponse)
+		c.Topics = append(c.Topics, denied...)
+	}
+}
+
+// authorizeDeleteRecords: Delete on each topic.
+func (b *Broker) authorizeDeleteRecords(h header, r *kmsg.DeleteRecordsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Topics, func(t kmsg.DeleteRecordsRequestTopic) int16 {
+		return b.refusal(h, opDelete, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.DeleteRecordsRequestTopic, code int16) kmsg.DeleteRecordsResponseTopic {
+		rt := kmsg.DeleteRecordsResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.DeleteRecordsResponse)
+		d.Topics = append(d.Topics, denied...)
+	}
+}

@@ -1,0 +1,381 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/tablet"
+)
+
+// The config APIs: topic and broker configs described, topic configs
+// altered (whole or incrementally).
+
+func init() {
+	register(
+		api{key: 32, min: 0, max: 4, handle: handler((*Broker).describeConfigs),
+			rule: ruleFor(ruleTopic, opDescribeConfigs, (*Broker).authorizeDescribeConfigs)},
+		api{key: 33, min: 0, max: 2, handle: handler((*Broker).alterConfigs),
+			rule: ruleFor(ruleTopic, opAlterConfigs, (*Broker).authorizeAlterConfigs)},
+		api{key: 44, min: 0, max: 1, handle: handler((*Broker).incrementalAlterConfigs),
+			rule: ruleFor(ruleTopic, opAlterConfigs, (*Broker).authorizeIncrementalAlterConfigs)},
+	)
+}
+
+// errText returns a pointer to an error's text, for a response's message.
+func errText(format string, args ...any) *string {
+	s := fmt.Sprintf(format, args...)
+	return &s
+}
+
+// topicConfigCode maps a config error to Kafka's code.
+func topicConfigCode(err error) int16 {
+	if errors.Is(err, tablet.ErrConfig) || errors.Is(err, errConfigUnsupported) {
+		return kerr.InvalidConfig.Code
+	}
+	return errorCode(err)
+}
+
+// errConfigUnsupported is a Kafka topic config this broker lists but does
+// not take (other than its one value).
+var errConfigUnsupported = errors.New("broker: config not supported")
+
+// fixedConfigs are Kafka topic configs the engine has no field for: listed
+// by DescribeConfigs with their one accepted value (setting that value is a
+// no-op, any other is INVALID_CONFIG).
+var fixedConfigs = map[string]struct {
+	value string
+	typ   kmsg.ConfigType
+	why   string
+}{
+	"compression.type":    {"producer", kmsg.ConfigTypeString, "batches are stored as the producer compressed them"},
+	"min.insync.replicas": {"1", kmsg.ConfigTypeInt, "a single-node broker has one replica"},
+}
+
+// configTypes are the Kafka types of the engine's topic configs; a key not
+// here is a long.
+var configTypes = map[string]kmsg.ConfigType{
+	"segment.bytes": kmsg.ConfigTypeInt, "segment.index.bytes": kmsg.ConfigTypeInt,
+	"index.interval.bytes": kmsg.ConfigTypeInt, "max.message.bytes": kmsg.ConfigTypeInt,
+	"message.timestamp.type": kmsg.ConfigTypeString, "preallocate": kmsg.ConfigTypeBoolean,
+	"remote.storage.enable": kmsg.ConfigTypeBoolean, "seglog.durable.acks": kmsg.ConfigTypeBoolean,
+	"cleanup.policy": kmsg.ConfigTypeList, "min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
+	// (the others: longs — min/max.compaction.lag.ms, delete.retention.ms)
+}
+
+// setTopicConfig sets one key of a topic config (a fixed config only to
+// its value).
+func setTopicConfig(c *tablet.Config, key string, value *string) error {
+	if value == nil {
+		return fmt.Errorf("%w: %s has no value", tablet.ErrConfig, key)
+	}
+	if f, ok := fixedConfigs[key]; ok {
+		if *value != f.value {
+			return fmt.Errorf("%w: %s=%s: only %s is served (%s)", errConfigUnsupported, key, *value, f.value, f.why)
+		}
+		return nil
+	}
+	return c.Set(key, *value)
+}
+
+// resetTopicConfig returns one key to the broker's default.
+func (b *Broker) resetTopicConfig(c *tablet.Config, key string) error {
+	if _, ok := fixedConfigs[key]; ok {
+		return nil
+	}
+	def := b.m.DefaultConfig()
+	v, ok := def.Get(key)
+	if !ok {
+		return fmt.Errorf("%w: unknown key %q", tablet.ErrConfig, key)
+	}
+	return c.Set(key, v)
+}
+
+// topicConfig is a topic's config: its first partition's (they share it).
+func (b *Broker) topicConfig(topic string) (tablet.Config, bool) {
+	parts := b.partitionsOf(topic)
+	if len(parts) == 0 {
+		return tablet.Config{}, false
+	}
+	return parts[0].Config(), true
+}
+
+// describedConfig is one config as DescribeConfigs lists it.
+type describedConfig struct {
+	name, value string
+	source      kmsg.ConfigSource
+	typ         kmsg.ConfigType
+	readOnly    bool
+}
+
+// sortedConfigs sorts configs by name, as Kafka lists them.
+func sortedConfigs(cs []describedConfig) []describedConfig {
+	slices.SortFunc(cs, func(a, b describedConfig) int { return strings.Compare(a.name, b.name) })
+	return cs
+}
+
+// describeTopicConfig lists every topic config with its value and source:
+// a value other than the broker's default is the topic's own
+// (DYNAMIC_TOPIC_CONFIG), the broker's default other than Kafka's is
+// STATIC_BROKER_CONFIG, else DEFAULT_CONFIG.
+func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
+	kafka, broker := tablet.DefaultConfig(), b.m.DefaultConfig()
+	var out []describedConfig
+	for _, k := range tablet.ConfigKeys() {
+		v, _ := c.Get(k)
+		bv, _ := broker.Get(k)
+		kv, _ := kafka.Get(k)
+		d := describedConfig{name: k, value: v, source: kmsg.ConfigSourceDefaultConfig, typ: kmsg.ConfigTypeLong}
+		if t, ok := configTypes[k]; ok {
+			d.typ = t
+		}
+		switch {
+		case v != bv:
+			d.source = kmsg.ConfigSourceDynamicTopicConfig
+		case bv != kv:
+			d.source = kmsg.ConfigSourceStaticBrokerConfig
+		}
+		out = append(out, d)
+	}
+	for k, f := range fixedConfigs {
+		out = append(out, describedConfig{name: k, value: f.value, source: kmsg.ConfigSourceDefaultConfig, typ: f.typ})
+	}
+	return sortedConfigs(out)
+}
+
+// describeBrokerConfig lists the broker's own configs (all static).
+func (b *Broker) describeBrokerConfig() []describedConfig {
+	def := b.m.DefaultConfig()
+	get := func(k string) string { v, _ := def.Get(k); return v }
+	static := func(name, value string, typ kmsg.ConfigType) describedConfig {
+		return describedConfig{name: name, value: value, source: kmsg.ConfigSourceStaticBrokerConfig, typ: typ, readOnly: true}
+	}
+	out := []describedConfig{
+		static("node.id", strconv.Itoa(int(b.opts.NodeID)), kmsg.ConfigTypeInt),
+		static("broker.id", strconv.Itoa(int(b.opts.NodeID)), kmsg.ConfigTypeInt),
+		static("num.partitions", strconv.Itoa(int(b.opts.NumPartitions)), kmsg.ConfigTypeInt),
+		static("auto.create.topics.enable", strconv.FormatBool(!b.opts.NoAutoCreate), kmsg.ConfigTypeBoolean),
+		static("default.replication.factor", "1", kmsg.ConfigTypeInt),
+		static("log.dirs", b.m.Dir(), kmsg.ConfigTypeString),
+		static("log.segment.bytes", get("segment.bytes"), kmsg.ConfigTypeInt),
+		static("log.retention.ms", get("retention.ms"), kmsg.ConfigTypeLong),
+		static("log.retention.bytes", get("retention.bytes"), kmsg.ConfigTypeLong),
+		static("log.cleanup.policy", get("cleanup.policy"), kmsg.ConfigTypeList),
+		static("log.cleaner.min.cleanable.ratio", get("min.cleanable.dirty.ratio"), kmsg.ConfigTypeDouble),
+		static("log.cleaner.delete.retention.ms", get("delete.retention.ms"), kmsg.ConfigTypeLong),
+		static("log.cleaner.min.compaction.lag.ms", get("min.compaction.lag.ms"), kmsg.ConfigTypeLong),
+		static("log.cleaner.max.compaction.lag.ms", get("max.compaction.lag.ms"), kmsg.ConfigTypeLong),
+		static("message.max.bytes", get("max.message.bytes"), kmsg.ConfigTypeInt),
+		static("socket.request.max.bytes", strconv.Itoa(int(b.opts.MaxRequestBytes)), kmsg.ConfigTypeInt),
+		static("connections.max.idle.ms", strconv.FormatInt(b.opts.IdleTimeout.Milliseconds(), 10), kmsg.ConfigTypeLong),
+		static("max.connections", strconv.Itoa(b.opts.MaxConnections), kmsg.ConfigTypeInt),
+		static("seglog.durable.acks", strconv.FormatBool(b.opts.DurableAcks), kmsg.ConfigTypeBoolean),
+	}
+	return sortedConfigs(out)
+}
+
+func (b *Broker) describeConfigs(_ context.Context, _ header, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
+	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range r.Resources {
+		sr := kmsg.NewDescribeConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var configs []describedConfig
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			c, ok := b.topicConfig(rr.ResourceName)
+			if !ok {
+				sr.ErrorCode, sr.ErrorMessage = kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rr.ResourceName)
+				break
+			}
+			configs = b.describeTopicConfig(c)
+		case kmsg.ConfigResourceTypeBroker:
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.opts.NodeID)) {
+				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("this broker is node %d", b.opts.NodeID)
+				break
+			}
+			configs = b.describeBrokerConfig()
+		default:
+			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("configs of resource type %s are not served", rr.ResourceType)
+		}
+		for _, d := range configs {
+			if rr.ConfigNames != nil && !slices.Contains(rr.ConfigNames, d.name) {
+				continue
+			}
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.Value, c.ReadOnly, c.Source, c.ConfigType = d.name, kmsg.StringPtr(d.value), d.readOnly, d.source, d.typ
+			c.IsDefault = d.source == kmsg.ConfigSourceDefaultConfig
+			if r.IncludeSynonyms {
+				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				syn.Name, syn.Value, syn.Source = d.name, kmsg.StringPtr(d.value), d.source
+				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+			}
+			sr.Configs = append(sr.Configs, c)
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp
+}
+
+// configChange is one key's change: set to value, or reset (nil).
+type configChange struct {
+	key   string
+	value *string
+	reset bool
+}
+
+// alterTopicConfig applies changes to a topic's config on every partition,
+// after checking them all: a bad one changes nothing. replace starts from
+// the broker's defaults instead of the topic's config (AlterConfigs).
+func (b *Broker) alterTopicConfig(topic string, changes []configChange, replace, validateOnly bool) (int16, *string) {
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	parts := b.partitionsOf(topic)
+	if len(parts) == 0 {
+		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
+	}
+	cfg := parts[0].Config()
+	if replace {
+		cfg = b.m.DefaultConfig()
+	}
+	for _, ch := range changes {
+		var err error
+		if ch.reset {
+			err = b.resetTopicConfig(&cfg, ch.key)
+		} else {
+			err = setTopicConfig(&cfg, ch.key, ch.value)
+		}
+		if err != nil {
+			return topicConfigCode(err), errText("%v", err)
+		}
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	for _, t := range parts {
+		if err := t.SetConfig(cfg); err != nil {
+			b.opts.Logger.Warn("altering a topic config", "topic", topic, "partition", t.TopicPartition().Partition, "err", err)
+			return errorCode(err), errText("%v", err)
+		}
+	}
+	b.opts.Logger.Info("altered a topic config", "topic", topic, "changes", len(changes))
+	return 0, nil
+}
+
+func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
+	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range r.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
+			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("only topic configs are altered here; the broker's are static")
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
+		var changes []configChange
+		for _, c := range rr.Configs {
+			switch c.Op {
+			case kmsg.IncrementalAlterConfigOpSet:
+				changes = append(changes, configChange{key: c.Name, value: c.Value})
+			case kmsg.IncrementalAlterConfigOpDelete:
+				changes = append(changes, configChange{key: c.Name, reset: true})
+			default: // APPEND and SUBTRACT are for lists; no served config is one
+				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidConfig.Code, errText("%s: %s applies only to list configs", c.Name, c.Op)
+			}
+		}
+		if sr.ErrorCode == 0 {
+			sr.ErrorCode, sr.ErrorMessage = b.alterTopicConfig(rr.ResourceName, changes, false, r.ValidateOnly)
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp
+}
+
+func (b *Broker) alterConfigs(_ context.Context, _ header, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
+	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range r.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
+			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("only topic configs are altered here; the broker's are static")
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
+		changes := make([]configChange, 0, len(rr.Configs))
+		for _, c := range rr.Configs {
+			changes = append(changes, configChange{key: c.Name, value: c.Value})
+		}
+		sr.ErrorCode, sr.ErrorMessage = b.alterTopicConfig(rr.ResourceName, changes, true, r.ValidateOnly)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp
+}
+
+// configAuthorization is the error for a config resource the principal
+// may not describe or alter (the cluster's for a broker's configs), 0 if
+// it may.
+func (b *Broker) configAuthorization(h header, op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) int16 {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		if !b.may(h, op, resTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	default: // broker and broker-logger configs: the cluster's
+		if !b.mayCluster(h, op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
+// authorizeDescribeConfigs: DescribeConfigs on each topic, or on the
+// cluster for a broker's configs.
+func (b *Broker) authorizeDescribeConfigs(h header, r *kmsg.DescribeConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Resources, func(res kmsg.DescribeConfigsRequestResource) int16 {
+		return b.configAuthorization(h, opDescribeConfigs, res.ResourceType, res.ResourceName)
+	}, func(res kmsg.DescribeConfigsRequestResource, code int16) kmsg.DescribeConfigsResponseResource {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+		return rr
+	})
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.DescribeConfigsResponse)
+		d.Resources = append(d.Resources, denied...)
+	}
+}
+
+// authorizeAlterConfigs: AlterConfigs on each topic, or on the cluster for
+// a broker's configs.
+func (b *Broker) authorizeAlterConfigs(h header, r *kmsg.AlterConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Resources, func(res kmsg.AlterConfigsRequestResource) int16 {
+		return b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+	}, func(res kmsg.AlterConfigsRequestResource, code int16) kmsg.AlterConfigsResponseResource {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+		return rr
+	})
+	return nil, func(resp kmsg.Response) {
+		a := resp.(*kmsg.AlterConfigsResponse)
+		a.Resources = append(a.Resources, denied...)
+	}
+}
+
+// authorizeIncrementalAlterConfigs: as authorizeAlterConfigs.
+func (b *Broker) authorizeIncrementalAlterConfigs(h header, r *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) int16 {
+		return b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+	}, func(res kmsg.IncrementalAlterConfigsRequestResource, code int16) kmsg.IncrementalAlterConfigsResponseResource {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+		return rr
+	})
+	return nil, func(resp kmsg.Response) {
+		a := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		a.Resources = append(a.Resources, denied...)
+	}
+}

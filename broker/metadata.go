@@ -1,0 +1,214 @@
+package broker
+
+import (
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/broker/auth"
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/coordinator/txn"
+	"github.com/seglog/seglog/tablet"
+)
+
+// Metadata: the broker, the topics and their partitions, topics
+// auto-created on first mention.
+
+func init() {
+	register(api{key: 3, min: 0, max: 12, handle: handler((*Broker).metadata), null: nullMetadata,
+		rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeMetadata)})
+}
+
+// nullMetadata lists the null broker's topics, every partition led by it.
+func nullMetadata(b *Broker, _ header, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.MetadataRequest)
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: b.opts.AdvertisedHost, Port: b.opts.AdvertisedPort}}
+	resp.ControllerID = b.opts.NodeID
+	for name, n := range b.null.topics {
+		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
+		for p := range n {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader = p, b.opts.NodeID
+			mp.Replicas, mp.ISR = []int32{b.opts.NodeID}, []int32{b.opts.NodeID}
+			topic.Partitions = append(topic.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, topic)
+	}
+	return resp
+}
+
+// internalTopics are Kafka's internal topics, flagged in Metadata.
+var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
+
+// tabletFor returns a partition's tablet, creating its topic (with
+// num.partitions partitions) when auto-creation allows.
+func (b *Broker) tabletFor(topic string, partition int32, create bool) (*tablet.Tablet, int16) {
+	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
+	if t, ok := b.m.Get(tp); ok {
+		return t, 0
+	}
+	if !create || b.opts.NoAutoCreate {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	if err := checkpoint.ValidateTopic(topic); err != nil {
+		return nil, kerr.InvalidTopicException.Code
+	}
+	if len(b.partitionsOf(topic)) > 0 {
+		return nil, kerr.UnknownTopicOrPartition.Code // the topic exists, not this partition
+	}
+	if err := b.createTopic(topic, b.opts.NumPartitions); err != nil {
+		b.opts.Logger.Warn("auto-creating a topic", "topic", topic, "err", err)
+		return nil, kerr.UnknownServerError.Code
+	}
+	if t, ok := b.m.Get(tp); ok {
+		return t, 0
+	}
+	return nil, kerr.UnknownTopicOrPartition.Code
+}
+
+// createTopic creates the tablets of a topic that does not exist.
+func (b *Broker) createTopic(topic string, partitions int32) error {
+	b.createMu.Lock()
+	defer b.createMu.Unlock()
+	for p := range partitions {
+		if _, err := b.m.GetOrCreate(checkpoint.TopicPartition{Topic: topic, Partition: p}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partitionsOf returns a topic's tablets, by partition.
+func (b *Broker) partitionsOf(topic string) []*tablet.Tablet {
+	var out []*tablet.Tablet
+	for _, t := range b.m.Tablets() {
+		if t.TopicPartition().Topic == topic {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// advertised is the address a connection's clients are told: its
+// listener's.
+func (b *Broker) advertised(h header) (string, int32) {
+	if h.listener != nil {
+		return h.listener.AdvertisedHost, h.listener.AdvertisedPort
+	}
+	return b.opts.AdvertisedHost, b.opts.AdvertisedPort
+}
+
+func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	host, port := b.advertised(h)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
+	resp.ControllerID = b.opts.NodeID
+	resp.ClusterID = kmsg.StringPtr(b.clusterID)
+	var names []string
+	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
+	if all {
+		seen := map[string]bool{}
+		for _, t := range b.m.Tablets() {
+			if n := t.TopicPartition().Topic; !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	} else {
+		for _, t := range r.Topics {
+			if t.Topic != nil {
+				names = append(names, *t.Topic)
+			}
+		}
+	}
+	autoCreate := r.GetVersion() < 4 || r.AllowAutoTopicCreation
+	for _, name := range names {
+		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
+		parts := b.partitionsOf(name)
+		if len(parts) == 0 && (name == group.Topic || name == txn.Topic) && b.groups != nil {
+			ensure := b.groups.Ensure
+			if name == txn.Topic {
+				ensure = b.txns.Ensure
+			}
+			if err := ensure(); err != nil {
+				b.opts.Logger.Error("creating "+name, "err", err)
+			}
+			parts = b.partitionsOf(name)
+		}
+		if len(parts) == 0 && !all && autoCreate && !b.opts.NoAutoCreate {
+			if checkpoint.ValidateTopic(name) != nil {
+				topic.ErrorCode = kerr.InvalidTopicException.Code
+				resp.Topics = append(resp.Topics, topic)
+				continue
+			}
+			if err := b.createTopic(name, b.opts.NumPartitions); err != nil {
+				b.opts.Logger.Warn("auto-creating a topic", "topic", name, "err", err)
+			}
+			parts = b.partitionsOf(name)
+		}
+		if len(parts) == 0 {
+			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		} else if r.GetVersion() >= 10 {
+			topic.TopicID, _ = b.m.TopicID(name)
+		}
+		for _, t := range parts {
+			p := kmsg.NewMetadataResponseTopicPartition()
+			p.Partition = t.TopicPartition().Partition
+			p.Leader = b.opts.NodeID
+			p.LeaderEpoch = 0
+			p.Replicas = []int32{b.opts.NodeID}
+			p.ISR = []int32{b.opts.NodeID}
+			topic.Partitions = append(topic.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, topic)
+	}
+	resp.AuthorizedOperations = b.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		t.AuthorizedOperations = b.authorizedOpsIf(r.IncludeTopicAuthorizedOperations && t.ErrorCode == 0, h, resTopic, *t.Topic)
+	}
+	return resp
+}
+
+// authorizeMetadata: a topic the principal may not describe is
+// TOPIC_AUTHORIZATION_FAILED when asked for by name, and left out of a
+// listing of every topic; a topic that would be auto-created needs Create
+// on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) (kmsg.Response, func(kmsg.Response)) {
+	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
+	if all {
+		return nil, func(resp kmsg.Response) {
+			m := resp.(*kmsg.MetadataResponse)
+			m.Topics = slices.DeleteFunc(m.Topics, func(t kmsg.MetadataResponseTopic) bool {
+				return t.Topic == nil || !b.may(h, opDescribe, resTopic, *t.Topic)
+			})
+		}
+	}
+	createCluster := b.mayCluster(h, opCreate)
+	denied := takeOut(&r.Topics, func(t kmsg.MetadataRequestTopic) int16 {
+		if t.Topic == nil {
+			return 0
+		}
+		name := *t.Topic
+		ok := b.may(h, opDescribe, resTopic, name)
+		if ok && len(b.partitionsOf(name)) == 0 && !internalTopics[name] && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) {
+			ok = createCluster || b.may(h, opCreate, resTopic, name)
+		}
+		if ok {
+			return 0
+		}
+		return topicRefused
+	}, func(t kmsg.MetadataRequestTopic, code int16) kmsg.MetadataResponseTopic {
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic, rt.ErrorCode, rt.IsInternal = t.Topic, code, internalTopics[*t.Topic]
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		m := resp.(*kmsg.MetadataResponse)
+		m.Topics = append(m.Topics, denied...)
+	}
+}

@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/tablet"
+)
+
+// ListOffsets and OffsetForLeaderEpoch: a partition's offsets by time and
+// by leader epoch.
+
+func init() {
+	register(
+		api{key: 2, min: 1, max: 7, handle: handler((*Broker).listOffsets),
+			rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeListOffsets)},
+		api{key: 23, min: 0, max: 4, handle: handler((*Broker).offsetForLeaderEpoch),
+			rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeOffsetForLeaderEpoch)},
+	)
+}
+
+func (b *Broker) listOffsets(_ context.Context, _ header, r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			o := t.Offsets()
+			switch rp.Timestamp {
+			case -1: // latest
+				sp.Offset, sp.Timestamp = o.HighWatermark, -1
+				if r.IsolationLevel == 1 {
+					sp.Offset = o.LastStableOffset
+				}
+			case -2: // earliest
+				sp.Offset, sp.Timestamp = o.LogStartOffset, -1
+			case -3: // the first record with the largest timestamp (KIP-734)
+				sp.Offset, sp.Timestamp = -1, -1
+				maxTs := int64(-1)
+				for _, g := range t.Segments() {
+					maxTs = max(maxTs, g.MaxTimestamp)
+				}
+				if maxTs >= 0 {
+					if found, err := t.OffsetForTimestamp(maxTs); err == nil {
+						sp.Offset, sp.Timestamp = found.Offset, found.Timestamp
+					}
+				}
+			default:
+				found, err := t.OffsetForTimestamp(rp.Timestamp)
+				switch {
+				case errors.Is(err, tablet.ErrNoOffsetForTimestamp):
+					sp.Offset, sp.Timestamp = -1, -1
+				case err != nil:
+					sp.ErrorCode = errorCode(err)
+				default:
+					sp.Offset, sp.Timestamp = found.Offset, found.Timestamp
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// offsetForLeaderEpoch answers, per partition, the end offset of the
+// largest leader epoch at or below the one asked: the start of the next
+// epoch, or the log end for the current one (Kafka's
+// LeaderEpochFileCache.endOffsetFor).
+func (b *Broker) offsetForLeaderEpoch(_ context.Context, _ header, r *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.OffsetForLeaderEpochResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, -1, -1
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			epochs := t.LeaderEpochs()
+			current := int32(0)
+			if len(epochs) > 0 {
+				current = epochs[len(epochs)-1].Epoch
+			}
+			switch {
+			case rp.CurrentLeaderEpoch > current:
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < current:
+				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			default:
+				sp.LeaderEpoch, sp.EndOffset = endOffsetFor(epochs, rp.LeaderEpoch, t.Offsets().LogEndOffset)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// endOffsetFor is Kafka's (epoch, end offset) answer for a requested
+// epoch: the current epoch ends at the log end; an earlier one where the
+// next starts (with the largest epoch at or below it, or the requested
+// one if it is below every epoch); one above every epoch, or any epoch of
+// an empty cache, is undefined (-1, -1).
+func endOffsetFor(epochs []checkpoint.EpochEntry, want int32, logEnd int64) (int32, int64) {
+	if want < 0 || len(epochs) == 0 {
+		return -1, -1
+	}
+	if want == epochs[len(epochs)-1].Epoch {
+		return want, logEnd
+	}
+	higher := slices.IndexFunc(epochs, func(e checkpoint.EpochEntry) bool { return e.Epoch > want })
+	switch {
+	case higher < 0:
+		return -1, -1
+	case higher == 0:
+		return want, epochs[0].StartOffset
+	}
+	return epochs[higher-1].Epoch, epochs[higher].StartOffset
+}
+
+// authorizeListOffsets: Describe on each topic.
+func (b *Broker) authorizeListOffsets(h header, r *kmsg.ListOffsetsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Topics, func(t kmsg.ListOffsetsRequestTopic) int16 {
+		return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.ListOffsetsRequestTopic, code int16) kmsg.ListOffsetsResponseTopic {
+		rt := kmsg.ListOffsetsResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		l := resp.(*kmsg.ListOffsetsResponse)
+		l.Topics = append(l.Topics, denied...)
+	}
+}
+
+// authorizeOffsetForLeaderEpoch: Describe on each topic.
+func (b *Broker) authorizeOffsetForLeaderEpoch(h header, r *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) int16 {
+		return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
+		rt := kmsg.OffsetForLeaderEpochResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		o := resp.(*kmsg.OffsetForLeaderEpochResponse)
+		o.Topics = append(o.Topics, denied...)
+	}
+}

@@ -1,0 +1,202 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// Produce: each partition's batches appended to its tablet.
+
+func init() {
+	register(api{key: 0, min: 3, max: 11, // RecordBatch v2 only
+		handle: handler((*Broker).produce), null: nullProduce, quota: quotaProduce,
+		rule: ruleFor(ruleTopic, opWrite, (*Broker).authorizeProduce)})
+}
+
+// nullProduce counts offsets in memory: each batch's header is parsed,
+// nothing is stored.
+func nullProduce(b *Broker, _ header, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.ProduceRequest)
+	nl := b.null
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	nl.mu.Lock()
+	for _, rt := range r.Topics {
+		st := kmsg.ProduceResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.LogAppendTime = rp.Partition, -1
+			offs := nl.next[rt.Topic]
+			if rp.Partition < 0 || int(rp.Partition) >= len(offs) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				sp.BaseOffset = offs[rp.Partition]
+				for data := rp.Records; len(data) > 0; {
+					h, n, err := record.ParseHeader(data)
+					if err != nil || n > int64(len(data)) {
+						sp.ErrorCode = kerr.CorruptMessage.Code
+						break
+					}
+					offs[rp.Partition] += int64(h.LastOffsetDelta) + 1
+					data = data[n:]
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	nl.mu.Unlock()
+	if r.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+func (b *Broker) produce(_ context.Context, _ header, r *kmsg.ProduceRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	opts := tablet.AppendOptions{Sync: r.Acks == -1 && b.opts.DurableAcks}
+	var jobs []appendJob
+	seen := map[checkpoint.TopicPartition]bool{}
+	parallel, total := true, 0
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i, rt := range r.Topics {
+		st := &resp.Topics[i]
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			sp := &st.Partitions[j]
+			sp.Default()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime = -1, -1
+			if internalTopics[rt.Topic] {
+				sp.ErrorCode = kerr.InvalidTopicException.Code // Kafka: no client appends to an internal topic
+				continue
+			}
+			t, code := b.tabletFor(rt.Topic, rp.Partition, true)
+			if code != 0 {
+				sp.ErrorCode = code
+				continue
+			}
+			tp := t.TopicPartition()
+			parallel = parallel && !seen[tp] // a partition twice: its batches in order, one by one
+			seen[tp] = true
+			o := opts
+			o.Sync = o.Sync || r.Acks == -1 && t.Config().DurableAcks
+			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp})
+			total += len(rp.Records)
+		}
+	}
+	if parallel && len(jobs) > 1 && (total >= parallelAppendBytes || opts.Sync) {
+		// Each partition is its own tablet: their appends (and fsyncs)
+		// run at once, a few at a time.
+		sem := make(chan struct{}, min(len(jobs), 2*runtime.GOMAXPROCS(0)))
+		var wg sync.WaitGroup
+		for _, jb := range jobs {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				b.appendPartition(jb.t, jb.data, jb.opts, jb.sp)
+			}()
+		}
+		wg.Wait()
+	} else {
+		for _, jb := range jobs {
+			b.appendPartition(jb.t, jb.data, jb.opts, jb.sp)
+		}
+	}
+	if r.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// parallelAppendBytes is the size of a produce request whose partitions
+// are appended at once (below it, goroutines cost more than they save).
+const parallelAppendBytes = 64 << 10
+
+// appendJob is one partition's part of a produce request.
+type appendJob struct {
+	t    *tablet.Tablet
+	data []byte
+	opts tablet.AppendOptions
+	sp   *kmsg.ProduceResponseTopicPartition
+}
+
+// appendPartition appends a partition's batches, one by one (a client
+// sends one; Kafka's magic check comes first).
+func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.AppendOptions, sp *kmsg.ProduceResponseTopicPartition) {
+	first := true
+	for len(data) > 0 {
+		hdr, n, err := record.ParseHeader(data)
+		if err != nil || n > int64(len(data)) {
+			if len(data) >= 17 && data[16] != 2 {
+				sp.ErrorCode = kerr.UnsupportedForMessageFormat.Code // magic 0 or 1: RecordBatch v2 only
+			} else {
+				sp.ErrorCode = kerr.CorruptMessage.Code
+			}
+			return
+		}
+		if h := hdr; h.Attributes.IsTransactional() && b.txns != nil {
+			// KIP-890's defence: a transactional batch only for a partition
+			// its transaction added.
+			if code := b.txns.Verify(h.ProducerID, h.ProducerEpoch, t.TopicPartition()); code != 0 {
+				sp.ErrorCode = code
+				return
+			}
+		}
+		res, err := t.Append(data[:n], opts)
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			msg := err.Error()
+			sp.ErrorMessage = &msg
+			var re *record.Error
+			if errors.As(err, &re) {
+				for _, r := range re.Records { // Kafka's record errors: each refused record's index in its batch
+					sp.ErrorRecords = append(sp.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{
+						RelativeOffset: int32(r.Index), ErrorMessage: kmsg.StringPtr(r.Message)})
+				}
+			}
+			return
+		}
+		if first {
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.FirstOffset, res.LogAppendTime, res.LogStartOffset
+			first = false
+		}
+		data = data[n:]
+	}
+}
+
+// authorizeProduce: a transactional produce needs Write on its
+// transactional id (else every partition is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic Write.
+func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Response, func(kmsg.Response)) {
+	txnOK := b.mayTxn(h, r.TransactionID)
+	denied := takeOut(&r.Topics, func(t kmsg.ProduceRequestTopic) int16 {
+		if !txnOK {
+			return kerr.TransactionalIDAuthorizationFailed.Code
+		}
+		return b.refusal(h, opWrite, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
+		rt := kmsg.ProduceResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		if resp != nil { // acks=0 has none
+			resp.(*kmsg.ProduceResponse).Topics = append(resp.(*kmsg.ProduceResponse).Topics, denied...)
+		}
+	}
+}

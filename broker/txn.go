@@ -1,0 +1,272 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/coordinator/group"
+)
+
+// Producer ids and transactions: InitProducerId (idempotent and
+// transactional producers), AddPartitionsToTxn, AddOffsetsToTxn,
+// TxnOffsetCommit and EndTxn answered by coordinator/txn, and the
+// transactions' descriptions.
+
+func init() {
+	register(
+		api{key: 22, min: 0, max: 4, handle: handler((*Broker).initProducerID), null: nullInitProducerID,
+			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeInitProducerID)},
+		api{key: 24, min: 0, max: 3, // v4+ is the brokers' verification
+			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+				return b.txns.AddPartitionsToTxn(r)
+			}),
+			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddPartitionsToTxn)},
+		api{key: 25, min: 0, max: 3, handle: handler((*Broker).addOffsetsToTxn),
+			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddOffsetsToTxn)},
+		api{key: 26, min: 0, max: 3,
+			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.EndTxnRequest) kmsg.Response {
+				return b.txns.EndTxn(r)
+			}),
+			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeEndTxn)},
+		api{key: 28, min: 0, max: 3, handle: handler((*Broker).txnOffsetCommit),
+			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeTxnOffsetCommit)},
+		api{key: 65, min: 0, max: 0,
+			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DescribeTransactionsRequest) kmsg.Response {
+				return b.txns.DescribeTransactions(r)
+			}),
+			rule: ruleFor(ruleTxnID, opDescribe, (*Broker).authorizeDescribeTransactions)},
+		api{key: 66, min: 0, max: 1,
+			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListTransactionsRequest) kmsg.Response {
+				return b.txns.ListTransactions(r)
+			}),
+			rule: ruleFor(ruleTxnID, opDescribe, (*Broker).authorizeListTransactions)},
+		api{key: 61, min: 0, max: 0, handle: handler((*Broker).describeProducers),
+			rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeDescribeProducers)},
+	)
+}
+
+// nullInitProducerID counts producer ids in memory.
+func nullInitProducerID(b *Broker, _ header, req kmsg.Request) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	b.null.mu.Lock()
+	b.null.pid++
+	resp.ProducerID, resp.ProducerEpoch = b.null.pid, 0
+	b.null.mu.Unlock()
+	return resp
+}
+
+// addOffsetsToTxn adds the group's __consumer_offsets partition to the
+// transaction (its marker goes there).
+func (b *Broker) addOffsetsToTxn(_ context.Context, _ header, r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if err := b.groups.Ensure(); err != nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	}
+	return b.txns.AddOffsetsToTxn(r, b.offsetsPartition(r.Group))
+}
+
+// txnOffsetCommit commits a transaction's offsets, pending until it ends;
+// the transaction must have added the group (AddOffsetsToTxn).
+func (b *Broker) txnOffsetCommit(_ context.Context, _ header, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+	if code := b.txns.Verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
+		return group.RefuseTxnOffsetCommit(r, code)
+	}
+	return b.groups.TxnOffsetCommit(r)
+}
+
+func (b *Broker) initProducerID(_ context.Context, _ header, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		return b.txns.InitProducerID(r)
+	}
+	id, err := b.pids.allocate()
+	if err != nil {
+		b.opts.Logger.Error("allocating a producer id", "err", err)
+		resp.ErrorCode = kerr.KafkaStorageError.Code
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp
+}
+
+// authorizeAddPartitionsToTxn: Write on the transactional id (else every
+// partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Write on each topic;
+// with any topic refused nothing is added: the refused are
+// TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED, as
+// Kafka answers.
+func (b *Broker) authorizeAddPartitionsToTxn(h header, r *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
+	txnOK := b.may(h, opWrite, resTxnID, r.TransactionalID)
+	codes := make([]int16, len(r.Topics))
+	refused := !txnOK
+	for i, t := range r.Topics {
+		switch {
+		case !txnOK:
+			codes[i] = kerr.TransactionalIDAuthorizationFailed.Code
+		case !b.may(h, opWrite, resTopic, t.Topic):
+			codes[i], refused = kerr.TopicAuthorizationFailed.Code, true
+		default:
+			codes[i] = kerr.OperationNotAttempted.Code
+		}
+	}
+	if !refused {
+		return nil, nil
+	}
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	for i, t := range r.Topics {
+		rt := kmsg.AddPartitionsToTxnResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: codes[i]})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// authorizeTxnOffsetCommit: Write on the transactional id, Read on the
+// group (either refused: every partition, without the handler), Read on
+// each topic.
+func (b *Broker) authorizeTxnOffsetCommit(h header, r *kmsg.TxnOffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
+	if code := cmp.Or(b.refusal(h, opWrite, resTxnID, r.TransactionalID, kerr.TransactionalIDAuthorizationFailed.Code),
+		b.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code)); code != 0 {
+		return group.RefuseTxnOffsetCommit(r, code), nil
+	}
+	denied := takeOut(&r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
+		rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		t := resp.(*kmsg.TxnOffsetCommitResponse)
+		t.Topics = append(t.Topics, denied...)
+	}
+}
+
+// describeProducers lists each partition's active producers (their
+// writer state), as Kafka does.
+func (b *Broker) describeProducers(_ context.Context, _ header, r *kmsg.DescribeProducersRequest) *kmsg.DescribeProducersResponse {
+	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = p
+			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p})
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, e := range t.Producers() {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = e.ProducerID, int32(e.Epoch), e.LastSeq()
+				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = e.LastTimestamp, e.CoordinatorEpoch, e.CurrentTxnFirstOffset
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// authorizeInitProducerID: Write on the transactional id; an idempotent
+// producer needs IdempotentWrite on the cluster or Write on some topic.
+func (b *Broker) authorizeInitProducerID(h header, r *kmsg.InitProducerIDRequest) (kmsg.Response, func(kmsg.Response)) {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	switch {
+	case r.TransactionalID != nil && !b.may(h, opWrite, resTxnID, *r.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	case r.TransactionalID == nil && !b.mayCluster(h, opIdempotentWrite) && !b.mayAny(h, opWrite, resTopic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeAddOffsetsToTxn: Write on the transactional id, Read on the
+// group.
+func (b *Broker) authorizeAddOffsetsToTxn(h header, r *kmsg.AddOffsetsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
+	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	switch {
+	case !b.may(h, opWrite, resTxnID, r.TransactionalID):
+		resp.ErrorCode = txnErr
+		return resp, nil
+	case !b.may(h, opRead, resGroup, r.Group):
+		resp.ErrorCode = groupErr
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeEndTxn: Write on the transactional id.
+func (b *Broker) authorizeEndTxn(h header, r *kmsg.EndTxnRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !b.may(h, opWrite, resTxnID, r.TransactionalID) {
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = txnErr
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeDescribeTransactions: Describe on each transactional id, and
+// only the topics the principal may describe in their partitions.
+func (b *Broker) authorizeDescribeTransactions(h header, r *kmsg.DescribeTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.TransactionalIDs, func(id string) int16 {
+		return b.refusal(h, opDescribe, resTxnID, id, txnErr)
+	}, func(id string, code int16) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, code, -1, -1
+		return st
+	})
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.DescribeTransactionsResponse)
+		for i := range d.TransactionStates {
+			d.TransactionStates[i].Topics = slices.DeleteFunc(d.TransactionStates[i].Topics,
+				func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
+					return !b.may(h, opDescribe, resTopic, t.Topic)
+				})
+		}
+		d.TransactionStates = append(d.TransactionStates, denied...)
+	}
+}
+
+// authorizeListTransactions: only the transactional ids the principal may
+// describe are listed.
+func (b *Broker) authorizeListTransactions(h header, r *kmsg.ListTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
+	return nil, func(resp kmsg.Response) {
+		l := resp.(*kmsg.ListTransactionsResponse)
+		l.TransactionStates = slices.DeleteFunc(l.TransactionStates, func(s kmsg.ListTransactionsResponseTransactionState) bool {
+			return !b.may(h, opDescribe, resTxnID, s.TransactionalID)
+		})
+	}
+}
+
+// authorizeDescribeProducers: Read on each topic.
+func (b *Broker) authorizeDescribeProducers(h header, r *kmsg.DescribeProducersRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 {
+		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+	}, func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
+		rt := kmsg.DescribeProducersResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.DescribeProducersResponseTopicPartition{Partition: p, ErrorCode: code})
+		}
+		return rt
+	})
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.DescribeProducersResponse)
+		d.Topics = append(d.Topics, denied...)
+	}
+}
