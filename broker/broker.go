@@ -78,6 +78,11 @@ type Options struct {
 	// MaxFetchWait bounds how long a fetch long-polls, whatever its
 	// MaxWaitMs asks (a client fetches again). The default is 1 minute.
 	MaxFetchWait time.Duration
+	// RemoteFetchMaxWait is remote.fetch.max.wait.ms: a fetch's read from
+	// the tier's store may take the fetch's own wait (MaxWaitMs), and at
+	// least this long; past it the partition is answered with no records.
+	// The default is 500 ms.
+	RemoteFetchMaxWait time.Duration
 	// MaxTopicPartitions bounds the partitions of one topic that
 	// CreateTopics and CreatePartitions make (seglog's guard, each is a
 	// directory with preallocated indexes): more is INVALID_PARTITIONS. The
@@ -154,6 +159,9 @@ func (o *Options) ensureDefaults() {
 	if o.MaxFetchWait <= 0 {
 		o.MaxFetchWait = time.Minute
 	}
+	if o.RemoteFetchMaxWait <= 0 {
+		o.RemoteFetchMaxWait = 500 * time.Millisecond
+	}
 	if o.MaxTopicPartitions <= 0 {
 		o.MaxTopicPartitions = 10000
 	}
@@ -187,6 +195,11 @@ type Broker struct {
 	// groupWait, if set, bounds how long a JoinGroup or SyncGroup waits
 	// (the fuzz test's: fuzzed rebalance timeouts would be long waits).
 	groupWait time.Duration
+	// hooks, if set, are told of events a test waits for.
+	hooks struct {
+		fetchWaiting func() // a fetch begins a long poll
+		connDone     func() // a connection's goroutines have ended
+	}
 	// clusterID is the data directory's cluster.id, for Metadata.
 	clusterID string
 	// creds are the SCRAM credentials (nil for NewNull's broker).
@@ -378,6 +391,9 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 				delete(b.perIP, ip)
 			}
 			b.mu.Unlock()
+			if b.hooks.connDone != nil {
+				b.hooks.connDone()
+			}
 		}()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"io"
 	"reflect"
 	"time"
@@ -140,14 +141,19 @@ func (fr *fetchReply) writeTo(w io.Writer, chunks [][]byte) error {
 }
 
 // fetch answers a fetch, long-polling until MinBytes are there, MaxWaitMs
-// passes (at most MaxFetchWait) or the broker closes; appends to any of
-// its partitions wake it.
-func (b *Broker) fetch(_ context.Context, _ header, r *kmsg.FetchRequest) *fetchReply {
+// passes (at most MaxFetchWait), the client goes or the broker closes
+// (ctx); appends to any of its partitions wake it. A read from the tier's
+// store is bounded by the fetch's own wait, and at least
+// remote.fetch.max.wait.ms.
+func (b *Broker) fetch(ctx context.Context, _ header, r *kmsg.FetchRequest) *fetchReply {
 	iso := tablet.ReadHighWatermark
 	if r.IsolationLevel == 1 {
 		iso = tablet.ReadCommitted
 	}
-	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, b.opts.MaxFetchWait))
+	wait := min(time.Duration(max(r.MaxWaitMillis, 0))*time.Millisecond, b.opts.MaxFetchWait)
+	deadline := time.Now().Add(wait)
+	remote, cancel := context.WithTimeout(ctx, max(wait, b.opts.RemoteFetchMaxWait))
+	defer cancel()
 	for {
 		// The channels are taken before the read: an append after it
 		// closes them, and the wait below wakes.
@@ -159,39 +165,49 @@ func (b *Broker) fetch(_ context.Context, _ header, r *kmsg.FetchRequest) *fetch
 				}
 			}
 		}
-		reply, n := b.fetchOnce(r, iso)
+		reply, n := b.fetchOnce(remote, r, iso)
 		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 {
 			return reply
 		}
 		left := time.Until(deadline)
-		if left <= 0 || !waitAny(waits, left, b.stop) {
+		if left <= 0 {
+			return reply
+		}
+		b.metrics.fetchesWaiting.Inc()
+		if b.hooks.fetchWaiting != nil {
+			b.hooks.fetchWaiting()
+		}
+		woken := waitAny(waits, left, ctx.Done(), b.stop)
+		b.metrics.fetchesWaiting.Dec()
+		if !woken {
 			return reply
 		}
 		reply.close()
 	}
 }
 
-// waitAny waits for any channel to close, or d, or stop; it reports a
-// close of one of chs. One select over all of them: no goroutine per
-// partition.
-func waitAny(chs []<-chan struct{}, d time.Duration, stop <-chan struct{}) bool {
+// waitAny waits for any channel to close, or d, or done or stop; it
+// reports a close of one of chs. One select over all of them: no goroutine
+// per partition.
+func waitAny(chs []<-chan struct{}, d time.Duration, done <-chan struct{}, stop <-chan struct{}) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	cases := make([]reflect.SelectCase, 0, len(chs)+2)
+	cases := make([]reflect.SelectCase, 0, len(chs)+3)
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(stop)})
 	for _, ch := range chs {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 	}
 	chosen, _, _ := reflect.Select(cases)
-	return chosen >= 2
+	return chosen >= 3
 }
 
 // fetchOnce reads every partition once, within MaxBytes and each
 // partition's own bound (the first batch whole even when larger, as
 // Kafka), and returns the reply and its record bytes.
-func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*fetchReply, int64) {
+func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet.Isolation) (*fetchReply, int64) {
 	reply := newFetchReply(r)
 	var total int64
 	maxBytes := int64(r.MaxBytes)
@@ -213,10 +229,17 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, iso tablet.Isolation) (*fetchRe
 			}
 			limit := min(int64(rp.PartitionMaxBytes), maxBytes-total)
 			res := new(tablet.FetchResult)
-			err := t.ReadInto(res, rp.FetchOffset, tablet.ReadOptions{MaxBytes: int(max(limit, 0)), Isolation: iso,
+			err := t.ReadIntoContext(ctx, res, rp.FetchOffset, tablet.ReadOptions{MaxBytes: int(max(limit, 0)), Isolation: iso,
 				MinOneMessage: total == 0})
 			o := t.Offsets()
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
+			if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				// The tier's store did not answer within the fetch's wait,
+				// or the client went: no records and no error, as Kafka
+				// answers a remote fetch past remote.fetch.max.wait.ms.
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)

@@ -32,7 +32,10 @@ type metrics struct {
 	// connections over an IP's connection_creation_rate.
 	throttled   *prometheus.CounterVec
 	refusedRate prometheus.Counter
-	all         []prometheus.Collector
+	// fetchesWaiting are the fetches in a long poll (Kafka's fetch
+	// purgatory size).
+	fetchesWaiting prometheus.Gauge
+	all            []prometheus.Collector
 }
 
 func newMetrics() *metrics {
@@ -59,8 +62,10 @@ func newMetrics() *metrics {
 			Help: "Responses throttled for a client quota, by quota (producer_byte_rate, consumer_byte_rate, request_percentage)."}, []string{"quota"}),
 		refusedRate: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_rate_total",
 			Help: "Connections refused for their IP's connection_creation_rate quota."}),
+		fetchesWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seglog_broker_fetches_waiting",
+			Help: "Fetches waiting in a long poll for records (Kafka's fetch purgatory size)."}),
 	}
-	m.all = []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate}
+	m.all = []prometheus.Collector{m.fetchesWaiting, m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate}
 	return m
 }
 

@@ -24,7 +24,7 @@ func init() {
 	)
 }
 
-func (b *Broker) listOffsets(_ context.Context, _ header, r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+func (b *Broker) listOffsets(ctx context.Context, _ header, r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range r.Topics {
 		st := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
@@ -53,12 +53,12 @@ func (b *Broker) listOffsets(_ context.Context, _ header, r *kmsg.ListOffsetsReq
 					maxTs = max(maxTs, g.MaxTimestamp)
 				}
 				if maxTs >= 0 {
-					if found, err := t.OffsetForTimestamp(maxTs); err == nil {
+					if found, err := t.OffsetForTimestampContext(ctx, maxTs); err == nil {
 						sp.Offset, sp.Timestamp = found.Offset, found.Timestamp
 					}
 				}
 			default:
-				found, err := t.OffsetForTimestamp(rp.Timestamp)
+				found, err := t.OffsetForTimestampContext(ctx, rp.Timestamp)
 				switch {
 				case errors.Is(err, tablet.ErrNoOffsetForTimestamp):
 					sp.Offset, sp.Timestamp = -1, -1

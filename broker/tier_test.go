@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
@@ -59,4 +60,66 @@ func TestFetchBelowLocalStartFromTier(t *testing.T) {
 	}
 	require.Equal(t, fmt.Sprintf("record %04d %0100d", 0, 0), got[0])
 	require.Equal(t, fmt.Sprintf("record %04d %0100d", n-1, n-1), got[n-1])
+}
+
+// stuckRemote is a tier whose store never answers: a read waits for its
+// context and keeps the deadline it was given.
+type stuckRemote struct{ deadlines chan time.Time }
+
+func (s stuckRemote) ReadRemote(ctx context.Context, _ int64, _ int, _ bool, _ int64) (tablet.RemoteRead, error) {
+	d, _ := ctx.Deadline()
+	s.deadlines <- d
+	<-ctx.Done()
+	return tablet.RemoteRead{}, ctx.Err()
+}
+
+func (s stuckRemote) RemoteAbortedTxns(ctx context.Context, _, _ int64) ([]record.AbortedTxn, bool, error) {
+	<-ctx.Done()
+	return nil, false, ctx.Err()
+}
+
+func (s stuckRemote) RemoteOffsetForTimestamp(ctx context.Context, _ int64) (tablet.TimestampOffset, bool, error) {
+	<-ctx.Done()
+	return tablet.TimestampOffset{}, false, ctx.Err()
+}
+
+// A fetch's read from a tier whose store does not answer is bounded by
+// the fetch's own wait (MaxWaitMs, above remote.fetch.max.wait.ms): the
+// store sees that deadline, and the partition is answered with no records
+// and no error, as Kafka answers a remote fetch that did not finish.
+func TestRemoteReadBoundedByTheFetchWait(t *testing.T) {
+	_, m, addr := testBroker(t, Options{RemoteFetchMaxWait: 10 * time.Millisecond})
+	cfg := tablet.DefaultConfig()
+	require.NoError(t, cfg.Set("segment.bytes", "8192"))
+	tb, err := m.Create(checkpoint.TopicPartition{Topic: "stuck"}, &cfg)
+	require.NoError(t, err)
+	for i := range 200 {
+		_, err := tb.AppendRecords([]record.Record{{Value: fmt.Appendf(nil, "record %04d %0100d", i, i)}}, record.None, tablet.AppendOptions{})
+		require.NoError(t, err)
+	}
+	remote := stuckRemote{deadlines: make(chan time.Time, 1)}
+	require.NoError(t, tb.SetRemote(remote, 0))
+	_, err = tb.DeleteLocalBefore(tb.Offsets().HighWatermark)
+	require.NoError(t, err)
+	require.Positive(t, tb.Offsets().LocalLogStartOffset)
+
+	const wait = 200 * time.Millisecond
+	c := dialRaw(t, addr)
+	f := kmsg.NewPtrFetchRequest()
+	f.MaxWaitMillis, f.MinBytes, f.MaxBytes, f.SessionEpoch = int32(wait.Milliseconds()), 1, 1<<20, -1
+	f.Topics = []kmsg.FetchRequestTopic{{Topic: "stuck", Partitions: []kmsg.FetchRequestTopicPartition{{PartitionMaxBytes: 1 << 20}}}}
+	sent := time.Now()
+	resp := kmsg.NewPtrFetchResponse()
+	c.do(f, 12, resp)
+	answered := time.Now()
+	deadline := <-remote.deadlines
+	require.False(t, deadline.IsZero(), "the store's read has a deadline")
+	// The broker took the request between sent and answered: the deadline
+	// is its wait from then (not remote.fetch.max.wait.ms, shorter here).
+	require.False(t, deadline.Before(sent.Add(wait)), "the fetch's own wait")
+	require.False(t, deadline.After(answered.Add(wait)), "no later than the fetch's own wait")
+	p := resp.Topics[0].Partitions[0]
+	require.Zero(t, p.ErrorCode)
+	require.Empty(t, p.RecordBatches)
+	require.Equal(t, tb.Offsets().HighWatermark, p.HighWatermark)
 }

@@ -92,6 +92,13 @@ func (t *Tablet) Read(offset int64, opts ReadOptions) (*FetchResult, error) {
 // that allocates nothing per read: res must be closed (or never filled)
 // before it is read into again. On error res holds nothing to close.
 func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) error {
+	return t.ReadIntoContext(context.Background(), res, offset, opts)
+}
+
+// ReadIntoContext is ReadInto whose read from the tier's store (an offset
+// below the local log start) ends with ctx, failing with ctx's error. A
+// local read does not wait and is not cut short.
+func (t *Tablet) ReadIntoContext(ctx context.Context, res *FetchResult, offset int64, opts ReadOptions) error {
 	if res.release != nil {
 		return fmt.Errorf("tablet: reading into a result that was not closed")
 	}
@@ -120,7 +127,7 @@ func (t *Tablet) ReadInto(res *FetchResult, offset int64, opts ReadOptions) erro
 		if g != nil {
 			t.done(g)
 		}
-		return t.readRemote(r, res, aborted, offset, opts, min(bound.offset, v.localStart))
+		return t.readRemote(ctx, r, res, aborted, offset, opts, min(bound.offset, v.localStart))
 	}
 	if offset >= v.logStart && offset < v.localStart {
 		if g != nil {
@@ -267,6 +274,12 @@ var ErrNoOffsetForTimestamp = errors.New("tablet: no record at or after the time
 // ts (spec 3.3), or for EarliestTimestamp and LatestTimestamp the log start
 // and end.
 func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
+	return t.OffsetForTimestampContext(context.Background(), ts)
+}
+
+// OffsetForTimestampContext is OffsetForTimestamp whose look-up in the
+// tier's store ends with ctx, failing with ctx's error.
+func (t *Tablet) OffsetForTimestampContext(ctx context.Context, ts int64) (TimestampOffset, error) {
 	v, segs := t.acquireAll()
 	defer func() {
 		for _, g := range segs {
@@ -286,7 +299,7 @@ func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 		return TimestampOffset{}, fmt.Errorf("%w: the offset for a time may be in the store of %s's tier", ErrTierNotAttached, t.tp.DirName())
 	}
 	if r := t.remoteTier(); r != nil && v.logStart < v.localStart {
-		found, ok, err := r.RemoteOffsetForTimestamp(context.Background(), ts)
+		found, ok, err := r.RemoteOffsetForTimestamp(ctx, ts)
 		if err != nil {
 			return TimestampOffset{}, err
 		}
@@ -330,11 +343,10 @@ func abortedBatch(b record.Batch, aborted []record.AbortedTxn) bool {
 // readRemote serves a read below the local log start from the tier, up
 // to upper (the isolation bound, or the local log start: the next read
 // goes on locally).
-func (t *Tablet) readRemote(r Remote, res *FetchResult, aborted []record.AbortedTxn, offset int64, opts ReadOptions, upper int64) error {
+func (t *Tablet) readRemote(ctx context.Context, r Remote, res *FetchResult, aborted []record.AbortedTxn, offset int64, opts ReadOptions, upper int64) error {
 	if offset >= upper {
 		return nil
 	}
-	ctx := context.Background()
 	rr, err := r.ReadRemote(ctx, offset, opts.MaxBytes, opts.MinOneMessage, upper)
 	if err != nil {
 		return err

@@ -261,6 +261,9 @@ var serveConfigs = []serveConfig{
 		s.broker.MaxConnectionsPerIPOverrides = m
 		return nil
 	}},
+	msConfig("remote.fetch.max.wait.ms", "how long a fetch's read from the tier's store may take at least, beyond the fetch's own wait (default 500)", func(s *serveSettings, d time.Duration) {
+		s.broker.RemoteFetchMaxWait = d
+	}),
 	boolConfig("seglog.durable.acks", "answer every acks=-1 produce after the fsync that covers it (default false; the topic config of the same name does it per topic)", func(s *serveSettings, b bool) {
 		s.broker.DurableAcks = b
 	}),
