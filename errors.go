@@ -6,7 +6,7 @@ import (
 )
 
 // ErrCorruption is matched (with errors.Is) by every *CorruptionError.
-var ErrCorruption = errors.New("seglog: corruption")
+var ErrCorruption = NewKafkaError("seglog: corruption", 56) // KAFKA_STORAGE_ERROR
 
 // CorruptionError reports damaged stored data: the file, the byte offset in
 // that file where the damage was found, and why it is considered damaged.
@@ -46,3 +46,41 @@ func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption
 
 // Unwrap returns the cause.
 func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// KafkaError is a sentinel error that carries the Kafka error code a
+// broker answers for it: the engine's and the coordinators' sentinels are
+// made with NewKafkaError, and KafkaCode finds the code of any error that
+// wraps one. The code is part of the error's identity, kept with it where
+// it is defined, not found from its name.
+type KafkaError struct {
+	msg  string
+	code int16
+}
+
+// NewKafkaError returns a sentinel error with the message and the Kafka
+// error code (kerr's numbering: 1 OFFSET_OUT_OF_RANGE, 3
+// UNKNOWN_TOPIC_OR_PARTITION, …; -1 UNKNOWN_SERVER_ERROR).
+func NewKafkaError(msg string, code int16) error { return &KafkaError{msg: msg, code: code} }
+
+func (e *KafkaError) Error() string { return e.msg }
+
+// KafkaCode is the error's Kafka error code.
+func (e *KafkaError) KafkaCode() int16 { return e.code }
+
+// UnknownServerError is Kafka's UNKNOWN_SERVER_ERROR, the code of an error
+// that carries none.
+const UnknownServerError int16 = -1
+
+// KafkaCode returns the Kafka error code of err: 0 for nil, the code of
+// the first error in its chain that has a KafkaCode method, and
+// UnknownServerError when none has.
+func KafkaCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var k interface{ KafkaCode() int16 }
+	if errors.As(err, &k) {
+		return k.KafkaCode()
+	}
+	return UnknownServerError
+}

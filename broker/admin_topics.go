@@ -131,7 +131,7 @@ func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.
 				_ = b.m.Delete(checkpoint.TopicPartition{Topic: topic, Partition: q})
 			}
 			b.opts.Logger.Warn("creating a topic", "topic", topic, "err", err)
-			return topicConfigCode(err), errText("%v", err)
+			return errorCode(err), errText("%v", err)
 		}
 	}
 	b.opts.Logger.Info("created a topic", "topic", topic, "partitions", partitions)

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
@@ -280,7 +281,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 }
 
 // ErrClosed is returned by Serve once the broker is closed.
-var ErrClosed = errors.New("broker: closed")
+var ErrClosed = seglog.NewKafkaError("broker: closed", -1)
 
 // Listener is one of the broker's listeners, as Kafka's listeners and
 // advertised.listeners name them: what Metadata and FindCoordinator tell a

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -34,17 +34,9 @@ func errText(format string, args ...any) *string {
 	return &s
 }
 
-// topicConfigCode maps a config error to Kafka's code.
-func topicConfigCode(err error) int16 {
-	if errors.Is(err, tablet.ErrConfig) || errors.Is(err, errConfigUnsupported) {
-		return kerr.InvalidConfig.Code
-	}
-	return errorCode(err)
-}
-
 // errConfigUnsupported is a Kafka topic config this broker lists but does
 // not take (other than its one value).
-var errConfigUnsupported = errors.New("broker: config not supported")
+var errConfigUnsupported = seglog.NewKafkaError("broker: config not supported", 40) // INVALID_CONFIG
 
 // fixedConfigs are Kafka topic configs the engine has no field for: listed
 // by DescribeConfigs with their one accepted value (setting that value is a
@@ -251,7 +243,7 @@ func (b *Broker) alterTopicConfig(topic string, changes []configChange, replace,
 			err = setTopicConfig(&cfg, ch.key, ch.value)
 		}
 		if err != nil {
-			return topicConfigCode(err), errText("%v", err)
+			return errorCode(err), errText("%v", err)
 		}
 	}
 	if validateOnly {

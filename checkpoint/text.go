@@ -37,7 +37,7 @@ const (
 )
 
 // ErrMalformed is the cause of a checkpoint file that cannot be parsed.
-var ErrMalformed = errors.New("checkpoint: malformed file")
+var ErrMalformed = seglog.NewKafkaError("checkpoint: malformed file", 56)
 
 var whitespace = regexp.MustCompile(`\s+`)
 

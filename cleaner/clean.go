@@ -39,7 +39,7 @@ import (
 
 // ErrMapTooSmall is returned when the dedupe buffer cannot hold the keys
 // of the first dirty batch: raise log.cleaner.dedupe.buffer.size.
-var ErrMapTooSmall = errors.New("cleaner: the dedupe buffer cannot hold one batch's keys")
+var ErrMapTooSmall = seglog.NewKafkaError("cleaner: the dedupe buffer cannot hold one batch's keys", -1)
 
 // Producer is what a cleaning must keep of an active producer: the last
 // offset of its last data batch (-1 if the log holds none) and its epoch.
@@ -92,7 +92,7 @@ type Options struct {
 }
 
 // ErrStopped is returned by a cleaning ended by Options.Stop.
-var ErrStopped = errors.New("cleaner: stopped")
+var ErrStopped = seglog.NewKafkaError("cleaner: stopped", -1)
 
 func (o *Options) ensureDefaults() {
 	if o.MaxUncompressed <= 0 {

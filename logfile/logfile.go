@@ -1,10 +1,11 @@
 package logfile
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/seglog/seglog"
 )
 
 // Kind is the type of a segment file, told by its extension.
@@ -48,7 +49,7 @@ func (k Kind) Ext() string {
 func (k Kind) String() string { return strings.TrimPrefix(k.Ext(), ".") }
 
 // ErrBadName is returned by ParseFilename for a name Kafka would not write.
-var ErrBadName = errors.New("logfile: not a segment file name")
+var ErrBadName = seglog.NewKafkaError("logfile: not a segment file name", -1)
 
 // Filename returns the name of a segment file: the base offset as 20
 // zero-padded digits, then the kind's extension

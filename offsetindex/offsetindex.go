@@ -40,10 +40,10 @@ var (
 	ErrFull = mmapfile.ErrFull
 	// ErrInvalidOffset is returned by Append for an offset not above the
 	// last one (Kafka's InvalidOffsetException).
-	ErrInvalidOffset = errors.New("offsetindex: offset does not increase")
+	ErrInvalidOffset = seglog.NewKafkaError("offsetindex: offset does not increase", -1)
 	// ErrOffsetOverflow is returned for an offset that does not fit
 	// relative to the base offset (Kafka's IndexOffsetOverflowException).
-	ErrOffsetOverflow = errors.New("offsetindex: offset overflows the relative offset")
+	ErrOffsetOverflow = seglog.NewKafkaError("offsetindex: offset overflows the relative offset", -1)
 )
 
 // Entry is an offset and the position in the .log where the append that

@@ -2,14 +2,15 @@ package record
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/seglog/seglog"
 )
 
 // ErrBuilder reports a misuse of the Builder: offsets that do not increase,
 // deltas that overflow, or a batch too large for the format.
-var ErrBuilder = errors.New("record: invalid builder input")
+var ErrBuilder = seglog.NewKafkaError("record: invalid builder input", 87)
 
 // BatchHeader holds every field of a batch header except the length, the magic
 // and the CRC, which are derived.

@@ -1,9 +1,10 @@
 package record
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/seglog/seglog"
 )
 
 // Sentinels. Every error this package returns is an *Error that unwraps to
@@ -13,26 +14,26 @@ var (
 	// ErrCorruptBatch means the bytes are not a whole, intact batch: a CRC
 	// mismatch, a size field below the minimum, or a header that does not
 	// fit (Kafka's CorruptRecordException).
-	ErrCorruptBatch = errors.New("record: corrupt batch")
+	ErrCorruptBatch = seglog.NewKafkaError("record: corrupt batch", 2)
 	// ErrInvalidRecord means the batch is intact but its contents break the
 	// format or the append rules: malformed records, counts that disagree,
 	// control batches from clients (Kafka's InvalidRecordException).
-	ErrInvalidRecord = errors.New("record: invalid record")
+	ErrInvalidRecord = seglog.NewKafkaError("record: invalid record", 87)
 	// ErrUnsupportedMagic means the batch uses a message format other than
 	// v2 (magic 2).
-	ErrUnsupportedMagic = errors.New("record: unsupported message format")
+	ErrUnsupportedMagic = seglog.NewKafkaError("record: unsupported message format", 43)
 	// ErrUnknownCompression means the codec id in the attributes is 5, 6 or 7.
-	ErrUnknownCompression = errors.New("record: unknown compression type")
+	ErrUnknownCompression = seglog.NewKafkaError("record: unknown compression type", 76)
 	// ErrDecompressLimit means a compressed batch expands beyond the limit
 	// set for decompression.
-	ErrDecompressLimit = errors.New("record: decompressed records exceed the limit")
+	ErrDecompressLimit = seglog.NewKafkaError("record: decompressed records exceed the limit", 87)
 	// ErrRecordTooLarge means a batch is larger than the maximum message size
 	// (Kafka's RecordTooLargeException).
-	ErrRecordTooLarge = errors.New("record: batch larger than the maximum message size")
+	ErrRecordTooLarge = seglog.NewKafkaError("record: batch larger than the maximum message size", 10)
 	// ErrInvalidTimestamp means one or more records carry a timestamp outside
 	// the accepted range, or a producer set LogAppendTime (Kafka's
 	// InvalidTimestampException).
-	ErrInvalidTimestamp = errors.New("record: invalid timestamp")
+	ErrInvalidTimestamp = seglog.NewKafkaError("record: invalid timestamp", 32)
 )
 
 // Error is a failure at a known byte position. Pos is relative to the bytes

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
@@ -103,9 +104,9 @@ var (
 	// ErrOffsetOverflow is returned by Append and Recover for an offset
 	// that does not fit relative to the base offset (Kafka's
 	// LogSegmentOffsetOverflowException): the segment must be split.
-	ErrOffsetOverflow = errors.New("segment: offset overflows the segment's relative offsets")
+	ErrOffsetOverflow = seglog.NewKafkaError("segment: offset overflows the segment's relative offsets", -1)
 	// ErrReadOnly is returned by changes to a segment opened read-only.
-	ErrReadOnly = errors.New("segment: segment is read-only")
+	ErrReadOnly = seglog.NewKafkaError("segment: segment is read-only", -1)
 	// ErrIndexFull is returned by an append that needs an index entry when
 	// an index is full: the segment should have rolled.
 	ErrIndexFull = offsetindex.ErrFull
@@ -241,7 +242,7 @@ func Open(fsys vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
 type logHandle struct{ f vfs.File }
 
 // ErrClosed is returned by any use of a closed segment.
-var ErrClosed = errors.New("segment: closed")
+var ErrClosed = seglog.NewKafkaError("segment: closed", -1)
 
 // file returns the .log descriptor, opening it if needed.
 func (s *Segment) file() (vfs.File, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/writerstate"
@@ -45,10 +46,10 @@ type AppendResult struct {
 var (
 	// ErrUnexpectedAppendOffset is returned by a replication append whose
 	// first offset is below the log end.
-	ErrUnexpectedAppendOffset = errors.New("tablet: unexpected append offset")
+	ErrUnexpectedAppendOffset = seglog.NewKafkaError("tablet: unexpected append offset", -1)
 	// ErrOffsetsOutOfOrder is returned by a replication append whose
 	// offsets do not increase.
-	ErrOffsetsOutOfOrder = errors.New("tablet: offsets out of order")
+	ErrOffsetsOutOfOrder = seglog.NewKafkaError("tablet: offsets out of order", -1)
 )
 
 // Append appends one RecordBatch v2 (raw bytes, as a producer sends it:

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/cleaner"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/record"
@@ -15,11 +16,11 @@ import (
 var (
 	// ErrNotCompacted is returned by Clean for a tablet whose
 	// cleanup.policy does not hold compact.
-	ErrNotCompacted = errors.New("tablet: cleanup.policy does not hold compact")
+	ErrNotCompacted = seglog.NewKafkaError("tablet: cleanup.policy does not hold compact", 40)
 	// ErrCleaningAborted is returned when the segments a cleaning read
 	// changed (a truncation, retention) before it could swap them: nothing
 	// was replaced, and the next cleaning starts again.
-	ErrCleaningAborted = errors.New("tablet: cleaning aborted, its segments changed")
+	ErrCleaningAborted = seglog.NewKafkaError("tablet: cleaning aborted, its segments changed", -1)
 )
 
 // Cleanable describes how much of a compacted tablet a cleaning would

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
@@ -137,7 +138,7 @@ func DefaultConfig() Config {
 }
 
 // ErrConfig is the cause of an unknown key or a bad value.
-var ErrConfig = errors.New("tablet: invalid config")
+var ErrConfig = seglog.NewKafkaError("tablet: invalid config", 40)
 
 // configKey is one settable key: how to read it into a Config and how to
 // print it back.

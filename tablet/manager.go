@@ -132,17 +132,17 @@ var (
 	// Manager) has the data directory open: a writer, or readers when this
 	// open would write. The error names the holders' process ids when the
 	// system tells them.
-	ErrLocked = errors.New("tablet: data directory is in use")
+	ErrLocked = seglog.NewKafkaError("tablet: data directory is in use", 56)
 	// ErrNotDataDir is returned by OpenManager for a directory that is not
 	// a seglog or Kafka data directory — it holds files but none of a data
 	// directory's (meta.properties, the offset checkpoints, the
 	// clean-shutdown marker, .lock) — or, read-only, that does not exist.
 	// Nothing is created in it.
-	ErrNotDataDir = errors.New("tablet: not a data directory")
+	ErrNotDataDir = seglog.NewKafkaError("tablet: not a data directory", 56)
 	// ErrExists is returned by Create for a tablet that exists.
-	ErrExists = errors.New("tablet: tablet exists")
+	ErrExists = seglog.NewKafkaError("tablet: tablet exists", 36)
 	// ErrNotFound is returned for a tablet that does not exist.
-	ErrNotFound = errors.New("tablet: no such tablet")
+	ErrNotFound = seglog.NewKafkaError("tablet: no such tablet", 3)
 )
 
 // LockFile is the file a Manager holds a lock on (Kafka's), beside the

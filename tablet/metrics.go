@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/writerstate"
+	"github.com/seglog/seglog"
 )
 
 // stats are a tablet's counters, read by the Manager's collector.
@@ -67,32 +67,9 @@ func (h *histogram) snapshot() (count uint64, sum float64, buckets map[float64]u
 // ErrorName returns the Kafka error name for an append's failure
 // (OUT_OF_ORDER_SEQUENCE_NUMBER, CORRUPT_MESSAGE, …), or UNKNOWN_SERVER_ERROR.
 func ErrorName(err error) string {
-	for _, e := range []struct {
-		err  error
-		name string
-	}{
-		{writerstate.ErrOutOfOrderSequence, "OUT_OF_ORDER_SEQUENCE_NUMBER"},
-		{writerstate.ErrInvalidProducerEpoch, "INVALID_PRODUCER_EPOCH"},
-		{writerstate.ErrInvalidTxnState, "INVALID_TXN_STATE"},
-		{writerstate.ErrCoordinatorFenced, "TRANSACTION_COORDINATOR_FENCED"},
-		{record.ErrCorruptBatch, "CORRUPT_MESSAGE"},
-		{record.ErrInvalidTimestamp, "INVALID_TIMESTAMP"},
-		{record.ErrRecordTooLarge, "MESSAGE_TOO_LARGE"},
-		{ErrRecordBatchTooLarge, "RECORD_LIST_TOO_LARGE"},
-		{record.ErrUnsupportedMagic, "UNSUPPORTED_VERSION"},
-		{record.ErrUnknownCompression, "UNSUPPORTED_COMPRESSION_TYPE"},
-		{record.ErrInvalidRecord, "INVALID_RECORD"},
-		{record.ErrDecompressLimit, "INVALID_RECORD"},
-		{ErrOffsetOutOfRange, "OFFSET_OUT_OF_RANGE"},
-		{ErrUnexpectedAppendOffset, "UNEXPECTED_APPEND_OFFSET"},
-		{ErrOffsetsOutOfOrder, "OFFSETS_OUT_OF_ORDER"},
-		{ErrFailed, "KAFKA_STORAGE_ERROR"},
-		{ErrClosed, "NOT_LEADER_OR_FOLLOWER"},
-		{ErrNotFound, "UNKNOWN_TOPIC_OR_PARTITION"},
-	} {
-		if errors.Is(err, e.err) {
-			return e.name
-		}
+	var ke *kerr.Error
+	if errors.As(kerr.ErrorForCode(seglog.KafkaCode(err)), &ke) {
+		return ke.Message
 	}
 	return "UNKNOWN_SERVER_ERROR"
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
 
 	"github.com/seglog/seglog/logfile"
@@ -46,7 +47,7 @@ type RemoteRead struct {
 
 // ErrRemoteStart is returned by SetRemote for a log start the tier cannot
 // serve.
-var ErrRemoteStart = errors.New("tablet: remote log start is out of range")
+var ErrRemoteStart = seglog.NewKafkaError("tablet: remote log start is out of range", 1)
 
 // SetRemote attaches a tier that holds [start, local log start): reads
 // below the local log start go to it, the log start becomes start, and
@@ -148,7 +149,7 @@ func (s *SealedSegment) Close() {
 }
 
 // ErrNotSealed: the segment asked for is the active one or not there.
-var ErrNotSealed = errors.New("tablet: no sealed segment there")
+var ErrNotSealed = seglog.NewKafkaError("tablet: no sealed segment there", -1)
 
 // Sealed opens the sealed segment at base for copying. The segment stays
 // readable (and undeleted) until Close.
@@ -208,7 +209,7 @@ func (t *Tablet) Producers() []writerstate.Entry {
 }
 
 // ErrNotEmpty: StartFromTier on a tablet that holds records.
-var ErrNotEmpty = errors.New("tablet: the local log is not empty")
+var ErrNotEmpty = seglog.NewKafkaError("tablet: the local log is not empty", -1)
 
 // StartFromTier starts an empty tablet at end, the tier's end, with the
 // writer state of the producer snapshot taken there (from the newest

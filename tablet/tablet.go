@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/invariants"
 	"github.com/seglog/seglog/leaderepoch"
@@ -82,17 +83,17 @@ func (o *Options) EnsureDefaults() {
 
 var (
 	// ErrClosed is returned by any use of a closed tablet.
-	ErrClosed = errors.New("tablet: closed")
+	ErrClosed = seglog.NewKafkaError("tablet: closed", 6)
 	// ErrFailed is matched by the error of every use of a tablet that
 	// failed (a write or fsync failed): it stays failed until reopened,
 	// when recovery brings back everything acknowledged.
-	ErrFailed = errors.New("tablet failed")
+	ErrFailed = seglog.NewKafkaError("tablet failed", 56)
 	// ErrOffsetOutOfRange is returned by a read of an offset outside
 	// [log start, log end].
-	ErrOffsetOutOfRange = errors.New("tablet: offset out of range")
+	ErrOffsetOutOfRange = seglog.NewKafkaError("tablet: offset out of range", 1)
 	// ErrRecordBatchTooLarge is returned by an append larger than a
 	// segment (Kafka's RecordBatchTooLargeException).
-	ErrRecordBatchTooLarge = errors.New("tablet: record batch too large for a segment")
+	ErrRecordBatchTooLarge = seglog.NewKafkaError("tablet: record batch too large for a segment", 18)
 )
 
 // seg is a segment of the tablet with its users counted: the tablet holds
@@ -735,7 +736,7 @@ func (t *Tablet) Close() (Offsets, error) {
 
 // ErrReadOnly is returned by every change to a tablet or data directory
 // opened read-only.
-var ErrReadOnly = errors.New("tablet: opened read-only")
+var ErrReadOnly = seglog.NewKafkaError("tablet: opened read-only", -1)
 
 // ReadOnly reports whether the tablet was opened read-only.
 func (t *Tablet) ReadOnly() bool { return t.opts.ReadOnly }
@@ -755,7 +756,7 @@ const TierDir = "tier"
 // ErrTierNotAttached is returned by a read below the local log start of a
 // tiered tablet whose tier is not attached (its store down, or the command
 // given none): those records are in the store.
-var ErrTierNotAttached = errors.New("tablet: tier not attached")
+var ErrTierNotAttached = seglog.NewKafkaError("tablet: tier not attached", 56)
 
 // Tiered reports whether the tablet has a tier (TierDir), attached or not.
 func (t *Tablet) Tiered() bool { return t.tiered }

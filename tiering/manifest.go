@@ -111,13 +111,13 @@ type ManifestState struct {
 var (
 	// ErrWrongBase: a COMMIT whose base is not the tiered end (uploads go in
 	// offset order).
-	ErrWrongBase = errors.New("tiering: commit base is not the tiered end")
+	ErrWrongBase = seglog.NewKafkaError("tiering: commit base is not the tiered end", -1)
 	// ErrUnknownObject: a record names an object the manifest does not hold
 	// in the state the change needs.
-	ErrUnknownObject = errors.New("tiering: unknown object")
+	ErrUnknownObject = seglog.NewKafkaError("tiering: unknown object", 56)
 	// ErrManifestFailed: a manifest write or fsync failed before; the
 	// manifest refuses every change from then on.
-	ErrManifestFailed = errors.New("tiering: manifest failed")
+	ErrManifestFailed = seglog.NewKafkaError("tiering: manifest failed", 56)
 )
 
 // Manifest is a tablet's tiering manifest: an append-only file of fsynced

@@ -3,7 +3,6 @@ package tiering
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -60,7 +59,7 @@ type SegmentSource struct {
 }
 
 // ErrEmptySegment: a segment without batches makes no object.
-var ErrEmptySegment = errors.New("tiering: segment holds no batch")
+var ErrEmptySegment = seglog.NewKafkaError("tiering: segment holds no batch", -1)
 
 // Plan is a stream object laid out from a segment before it is written:
 // its size is known, so it can be uploaded in one PUT or in parts.

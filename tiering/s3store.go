@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/seglog/seglog"
 )
 
 // S3Options are what an s3:// URL does not carry. Credentials given here
@@ -193,7 +195,7 @@ func s3err(op, key string, err error) error {
 
 // ErrNoCredentials: the AWS credential chain found no credentials for an
 // s3:// store.
-var ErrNoCredentials = errors.New("tiering: no S3 credentials")
+var ErrNoCredentials = seglog.NewKafkaError("tiering: no S3 credentials", 56)
 
 // s3Error is an S3 request's failure, worded without the SDK's "https"
 // (the endpoint may be plain http).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
@@ -37,7 +38,7 @@ type ServiceOptions struct {
 }
 
 // ErrOtherStore is a tablet tiered to another store than the service's.
-var ErrOtherStore = errors.New("tiering: the tablet is tiered to another store")
+var ErrOtherStore = seglog.NewKafkaError("tiering: the tablet is tiered to another store", -1)
 
 func (o *ServiceOptions) ensureDefaults() {
 	if o.Interval <= 0 {

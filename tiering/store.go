@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/seglog/seglog"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -20,13 +22,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Errors an ObjectStore returns, matched with errors.Is.
 var (
 	// ErrNotFound: the key (or the multipart upload) does not exist.
-	ErrNotFound = errors.New("tiering: object not found")
+	ErrNotFound = seglog.NewKafkaError("tiering: object not found", 56)
 	// ErrExists: a put found the key taken (If-None-Match: *). Keys are
 	// written once and never overwritten.
-	ErrExists = errors.New("tiering: object already exists")
+	ErrExists = seglog.NewKafkaError("tiering: object already exists", -1)
 	// ErrChecksum: the store refused a body whose checksum did not match,
 	// or what it stored is not what was sent.
-	ErrChecksum = errors.New("tiering: checksum mismatch")
+	ErrChecksum = seglog.NewKafkaError("tiering: checksum mismatch", 56)
 )
 
 // Part sizes of an upload (spec/tiering.md section 1): objects up to
@@ -113,7 +115,7 @@ func OpenStore(ctx context.Context, rawURL string, s3opts *S3Options) (ObjectSto
 
 // ErrBadStoreURL is the cause of a store URL that cannot name a store: no
 // retry makes it work.
-var ErrBadStoreURL = errors.New("tiering: bad store URL")
+var ErrBadStoreURL = seglog.NewKafkaError("tiering: bad store URL", -1)
 
 // CheckStoreURL checks a store URL without opening the store: file:///dir
 // or s3://bucket/prefix with known parameters, and no credentials in it.

@@ -42,13 +42,13 @@ var (
 	ErrFull = mmapfile.ErrFull
 	// ErrInvalidOffset is returned by MaybeAppend for an offset below the
 	// last entry's (Kafka's InvalidOffsetException).
-	ErrInvalidOffset = errors.New("timeindex: offset decreases")
+	ErrInvalidOffset = seglog.NewKafkaError("timeindex: offset decreases", -1)
 	// ErrTimestampDecreases is returned by MaybeAppend for a timestamp
 	// below the last entry's (Kafka's IllegalStateException).
-	ErrTimestampDecreases = errors.New("timeindex: timestamp decreases")
+	ErrTimestampDecreases = seglog.NewKafkaError("timeindex: timestamp decreases", -1)
 	// ErrOffsetOverflow is returned for an offset that does not fit
 	// relative to the base offset.
-	ErrOffsetOverflow = errors.New("timeindex: offset overflows the relative offset")
+	ErrOffsetOverflow = seglog.NewKafkaError("timeindex: offset overflows the relative offset", -1)
 )
 
 // Entry is a timestamp and an offset.

@@ -38,11 +38,11 @@ const (
 var (
 	// ErrLastOffsetNotIncreasing is returned by Append for an entry whose
 	// last offset is not above the previous entry's.
-	ErrLastOffsetNotIncreasing = errors.New("txnindex: last offset does not increase")
+	ErrLastOffsetNotIncreasing = seglog.NewKafkaError("txnindex: last offset does not increase", -1)
 	// ErrDeleted is returned by any use of a deleted index.
-	ErrDeleted = errors.New("txnindex: index was deleted")
+	ErrDeleted = seglog.NewKafkaError("txnindex: index was deleted", -1)
 	// ErrReadOnly is returned by changes to an index opened read-only.
-	ErrReadOnly = errors.New("txnindex: index is read-only")
+	ErrReadOnly = seglog.NewKafkaError("txnindex: index is read-only", -1)
 )
 
 // parse decodes the entry at the start of b, which holds at least

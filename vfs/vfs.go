@@ -20,6 +20,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/seglog/seglog"
 )
 
 // FS is a filesystem.
@@ -116,13 +118,13 @@ const (
 var (
 	// ErrNotSupported is returned by Preallocate where the filesystem
 	// cannot reserve blocks.
-	ErrNotSupported = errors.New("vfs: operation not supported")
+	ErrNotSupported = seglog.NewKafkaError("vfs: operation not supported", -1)
 	// ErrLocked is returned by Lock when another holder has the lock.
-	ErrLocked = errors.New("vfs: locked by another holder")
+	ErrLocked = seglog.NewKafkaError("vfs: locked by another holder", 56)
 	// ErrInjected is the default error an Injector returns.
-	ErrInjected = errors.New("vfs: injected fault")
+	ErrInjected = seglog.NewKafkaError("vfs: injected fault", 56)
 	// ErrReadOnly is returned by every change through ReadOnly.
-	ErrReadOnly = errors.New("vfs: read-only")
+	ErrReadOnly = seglog.NewKafkaError("vfs: read-only", -1)
 )
 
 const supportedFlags = os.O_RDONLY | os.O_RDWR | os.O_CREATE | os.O_EXCL | os.O_TRUNC

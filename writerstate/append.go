@@ -1,10 +1,10 @@
 package writerstate
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
 )
 
@@ -13,16 +13,16 @@ import (
 var (
 	// ErrInvalidProducerEpoch: a batch or marker of an epoch below the
 	// producer's current one (a fenced producer).
-	ErrInvalidProducerEpoch = errors.New("writerstate: invalid producer epoch")
+	ErrInvalidProducerEpoch = seglog.NewKafkaError("writerstate: invalid producer epoch", 47)
 	// ErrOutOfOrderSequence: a sequence that does not follow the producer's
 	// last one.
-	ErrOutOfOrderSequence = errors.New("writerstate: out of order sequence number")
+	ErrOutOfOrderSequence = seglog.NewKafkaError("writerstate: out of order sequence number", 45)
 	// ErrInvalidTxnState: non-transactional data from a producer with an
 	// open transaction.
-	ErrInvalidTxnState = errors.New("writerstate: invalid transaction state")
+	ErrInvalidTxnState = seglog.NewKafkaError("writerstate: invalid transaction state", 48)
 	// ErrCoordinatorFenced: a marker from a transaction coordinator older
 	// than the last one seen.
-	ErrCoordinatorFenced = errors.New("writerstate: transaction coordinator fenced")
+	ErrCoordinatorFenced = seglog.NewKafkaError("writerstate: transaction coordinator fenced", 52)
 )
 
 // DataBatch describes a batch of records of one producer, with the offsets

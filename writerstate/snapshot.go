@@ -29,7 +29,7 @@ const (
 
 // ErrCorruptSnapshot is the cause of a snapshot file that cannot be read: a
 // bad version, a bad CRC, or too few bytes (spec 5.5).
-var ErrCorruptSnapshot = errors.New("writerstate: corrupt snapshot")
+var ErrCorruptSnapshot = seglog.NewKafkaError("writerstate: corrupt snapshot", 56)
 
 // AppendSnapshot appends the snapshot of entries (in producer id order) to
 // dst: only each producer's last batch is kept.

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -37,7 +37,7 @@ func (a ACL) String() string {
 }
 
 // ErrInvalidACL is the cause of an ACL CreateACLs refuses.
-var ErrInvalidACL = errors.New("auth: invalid ACL")
+var ErrInvalidACL = seglog.NewKafkaError("auth: invalid ACL", 42)
 
 // Check returns why a cannot be created, or nil: what Kafka refuses with
 // INVALID_REQUEST.

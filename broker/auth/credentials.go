@@ -28,6 +28,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/vfs"
 )
@@ -68,10 +69,10 @@ const (
 
 // Errors of Credentials' changes.
 var (
-	ErrUnknownMechanism = errors.New("auth: not a SCRAM mechanism (SCRAM-SHA-256 or SCRAM-SHA-512)")
+	ErrUnknownMechanism = seglog.NewKafkaError("auth: not a SCRAM mechanism (SCRAM-SHA-256 or SCRAM-SHA-512)", 33)
 	ErrIterations       = fmt.Errorf("auth: iterations must be from %d to %d", MinIterations, MaxIterations)
-	ErrEmptyUser        = errors.New("auth: a user name must not be empty")
-	ErrNoCredential     = errors.New("auth: no such credential")
+	ErrEmptyUser        = seglog.NewKafkaError("auth: a user name must not be empty", 93)
+	ErrNoCredential     = seglog.NewKafkaError("auth: no such credential", 91)
 )
 
 // Credential is one user's stored SCRAM credential for one mechanism.

@@ -1,10 +1,11 @@
 package auth
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/seglog/seglog"
 )
 
 // PrincipalRules are Kafka's ssl.principal.mapping.rules: each rule,
@@ -31,7 +32,7 @@ type principalRule struct {
 var javaGroup = regexp.MustCompile(`\$(\d+)`)
 
 // ErrNoPrincipalRule is a subject no rule maps.
-var ErrNoPrincipalRule = errors.New("auth: no ssl.principal.mapping.rules rule matches the certificate's subject")
+var ErrNoPrincipalRule = seglog.NewKafkaError("auth: no ssl.principal.mapping.rules rule matches the certificate's subject", 58)
 
 // ParsePrincipalRules reads ssl.principal.mapping.rules ("" is DEFAULT).
 // A rule's pattern and replacement may hold commas and escaped slashes

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/vfs"
 )
@@ -32,7 +33,7 @@ const (
 
 // ErrInvalidQuota is the cause of a quota change AlterClientQuotas
 // refuses.
-var ErrInvalidQuota = errors.New("auth: invalid client quota")
+var ErrInvalidQuota = seglog.NewKafkaError("auth: invalid client quota", 42)
 
 // Entity names what a quota applies to: a user, a client id, both, or an
 // IP; a nil name is the entity type's default (every user, …).

@@ -2,8 +2,9 @@ package auth
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
+
+	"github.com/seglog/seglog"
 )
 
 // The SASL mechanisms a broker can serve.
@@ -15,7 +16,7 @@ var SASLMechanisms = []string{PLAIN, SHA256, SHA512}
 // ErrAuthentication is the cause of every failed exchange: its message is
 // what the client is told (never the password, never whether the user
 // exists).
-var ErrAuthentication = errors.New("authentication failed")
+var ErrAuthentication = seglog.NewKafkaError("authentication failed", 58)
 
 // Exchange is one SASL authentication on a connection: Step takes each of
 // the client's tokens and returns the server's, until Done.

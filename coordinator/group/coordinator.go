@@ -17,7 +17,6 @@ package group
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math"
 	"sort"
@@ -25,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/coordinator/internal/store"
 	"github.com/seglog/seglog/tablet"
 )
@@ -130,7 +130,7 @@ type Coordinator struct {
 }
 
 // ErrClosed is returned once the coordinator is closed.
-var ErrClosed = errors.New("group: coordinator closed")
+var ErrClosed = seglog.NewKafkaError("group: coordinator closed", 15)
 
 // New returns the coordinator of the manager's data directory, with every
 // group loaded from __consumer_offsets if the topic exists (it is created

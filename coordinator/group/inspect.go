@@ -1,7 +1,6 @@
 package group
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 )
 
@@ -93,8 +93,8 @@ func (g *group) info() Info {
 // ErrGroupNotFound and ErrGroupNotEmpty are DeleteGroup's and
 // ResetOffsets' refusals.
 var (
-	ErrGroupNotFound = errors.New("group: no such group")
-	ErrGroupNotEmpty = errors.New("group: the group has members (it is not empty)")
+	ErrGroupNotFound = seglog.NewKafkaError("group: no such group", 69)
+	ErrGroupNotEmpty = seglog.NewKafkaError("group: the group has members (it is not empty)", 68)
 )
 
 // DeleteGroup deletes an empty group: tombstones for its offsets and

@@ -75,11 +75,11 @@ const (
 
 var (
 	// ErrFull is returned by Append when no slot is left.
-	ErrFull = errors.New("mmapfile: index is full")
+	ErrFull = seglog.NewKafkaError("mmapfile: index is full", -1)
 	// ErrReadOnly is returned by changes to a file opened read-only.
-	ErrReadOnly = errors.New("mmapfile: index is read-only")
+	ErrReadOnly = seglog.NewKafkaError("mmapfile: index is read-only", -1)
 	// ErrDeleted is returned by any use of a deleted file.
-	ErrDeleted = errors.New("mmapfile: index was deleted")
+	ErrDeleted = seglog.NewKafkaError("mmapfile: index was deleted", -1)
 )
 
 // Options describe the entries and the size of a File.
