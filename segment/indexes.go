@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
@@ -214,7 +213,7 @@ type UntrimmedIndex struct {
 func (s *Segment) PrepareForAppends(maxIndexSize int) ([]UntrimmedIndex, error) {
 	var out []UntrimmedIndex
 	for _, x := range []interface {
-		Open() (mmapfile.Opened, error)
+		Open() (offsetindex.Opened, error)
 		Resize(int) (bool, error)
 		Path() string
 	}{s.offsetIdx, s.timeIdx} {

@@ -8,7 +8,6 @@ import (
 	"sort"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/record"
@@ -206,7 +205,7 @@ func (s *Segment) verifyAgainst(k logfile.Kind, l *logSummary) ([]*seglog.Corrup
 }
 
 // eachEntry calls fn with every entry of a mapped index.
-func eachEntry[E any](x mmapfile.Lifecycle, entry func(int) (E, error), fn func(int, E)) error {
+func eachEntry[E any](x interface{ Entries() (int, error) }, entry func(int) (E, error), fn func(int, E)) error {
 	n, err := x.Entries()
 	if err != nil {
 		return err

@@ -72,7 +72,7 @@ type Options struct {
 // Resize, TrimToValidSize, Reset, Close, Rename, Delete, Entries,
 // MaxEntries, …) are those of the mapped file.
 type Index struct {
-	mmapfile.Lifecycle
+	lifecycle
 	base int64
 	f    *mmapfile.File
 }
@@ -89,7 +89,7 @@ func Open(fsys vfs.FS, path string, base int64, opts Options) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("timeindex: %w", err)
 	}
-	return &Index{Lifecycle: f, base: base, f: f}, nil
+	return &Index{lifecycle: mmapfile.LifecycleOf(f), base: base, f: f}, nil
 }
 
 // BaseOffset returns the segment's base offset.

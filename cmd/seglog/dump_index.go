@@ -9,7 +9,6 @@ import (
 	"github.com/seglog/seglog/logfile"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/offsetindex"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/timeindex"
@@ -127,7 +126,7 @@ func (d *dumper) verifyIndex(fsys vfs.FS, path string, name logfile.Name) error 
 
 // mappedIndex is what dump needs of an .index or a .timeindex.
 type mappedIndex interface {
-	Open() (mmapfile.Opened, error)
+	Open() (offsetindex.Opened, error)
 	Check() ([]*seglog.CorruptionError, error)
 	Close() error
 }

@@ -118,27 +118,6 @@ const (
 	deleted
 )
 
-// Lifecycle is the part of File an index passes on to its users by
-// embedding: opening, sizing, flushing, closing, renaming and deleting.
-type Lifecycle interface {
-	Path() string
-	IsOpen() bool
-	Open() (Opened, error)
-	PeekEnds() (Ends, error)
-	Entries() (int, error)
-	MaxEntries() (int, error)
-	Length() (int, error)
-	Resize(size int) (bool, error)
-	TrimToValidSize() error
-	Reset() error
-	Flush() error
-	Close() error
-	Rename(path string) error
-	Delete() error
-}
-
-var _ Lifecycle = (*File)(nil)
-
 // File is a memory-mapped file of fixed-width entries.
 type File struct {
 	fsys vfs.FS
@@ -820,3 +799,57 @@ func (f *File) Delete() error {
 	}
 	return err
 }
+
+// Lifecycle is the part of a File an index passes on to its users, by
+// embedding: opening, sizing, flushing, closing, renaming and deleting.
+// What it returns is public through the index packages' aliases.
+type Lifecycle struct{ f *File }
+
+// LifecycleOf returns f's Lifecycle.
+func LifecycleOf(f *File) Lifecycle { return Lifecycle{f} }
+
+// Path is the file's path.
+func (l Lifecycle) Path() string { return l.f.Path() }
+
+// IsOpen reports whether the file is mapped now.
+func (l Lifecycle) IsOpen() bool { return l.f.IsOpen() }
+
+// Open opens (or creates, unless read-only) the file now and reports what
+// opening an existing file found; any other use opens it too.
+func (l Lifecycle) Open() (Opened, error) { return l.f.Open() }
+
+// Entries is the number of valid entries.
+func (l Lifecycle) Entries() (int, error) { return l.f.Entries() }
+
+// MaxEntries is the number of slots the file has now.
+func (l Lifecycle) MaxEntries() (int, error) { return l.f.MaxEntries() }
+
+// Length is the file's size in bytes.
+func (l Lifecycle) Length() (int, error) { return l.f.Length() }
+
+// Resize sets the file's length to size rounded down to a whole entry,
+// keeping the entries that fit; it reports false if the length was
+// already that.
+func (l Lifecycle) Resize(size int) (bool, error) { return l.f.Resize(size) }
+
+// TrimToValidSize cuts the file to its entries (a sealed segment's index).
+func (l Lifecycle) TrimToValidSize() error { return l.f.TrimToValidSize() }
+
+// Reset drops every entry and grows the file back to its maximum size.
+func (l Lifecycle) Reset() error { return l.f.Reset() }
+
+// Flush makes the entries durable (msync, and an fdatasync when the
+// length changed).
+func (l Lifecycle) Flush() error { return l.f.Flush() }
+
+// Close trims the file to its entries, makes durable what changed since
+// the last flush, and releases the mapping and the descriptor; the next
+// use opens it again.
+func (l Lifecycle) Close() error { return l.f.Close() }
+
+// Rename moves the file to path.
+func (l Lifecycle) Rename(path string) error { return l.f.Rename(path) }
+
+// Delete closes the file without trimming it and removes it (a missing
+// file is not an error); every later use fails.
+func (l Lifecycle) Delete() error { return l.f.Delete() }
