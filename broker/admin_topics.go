@@ -208,6 +208,8 @@ func (b *Broker) deleteTopic(topic string) (int16, *string) {
 		}
 	}
 	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(parts))
+	b.metrics.topicIn.DeleteLabelValues(topic)
+	b.metrics.topicOut.DeleteLabelValues(topic)
 	if b.groups != nil {
 		// As Kafka: the groups' offsets of a deleted topic go too.
 		if err := b.groups.RemoveTopicOffsets(topic); err != nil {

@@ -323,7 +323,9 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 		return err == nil
 	}
 	b.waitMuted(p.h.sess)
+	begin := time.Now()
 	resp, err := b.handle(ctx, p.h, p.req, p.body)
+	handled := time.Now()
 	if errors.Is(err, errUnauthenticated) {
 		log.Info("closing the connection", "api", kmsg.NameForKey(p.h.key), "err", err)
 		b.metrics.closedAuth.Inc()
@@ -339,7 +341,7 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 		log.Debug("writing a response", "err", err)
 		return false
 	}
-	b.metrics.latency.WithLabelValues(kmsg.NameForKey(p.h.key)).Observe(time.Since(p.start).Seconds())
+	b.metrics.forAPI(p.h.key).timed(p.start, begin, handled, time.Now())
 	if p.h.sess != nil && p.h.sess.closeAfter {
 		log.Info("closing the connection after a failed SASL exchange")
 		b.metrics.closedAuth.Inc()
@@ -353,17 +355,18 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 // platform allows). in is the request's size, for the collectors.
 func (b *Broker) writeReply(w io.Writer, h header, resp kmsg.Response, in int) (int, error) {
 	if resp == nil {
-		b.metrics.answered(h.key, nil, in, 0)
+		b.metrics.answered(h, nil, in, 0)
 		return 0, nil
 	}
 	if fr, ok := resp.(*fetchReply); ok {
 		defer fr.close()
 		chunks, size := fr.encode(h)
-		b.metrics.answered(h.key, fr.FetchResponse, in, size)
+		b.metrics.answered(h, fr.FetchResponse, in, size)
+		fr.countOut(b.metrics)
 		return size, fr.writeTo(w, chunks)
 	}
 	buf := encodeResponse(h, resp)
-	b.metrics.answered(h.key, resp, in, len(buf))
+	b.metrics.answered(h, resp, in, len(buf))
 	_, err := w.Write(buf)
 	return len(buf), err
 }

@@ -51,6 +51,7 @@ type fetchReply struct {
 	*kmsg.FetchResponse
 	nonce   [12]byte
 	results []*tablet.FetchResult // by marker index
+	topics  []string              // each result's topic
 }
 
 const markerSize = 16
@@ -66,19 +67,27 @@ func newFetchReply(r *kmsg.FetchRequest) *fetchReply {
 }
 
 // attach keeps a partition's records and returns its marker.
-func (fr *fetchReply) attach(res *tablet.FetchResult) []byte {
+func (fr *fetchReply) attach(topic string, res *tablet.FetchResult) []byte {
 	m := make([]byte, markerSize)
 	copy(m, fr.nonce[:])
 	binary.BigEndian.PutUint32(m[12:], uint32(len(fr.results)))
 	fr.results = append(fr.results, res)
+	fr.topics = append(fr.topics, topic)
 	return m
+}
+
+// countOut adds the records answered to their topics' bytes out.
+func (fr *fetchReply) countOut(m *metrics) {
+	for i, res := range fr.results {
+		m.topicOut.WithLabelValues(fr.topics[i]).Add(float64(res.Records.Size()))
+	}
 }
 
 func (fr *fetchReply) close() {
 	for _, res := range fr.results {
 		res.Close()
 	}
-	fr.results = nil
+	fr.results, fr.topics = nil, nil
 }
 
 // encode frames the response with each marker (and its length prefix)
@@ -250,7 +259,7 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 					kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 			}
 			if n := res.Records.Size(); n > 0 {
-				sp.RecordBatches = reply.attach(res)
+				sp.RecordBatches = reply.attach(rt.Topic, res)
 				total += n
 			} else {
 				res.Close()

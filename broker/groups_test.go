@@ -349,7 +349,7 @@ func TestConcurrentJoins(t *testing.T) {
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
-		if f.GetName() != "seglog_broker_errors_total" {
+		if f.GetName() != "seglog_broker_request_errors_total" {
 			continue
 		}
 		for _, m := range f.GetMetric() {

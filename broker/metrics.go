@@ -3,22 +3,34 @@ package broker
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// metrics are the broker's Prometheus collectors: requests by API, the
-// errors their responses carry by API and Kafka error name, latency, bytes
+// metrics are the broker's Prometheus collectors: requests by API and
+// version, the errors their responses carry by API and Kafka error name,
+// each request's time split as Kafka's RequestMetrics splits it (queued,
+// handled, sent, and the total), bytes (all, and record bytes by topic)
 // and connections.
 type metrics struct {
-	requests   *prometheus.CounterVec
-	errors     *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	bytesIn    prometheus.Counter
-	bytesOut   prometheus.Counter
+	requests *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	total    *prometheus.HistogramVec
+	queue    *prometheus.HistogramVec
+	handle   *prometheus.HistogramVec
+	send     *prometheus.HistogramVec
+	bytesIn  prometheus.Counter
+	bytesOut prometheus.Counter
+	// topicIn and topicOut are record bytes produced to and fetched from
+	// each topic (Kafka's BytesInPerSec and BytesOutPerSec by topic).
+	topicIn    *prometheus.CounterVec
+	topicOut   *prometheus.CounterVec
 	open       prometheus.Gauge
 	accepted   prometheus.Counter
 	refused    prometheus.Counter
@@ -36,19 +48,46 @@ type metrics struct {
 	// purgatory size).
 	fetchesWaiting prometheus.Gauge
 	all            []prometheus.Collector
+
+	// byAPI caches each API's collectors, made on its first request: the
+	// request path looks up no label.
+	byAPI [maxAPIKey + 1]atomic.Pointer[apiMetrics]
 }
 
+// apiMetrics are one API's collectors.
+type apiMetrics struct {
+	name                       string
+	total, queue, handle, send prometheus.Observer
+	mu                         sync.Mutex
+	versions                   map[int16]prometheus.Counter
+}
+
+// requestBuckets are the request time histograms' buckets: 50 µs to 26 s.
+var requestBuckets = prometheus.ExponentialBuckets(50e-6, 2, 20)
+
 func newMetrics() *metrics {
+	hist := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: requestBuckets}, []string{"api"})
+	}
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_requests_total",
-			Help: "Requests answered, by API."}, []string{"api"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_errors_total",
+			Help: "Requests answered, by API and version."}, []string{"api", "version"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_request_errors_total",
 			Help: "Error codes in responses (each topic, partition or resource), by API and Kafka error name."}, []string{"api", "error"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "seglog_broker_request_seconds",
-			Help:    "Time from a request's frame read to its response written, by API (a fetch's long poll included).",
-			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20)}, []string{"api"}),
-		bytesIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_bytes_in_total", Help: "Request bytes read, frames included."}),
-		bytesOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_bytes_out_total", Help: "Response bytes written, frames included."}),
+		total: hist("seglog_broker_request_duration_seconds",
+			"Time from a request's frame read to its response written, by API (a fetch's long poll included): Kafka's TotalTimeMs."),
+		queue: hist("seglog_broker_request_queue_seconds",
+			"Time a request waited behind the connection's earlier requests (and a quota's throttle) before its handler began, by API: Kafka's RequestQueueTimeMs."),
+		handle: hist("seglog_broker_request_handle_seconds",
+			"Time in the handler (authorization, the engine, a fetch's long poll, a group's rebalance wait), by API: Kafka's LocalTimeMs and RemoteTimeMs."),
+		send: hist("seglog_broker_response_send_seconds",
+			"Time encoding and writing the response, by API: Kafka's ResponseSendTimeMs."),
+		bytesIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_bytes_in_total", Help: "Request bytes read, frames included."}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_bytes_out_total", Help: "Response bytes written, frames included."}),
+		topicIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_topic_bytes_in_total",
+			Help: "Record bytes appended by Produce, by topic."}, []string{"topic"}),
+		topicOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_topic_bytes_out_total",
+			Help: "Record bytes answered to Fetch, by topic."}, []string{"topic"}),
 		open:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "seglog_broker_connections", Help: "Connections open."}),
 		accepted:   prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_accepted_total", Help: "Connections accepted."}),
 		refused:    prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_total", Help: "Connections refused by max.connections."}),
@@ -65,8 +104,47 @@ func newMetrics() *metrics {
 		fetchesWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seglog_broker_fetches_waiting",
 			Help: "Fetches waiting in a long poll for records (Kafka's fetch purgatory size)."}),
 	}
-	m.all = []prometheus.Collector{m.fetchesWaiting, m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate}
+	m.all = []prometheus.Collector{m.requests, m.errors, m.total, m.queue, m.handle, m.send, m.bytesIn, m.bytesOut, m.topicIn, m.topicOut,
+		m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate, m.fetchesWaiting}
 	return m
+}
+
+// forAPI returns an API's collectors.
+func (m *metrics) forAPI(key int16) *apiMetrics {
+	if key < 0 || key > maxAPIKey {
+		key = maxAPIKey // not served: its request closed the connection
+	}
+	if a := m.byAPI[key].Load(); a != nil {
+		return a
+	}
+	name := kmsg.NameForKey(key)
+	a := &apiMetrics{name: name, total: m.total.WithLabelValues(name), queue: m.queue.WithLabelValues(name),
+		handle: m.handle.WithLabelValues(name), send: m.send.WithLabelValues(name), versions: map[int16]prometheus.Counter{}}
+	if m.byAPI[key].CompareAndSwap(nil, a) {
+		return a
+	}
+	return m.byAPI[key].Load()
+}
+
+// request counts a request of the API at its version.
+func (m *metrics) request(a *apiMetrics, version int16) {
+	a.mu.Lock()
+	c, ok := a.versions[version]
+	if !ok {
+		c = m.requests.WithLabelValues(a.name, strconv.Itoa(int(version)))
+		a.versions[version] = c
+	}
+	a.mu.Unlock()
+	c.Inc()
+}
+
+// timed records a request's times: read at start, handled from begin to
+// handled, its response written at sent.
+func (a *apiMetrics) timed(start, begin, handled, sent time.Time) {
+	a.queue.Observe(begin.Sub(start).Seconds())
+	a.handle.Observe(handled.Sub(begin).Seconds())
+	a.send.Observe(sent.Sub(handled).Seconds())
+	a.total.Observe(sent.Sub(start).Seconds())
 }
 
 // Collector returns the broker's Prometheus collectors.
@@ -93,16 +171,16 @@ func (cs collectors) Collect(ch chan<- prometheus.Metric) {
 
 // answered counts one request, its bytes (frames included) and the errors
 // its response carries, before the response is written.
-func (m *metrics) answered(key int16, resp kmsg.Response, in, out int) {
-	api := kmsg.NameForKey(key)
-	m.requests.WithLabelValues(api).Inc()
+func (m *metrics) answered(h header, resp kmsg.Response, in, out int) {
+	a := m.forAPI(h.key)
+	m.request(a, h.version)
 	m.bytesIn.Add(float64(in))
 	m.bytesOut.Add(float64(out))
 	if resp == nil {
 		return
 	}
 	m.eachErrorCode(reflect.ValueOf(resp).Elem(), func(code int16) {
-		m.errors.WithLabelValues(api, errorName(code)).Inc()
+		m.errors.WithLabelValues(a.name, errorName(code)).Inc()
 	})
 }
 

@@ -20,6 +20,6 @@ func BenchmarkResponseErrorCodes(b *testing.B) {
 	m := newMetrics()
 	b.ReportAllocs()
 	for b.Loop() {
-		m.answered(1, resp, 100, 1000)
+		m.answered(header{key: 1, version: 12}, resp, 100, 1000)
 	}
 }

@@ -167,6 +167,7 @@ func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.Appe
 			}
 			return
 		}
+		b.metrics.topicIn.WithLabelValues(t.TopicPartition().Topic).Add(float64(n))
 		if first {
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.FirstOffset, res.LogAppendTime, res.LogStartOffset
 			first = false

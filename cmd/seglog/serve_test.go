@@ -105,10 +105,23 @@ func TestServeCommand(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.Contains(t, string(page), `seglog_append_records_total{partition="0",topic="orders"}`)
-	require.Contains(t, string(page), `seglog_broker_requests_total{api="Produce"}`, "the broker's own collectors")
-	// (The produce was answered before the fetches began: its latency is in;
+	require.Contains(t, string(page), `seglog_broker_requests_total{api="Produce",version="`, "the broker's own collectors")
+	// (The produce was answered before the fetches began: its times are in;
 	// the last fetch's may be observed just after the client has its answer.)
-	require.Contains(t, string(page), `seglog_broker_request_seconds_bucket{api="Produce"`)
+	for _, h := range []string{"request_duration", "request_queue", "request_handle", "response_send"} {
+		require.Contains(t, string(page), `seglog_broker_`+h+`_seconds_bucket{api="Produce"`)
+	}
+	require.Regexp(t, `seglog_broker_topic_bytes_in_total\{topic="orders"\} [1-9]`, string(page), "record bytes in by topic")
+	require.Regexp(t, `seglog_broker_topic_bytes_out_total\{topic="orders"\} [1-9]`, string(page), "record bytes out by topic")
+	require.Contains(t, string(page), "\ngo_goroutines ", "the Go collector")
+	require.Contains(t, string(page), "\nprocess_resident_memory_bytes ", "the process collector")
+	resp, err = http.Get(strings.TrimSuffix(metrics, "/metrics") + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	profile, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(profile), "goroutine profile: total", "pprof on the metrics listener")
 	require.Contains(t, string(page), `seglog_groups{state="Stable"} 0`, "the group coordinator's collectors")
 	require.Contains(t, string(page), `seglog_transactions_open 0`, "the transaction coordinator's")
 	cfg, err := tablet.ReadConfig(nil, filepath.Join(d, "orders-0"))
