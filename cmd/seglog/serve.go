@@ -1,14 +1,13 @@
 package main
 
 import (
-	"crypto/tls"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -17,16 +16,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/server"
 	"github.com/seglog/seglog/tablet"
-	"github.com/seglog/seglog/tiering"
-	"github.com/seglog/seglog/vfs"
 )
 
 // serveSettings is what serve's configs set: the broker's options, the
@@ -431,7 +427,8 @@ and must be one of these, under Kafka's broker config names:
 ` + serveConfigHelp() + `
 The default listener is PLAINTEXT://127.0.0.1:9092: loopback only unless
 told otherwise. --metrics-addr serves the Prometheus collectors (the
-engine's, the broker's, the tier's) on /metrics.
+engine's, the broker's, the tier's, the Go runtime's and the process's) on
+/metrics and the Go profiler on /debug/pprof/ (keep it on loopback).
 
 --store URL runs the tiering service inside the broker (as seglog tier does):
 the sealed segments of topics with remote.storage.enable=true go to the store,
@@ -479,150 +476,21 @@ the data directory cleanly.`,
 			if set.dataDir == "" {
 				return errors.New("--data-dir (or log.dirs) is required")
 			}
-			protocols := set.protocols
-			if protocols == nil {
-				protocols = defaultProtocols
-			}
-			listeners, err := parseListeners(set.listener, protocols)
+			cfg, err := set.serverConfig()
 			if err != nil {
 				return err
-			}
-			var tlsConf *broker.TLS
-			for _, l := range listeners {
-				if (l.protocol == "SSL" || l.protocol == "SASL_SSL") && tlsConf == nil {
-					if tlsConf, err = broker.NewTLS(set.tls); err != nil {
-						return err
-					}
-				}
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: set.level}))
 			if len(ignored) > 0 {
 				logger.Warn("configs not used by seglog serve", "file", configFile, "keys", strings.Join(ignored, ","))
 			}
-			set.broker.Logger = logger
-			set.manager.Config = &set.topic
-			set.manager.Tablet.Logger = logger
-			m, err := tablet.OpenManager(vfs.OS, set.dataDir, set.manager)
-			if err != nil {
-				return err
-			}
-			printLoadChanges(cmd.ErrOrStderr(), m, false)
-			defer func() { err = errors.Join(err, m.Close()) }()
-			if meta := m.Meta(); set.nodeIDSet && meta.NodeID != set.manager.NodeID {
-				// As Kafka: a node.id other than the stored one is refused.
-				return fmt.Errorf("node.id=%d, but %s holds node %d (its meta.properties)", set.manager.NodeID, set.dataDir, meta.NodeID)
-			}
-			var tierCollector prometheus.Collector
+			cfg.Logger, cfg.Store, cfg.MetricsAddr = logger, store, metricsAddr
 			if store != "" {
-				svc, err := startTierService(cmd, m, store, &creds, set.tierStep, logger)
-				if err != nil {
+				if cfg.S3, err = creds.options(); err != nil {
 					return err
 				}
-				defer func() { err = errors.Join(err, svc.Close()) }() // before the manager closes
-				tierCollector = svc.Collector()
-			} else {
-				tiers, err := attachTiers(cmd, m, nil)
-				if err != nil {
-					return err
-				}
-				defer func() { err = errors.Join(err, tiers.Close()) }()
 			}
-			b, err := broker.New(m, set.broker)
-			if err != nil {
-				return err
-			}
-			type serving struct {
-				ln net.Listener
-				l  broker.Listener
-				listenerSpec
-			}
-			var lns []serving
-			defer func() {
-				for _, s := range lns {
-					s.ln.Close()
-				}
-			}()
-			for _, l := range listeners {
-				ln, err := net.Listen("tcp", l.addr)
-				if err != nil {
-					return err
-				}
-				if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && !authenticates(l.protocol, set.tls.ClientAuth) {
-					logger.Warn("a listener beyond loopback lets clients in without authentication (SASL_SSL, or SSL with ssl.client.auth=required, would not)",
-						"listener", l.name, "address", ln.Addr().String(), "authorizer", set.broker.Authorizer)
-				}
-				bl := broker.Listener{Name: l.name, SecurityProtocol: l.protocol}
-				if adv, ok := set.advertised[l.name]; ok {
-					host, port, err := splitHostPort(adv)
-					if err != nil {
-						return fmt.Errorf("advertised.listeners %s: %w", l.name, err)
-					}
-					bl.AdvertisedHost, bl.AdvertisedPort = host, port
-				}
-				lns = append(lns, serving{ln: ln, l: bl, listenerSpec: l})
-				if l.protocol == "SSL" || l.protocol == "SASL_SSL" {
-					lns[len(lns)-1].ln = tls.NewListener(ln, tlsConf.Config())
-				}
-			}
-			if metricsAddr != "" {
-				// The engine's and the broker's collectors on /metrics.
-				reg := prometheus.NewRegistry()
-				if err := reg.Register(m.Collector()); err != nil {
-					return err
-				}
-				if err := reg.Register(b.Collector()); err != nil {
-					return err
-				}
-				if tierCollector != nil {
-					if err := reg.Register(tierCollector); err != nil {
-						return err
-					}
-				}
-				mln, err := net.Listen("tcp", metricsAddr)
-				if err != nil {
-					return err
-				}
-				mux := http.NewServeMux()
-				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-				go func() { _ = srv.Serve(mln) }()
-				defer srv.Close()
-				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", mln.Addr())
-			}
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
-			defer signal.Stop(sig)
-			served := make(chan error, len(lns))
-			for _, s := range lns {
-				go func() { served <- b.ServeListener(s.ln, s.l) }()
-				fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (%s, %s; data directory %s)\n", s.ln.Addr(), s.name,
-					s.protocol, set.dataDir)
-			}
-			for {
-				select {
-				case s := <-sig:
-					if s == syscall.SIGHUP {
-						// The TLS certificate and CA files again; a
-						// failure keeps the ones in use.
-						if tlsConf != nil {
-							if err := tlsConf.Reload(); err != nil {
-								logger.Error("reloading the TLS files", "err", err)
-							} else {
-								logger.Info("reloaded the TLS files")
-							}
-						}
-						continue
-					}
-					logger.Info("shutting down", "signal", s.String())
-					err = b.Close()
-					for range lns {
-						<-served
-					}
-					return err
-				case err := <-served:
-					return errors.Join(err, b.Close())
-				}
-			}
+			return runServer(cmd, cfg, logger)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing); log.dirs otherwise")
@@ -685,12 +553,6 @@ func parseListeners(v string, protocols map[string]string) ([]listenerSpec, erro
 	return out, nil
 }
 
-// authenticates reports whether a listener's clients must prove who
-// they are: SASL, or TLS with a required client certificate.
-func authenticates(protocol, clientAuth string) bool {
-	return strings.HasPrefix(protocol, "SASL_") || protocol == "SSL" && clientAuth == "required"
-}
-
 // splitHostPort splits an advertised host:port.
 func splitHostPort(addr string) (string, int32, error) {
 	host, port, err := net.SplitHostPort(addr)
@@ -704,29 +566,75 @@ func splitHostPort(addr string) (string, int32, error) {
 	return host, int32(p), nil
 }
 
-// startTierService opens the store and starts the tiering service on every
-// tablet of the data directory; a tablet tiered to another store stops the
-// start (seglog tier --move-to moves it).
-func startTierService(cmd *cobra.Command, m *tablet.Manager, store string, creds *s3Flags, every time.Duration,
-	logger *slog.Logger) (*tiering.Service, error) {
-	if err := tiering.CheckStoreURL(store); err != nil {
-		return nil, err
+// serverConfig turns the settings into the server's Config.
+func (set *serveSettings) serverConfig() (server.Config, error) {
+	protocols := set.protocols
+	if protocols == nil {
+		protocols = defaultProtocols
 	}
-	for _, t := range m.Tablets() {
-		if err := tiering.CheckBinding(vfs.OS, t, store); err != nil {
-			return nil, err
+	listeners, err := parseListeners(set.listener, protocols)
+	if err != nil {
+		return server.Config{}, err
+	}
+	cfg := server.Config{DataDir: set.dataDir, Manager: set.manager, TopicDefaults: &set.topic, Broker: set.broker,
+		TLS: set.tls, TierInterval: set.tierStep}
+	if set.nodeIDSet {
+		cfg.NodeID = &set.manager.NodeID
+	}
+	for _, l := range listeners {
+		sl := server.Listener{Name: l.name, SecurityProtocol: l.protocol, Address: l.addr}
+		if adv, ok := set.advertised[l.name]; ok {
+			if sl.AdvertisedHost, sl.AdvertisedPort, err = splitHostPort(adv); err != nil {
+				return server.Config{}, fmt.Errorf("advertised.listeners %s: %w", l.name, err)
+			}
 		}
+		cfg.Listeners = append(cfg.Listeners, sl)
 	}
-	opts3, err := creds.options()
+	return cfg, nil
+}
+
+// runServer runs the server until SIGTERM or SIGINT; SIGHUP reloads the
+// TLS files. It prints the addresses served, a line each.
+func runServer(cmd *cobra.Command, cfg server.Config, logger *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctxOf(cmd))
+	defer cancel()
+	srv, err := server.New(ctx, cfg)
+	if srv != nil {
+		printLoadChanges(cmd.ErrOrStderr(), srv.Manager(), false)
+	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	st, err := tiering.OpenStore(ctxOf(cmd), store, opts3)
-	if err != nil {
-		return nil, err
+	if a := srv.MetricsAddr(); a != nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", a)
 	}
-	svc := tiering.NewService(m, st, &tiering.ServiceOptions{StoreURL: store, Interval: every, Tier: tiering.Options{Logger: logger}})
-	svc.Start()
-	logger.Info("tiering", "store", tiering.RedactURL(store))
-	return svc, nil
+	for _, l := range srv.Listeners() {
+		fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (%s, %s; data directory %s)\n", l.Addr, l.Name,
+			l.SecurityProtocol, cfg.DataDir)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	go func() {
+		for {
+			select {
+			case s := <-sig:
+				if s != syscall.SIGHUP {
+					logger.Info("shutting down", "signal", s.String())
+					cancel()
+					return
+				}
+				// The TLS certificate and CA files again; a failure keeps
+				// the ones in use.
+				if err := srv.ReloadTLS(); err != nil {
+					logger.Error("reloading the TLS files", "err", err)
+				} else {
+					logger.Info("reloaded the TLS files")
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return srv.Run(ctx)
 }

@@ -1,0 +1,394 @@
+// Package server is the composition root of a seglog broker: it opens the
+// data directory, attaches or runs the tier, starts the coordinators and
+// the broker on its listeners, and serves the metrics — what `seglog
+// serve` runs, and what a Go program runs to have a Kafka broker in its
+// own process.
+//
+//	Config ──► New: data directory (tablet.Manager, its lock)
+//	                 tier (tiering.Service with a store, or tiers attached for reads)
+//	                 broker (coordinators, listeners bound)
+//	                 metrics (/metrics, /debug/pprof/)
+//	           Run(ctx): serves until ctx ends, then closes all in reverse
+//
+// Everything it opens it closes, in the reverse order: the broker (its
+// requests in flight answered), the metrics, the tier, the data directory
+// (cleanly, so the next start skips recovery).
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/tiering"
+	"github.com/seglog/seglog/vfs"
+)
+
+// Config is what a broker process needs, under Kafka's broker config
+// names where they have one.
+type Config struct {
+	// DataDir is the data directory (log.dirs), created if missing. It is
+	// required.
+	DataDir string
+	// Manager configures the data directory: the node id of a new one
+	// (node.id), the cleaner, the tablets' options. Its Config, if nil, is
+	// TopicDefaults. The default is tablet's defaults.
+	Manager tablet.ManagerOptions
+	// NodeID, if set, must be the data directory's (meta.properties), as
+	// Kafka refuses a node.id other than the one stored. The default is
+	// nil: any.
+	NodeID *int32
+	// TopicDefaults are the topics' default configs (log.segment.bytes,
+	// log.retention.ms, …). The default is tablet.DefaultConfig().
+	TopicDefaults *tablet.Config
+	// Broker configures the broker and its coordinators; its Logger
+	// defaults to Logger.
+	Broker broker.Options
+	// Listeners are the addresses the Kafka protocol is served on
+	// (listeners, advertised.listeners). The default is one PLAINTEXT
+	// listener on 127.0.0.1:9092.
+	Listeners []Listener
+	// TLS configures the SSL and SASL_SSL listeners (ssl.*); it is
+	// required when there is one.
+	TLS broker.TLSOptions
+	// Store, if set, runs the tiering service to this object store
+	// (file:///dir or s3://bucket/prefix?endpoint=…): the sealed
+	// segments of topics with remote.storage.enable=true go to it, and
+	// fetches below the local log start are served from it. The default
+	// is "": tablets tiered before are attached to their own stores for
+	// those reads.
+	Store string
+	// S3 are the store's credentials (nil: the standard AWS chain).
+	S3 *tiering.S3Options
+	// TierInterval is how often the tiering service looks for sealed
+	// segments. The default is tiering's.
+	TierInterval time.Duration
+	// MetricsAddr, if set, serves the Prometheus collectors on
+	// http://MetricsAddr/metrics (the engine's, the broker's and its
+	// coordinators', the tier's, the Go runtime's and the process's) and
+	// the Go profiler on /debug/pprof/. The default is "": none.
+	MetricsAddr string
+	// Logger receives the server's logs. The default is slog.Default().
+	Logger *slog.Logger
+}
+
+// Listener is one listener of the Kafka protocol.
+type Listener struct {
+	// Name is the listener's name (PLAINTEXT, SSL, or a name of
+	// listener.security.protocol.map).
+	Name string
+	// SecurityProtocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. The
+	// default is PLAINTEXT.
+	SecurityProtocol string
+	// Address is host:port to listen on (port 0: any free one).
+	Address string
+	// AdvertisedHost and AdvertisedPort are what Metadata tells its
+	// clients (advertised.listeners). The default is the address bound.
+	AdvertisedHost string
+	AdvertisedPort int32
+}
+
+// Server is a running broker with everything around it.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	m         *tablet.Manager
+	b         *broker.Broker
+	tls       *broker.TLS
+	listeners []bound
+	metrics   *http.Server
+	metricsLn net.Listener
+	// closers close what New opened, in the reverse order.
+	closers   []func() error
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// bound is a listener bound to its address.
+type bound struct {
+	ln   net.Listener
+	spec Listener
+	l    broker.Listener
+}
+
+// Bound is a listener as it was bound.
+type Bound struct {
+	Name, SecurityProtocol string
+	Addr                   net.Addr
+}
+
+// New opens the data directory, the tier and the broker, and binds the
+// listeners and the metrics address: clients may connect once it returns,
+// and are served once Run runs. On error, what it opened is closed.
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: DataDir (log.dirs) is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Listeners) == 0 {
+		cfg.Listeners = []Listener{{Name: "PLAINTEXT", Address: "127.0.0.1:9092"}}
+	}
+	for i := range cfg.Listeners {
+		if cfg.Listeners[i].SecurityProtocol == "" {
+			cfg.Listeners[i].SecurityProtocol = broker.ProtocolPlaintext
+		}
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Close())
+		}
+	}()
+	if err := s.openTLS(); err != nil {
+		return nil, err
+	}
+	if err := s.openDataDir(); err != nil {
+		return nil, err
+	}
+	var tierCollector prometheus.Collector
+	if tierCollector, err = s.openTier(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.bind(); err != nil { // closed after the broker, which closes them first
+		return nil, err
+	}
+	bopts := cfg.Broker
+	if bopts.Logger == nil {
+		bopts.Logger = cfg.Logger
+	}
+	if s.b, err = broker.New(s.m, bopts); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.b.Close)
+	if cfg.MetricsAddr != "" {
+		if err := s.openMetrics(tierCollector); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// openTLS loads the TLS files if a listener needs them.
+func (s *Server) openTLS() error {
+	for _, l := range s.cfg.Listeners {
+		if l.SecurityProtocol == broker.ProtocolSSL || l.SecurityProtocol == broker.ProtocolSASLSSL {
+			t, err := broker.NewTLS(s.cfg.TLS)
+			if err != nil {
+				return err
+			}
+			s.tls = t
+			return nil
+		}
+	}
+	return nil
+}
+
+// openDataDir opens the data directory under its lock.
+func (s *Server) openDataDir() error {
+	mopts := s.cfg.Manager
+	if mopts.Config == nil {
+		mopts.Config = s.cfg.TopicDefaults
+	}
+	if mopts.Tablet.Logger == nil {
+		mopts.Tablet.Logger = s.log
+	}
+	m, err := tablet.OpenManager(vfs.OS, s.cfg.DataDir, mopts)
+	if err != nil {
+		return err
+	}
+	s.m = m
+	s.closers = append(s.closers, m.Close)
+	if meta := m.Meta(); s.cfg.NodeID != nil && meta.NodeID != *s.cfg.NodeID {
+		return fmt.Errorf("node.id=%d, but %s holds node %d (its meta.properties)", *s.cfg.NodeID, s.cfg.DataDir, meta.NodeID)
+	}
+	return nil
+}
+
+// openTier starts the tiering service to the configured store, or
+// attaches the tablets tiered before to their own stores; a tier that
+// cannot be attached (its store down) is logged and the local records are
+// served.
+func (s *Server) openTier(ctx context.Context) (prometheus.Collector, error) {
+	if s.cfg.Store == "" {
+		tiers, err := tiering.Attach(ctx, s.m, nil, nil, &tiering.Options{Logger: s.log})
+		if err != nil {
+			s.log.Warn("a tier could not be attached: the local records are served, those below the local log start are not until its store answers",
+				"err", err)
+		}
+		if tiers != nil {
+			s.closers = append(s.closers, tiers.Close)
+		}
+		return nil, nil
+	}
+	if err := tiering.CheckStoreURL(s.cfg.Store); err != nil {
+		return nil, err
+	}
+	for _, t := range s.m.Tablets() {
+		if err := tiering.CheckBinding(vfs.OS, t, s.cfg.Store); err != nil {
+			return nil, err
+		}
+	}
+	st, err := tiering.OpenStore(ctx, s.cfg.Store, s.cfg.S3)
+	if err != nil {
+		return nil, err
+	}
+	svc := tiering.NewService(s.m, st, &tiering.ServiceOptions{StoreURL: s.cfg.Store, Interval: s.cfg.TierInterval,
+		Tier: tiering.Options{Logger: s.log}})
+	svc.Start()
+	s.closers = append(s.closers, svc.Close) // before the data directory closes
+	s.log.Info("tiering", "store", tiering.RedactURL(s.cfg.Store))
+	return svc.Collector(), nil
+}
+
+// bind listens on every listener's address.
+func (s *Server) bind() error {
+	for _, spec := range s.cfg.Listeners {
+		ln, err := net.Listen("tcp", spec.Address)
+		if err != nil {
+			return err
+		}
+		s.closers = append(s.closers, func() error { _ = ln.Close(); return nil }) // if the broker did not
+		if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && !authenticates(spec.SecurityProtocol, s.cfg.TLS.ClientAuth) {
+			s.log.Warn("a listener beyond loopback lets clients in without authentication (SASL_SSL, or SSL with ssl.client.auth=required, would not)",
+				"listener", spec.Name, "address", ln.Addr().String(), "authorizer", s.cfg.Broker.Authorizer)
+		}
+		b := bound{ln: ln, spec: spec, l: broker.Listener{Name: spec.Name, SecurityProtocol: spec.SecurityProtocol,
+			AdvertisedHost: spec.AdvertisedHost, AdvertisedPort: spec.AdvertisedPort}}
+		if spec.SecurityProtocol == broker.ProtocolSSL || spec.SecurityProtocol == broker.ProtocolSASLSSL {
+			b.ln = tls.NewListener(ln, s.tls.Config())
+		}
+		s.listeners = append(s.listeners, b)
+	}
+	return nil
+}
+
+// authenticates reports whether a listener's clients must prove who they
+// are: SASL, or TLS with a required client certificate.
+func authenticates(protocol, clientAuth string) bool {
+	return protocol == broker.ProtocolSASLPlaintext || protocol == broker.ProtocolSASLSSL ||
+		protocol == broker.ProtocolSSL && clientAuth == "required"
+}
+
+// openMetrics binds the metrics address and registers every collector.
+func (s *Server) openMetrics(tier prometheus.Collector) error {
+	reg := prometheus.NewRegistry()
+	cs := []prometheus.Collector{s.m.Collector(), s.b.Collector(), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	if tier != nil {
+		cs = append(cs, tier)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.metricsLn = ln
+	s.closers = append(s.closers, func() error {
+		err := s.metrics.Close() // closes ln once Run serves it
+		_ = ln.Close()           // if Run never did
+		return err
+	})
+	return nil
+}
+
+// Manager is the data directory's manager.
+func (s *Server) Manager() *tablet.Manager { return s.m }
+
+// Broker is the broker.
+func (s *Server) Broker() *broker.Broker { return s.b }
+
+// Listeners are the Kafka listeners as bound (a port 0 resolved).
+func (s *Server) Listeners() []Bound {
+	out := make([]Bound, len(s.listeners))
+	for i, l := range s.listeners {
+		out[i] = Bound{Name: l.spec.Name, SecurityProtocol: l.spec.SecurityProtocol, Addr: l.ln.Addr()}
+	}
+	return out
+}
+
+// MetricsAddr is the metrics listener's address, nil without one.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.metricsLn == nil {
+		return nil
+	}
+	return s.metricsLn.Addr()
+}
+
+// ReloadTLS reads the TLS certificate, key and CA files again (new
+// connections use them); on error the ones in use stay. Without a TLS
+// listener it does nothing.
+func (s *Server) ReloadTLS() error {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.Reload()
+}
+
+// Run serves the listeners and the metrics until ctx ends (or a listener
+// fails), then closes everything: the requests in flight are answered and
+// the data directory is closed cleanly. It returns the listener's failure
+// and the errors of closing.
+func (s *Server) Run(ctx context.Context) error {
+	served := make(chan error, len(s.listeners))
+	for _, l := range s.listeners {
+		go func() { served <- s.b.ServeListener(l.ln, l.l) }()
+	}
+	if s.metrics != nil {
+		go func() { _ = s.metrics.Serve(s.metricsLn) }()
+	}
+	var err error
+	pending := len(s.listeners)
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		pending--
+	}
+	closeErr := s.Close()
+	for range pending {
+		<-served
+	}
+	if errors.Is(err, broker.ErrClosed) {
+		err = nil
+	}
+	return errors.Join(err, closeErr)
+}
+
+// Close closes what New opened, in the reverse order, once; it returns
+// the errors of closing.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		for i := len(s.closers) - 1; i >= 0; i-- {
+			errs = append(errs, s.closers[i]())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
