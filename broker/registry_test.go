@@ -230,7 +230,8 @@ func handleAs(t *testing.T, b *Broker, principal string, req kmsg.Request, v int
 	t.Helper()
 	req.SetVersion(v)
 	h := header{key: req.Key(), version: v, clientID: "probe", host: "/127.0.0.1",
-		sess: &session{principal: principal, authed: true}}
+		listener: &Listener{Name: "PLAINTEXT", AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092},
+		sess:     &session{principal: principal, authed: true}}
 	r := kmsg.RequestForKey(req.Key())
 	r.SetVersion(v)
 	resp, err := b.handle(context.Background(), h, r, req.AppendTo(nil))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog"
@@ -290,14 +292,24 @@ type Manager struct {
 	// Loaded is what loading did, for reports.
 	Loaded *recovery.Result
 
-	mu struct {
+	// view is the tablets as readers see them: an immutable snapshot,
+	// replaced whole by a writer (under mu) once its change is on disk.
+	// Lookups take no lock and never wait for a tablet being created.
+	view atomic.Pointer[tabletView]
+	mu   struct {
 		sync.Mutex
-		tablets map[checkpoint.TopicPartition]*Tablet
-		closed  bool
+		closed bool
+		// creating are the tablets being created (their directories
+		// written without the lock): closed when each is done.
+		creating map[checkpoint.TopicPartition]chan struct{}
+		// pendingIDs are the topic ids of topics whose first tablets are
+		// being created, so their partitions share one.
+		pendingIDs map[string]*pendingID
 	}
-	sched *scheduler
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	creates sync.WaitGroup // Creates under way; Close waits for them
+	sched   *scheduler
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // OpenManager opens the data directory dir, creating it if it does not
@@ -328,7 +340,9 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 		opts.Tablet.ReadOnly = true
 	}
 	m := &Manager{fsys: fsys, dir: dir, opts: opts, lock: lock, stop: make(chan struct{})}
-	m.mu.tablets = map[checkpoint.TopicPartition]*Tablet{}
+	m.view.Store(&tabletView{byTP: map[checkpoint.TopicPartition]*Tablet{}, topics: map[string]checkpoint.TopicID{}, counts: map[string]int{}})
+	m.mu.creating = map[checkpoint.TopicPartition]chan struct{}{}
+	m.mu.pendingIDs = map[string]*pendingID{}
 	m.sched = newScheduler()
 	m.opts.Tablet.Scheduler = m.sched
 	if err := m.open(); err != nil {
@@ -378,6 +392,7 @@ func (m *Manager) open() error {
 	// cleanings start from the log starts (recovery reported it).
 	cleaned, _ := checkpoint.ReadOffsets(m.fsys, filepath.Join(m.dir, checkpoint.CleanerOffsetFile))
 	m.cleanerFile = len(cleaned) > 0
+	loaded := &tabletView{byTP: map[checkpoint.TopicPartition]*Tablet{}, topics: map[string]checkpoint.TopicID{}, counts: map[string]int{}}
 	for _, rt := range r.Tablets {
 		id, err := m.ensureTopicID(rt)
 		var cfg Config
@@ -391,16 +406,17 @@ func (m *Manager) open() error {
 				if o, ok := cleaned[rt.TopicPartition]; ok {
 					t.SetCleanerCheckpoint(o)
 				}
-				m.mu.tablets[rt.TopicPartition] = t
+				loaded.add(t)
 				continue
 			}
 		}
 		r.Close()
-		for _, t := range m.mu.tablets {
+		for _, t := range loaded.byTP {
 			t.Close()
 		}
 		return fmt.Errorf("tablet: opening %s: %w", rt.Dir, err)
 	}
+	m.view.Store(loaded)
 	return nil
 }
 
@@ -437,9 +453,7 @@ func (m *Manager) Dir() string { return m.dir }
 
 // Get returns a tablet.
 func (m *Manager) Get(tp checkpoint.TopicPartition) (*Tablet, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, ok := m.mu.tablets[tp]
+	t, ok := m.view.Load().byTP[tp]
 	return t, ok
 }
 
@@ -455,30 +469,56 @@ func (m *Manager) DefaultConfig() Config { return *m.opts.Config }
 // when they were loaded or written when created); false if it has no
 // tablet.
 func (m *Manager) TopicID(topic string) (checkpoint.TopicID, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.topicIDLocked(topic)
-}
-
-func (m *Manager) topicIDLocked(topic string) (checkpoint.TopicID, bool) {
-	for tp, t := range m.mu.tablets {
-		if tp.Topic == topic {
-			return t.topicID, true
-		}
-	}
-	return checkpoint.TopicID{}, false
+	id, ok := m.view.Load().topics[topic]
+	return id, ok
 }
 
 // Tablets returns every tablet, sorted by topic and partition.
 func (m *Manager) Tablets() []*Tablet {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]*Tablet, 0, len(m.mu.tablets))
-	for _, t := range m.mu.tablets {
+	v := m.view.Load()
+	out := make([]*Tablet, 0, len(v.byTP))
+	for _, t := range v.byTP {
 		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b *Tablet) int { return a.tp.Compare(b.tp) })
 	return out
+}
+
+// tabletView is a snapshot of the manager's tablets, never changed once
+// published.
+type tabletView struct {
+	byTP   map[checkpoint.TopicPartition]*Tablet
+	topics map[string]checkpoint.TopicID // each topic's id, which its partitions share
+	counts map[string]int                // each topic's tablets
+}
+
+func (v *tabletView) add(t *Tablet) {
+	v.byTP[t.tp] = t
+	v.topics[t.tp.Topic] = t.topicID
+	v.counts[t.tp.Topic]++
+}
+
+func (v *tabletView) remove(tp checkpoint.TopicPartition) {
+	delete(v.byTP, tp)
+	if v.counts[tp.Topic]--; v.counts[tp.Topic] <= 0 {
+		delete(v.counts, tp.Topic)
+		delete(v.topics, tp.Topic) // a topic made again gets a new id
+	}
+}
+
+// publishLocked replaces the view with a copy that change has changed.
+func (m *Manager) publishLocked(change func(*tabletView)) {
+	old := m.view.Load()
+	v := &tabletView{byTP: maps.Clone(old.byTP), topics: maps.Clone(old.topics), counts: maps.Clone(old.counts)}
+	change(v)
+	m.view.Store(v)
+}
+
+// pendingID is a topic id reserved by the Creates of a new topic's
+// tablets.
+type pendingID struct {
+	id checkpoint.TopicID
+	n  int
 }
 
 // Create creates a tablet with cfg (nil: the manager's default config).
@@ -501,14 +541,71 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	id, err := m.reserve(tp)
+	if err != nil {
+		return nil, err
+	}
+	// The directory is written without the lock: lookups and the creation
+	// of other tablets go on meanwhile.
+	t, err := m.createDir(tp, c, id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.closed {
-		return nil, ErrClosed
+	if err == nil {
+		m.publishLocked(func(v *tabletView) { v.add(t) })
 	}
-	if _, ok := m.mu.tablets[tp]; ok {
-		return nil, fmt.Errorf("%w: %s", ErrExists, tp)
+	close(m.mu.creating[tp])
+	delete(m.mu.creating, tp)
+	if p := m.mu.pendingIDs[tp.Topic]; p != nil {
+		if p.n--; p.n == 0 {
+			delete(m.mu.pendingIDs, tp.Topic)
+		}
 	}
+	m.creates.Done()
+	if err != nil {
+		return nil, fmt.Errorf("tablet: creating %s: %w", tp, err)
+	}
+	return t, nil
+}
+
+// reserve takes tp for a Create: ErrExists if it exists, after a Create
+// of it under way ends; its topic's id (a new one for a new topic, shared
+// by its partitions created at the same time).
+func (m *Manager) reserve(tp checkpoint.TopicPartition) (checkpoint.TopicID, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for {
+		if m.mu.closed {
+			return checkpoint.TopicID{}, ErrClosed
+		}
+		if _, ok := m.view.Load().byTP[tp]; ok {
+			return checkpoint.TopicID{}, fmt.Errorf("%w: %s", ErrExists, tp)
+		}
+		busy, ok := m.mu.creating[tp]
+		if !ok {
+			break
+		}
+		m.mu.Unlock()
+		<-busy
+		m.mu.Lock()
+	}
+	m.mu.creating[tp] = make(chan struct{})
+	m.creates.Add(1)
+	id, ok := m.view.Load().topics[tp.Topic]
+	if !ok {
+		p := m.mu.pendingIDs[tp.Topic]
+		if p == nil {
+			p = &pendingID{id: checkpoint.NewTopicID()}
+			m.mu.pendingIDs[tp.Topic] = p
+		}
+		p.n++
+		id = p.id
+	}
+	return id, nil
+}
+
+// createDir writes a new tablet's directory (partition.metadata, its
+// config, made durable) and opens the tablet.
+func (m *Manager) createDir(tp checkpoint.TopicPartition, c Config, id checkpoint.TopicID) (*Tablet, error) {
 	dir := filepath.Join(m.dir, tp.DirName())
 	if _, err := m.fsys.Stat(dir); err == nil {
 		if err := m.clearUnfinishedCreate(dir); err != nil {
@@ -518,11 +615,6 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	// A topic's partitions share its topic id, as Kafka's do.
-	id, ok := m.topicIDLocked(tp.Topic)
-	if !ok {
-		id = checkpoint.NewTopicID()
-	}
 	err := checkpoint.WritePartitionMetadata(m.fsys, filepath.Join(dir, checkpoint.PartitionMetadataFile), id)
 	if err == nil {
 		err = writeConfig(m.fsys, filepath.Join(dir, ConfigFile), c)
@@ -530,23 +622,21 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	if err == nil {
 		err = m.fsys.SyncDir(m.dir)
 	}
-	var t *Tablet
-	if err == nil {
-		ropts := m.opts.Recovery
-		ropts.Segment = c.segmentOptions()
-		var rt *recovery.Tablet
-		if rt, err = recovery.LoadTablet(m.fsys, dir, tp, true, 0, 0, ropts); err == nil {
-			if t, err = Open(m.fsys, rt, c, m.opts.Tablet); err != nil {
-				rt.Close()
-			} else {
-				t.afterTruncation, t.topicID = m.Checkpoint, id
-			}
-		}
-	}
 	if err != nil {
-		return nil, fmt.Errorf("tablet: creating %s: %w", tp, err)
+		return nil, err
 	}
-	m.mu.tablets[tp] = t
+	ropts := m.opts.Recovery
+	ropts.Segment = c.segmentOptions()
+	rt, err := recovery.LoadTablet(m.fsys, dir, tp, true, 0, 0, ropts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Open(m.fsys, rt, c, m.opts.Tablet)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	t.afterTruncation, t.topicID = m.Checkpoint, id
 	return t, nil
 }
 
@@ -596,9 +686,9 @@ func (m *Manager) Delete(tp checkpoint.TopicPartition) error {
 		return fmt.Errorf("%w: cannot delete %s in %s", ErrReadOnly, tp.DirName(), m.dir)
 	}
 	m.mu.Lock()
-	t, ok := m.mu.tablets[tp]
+	t, ok := m.view.Load().byTP[tp]
 	if ok {
-		delete(m.mu.tablets, tp)
+		m.publishLocked(func(v *tabletView) { v.remove(tp) })
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -687,6 +777,7 @@ func (m *Manager) Close() error {
 	}
 	m.mu.closed = true
 	m.mu.Unlock()
+	m.creates.Wait() // a tablet being created is closed with the others
 	close(m.stop)
 	m.wg.Wait()
 
