@@ -106,6 +106,7 @@ var kafkaCodes = []struct {
 	{ErrClosed, kerr.UnknownServerError},
 	{auth.ErrUnknownMechanism, kerr.UnsupportedSaslMechanism},
 	{auth.ErrEmptyUser, kerr.UnacceptableCredential},
+	{auth.ErrIterations, kerr.UnacceptableCredential},
 	{auth.ErrNoCredential, kerr.ResourceNotFound},
 	{auth.ErrNoPrincipalRule, kerr.SaslAuthenticationFailed},
 	{auth.ErrInvalidACL, kerr.InvalidRequest},
@@ -139,7 +140,7 @@ var noCode = map[string]string{
 // the reason): a new sentinel without a code, or not checked here, fails.
 func TestEverySentinelHasAKafkaCode(t *testing.T) {
 	root := ".."
-	decl := regexp.MustCompile(`\b(Err\w+)(?: error)?\s*=\s*(errors\.New|seglog\.NewKafkaError|NewKafkaError)\(`)
+	decl := regexp.MustCompile(`\b(Err\w+)(?: error)?\s*=\s*(errors\.New|fmt\.Errorf|seglog\.NewKafkaError|NewKafkaError)\(`)
 	coded := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -161,7 +162,7 @@ func TestEverySentinelHasAKafkaCode(t *testing.T) {
 			return err
 		}
 		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
-			if m[2] == "errors.New" {
+			if m[2] == "errors.New" || m[2] == "fmt.Errorf" {
 				key := rel + ": " + m[1]
 				_, ok := noCode[key]
 				require.True(t, ok, "%s is a sentinel without a Kafka code (seglog.NewKafkaError)", key)

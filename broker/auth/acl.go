@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -118,13 +117,17 @@ func (f *aclFile) version() int { return f.Version }
 // ACLs are a data directory's ACLs, safe for concurrent use; every change
 // is durable (an atomic replacement of the file) before it returns.
 type ACLs struct {
-	fsys vfs.FS
-	path string
-	mu   sync.RWMutex
+	fsys  vfs.FS
+	path  string
+	state snapshot[aclState]
+}
+
+// aclState is the ACLs at one time, never changed once published.
+type aclState struct {
 	acls []ACL
 	// index has the ACLs by resource type: literal ones by name, the
 	// others (the wildcard, prefixes) in a list — what Authorize looks
-	// through, rebuilt on every change.
+	// through, built with each state.
 	index map[kmsg.ACLResourceType]*typeIndex
 }
 
@@ -133,9 +136,9 @@ type typeIndex struct {
 	other   []ACL // the literal wildcard, and prefixed patterns
 }
 
-func (s *ACLs) setLocked(acls []ACL) {
-	s.acls = acls
-	s.index = map[kmsg.ACLResourceType]*typeIndex{}
+// newACLState indexes acls.
+func newACLState(acls []ACL) *aclState {
+	s := &aclState{acls: acls, index: map[kmsg.ACLResourceType]*typeIndex{}}
 	for _, a := range acls {
 		ti := s.index[a.ResourceType]
 		if ti == nil {
@@ -148,11 +151,13 @@ func (s *ACLs) setLocked(acls []ACL) {
 			ti.other = append(ti.other, a)
 		}
 	}
+	return s
 }
 
 // OpenACLs reads the ACLs at path; a missing file is none.
 func OpenACLs(fsys vfs.FS, path string) (*ACLs, error) {
 	s := &ACLs{fsys: vfs.OrOS(fsys), path: path}
+	s.state.cur.Store(newACLState(nil))
 	var f aclFile
 	if ok, err := readJSON(s.fsys, path, &f); !ok {
 		return s, err
@@ -162,16 +167,14 @@ func OpenACLs(fsys vfs.FS, path string) (*ACLs, error) {
 			return nil, fmt.Errorf("auth: %s: ACL %d: %w", path, i, err)
 		}
 	}
-	s.setLocked(f.ACLs)
+	s.state.cur.Store(newACLState(f.ACLs))
 	return s, nil
 }
 
 // List returns the ACLs the filter selects.
 func (s *ACLs) List(f Filter) []ACL {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var out []ACL
-	for _, a := range s.acls {
+	for _, a := range s.state.load().acls {
 		if f.Matches(a) {
 			out = append(out, a)
 		}
@@ -182,49 +185,49 @@ func (s *ACLs) List(f Filter) []ACL {
 // Create adds the ACLs that pass their check (one already there is not
 // added twice), durably, and returns each one's error.
 func (s *ACLs) Create(acls []ACL) ([]error, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := slices.Clone(s.acls)
 	errs := make([]error, len(acls))
-	for i, a := range acls {
-		if errs[i] = a.Check(); errs[i] == nil && !slices.Contains(next, a) {
-			next = append(next, a)
+	return errs, s.state.update(func(cur *aclState) (*aclState, error) {
+		next := slices.Clone(cur.acls)
+		for i, a := range acls {
+			if errs[i] = a.Check(); errs[i] == nil && !slices.Contains(next, a) {
+				next = append(next, a)
+			}
 		}
-	}
-	return errs, s.saveLocked(next)
+		return s.save(next)
+	})
 }
 
 // Delete removes the ACLs each filter selects, durably, and returns them
 // by filter.
 func (s *ACLs) Delete(filters []Filter) ([][]ACL, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make([][]ACL, len(filters))
-	var next []ACL
-	for _, a := range s.acls {
-		keep := true
-		for i, f := range filters {
-			if f.Matches(a) {
-				out[i] = append(out[i], a)
-				keep = false
+	return out, s.state.update(func(cur *aclState) (*aclState, error) {
+		var next []ACL
+		for _, a := range cur.acls {
+			keep := true
+			for i, f := range filters {
+				if f.Matches(a) {
+					out[i] = append(out[i], a)
+					keep = false
+				}
+			}
+			if keep {
+				next = append(next, a)
 			}
 		}
-		if keep {
-			next = append(next, a)
-		}
-	}
-	return out, s.saveLocked(next)
+		return s.save(next)
+	})
 }
 
-func (s *ACLs) saveLocked(next []ACL) error {
+// save writes the next ACLs durably and returns their state.
+func (s *ACLs) save(next []ACL) (*aclState, error) {
 	if next == nil {
 		next = []ACL{}
 	}
 	if err := writeJSON(s.fsys, s.path, aclFile{Version: fileVersion, ACLs: next}); err != nil {
-		return fmt.Errorf("auth: saving ACLs: %w", err)
+		return nil, fmt.Errorf("auth: saving ACLs: %w", err)
 	}
-	s.setLocked(next)
-	return nil
+	return newACLState(next), nil
 }
 
 // Authorizer decides requests by the ACLs, as Kafka's StandardAuthorizer
@@ -251,9 +254,7 @@ func (z *Authorizer) Authorize(principal, host string, op kmsg.ACLOperation, rt 
 	if slices.Contains(z.SuperUsers, principal) {
 		return true
 	}
-	z.ACLs.mu.RLock()
-	defer z.ACLs.mu.RUnlock()
-	ti := z.ACLs.index[rt]
+	ti := z.ACLs.state.load().index[rt]
 	if ti == nil {
 		return z.AllowIfNoACL
 	}
@@ -288,10 +289,8 @@ func (z *Authorizer) AuthorizeAny(principal, host string, op kmsg.ACLOperation, 
 	if slices.Contains(z.SuperUsers, principal) {
 		return true
 	}
-	z.ACLs.mu.RLock()
-	defer z.ACLs.mu.RUnlock()
 	typed, allowed := false, false
-	for _, a := range z.ACLs.acls {
+	for _, a := range z.ACLs.state.load().acls {
 		typed = typed || a.ResourceType == rt
 		if a.ResourceType != rt || a.Principal != principal && a.Principal != "User:"+Wildcard || a.Host != host && a.Host != Wildcard {
 			continue

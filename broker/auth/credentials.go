@@ -26,7 +26,6 @@ import (
 	"hash"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
@@ -70,7 +69,7 @@ const (
 // Errors of Credentials' changes.
 var (
 	ErrUnknownMechanism = seglog.NewKafkaError("auth: not a SCRAM mechanism (SCRAM-SHA-256 or SCRAM-SHA-512)", 33)
-	ErrIterations       = fmt.Errorf("auth: iterations must be from %d to %d", MinIterations, MaxIterations)
+	ErrIterations       = seglog.NewKafkaError(fmt.Sprintf("auth: iterations must be from %d to %d", MinIterations, MaxIterations), 93)
 	ErrEmptyUser        = seglog.NewKafkaError("auth: a user name must not be empty", 93)
 	ErrNoCredential     = seglog.NewKafkaError("auth: no such credential", 91)
 )
@@ -96,14 +95,15 @@ func (f *credentialsFile) version() int { return f.Version }
 type Credentials struct {
 	fsys vfs.FS
 	path string
-	mu   sync.RWMutex
-	// users: user → mechanism → credential.
-	users map[string]map[string]Credential
+	// users: user → mechanism → credential; never changed once published.
+	users snapshot[map[string]map[string]Credential]
 }
 
 // OpenCredentials reads the credentials at path; a missing file is none.
 func OpenCredentials(fsys vfs.FS, path string) (*Credentials, error) {
-	c := &Credentials{fsys: vfs.OrOS(fsys), path: path, users: map[string]map[string]Credential{}}
+	c := &Credentials{fsys: vfs.OrOS(fsys), path: path}
+	none := map[string]map[string]Credential{}
+	c.users.cur.Store(&none)
 	var f credentialsFile
 	if ok, err := readJSON(c.fsys, path, &f); !ok {
 		return c, err
@@ -124,7 +124,7 @@ func OpenCredentials(fsys vfs.FS, path string) (*Credentials, error) {
 		}
 	}
 	if f.Users != nil {
-		c.users = f.Users
+		c.users.cur.Store(&f.Users)
 	}
 	return c, nil
 }
@@ -133,19 +133,16 @@ var hashes = map[string]func() hash.Hash{SHA256: sha256.New, SHA512: sha512.New}
 
 // Lookup returns user's credential for mech.
 func (c *Credentials) Lookup(user, mech string) (Credential, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	cred, ok := c.users[user][mech]
+	cred, ok := (*c.users.load())[user][mech]
 	return cred, ok
 }
 
 // Users lists the users and, for each, its mechanisms and their iteration
 // counts.
 func (c *Credentials) Users() map[string]map[string]int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make(map[string]map[string]int, len(c.users))
-	for user, mechs := range c.users {
+	users := *c.users.load()
+	out := make(map[string]map[string]int, len(users))
+	for user, mechs := range users {
 		out[user] = map[string]int{}
 		for mech, cred := range mechs {
 			out[user][mech] = cred.Iterations
@@ -186,13 +183,23 @@ func (ch Change) Check() error {
 // credential that does not exist, is not applied; the others are, with one
 // write of the file. A failed write applies none and is the second result.
 func (c *Credentials) Apply(changes []Change) ([]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	next := make(map[string]map[string]Credential, len(c.users))
-	for u, m := range c.users {
+	errs := make([]error, len(changes))
+	err := c.users.update(func(cur *map[string]map[string]Credential) (*map[string]map[string]Credential, error) {
+		return c.apply(*cur, changes, errs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// apply makes the next credentials from cur (errs says each change's
+// refusal) and saves them.
+func (c *Credentials) apply(cur map[string]map[string]Credential, changes []Change, errs []error) (*map[string]map[string]Credential, error) {
+	next := make(map[string]map[string]Credential, len(cur))
+	for u, m := range cur {
 		next[u] = maps.Clone(m)
 	}
-	errs := make([]error, len(changes))
 	for i, ch := range changes {
 		if errs[i] = ch.Check(); errs[i] != nil {
 			continue
@@ -216,8 +223,7 @@ func (c *Credentials) Apply(changes []Change) ([]error, error) {
 	if err := writeJSON(c.fsys, c.path, credentialsFile{Version: fileVersion, Users: next}); err != nil {
 		return nil, fmt.Errorf("auth: saving credentials: %w", err)
 	}
-	c.users = next
-	return errs, nil
+	return &next, nil
 }
 
 // derive makes the stored credential from a salted password (RFC 5802
@@ -261,9 +267,7 @@ func saltedPassword(mech, password string, salt []byte, iters int) ([]byte, erro
 // strongest SCRAM credential (SASL/PLAIN), comparing the keys in constant
 // time.
 func (c *Credentials) VerifyPassword(user, password string) bool {
-	c.mu.RLock()
-	mechs := maps.Clone(c.users[user])
-	c.mu.RUnlock()
+	mechs := (*c.users.load())[user]
 	for _, mech := range []string{SHA512, SHA256} {
 		cred, ok := mechs[mech]
 		if !ok {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
+	"sync/atomic"
 
 	"github.com/seglog/seglog/vfs"
 )
@@ -34,6 +36,31 @@ func writeJSON(fsys vfs.FS, path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err == nil {
 		err = vfs.WriteAtomicPerm(fsys, path, append(data, '\n'), 0o600)
+	}
+	return err
+}
+
+// snapshot holds a store's state: readers load it without a lock, and one
+// writer at a time makes the next state, saves it durably and only then
+// publishes it whole. A reader never waits for a writer's fsync, and never
+// sees a state that is not on disk.
+type snapshot[T any] struct {
+	writeMu sync.Mutex
+	cur     atomic.Pointer[T]
+}
+
+// load returns the current state; it is never changed.
+func (s *snapshot[T]) load() *T { return s.cur.Load() }
+
+// update calls next with the current state under the writer's lock; the
+// state next returns (after saving it) is published, unless it returns an
+// error or nil.
+func (s *snapshot[T]) update(next func(cur *T) (*T, error)) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	n, err := next(s.cur.Load())
+	if err == nil && n != nil {
+		s.cur.Store(n)
 	}
 	return err
 }

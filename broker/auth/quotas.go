@@ -7,8 +7,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
@@ -111,16 +109,16 @@ func (f *quotasFile) version() int { return f.Version }
 // Quotas are a data directory's client quotas, safe for concurrent use;
 // every change is durable before it returns.
 type Quotas struct {
-	fsys vfs.FS
-	path string
-	mu   sync.RWMutex
-	m    map[string]QuotaEntry // by Entity.Key
-	any  atomic.Bool           // len(m) > 0, read without the lock
+	fsys  vfs.FS
+	path  string
+	state snapshot[map[string]QuotaEntry] // by Entity.Key; never changed once published
 }
 
 // OpenQuotas reads the quotas at path; a missing file is none.
 func OpenQuotas(fsys vfs.FS, path string) (*Quotas, error) {
-	q := &Quotas{fsys: vfs.OrOS(fsys), path: path, m: map[string]QuotaEntry{}}
+	q := &Quotas{fsys: vfs.OrOS(fsys), path: path}
+	m := map[string]QuotaEntry{}
+	q.state.cur.Store(&m)
 	var f quotasFile
 	if ok, err := readJSON(q.fsys, path, &f); !ok {
 		return q, err
@@ -133,9 +131,8 @@ func OpenQuotas(fsys vfs.FS, path string) (*Quotas, error) {
 		if err != nil {
 			return nil, fmt.Errorf("auth: %s: entry %d: %w", path, i, err)
 		}
-		q.m[e.Entity.Key()] = e
+		m[e.Entity.Key()] = e
 	}
-	q.any.Store(len(q.m) > 0)
 	return q, nil
 }
 
@@ -150,10 +147,27 @@ type QuotaOp struct {
 // one is invalid; nothing if validateOnly), and returns each entity's
 // error.
 func (q *Quotas) Alter(entities []Entity, ops [][]QuotaOp, validateOnly bool) ([]error, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	next := maps.Clone(q.m)
 	errs := make([]error, len(entities))
+	err := q.state.update(func(cur *map[string]QuotaEntry) (*map[string]QuotaEntry, error) {
+		var m map[string]QuotaEntry
+		if cur != nil {
+			m = *cur
+		}
+		return q.alter(m, entities, ops, validateOnly, errs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// alter applies the operations to a copy of cur (errs says each entity's
+// refusal) and saves it, unless validateOnly (nil: nothing to publish).
+func (q *Quotas) alter(cur map[string]QuotaEntry, entities []Entity, ops [][]QuotaOp, validateOnly bool, errs []error) (*map[string]QuotaEntry, error) {
+	next := maps.Clone(cur)
+	if next == nil {
+		next = map[string]QuotaEntry{}
+	}
 	for i, e := range entities {
 		if errs[i] = e.Check(); errs[i] != nil {
 			continue
@@ -182,7 +196,7 @@ func (q *Quotas) Alter(entities []Entity, ops [][]QuotaOp, validateOnly bool) ([
 		}
 	}
 	if validateOnly {
-		return errs, nil
+		return nil, nil
 	}
 	f := quotasFile{Version: fileVersion, Entries: []QuotaEntry{}}
 	for _, k := range slices.Sorted(maps.Keys(next)) {
@@ -191,22 +205,27 @@ func (q *Quotas) Alter(entities []Entity, ops [][]QuotaOp, validateOnly bool) ([
 	if err := writeJSON(q.fsys, q.path, f); err != nil {
 		return nil, fmt.Errorf("auth: saving client quotas: %w", err)
 	}
-	q.m = next
-	q.any.Store(len(next) > 0)
-	return errs, nil
+	return &next, nil
 }
 
 // Any reports whether any quota is set: without one, a request has
 // nothing to count.
-func (q *Quotas) Any() bool { return q.any.Load() }
+func (q *Quotas) Any() bool { return len(q.current()) > 0 }
+
+// current is the quotas now (none for a zero Quotas).
+func (q *Quotas) current() map[string]QuotaEntry {
+	if p := q.state.load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Entries are every entity's quotas.
 func (q *Quotas) Entries() []QuotaEntry {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	out := make([]QuotaEntry, 0, len(q.m))
-	for _, k := range slices.Sorted(maps.Keys(q.m)) {
-		out = append(out, q.m[k])
+	m := q.current()
+	out := make([]QuotaEntry, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
 	}
 	return out
 }
@@ -219,11 +238,10 @@ func strp(s string) *string { return &s }
 // client, user, default user and client, default user and default client,
 // default user, client, default client. 0 is none.
 func (q *Quotas) Resolve(user, clientID, key string) (float64, string) {
-	if !q.Any() {
+	m := q.current()
+	if len(m) == 0 {
 		return 0, ""
 	}
-	q.mu.RLock()
-	defer q.mu.RUnlock()
 	for _, e := range []Entity{
 		{EntityUser: strp(user), EntityClientID: strp(clientID)},
 		{EntityUser: strp(user), EntityClientID: nil},
@@ -235,7 +253,7 @@ func (q *Quotas) Resolve(user, clientID, key string) (float64, string) {
 		{EntityClientID: nil},
 	} {
 		k := e.Key()
-		if v, ok := q.m[k].Values[key]; ok {
+		if v, ok := m[k].Values[key]; ok {
 			return v, k
 		}
 	}
@@ -245,13 +263,12 @@ func (q *Quotas) Resolve(user, clientID, key string) (float64, string) {
 // ConnectionRate is the connection_creation_rate of an IP: its own, or
 // the default IP's; 0 is none.
 func (q *Quotas) ConnectionRate(ip string) float64 {
-	if !q.Any() {
+	m := q.current()
+	if len(m) == 0 {
 		return 0
 	}
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	if v, ok := q.m[Entity{EntityIP: strp(ip)}.Key()].Values[ConnectionCreationRate]; ok {
+	if v, ok := m[Entity{EntityIP: strp(ip)}.Key()].Values[ConnectionCreationRate]; ok {
 		return v
 	}
-	return q.m[Entity{EntityIP: nil}.Key()].Values[ConnectionCreationRate]
+	return m[Entity{EntityIP: nil}.Key()].Values[ConnectionCreationRate]
 }
