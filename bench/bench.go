@@ -8,7 +8,7 @@
 //
 // Timings move from machine to machine and run to run; ratios to a
 // baseline measured at the same moment move much less, so the ratios are
-// what the targets (DESIGN.md section 10) are stated in.
+// what the targets (docs/architecture.md §9) are stated in.
 package bench
 
 import (

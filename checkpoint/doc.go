@@ -1,4 +1,4 @@
-// Package checkpoint reads and writes Kafka's small text files (spec 4.2):
+// Package checkpoint reads and writes Kafka's small text files (docs/format.md §4.2):
 //
 //	recovery-point-offset-checkpoint   ┐ in the data directory:
 //	log-start-offset-checkpoint        │   0          version

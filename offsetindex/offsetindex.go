@@ -1,5 +1,5 @@
 // Package offsetindex is a segment's .index file: a sparse map from offsets
-// to positions in the segment's .log, memory-mapped (spec 2.3).
+// to positions in the segment's .log, memory-mapped (docs/format.md §2.3).
 //
 //	entry (8 bytes, big-endian):
 //	┌──────────────────────┬──────────────────────┐

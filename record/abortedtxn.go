@@ -20,7 +20,7 @@ const (
 )
 
 // AbortedTxn is an aborted transaction, what an ABORT marker leaves for
-// read-committed consumers to skip (spec 2.5): its producer, its first
+// read-committed consumers to skip (docs/format.md §2.5): its producer, its first
 // offset, the offset of its ABORT marker, and the partition's last stable
 // offset when the marker was written. A fetch returns the ones overlapping
 // its records.

@@ -5,7 +5,7 @@
 // append (ValidateAppend), and a Scanner over a file region with Kafka's
 // iteration rules.
 //
-// A batch, all integers big-endian (spec/kafka-format.md section 1):
+// A batch, all integers big-endian (docs/format.md §1):
 //
 //	 0  baseOffset            int64   ┐ not covered by the CRC;
 //	 8  batchLength           int32   │ size = batchLength + 12

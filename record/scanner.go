@@ -56,7 +56,7 @@ const (
 )
 
 // Scanner walks the batches of a file region [start, end) with Kafka's
-// iteration rules (spec 3.3): when 17 bytes or fewer remain the scan ends,
+// iteration rules (docs/format.md §3.3): when 17 bytes or fewer remain the scan ends,
 // a size field below 14 is corruption, and a batch running past the end is
 // a torn tail. Each outcome is told apart by Stop. Positions are file
 // positions. The Scanner reads ahead in a window that doubles, up to 1 MiB,

@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// Origin says who is appending a batch; the checks differ (spec 1.6, 5.3).
+// Origin says who is appending a batch; the checks differ (docs/format.md §1.6, 5.3).
 type Origin int8
 
 const (
@@ -93,7 +93,7 @@ type Validated struct {
 }
 
 // ValidateAppend checks the bytes of one append as Kafka's
-// analyzeAndValidateRecords and LogValidator do (spec 1.6): exactly one v2
+// analyzeAndValidateRecords and LogValidator do (docs/format.md §1.6): exactly one v2
 // batch, within the size limit, with a valid CRC, consistent counts, no
 // control batch and a sequence for idempotent data from clients, well-formed
 // records, keys on compacted topics, and CreateTime timestamps within

@@ -178,8 +178,8 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 	}
 }
 
-// A crash after every rename step of a segment replacement (spec 4.1 step
-// 4's protocol: .cleaned, renames to .swap in descending order, old files
+// A crash after every rename step of a segment replacement (docs/format.md §4.1 step
+// 3's protocol: .cleaned, renames to .swap in descending order, old files
 // to .deleted, .swap to final, directory fsync): the records are those of
 // the old segment or of the new ones, never a mix and never lost.
 func TestCrashDuringSwap(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package recovery loads a data directory after a clean or an unclean
-// shutdown, as Kafka's LogManager and LogLoader do (spec 4.1), and reports
+// shutdown, as Kafka's LogManager and LogLoader do (docs/format.md §4.1), and reports
 // every change it made.
 //
 //	Load(dataDir)

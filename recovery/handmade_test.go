@@ -56,7 +56,7 @@ func (b kBatch) maxTs() int64 {
 
 func (b kBatch) lastOffset() int64 { return b.base + int64(len(b.records)) - 1 }
 
-// encode writes the batch (spec 1.1, 1.3); encoding/binary's varints are
+// encode writes the batch (docs/format.md §1.1, 1.3); encoding/binary's varints are
 // zig-zag, as Kafka's are.
 func (b kBatch) encode() []byte {
 	var recs []byte
@@ -92,7 +92,7 @@ func (b kBatch) encode() []byte {
 	return out
 }
 
-// abortMarker is an ABORT control batch (spec 1.4).
+// abortMarker is an ABORT control batch (docs/format.md §1.4).
 func abortMarker(base int64, leaderEpoch int32, pid int64, pepoch int16, coordinatorEpoch int32, ts int64) kBatch {
 	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), 0) // version 0, type 0 (ABORT)
 	value := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(coordinatorEpoch))
@@ -148,7 +148,7 @@ func buildSegment(base int64, interval int, sealed bool, batches []kBatch) kSegm
 	return s
 }
 
-// snapshotEntry is one producer of a snapshot (spec 5.5).
+// snapshotEntry is one producer of a snapshot (docs/format.md §5.5).
 type snapshotEntry struct {
 	pid                   int64
 	epoch                 int16

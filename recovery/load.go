@@ -132,7 +132,7 @@ func (r *Result) RecoveredBytes() int64 {
 	return n
 }
 
-// Load loads every tablet of a data directory (spec 4.1). A tablet that
+// Load loads every tablet of a data directory (docs/format.md §4.1). A tablet that
 // fails to load fails the whole directory, as a Kafka log directory goes
 // offline; everything loaded so far is closed then.
 func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {

@@ -79,7 +79,7 @@ func checkTabletOn(t *testing.T, fsys vfs.FS, tab *Tablet, msg string) {
 
 // Scenario 52: testRecoveryAfterCrashDuringSplitPhase1–5. seglog never
 // splits a segment, but a cleaner replacing one segment by several writes
-// the same files in the same order (spec 4.1 step 4), so a crash at each
+// the same files in the same order (docs/format.md §4.1 step 3), so a crash at each
 // rename step must give back the same records: the old segment while the
 // replacement is unfinished (phases 1–2), the new ones once every new file
 // is a .swap (phases 3–5).

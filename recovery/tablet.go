@@ -107,7 +107,7 @@ func (l *tabletLoader) remove(name string, why string) error {
 	return nil
 }
 
-// LoadTablet loads one tablet directory (spec 4.1 steps 3–12). clean says
+// LoadTablet loads one tablet directory (docs/format.md §4.1 steps 3–8). clean says
 // whether the data directory was shut down cleanly; recoveryPoint and
 // logStart come from the data directory's checkpoints (0 if absent).
 func LoadTablet(fsys vfs.FS, dir string, tp checkpoint.TopicPartition, clean bool, recoveryPoint, logStart int64, opts Options) (*Tablet, error) {

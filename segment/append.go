@@ -20,7 +20,7 @@ type AppendInfo struct {
 }
 
 // Append writes whole batches at the end of the .log with one positional
-// write (pwritev for several buffers) and updates the indexes as spec 3.2
+// write (pwritev for several buffers) and updates the indexes as docs/format.md §3.2
 // says: after more than IndexIntervalBytes since the last index entry, an
 // offset entry (LargestOffset → the position this append starts at) and a
 // time entry (the largest timestamp so far and its offset).
@@ -108,7 +108,7 @@ func (s *Segment) undo(size int64, cause error) error {
 	return cause
 }
 
-// RollParams are the inputs of the roll decision (spec 3.6).
+// RollParams are the inputs of the roll decision (docs/format.md §3.6).
 type RollParams struct {
 	// SegmentBytes and SegmentMs are the limits (segment.bytes,
 	// segment.ms).

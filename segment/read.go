@@ -91,7 +91,7 @@ type OffsetPosition struct {
 
 // TranslateOffset finds the first batch at or after startingPosition whose
 // last offset is at least offset, starting from the offset index's entry
-// for offset (spec 3.3). It reports false if there is none.
+// for offset (docs/format.md §3.3). It reports false if there is none.
 func (s *Segment) TranslateOffset(offset, startingPosition int64) (OffsetPosition, bool, error) {
 	end, err := s.end()
 	if err != nil {
@@ -234,7 +234,7 @@ type ReadResult struct {
 
 // Read returns the batches from the one holding startOffset, at most
 // maxSize bytes (at least the first batch if minOneMessage) and never past
-// maxPosition (spec 3.3). Unlike Kafka, it never returns part of a batch.
+// maxPosition (docs/format.md §3.3). Unlike Kafka, it never returns part of a batch.
 // It reports false if startOffset is beyond the segment.
 func (s *Segment) Read(startOffset int64, maxSize int, maxPosition int64, minOneMessage bool) (ReadResult, bool, error) {
 	return s.ReadWith(startOffset, maxSize, maxPosition, minOneMessage, nil)
@@ -358,7 +358,7 @@ type TimestampOffset struct {
 }
 
 // FindOffsetByTimestamp returns the first record at or after startingOffset
-// whose timestamp is at least ts (spec 3.3), or reports false.
+// whose timestamp is at least ts (docs/format.md §3.3), or reports false.
 func (s *Segment) FindOffsetByTimestamp(ts, startingOffset int64) (TimestampOffset, bool, error) {
 	te, err := s.timeIdx.Lookup(ts)
 	if err != nil {

@@ -194,7 +194,7 @@ func zerosFrom(f vfs.File, pos, size int64) (bool, error) {
 	return true, nil
 }
 
-// Recover rebuilds the segment's indexes from its .log (spec 3.4): every
+// Recover rebuilds the segment's indexes from its .log (docs/format.md §3.4): every
 // batch's framing and CRC are checked, each valid batch goes to r (which
 // may be nil), the offset and time indexes get an entry every
 // IndexIntervalBytes, aborted transactions go to the transaction index,
@@ -280,8 +280,8 @@ func (s *Segment) recover(r Replayer, length int64) (Tail, error) {
 	return tail, s.timeIdx.TrimToValidSize()
 }
 
-// TruncateTo removes every batch that holds offset or a later one (spec
-// 3.5): the whole batch containing offset goes. Both indexes are grown back
+// TruncateTo removes every batch that holds offset or a later one (docs/format.md
+// §3.5): the whole batch containing offset goes. Both indexes are grown back
 // to their maximum size, since the segment becomes the active one. It
 // returns the bytes removed.
 func (s *Segment) TruncateTo(offset int64) (int64, error) {

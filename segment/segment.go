@@ -20,7 +20,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// Defaults, Kafka's (spec 6).
+// Defaults, Kafka's (docs/format.md §6).
 const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultMaxIndexSize       = 10 << 20

@@ -12,7 +12,7 @@ import (
 
 // AppendOptions say who appends and how durably.
 type AppendOptions struct {
-	// Origin selects Kafka's rules (spec 1.6, 5.3): a client producer
+	// Origin selects Kafka's rules (docs/format.md §1.6, 5.3): a client producer
 	// (every check; offsets assigned here), a transaction coordinator
 	// (COMMIT/ABORT markers), or replication (the batch keeps the offsets
 	// and leader epoch it carries, which must follow the log end). The
@@ -53,7 +53,7 @@ var (
 )
 
 // Append appends one RecordBatch v2 (raw bytes, as a producer sends it:
-// base offset 0). The batch is validated (spec 1.6), checked against the
+// base offset 0). The batch is validated (docs/format.md §1.6), checked against the
 // writer state (a duplicate is answered with the original offsets), and
 // written with one positional write after its offsets, leader epoch and,
 // for LogAppendTime, its timestamp are stamped in place: data is changed.
@@ -144,7 +144,7 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 		}
 	}
 
-	// Stamp in place (spec 1.5): nothing is written yet, so a rejection
+	// Stamp in place (docs/format.md §1.5): nothing is written yet, so a rejection
 	// below leaves the log as it was.
 	if opts.Origin != record.OriginReplication {
 		b.SetLastOffset(last)
@@ -227,7 +227,7 @@ func (t *Tablet) maybeFlush(end int64) error {
 	return nil
 }
 
-// rollLocked seals the active segment and starts one at base (spec 3.6).
+// rollLocked seals the active segment and starts one at base (docs/format.md §3.6).
 // The writer state is snapshotted at base (synced by the next flush), and a
 // background flush makes everything below base durable.
 func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {

@@ -436,7 +436,7 @@ func committedLastValues(t *testing.T, tab *Tablet) map[string]string {
 // A crash at every step of a cleaning — the process dying at each
 // mutating file operation, then the unsynced changes dropped, kept or
 // torn — leaves the old segments or the new ones: every key's last value
-// reads back, and the directory verifies (spec 4.1 steps 3 and 4).
+// reads back, and the directory verifies (docs/format.md §4.1 step 3).
 func TestCleanCrashAtEveryStep(t *testing.T) {
 	steps := 0
 	for step := 0; ; step++ {

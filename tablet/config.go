@@ -17,7 +17,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// Config is a tablet's topic configuration, under Kafka's names (spec 6).
+// Config is a tablet's topic configuration, under Kafka's names (docs/format.md §6).
 // The zero Config is not valid: start from DefaultConfig.
 type Config struct {
 	// SegmentBytes: segment.bytes. The default is 1073741824.
@@ -112,7 +112,7 @@ func (c Config) Compacted() bool { return strings.Contains(c.CleanupPolicy, Poli
 // delete).
 func (c Config) Deletes() bool { return strings.Contains(c.CleanupPolicy, PolicyDelete) }
 
-// DefaultConfig returns Kafka's defaults (spec 6).
+// DefaultConfig returns Kafka's defaults (docs/format.md §6).
 func DefaultConfig() Config {
 	return Config{
 		SegmentBytes:           segment.DefaultSegmentBytes,

@@ -92,7 +92,7 @@ var (
 	descRolls    = prometheus.NewDesc("seglog_rolls_total", "Segments rolled.", labels, nil)
 	descSegments = prometheus.NewDesc("seglog_segments", "Segments on disk.", labels, nil)
 	descSize     = prometheus.NewDesc("seglog_size_bytes", "Bytes of segments on disk.", labels, nil)
-	descOffset   = prometheus.NewDesc("seglog_offset", "The tablet's offsets (DESIGN section 4).",
+	descOffset   = prometheus.NewDesc("seglog_offset", "The tablet's offsets (docs/architecture.md §4).",
 		append(labels, "kind"), nil)
 	descOpen       = prometheus.NewDesc("seglog_open_segments", "Sealed segments holding descriptors or mappings.", labels, nil)
 	descFiles      = prometheus.NewDesc("seglog_open_files", "File descriptors the tablet's segments hold.", labels, nil)

@@ -271,7 +271,7 @@ type TimestampOffset struct {
 var ErrNoOffsetForTimestamp = errors.New("tablet: no record at or after the timestamp")
 
 // OffsetForTimestamp returns the first record with a timestamp at or after
-// ts (spec 3.3), or for EarliestTimestamp and LatestTimestamp the log start
+// ts (docs/format.md §3.3), or for EarliestTimestamp and LatestTimestamp the log start
 // and end.
 func (t *Tablet) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 	return t.OffsetForTimestampContext(context.Background(), ts)

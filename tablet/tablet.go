@@ -517,7 +517,7 @@ func (t *Tablet) SetConfig(cfg Config) error {
 	return nil
 }
 
-// Offsets are a tablet's offsets (DESIGN section 4).
+// Offsets are a tablet's offsets (docs/architecture.md §4).
 type Offsets struct {
 	LogStartOffset      int64 `json:"logStartOffset"`
 	LocalLogStartOffset int64 `json:"localLogStartOffset"`
@@ -629,7 +629,7 @@ func (t *Tablet) Changed() <-chan struct{} {
 }
 
 // checkInvariantsLocked panics if the offsets or the segments about to be
-// published break DESIGN section 4: logStart ≤ localLogStart ≤
+// published break docs/architecture.md §4: logStart ≤ localLogStart ≤
 // recoveryPoint ≤ LEO, LSO ≤ HW ≤ LEO, and the active segment last, at
 // or below the log end. It runs only when invariants.Enabled.
 func (t *Tablet) checkInvariantsLocked(v view) {

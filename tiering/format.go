@@ -1,6 +1,6 @@
 package tiering
 
-// The stream object (spec/tiering.md section 1): part of the format;
+// The stream object (docs/tiering.md §1): part of the format;
 // never change.
 const (
 	blockMagic      = 0x5A

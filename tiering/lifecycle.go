@@ -9,7 +9,7 @@ import (
 )
 
 // DeleteLocal deletes the local segments the tier holds that local
-// retention no longer keeps (spec/tiering.md section 4): committed, below
+// retention no longer keeps (docs/tiering.md §4): committed, below
 // the high watermark, past local.retention.bytes / local.retention.ms, not
 // among the newest KeepLocalSegments. Untiered segments are never deleted,
 // however long the store is down.
@@ -66,7 +66,7 @@ type RetentionResult struct {
 }
 
 // ApplyRetention applies retention.ms / retention.bytes to the whole log
-// (spec/tiering.md section 6): the oldest objects are retired (the log
+// (docs/tiering.md §6): the oldest objects are retired (the log
 // start moves past them, and past local segments they cover), and
 // retired objects older than the grace period are deleted from the store.
 func (x *Tier) ApplyRetention(ctx context.Context) (RetentionResult, error) {

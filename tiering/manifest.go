@@ -19,7 +19,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// Manifest files, under <tablet-dir>/tier/ (spec/tiering.md section 2).
+// Manifest files, under <tablet-dir>/tier/ (docs/tiering.md §2).
 const (
 	ManifestDir      = tablet.TierDir
 	ManifestLog      = "manifest.log"

@@ -59,7 +59,7 @@ func build(t testing.TB, src SegmentSource) (*Plan, []byte) {
 	return p, buf.Bytes()
 }
 
-// independentCheck decodes an object straight from spec/tiering.md
+// independentCheck decodes an object straight from docs/tiering.md
 // section 1, sharing no code with the writer or reader, and returns the
 // batches' bytes concatenated (which must be the segment's log).
 func independentCheck(t testing.TB, obj []byte) (data []byte, base, end int64) {

@@ -13,7 +13,7 @@ import (
 	"github.com/seglog/seglog/tablet"
 )
 
-// Readahead bounds (spec/tiering.md section 5): a miss fetches 512 KiB of
+// Readahead bounds (docs/tiering.md §5): a miss fetches 512 KiB of
 // blocks, doubling while reads of an object stay sequential, up to 32 MiB.
 const (
 	readaheadMin = 512 << 10

@@ -31,7 +31,7 @@ var (
 	ErrChecksum = seglog.NewKafkaError("tiering: checksum mismatch", 56)
 )
 
-// Part sizes of an upload (spec/tiering.md section 1): objects up to
+// Part sizes of an upload (docs/tiering.md §1): objects up to
 // SinglePutMax go in one PUT, larger ones as multipart with PartSize parts.
 const (
 	SinglePutMax = 32 << 20
@@ -81,7 +81,7 @@ type ObjectStore interface {
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
 	// Prefix is the prefix the store's URL names ("" for none): tiering
-	// builds its keys under it (spec/tiering.md section 1).
+	// builds its keys under it (docs/tiering.md §1).
 	Prefix() string
 	// String names the store for logs: never with credentials.
 	String() string

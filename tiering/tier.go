@@ -276,7 +276,7 @@ func (x *Tier) manifestErr(err error) error {
 	if errors.Is(err, ErrManifestFailed) && x.failed == nil {
 		x.failed = err
 		x.opts.Logger.Error("tier failed: the manifest cannot be written", "tablet", x.prefix, "err", err)
-		// Fatal for the tablet too (spec/tiering.md section 3): an upload's
+		// Fatal for the tablet too (docs/tiering.md §3): an upload's
 		// outcome must never be unknown while the tablet goes on.
 		_ = x.t.Fail(err)
 	}

@@ -342,7 +342,8 @@ func keysOf(t *testing.T, s ObjectStore, suffix string) []string {
 	return out
 }
 
-// Cases 2–7 of spec/tiering.md section 7 with a fault-injecting store.
+// Failures of docs/tiering.md §7 with a fault-injecting store: a lost PUT
+// answer, torn objects, retries after ABORT, a hanging upload, an outage.
 func TestTierStoreFaults(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 60)

@@ -1,5 +1,5 @@
 // Package timeindex is a segment's .timeindex file: a sparse map from
-// timestamps to offsets, memory-mapped (spec 2.4).
+// timestamps to offsets, memory-mapped (docs/format.md §2.4).
 //
 //	entry (12 bytes, big-endian):
 //	┌──────────────────────────────┬──────────────────────┐

@@ -1,5 +1,5 @@
 // Package txnindex is a segment's .txnindex file: the transactions aborted
-// in the segment, in the order of their markers (spec 2.5). It is a plain
+// in the segment, in the order of their markers (docs/format.md §2.5). It is a plain
 // file, appended to, created on the first append.
 //
 //	entry (34 bytes, big-endian):

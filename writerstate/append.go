@@ -8,7 +8,7 @@ import (
 	"github.com/seglog/seglog/record"
 )
 
-// Errors an append may fail with (spec 5.3). Each is wrapped with the
+// Errors an append may fail with (docs/format.md §5.3). Each is wrapped with the
 // producer, offset and values involved.
 var (
 	// ErrInvalidProducerEpoch: a batch or marker of an epoch below the
@@ -168,7 +168,7 @@ func (a *Append) checkEpoch(ai *appendInfo, epoch int16, offset int64) error {
 	return nil
 }
 
-// checkSequence is Kafka's sequence check for client appends (spec 5.3).
+// checkSequence is Kafka's sequence check for client appends (docs/format.md §5.3).
 func checkSequence(ai *appendInfo, epoch int16, firstSeq int32, offset int64) error {
 	if v := ai.verification; v != nil && firstSeq > v.LowestSequence {
 		return fmt.Errorf("%w: producer %d at offset %d: sequence %d is above the lowest verified %d",

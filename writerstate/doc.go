@@ -1,5 +1,5 @@
 // Package writerstate is a tablet's producer (writer) state, as Kafka's
-// ProducerStateManager keeps it (spec 5): per producer id the epoch, the
+// ProducerStateManager keeps it (docs/format.md §5): per producer id the epoch, the
 // coordinator epoch, the last timestamp, the metadata of its last five
 // batches and its open transaction; the ongoing and the completed but
 // unreplicated transactions; and the .snapshot files that persist it.
@@ -14,7 +14,7 @@
 //	for _, c := range completed { lso := state.LastStableOffsetOf(c); …; state.CompleteTxn(c) }
 //	state.UpdateMapEndOffset(batch.NextOffset())
 //
-// A snapshot file, <20-digit offset>.snapshot (spec 5.5), big-endian:
+// A snapshot file, <20-digit offset>.snapshot (docs/format.md §5.5), big-endian:
 //
 //	0   version            int16   1
 //	2   crc                uint32  CRC-32C of [6, end)

@@ -15,8 +15,8 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// refProducer is the reference model of one producer: the rules of spec
-// 5.2-5.4 written plainly.
+// refProducer is the reference model of one producer: the rules of
+// docs/format.md §5.2, 5.3, 5.4 written plainly.
 type refProducer struct {
 	epoch       int16
 	coordinator int32

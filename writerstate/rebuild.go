@@ -28,7 +28,7 @@ func Sources[S Source](segs []S) []Source {
 }
 
 // Rebuild brings the state to lastOffset from its snapshots and the log
-// (spec 5.6), as loading a tablet and truncating it do. segs are the
+// (docs/format.md §5.6), as loading a tablet and truncating it do. segs are the
 // tablet's segments in base offset order.
 //
 // Without any snapshot after a clean shutdown it writes empty snapshots at

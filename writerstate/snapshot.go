@@ -28,7 +28,7 @@ const (
 )
 
 // ErrCorruptSnapshot is the cause of a snapshot file that cannot be read: a
-// bad version, a bad CRC, or too few bytes (spec 5.5).
+// bad version, a bad CRC, or too few bytes (docs/format.md §5.5).
 var ErrCorruptSnapshot = seglog.NewKafkaError("writerstate: corrupt snapshot", 56)
 
 // AppendSnapshot appends the snapshot of entries (in producer id order) to

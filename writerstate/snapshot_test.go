@@ -300,7 +300,7 @@ func TestReloadSnapshotsAndMarkForDeletion(t *testing.T) {
 	require.Empty(t, s.Snapshots())
 }
 
-// The golden snapshot: spec 5.5 byte for byte, encoded here with the
+// The golden snapshot: docs/format.md §5.5 byte for byte, encoded here with the
 // standard library from the spec's table and compared with the committed
 // file and with AppendSnapshot.
 func TestGoldenSnapshot(t *testing.T) {

@@ -187,7 +187,7 @@ func (s *State) CompleteTxn(c CompletedTxn) error {
 
 // FindDuplicate returns the retained batch of a client batch's producer
 // with the batch's epoch and sequence range: a retry of it, to be answered
-// with the original offsets instead of being written again (spec 5.2).
+// with the original offsets instead of being written again (docs/format.md §5.2).
 func (s *State) FindDuplicate(pid int64, epoch int16, firstSeq, lastSeq int32) (BatchMetadata, bool) {
 	e, ok := s.producers[pid]
 	if !ok {

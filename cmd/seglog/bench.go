@@ -33,7 +33,7 @@ func newBenchCmd() *cobra.Command {
 	long.WriteString(`bench runs end-to-end workloads on real files, each beside a raw-hardware
 baseline measured in the same process on the same kind of files (alternating,
 repetition by repetition), and prints every figure with its ratio to its
-baseline and its target (DESIGN.md section 10). WORKLOAD is one of:
+baseline and its target (docs/architecture.md §9). WORKLOAD is one of:
 
 `)
 	for _, w := range bench.Workloads {
@@ -206,8 +206,8 @@ func benchmarksMarkdown(r *bench.Report, command string) string {
 	return `# Benchmarks
 
 Written by ` + "`" + command + "`" + ` (` + "`seglog bench all --quick --sizes 128,1KiB,8KiB`" + `), which measures every
-workload beside a raw-hardware baseline in the same run; the ratios are what the targets of DESIGN.md
-section 10 are stated in. Figures are medians over the repetitions (min–max in brackets); latencies
+workload beside a raw-hardware baseline in the same run; the ratios are what the targets of docs/architecture.md
+§9 are stated in. Figures are medians over the repetitions (min–max in brackets); latencies
 are p50 / p99. ` + "`seglog bench WORKLOAD --help`" + ` lists the knobs (record size, batch records,
 producers, tablets, sync, bytes per run).
 

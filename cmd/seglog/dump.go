@@ -68,7 +68,7 @@ crash); --verify-index-only checks them against the .log beside the index
 entry the running maximum first reached by the batch ending at its offset,
 every aborted transaction ending at an ABORT marker of its producer).
 
-A stream object of the tier (spec/tiering.md) — a .seg path, file:///path, or
+A stream object of the tier (docs/tiering.md) — a .seg path, file:///path, or
 s3://bucket/key?endpoint=…&region=…&path-style=true (credentials from the AWS
 chain) — gives its metadata line, then each block (its CRC checked) and the
 batches in it; a damaged footer, index or block is reported at its position.

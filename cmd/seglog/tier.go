@@ -137,7 +137,7 @@ func newTierCmd() *cobra.Command {
 		Use:   "tier --data-dir D [--topic T --partition P] --store URL [--once]",
 		Short: "Upload sealed segments to an object store and delete them locally",
 		Long: `tier moves each tablet's sealed segments (all tablets without --topic) to an
-object store as stream objects (spec/tiering.md): a segment is uploaded once
+object store as stream objects (docs/tiering.md): a segment is uploaded once
 it is wholly below the high watermark and the last stable offset, in offset
 order; the upload is recorded in the tablet's manifest (tier/manifest.log)
 before it starts and committed once the store holds it whole; then local

@@ -1,7 +1,7 @@
 // Package mmapfile is a file of fixed-width entries, memory-mapped, shared
 // by the offset and time indexes. It owns the file's lifecycle (lazy
 // opening, preallocation, resize, trim, flush, close) and the lookup of
-// spec 2.2: a binary search with the upper median over the whole file, or
+// docs/format.md §2.2: a binary search with the upper median over the whole file, or
 // over its last 8 KiB when the target lies there.
 //
 //	slot:  0         1         2               entries-1      maxEntries-1
@@ -39,7 +39,7 @@ import (
 const MaxEntrySize = 16
 
 // warmBytes is the size of the index tail that caught-up readers keep hot
-// (spec 2.2): 8 KiB, at most three 4 KiB pages.
+// (docs/format.md §2.2): 8 KiB, at most three 4 KiB pages.
 const warmBytes = 8192
 
 // Column is a big-endian signed integer field of an entry: its byte offset
@@ -538,7 +538,7 @@ func (f *File) appendLocked(entry []byte) error {
 	return nil
 }
 
-// Search finds the slot for target in column c (spec 2.2) and returns it
+// Search finds the slot for target in column c (docs/format.md §2.2) and returns it
 // with a copy of its entry; the slot is -1 when there is none. It makes no
 // system call and does not allocate once the file is open.
 func (f *File) Search(c Column, target int64, b Bound) (int, Slot, error) {
