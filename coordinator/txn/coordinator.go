@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -464,6 +465,9 @@ func (c *Coordinator) end(t *txnMeta, commit bool) error {
 	return c.complete(t, commit)
 }
 
+// markerWriters bounds the markers of one transaction written at once.
+const markerWriters = 16
+
 // complete writes the markers of a prepared transaction, durably, then
 // logs its completion. A failure leaves it prepared: completed at the next
 // start (or the next attempt).
@@ -484,17 +488,41 @@ func (c *Coordinator) complete(t *txnMeta, commit bool) error {
 	if err != nil {
 		return err
 	}
-	for _, tp := range tps {
+	// The markers go to every partition at once: each partition's append
+	// waits for its own fsync, and the fsyncs of different partitions run
+	// together (the filesystem commits them in one journal flush where it
+	// can) instead of one after another.
+	errs := make([]error, len(tps))
+	written := make([]bool, len(tps))
+	sem := make(chan struct{}, markerWriters)
+	var wg sync.WaitGroup
+	for i, tp := range tps {
 		tab, ok := c.m.Get(tp)
 		if !ok {
 			continue // the topic was deleted: no marker, as Kafka drops it
 		}
-		if _, err := tab.Append(marker, tablet.AppendOptions{Origin: record.OriginCoordinator, Sync: true}); err != nil {
-			return fmt.Errorf("txn: the marker of %q on %s: %w", t.id, tp, err)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			// A copy each: an append stamps its batch's offsets in place.
+			if _, err := tab.Append(slices.Clone(marker), tablet.AppendOptions{Origin: record.OriginCoordinator, Sync: true}); err != nil {
+				errs[i] = fmt.Errorf("txn: the marker of %q on %s: %w", t.id, tp, err)
+				return
+			}
+			written[i] = true
+		}()
+	}
+	wg.Wait()
+	if c.opts.OnMarker != nil {
+		for i, tp := range tps {
+			if written[i] {
+				c.opts.OnMarker(tp, t.pid, commit)
+			}
 		}
-		if c.opts.OnMarker != nil {
-			c.opts.OnMarker(tp, t.pid, commit)
-		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	t.state = kmsg.TransactionStateCompleteAbort
 	if commit {

@@ -1,0 +1,89 @@
+package txn
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/vfs"
+)
+
+// barrierFS holds each fdatasync or fsync of a data partition's .log,
+// once armed, until want of them are waiting together (or a minute
+// passes, which it counts): syncs issued one after another never meet.
+type barrierFS struct {
+	vfs.FS
+	want     int
+	armed    atomic.Bool
+	mu       sync.Mutex
+	waiting  int
+	release  chan struct{}
+	timedOut atomic.Int32
+}
+
+func (b *barrierFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := b.FS.OpenFile(name, flag, perm)
+	dir := filepath.Base(filepath.Dir(name))
+	if err != nil || !strings.HasSuffix(name, ".log") || !(strings.HasPrefix(dir, "a-") || strings.HasPrefix(dir, "b-")) {
+		return f, err
+	}
+	return &barrierFile{File: f, b: b}, nil
+}
+
+type barrierFile struct {
+	vfs.File
+	b *barrierFS
+}
+
+func (f *barrierFile) Datasync() error { f.b.meet(); return f.File.Datasync() }
+func (f *barrierFile) Sync() error     { f.b.meet(); return f.File.Sync() }
+
+func (b *barrierFS) meet() {
+	if !b.armed.Load() {
+		return
+	}
+	b.mu.Lock()
+	release := b.release
+	if b.waiting++; b.waiting == b.want {
+		close(release)
+	}
+	b.mu.Unlock()
+	select {
+	case <-release:
+	case <-time.After(time.Minute):
+		b.timedOut.Add(1)
+	}
+}
+
+// EndTxn writes its markers to the transaction's partitions at once: the
+// three partitions' fsyncs are under way together (a barrier that opens
+// only when all three wait), not one after another; the transaction is
+// committed in every partition.
+func TestEndTxnWritesMarkersAtOnce(t *testing.T) {
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	fsys := &barrierFS{FS: vfs.NewMem(), want: len(dataTPs), release: make(chan struct{})}
+	m := openManager(t, fsys)
+	defer m.Close()
+	c, err := New(m, testOptions(&now))
+	require.NoError(t, err)
+	defer c.Close()
+	pid, epoch := openTxn(t, m, c)
+
+	fsys.armed.Store(true)
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "t", pid, epoch, true
+	require.Zero(t, c.EndTxn(end).ErrorCode)
+	fsys.armed.Store(false)
+	require.Zero(t, fsys.timedOut.Load(), "the markers' fsyncs ran one after another")
+	committed, open := outcome(t, m)
+	require.Equal(t, len(dataTPs), committed)
+	require.False(t, open)
+}
