@@ -30,12 +30,22 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // testBroker serves a new data directory on a loopback port.
 func testBroker(t *testing.T, opts Options) (*Broker, *tablet.Manager, string) {
 	t.Helper()
+	return testBrokerWith(t, opts, nil)
+}
+
+// testBrokerWith is testBroker with setup run on the data directory and
+// the broker before it serves.
+func testBrokerWith(t *testing.T, opts Options, setup func(*tablet.Manager, *Broker)) (*Broker, *tablet.Manager, string) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
 	opts.Logger = quiet
 	b, err := New(m, opts)
 	require.NoError(t, err)
+	if setup != nil {
+		setup(m, b)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan error, 1)

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"net"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -39,30 +37,18 @@ func waitN(t *testing.T, ch <-chan struct{}, n int, limit time.Duration, what st
 // client goes). No goroutine is left in a long poll.
 func TestLongPollsEndWithTheirClients(t *testing.T) {
 	const clients = 300
-	dir := filepath.Join(t.TempDir(), "data")
-	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
-	require.NoError(t, err)
-	_, err = m.Create(checkpoint.TopicPartition{Topic: "idle"}, nil)
-	require.NoError(t, err)
-	b, err := New(m, Options{Logger: quiet, MaxFetchWait: 10 * time.Minute})
-	require.NoError(t, err)
 	waiting, done := make(chan struct{}, clients), make(chan struct{}, clients)
-	b.hooks.fetchWaiting = func() { waiting <- struct{}{} }
-	b.hooks.connDone = func() { done <- struct{}{} }
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- b.Serve(ln) }()
-	t.Cleanup(func() {
-		require.NoError(t, b.Close())
-		require.ErrorIs(t, <-served, ErrClosed)
-		require.NoError(t, m.Close())
+	b, _, addr := testBrokerWith(t, Options{MaxFetchWait: 10 * time.Minute}, func(m *tablet.Manager, b *Broker) {
+		_, err := m.Create(checkpoint.TopicPartition{Topic: "idle"}, nil)
+		require.NoError(t, err)
+		b.hooks.fetchWaiting = func() { waiting <- struct{}{} }
+		b.hooks.connDone = func() { done <- struct{}{} }
 	})
 	before := runtime.NumGoroutine()
 
 	conns := make([]*rawConn, clients)
 	for i := range conns {
-		conns[i] = dialRaw(t, ln.Addr().String())
+		conns[i] = dialRaw(t, addr)
 		f := kmsg.NewPtrFetchRequest()
 		f.MaxWaitMillis, f.MinBytes, f.MaxBytes, f.SessionEpoch = 600_000, 1, 1<<20, -1
 		f.Topics = []kmsg.FetchRequestTopic{{Topic: "idle", Partitions: []kmsg.FetchRequestTopicPartition{{PartitionMaxBytes: 1 << 20}}}}
