@@ -176,6 +176,7 @@ func (b *Broker) recordQuotas(h header, class quotaClass, req kmsg.Request, resp
 		}
 	}
 	switch class {
+	case quotaRequest: // the time alone, below
 	case quotaProduce:
 		var n int
 		for _, t := range req.(*kmsg.ProduceRequest).Topics {
