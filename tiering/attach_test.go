@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/internal/testenv"
+	"github.com/seglog/seglog/vfs"
 
 	"github.com/stretchr/testify/require"
 
@@ -186,4 +187,56 @@ func TestSaveStoreURLMakesFileStoresAbsolute(t *testing.T) {
 	require.NoError(t, SaveStoreURL(nil, dir, "s3://bucket/prefix?region=x"))
 	got, _, _ = StoreURL(nil, dir)
 	require.Equal(t, "s3://bucket/prefix?region=x", got, "an S3 URL as written")
+}
+
+// A tier with Options.StoreURL binds its tablet to the store before it
+// deletes a local segment: when saving the binding fails, nothing local
+// is deleted; once it is saved, the deletion goes on, and a later open
+// finds the store (Attach reads below the local log start again). A
+// kill between the deletion and a caller's own binding used to leave the
+// local segments gone and the tablet unattached.
+func TestDeleteLocalBindsFirst(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := "file://" + filepath.Join(dir, "store")
+	m, err := tablet.OpenManager(nil, filepath.Join(dir, "data"), tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	cfg := tablet.DefaultConfig()
+	cfg.SegmentBytes, cfg.LocalRetentionBytes, cfg.RemoteStorageEnable = 4096, 0, true
+	tab, err := m.Create(tablet.TopicPartition{Topic: "a"}, &cfg)
+	require.NoError(t, err)
+	for i := range 10 {
+		recs := make([]record.Record, 20)
+		for j := range recs {
+			recs[j].Value = fmt.Appendf(nil, "a %03d %0100d", i*20+j, 0)
+		}
+		_, err := tab.AppendRecords(recs, record.None, tablet.AppendOptions{})
+		require.NoError(t, err)
+	}
+	s, err := OpenStore(ctx, store, nil)
+	require.NoError(t, err)
+	inj := vfs.NewInjector(vfs.OS)
+	inj.Add(vfs.Rule{Ops: vfs.OpRename, Path: StoreURLFile + "*"})
+	x, err := Open(ctx, tab, "a", 0, s, &Options{Logger: quiet, FS: inj, StoreURL: store})
+	require.NoError(t, err)
+	defer x.Close()
+	up, err := x.Upload(ctx, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, up.Objects)
+
+	_, err = x.DeleteLocal()
+	require.ErrorIs(t, err, vfs.ErrInjected, "the binding could not be saved")
+	require.Zero(t, tab.Offsets().LocalLogStartOffset, "so nothing local was deleted")
+	_, ok, err := StoreURL(nil, tab.Dir())
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	del, err := x.DeleteLocal()
+	require.NoError(t, err, "the injected failure was the first rename only")
+	require.Positive(t, del.Segments)
+	url, ok, err := StoreURL(nil, tab.Dir())
+	require.NoError(t, err)
+	require.True(t, ok, "bound before the deletion")
+	require.Equal(t, store, url)
 }

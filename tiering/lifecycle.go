@@ -3,6 +3,7 @@ package tiering
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/seglog/seglog/tablet"
@@ -56,7 +57,31 @@ func (x *Tier) DeleteLocal() (tablet.RetentionResult, error) {
 	if cutoff < 0 {
 		return tablet.RetentionResult{}, nil
 	}
+	if err := x.bindLocked(); err != nil {
+		return tablet.RetentionResult{}, err
+	}
 	return x.t.DeleteLocalBefore(cutoff)
+}
+
+// bindLocked saves Options.StoreURL in the tablet's tier directory, once,
+// unless it is there already.
+func (x *Tier) bindLocked() error {
+	if x.opts.StoreURL == "" || x.bound {
+		return nil
+	}
+	want, err := AbsoluteStoreURL(x.opts.StoreURL)
+	if err != nil {
+		return err
+	}
+	if u, ok, err := StoreURL(x.opts.FS, x.t.Dir()); err != nil {
+		return err
+	} else if !ok || u != want {
+		if err := SaveStoreURL(x.opts.FS, x.t.Dir(), want); err != nil {
+			return fmt.Errorf("tiering: binding %s to its store before deleting local segments: %w", x.prefix, err)
+		}
+	}
+	x.bound = true
+	return nil
 }
 
 // RetentionResult says what ApplyRetention did.

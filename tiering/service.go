@@ -83,6 +83,7 @@ func NewService(m *tablet.Manager, store ObjectStore, o *ServiceOptions) *Servic
 	if opts.StoreURL != "" {
 		if abs, err := AbsoluteStoreURL(opts.StoreURL); err == nil {
 			opts.StoreURL = abs
+			opts.Tier.StoreURL = abs // bound before a local deletion, not after the step
 		}
 	}
 	return &Service{m: m, store: store, opts: opts, tiers: map[checkpoint.TopicPartition]*Tier{}, bound: map[*Tier]bool{},

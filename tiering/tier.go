@@ -54,6 +54,12 @@ type Options struct {
 	Logger *slog.Logger
 	// FS is the filesystem of the manifest. The default is the OS's.
 	FS vfs.FS
+	// StoreURL, if set, is the store's URL, saved in the tablet's tier
+	// directory (SaveStoreURL) before DeleteLocal deletes its first local
+	// segment: a local deletion never runs ahead of the binding that lets
+	// a later open attach the tier and read what was deleted. The default
+	// is "": the caller binds the tablet before deleting.
+	StoreURL string
 	// ReadOnly opens the tier for reads only, as a read-only command needs:
 	// the manifest's changes stay in memory (a vfs.Overlay), uploads left
 	// prepared are left for a writer to resolve, and nothing is put to or
@@ -116,6 +122,8 @@ type Tier struct {
 	// orphans; rescan asks the next one to (an orphan was too young).
 	lastScan time.Time
 	rescan   bool
+	// bound: Options.StoreURL is saved in the tablet (under step).
+	bound bool
 }
 
 var _ tablet.Remote = (*Tier)(nil)
