@@ -208,7 +208,7 @@ every --interval until interrupted.`,
 			if err != nil {
 				return err
 			}
-			opts.StoreURL = absStore // each tier binds its tablet before deleting a local segment
+			opts.StoreURL = absStore     // each tier binds its tablet before deleting a local segment
 			var pending []*tablet.Tablet // tablets whose tier could not be opened yet
 			var skipped []string         // tablets whose topic does not enable remote storage
 			for _, t := range m.Tablets() {
