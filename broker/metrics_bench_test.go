@@ -23,3 +23,16 @@ func BenchmarkResponseErrorCodes(b *testing.B) {
 		m.answered(header{key: 1, version: 12}, resp, 100, 1000)
 	}
 }
+
+// BenchmarkRequestCounted is what counting a request by API and version
+// costs, from many connections at once (the per-request path of every
+// API).
+func BenchmarkRequestCounted(b *testing.B) {
+	m := newMetrics()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.answered(header{key: 0, version: 11}, nil, 100, 0)
+		}
+	})
+}

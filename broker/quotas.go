@@ -15,11 +15,7 @@ import (
 func init() {
 	register(
 		api{key: 48, min: 0, max: 1, handle: handler((*Broker).describeClientQuotas),
-			rule: clusterRule(opDescribeConfigs, func(r *kmsg.DescribeClientQuotasRequest) kmsg.Response {
-				resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
-				resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-				return resp
-			})},
+			rule: clusterRule[*kmsg.DescribeClientQuotasRequest](opDescribeConfigs, nil)},
 		api{key: 49, min: 0, max: 1, handle: handler((*Broker).alterClientQuotas),
 			rule: clusterRule(opAlterConfigs, func(r *kmsg.AlterClientQuotasRequest) kmsg.Response {
 				resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)

@@ -153,14 +153,31 @@ var anyone = rule{kind: ruleAnyone, check: func(*Broker, header, kmsg.Request) (
 }}
 
 // clusterRule is a rule needing op on the cluster; refuse answers a
-// refused request as a whole.
+// refused request as a whole (nil: CLUSTER_AUTHORIZATION_FAILED in the
+// response's top-level error code).
 func clusterRule[R kmsg.Request](op kmsg.ACLOperation, refuse func(R) kmsg.Response) rule {
 	return rule{kind: ruleCluster, op: op, check: check(func(b *Broker, h header, r R) (kmsg.Response, func(kmsg.Response)) {
 		if b.mayCluster(h, op) {
 			return nil, nil
 		}
+		if refuse == nil {
+			resp, _ := refuseWhole(r)
+			return resp, nil
+		}
 		return refuse(r), nil
 	})}
+}
+
+// refuseWhole is the response to req with CLUSTER_AUTHORIZATION_FAILED in
+// its top-level error code; false if it has none.
+func refuseWhole(req kmsg.Request) (kmsg.Response, bool) {
+	resp := req.ResponseKind()
+	f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 {
+		return nil, false
+	}
+	f.SetInt(int64(kerr.ClusterAuthorizationFailed.Code))
+	return resp, true
 }
 
 // errNoRule closes a connection whose request has no authorization rule
@@ -171,10 +188,7 @@ var errNoRule = fmt.Errorf("%w: the API has no authorization rule", errUnauthent
 // authorizer on: CLUSTER_AUTHORIZATION_FAILED in its response's top-level
 // ErrorCode; without one, an error that closes the connection.
 func refuseUnruled(req kmsg.Request) (kmsg.Response, error) {
-	resp := req.ResponseKind()
-	v := reflect.ValueOf(resp).Elem()
-	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
-		f.SetInt(int64(kerr.ClusterAuthorizationFailed.Code))
+	if resp, ok := refuseWhole(req); ok {
 		return resp, nil
 	}
 	return nil, fmt.Errorf("%w (%s)", errNoRule, kmsg.NameForKey(req.Key()))

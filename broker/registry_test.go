@@ -23,6 +23,9 @@ func TestRegistryEveryAPIHasARule(t *testing.T) {
 		name := kmsg.NameForKey(a.key)
 		require.NotEqual(t, ruleMissing, a.rule.kind, "%s has no authorization rule", name)
 		require.NotNil(t, a.rule.check, "%s has no authorization check", name)
+		if a.rule.kind != ruleAnyone {
+			require.NotZero(t, a.rule.op, "%s's rule names no operation", name)
+		}
 		require.Equal(t, a.beforeAuth, a.rule.kind == ruleAnyone,
 			"%s: only what comes before authentication is open to anyone", name)
 		req := kmsg.RequestForKey(a.key)

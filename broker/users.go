@@ -19,11 +19,7 @@ import (
 func init() {
 	register(
 		api{key: 50, min: 0, max: 0, handle: handler((*Broker).describeUserSCRAM),
-			rule: clusterRule(opDescribe, func(r *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
-				resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-				resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-				return resp
-			})},
+			rule: clusterRule[*kmsg.DescribeUserSCRAMCredentialsRequest](opDescribe, nil)},
 		api{key: 51, min: 0, max: 0, handle: handler((*Broker).alterUserSCRAM), rule: clusterRule(opAlter, refuseAlterUserSCRAM)},
 	)
 }
