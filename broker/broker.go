@@ -37,6 +37,7 @@ import (
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
+	"github.com/seglog/seglog/internal/ratelog"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -68,7 +69,11 @@ type Options struct {
 	// IdleTimeout is connections.max.idle.ms. The default is 10 minutes.
 	IdleTimeout time.Duration
 	// MaxConnections is max.connections: a connection beyond it is closed
-	// at once (logged). The default is 0, no limit.
+	// at once (logged). The default leaves room under the process's
+	// descriptor limit (RLIMIT_NOFILE) for the data directory's segments
+	// and indexes: half of it, at least 64 (Kafka's is no limit, and a
+	// broker out of descriptors cannot open a segment); negative is no
+	// limit.
 	MaxConnections int
 	// MaxConnectionsPerIP is max.connections.per.ip: a connection from an
 	// address that has this many open is closed at once (logged), unless
@@ -143,7 +148,10 @@ type Options struct {
 	Transactions txn.Options
 
 	// Logger receives connection and request failures. The default is
-	// slog.Default().
+	// slog.Default(). The broker writes to it through a rate limit
+	// (internal/ratelog): at most ten lines a second of each message, the
+	// next line let through counting those dropped ("dropped"), so no
+	// client can make it write a line per connection or per request.
 	Logger *slog.Logger
 }
 
@@ -153,6 +161,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.NumPartitions <= 0 {
 		o.NumPartitions = 1
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = defaultMaxConnections()
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 10 * time.Minute
@@ -169,6 +180,7 @@ func (o *Options) ensureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Logger = slog.New(ratelog.New(o.Logger.Handler(), ratelog.Options{}))
 	if o.SASLMechanisms == nil {
 		o.SASLMechanisms = []string{auth.SHA256, auth.SHA512}
 	}
@@ -209,7 +221,6 @@ type Broker struct {
 	authz   *auth.Authorizer // nil without Options.Authorizer
 	quotas  *auth.Quotas
 	sensors sensors
-	authLog logLimiter
 	// clock is the time SASL sessions expire by (a test's own).
 	clock func() time.Time
 
@@ -336,6 +347,7 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 		b.opts.AdvertisedHost, b.opts.AdvertisedPort = l.AdvertisedHost, l.AdvertisedPort
 	}
 	b.mu.Unlock()
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -345,15 +357,30 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			if closed {
 				return ErrClosed
 			}
-			return fmt.Errorf("broker: accepting: %w", err)
+			if errors.Is(err, net.ErrClosed) { // closed by its owner, not by Close
+				return fmt.Errorf("broker: accepting: %w", err)
+			}
+			// Out of descriptors (EMFILE, ENFILE), a connection reset
+			// before it was accepted (ECONNABORTED), out of memory: the
+			// broker keeps serving the clients it has and tries again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			b.metrics.acceptErrors.Inc()
+			b.opts.Logger.Warn("accepting a connection failed; retrying", "listener", l.Name, "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-b.stop:
+				return ErrClosed
+			}
+			continue
 		}
+		backoff = 0
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
 			c.Close()
 			return ErrClosed
 		}
-		if b.opts.MaxConnections > 0 && len(b.conns) >= b.opts.MaxConnections {
+		if b.opts.MaxConnections >= 0 && len(b.conns) >= b.opts.MaxConnections {
 			b.mu.Unlock()
 			b.opts.Logger.Warn("refusing a connection: max.connections reached", "remote", c.RemoteAddr().String(),
 				"max", b.opts.MaxConnections)

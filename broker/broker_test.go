@@ -48,6 +48,13 @@ func testBrokerWith(t *testing.T, opts Options, setup func(*tablet.Manager, *Bro
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	serveTest(t, b, m, ln)
+	return b, m, ln.Addr().String()
+}
+
+// serveTest serves ln until the test ends, then closes the broker and its
+// manager; Serve's result is on the returned channel once it ends.
+func serveTest(t *testing.T, b *Broker, m *tablet.Manager, ln net.Listener) <-chan error {
 	served := make(chan error, 1)
 	go func() { served <- b.Serve(ln) }()
 	t.Cleanup(func() {
@@ -55,7 +62,7 @@ func testBrokerWith(t *testing.T, opts Options, setup func(*tablet.Manager, *Bro
 		require.ErrorIs(t, <-served, ErrClosed)
 		require.NoError(t, m.Close())
 	})
-	return b, m, ln.Addr().String()
+	return served
 }
 
 // franz-go produces 100,000 records idempotently to an auto-created topic of three

@@ -365,6 +365,7 @@ func (b *Broker) writeReply(w io.Writer, h header, resp kmsg.Response, in int) (
 		fr.countOut(b.metrics)
 		return size, fr.writeTo(w, chunks)
 	}
+	b.metrics.knownCodes(resp)
 	buf := encodeResponse(h, resp)
 	b.metrics.answered(h, resp, in, len(buf))
 	_, err := w.Write(buf)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/broker/auth"
@@ -174,4 +175,19 @@ func TestEverySentinelHasAKafkaCode(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, len(kafkaCodes), coded, "every sentinel made with NewKafkaError is in kafkaCodes")
+}
+
+// A code Kafka does not define goes out as UNKNOWN_SERVER_ERROR (-1), and
+// every code a sentinel carries is one Kafka defines.
+func TestUnknownCodesGoOutAsUnknownServerError(t *testing.T) {
+	for _, c := range kafkaCodes {
+		require.True(t, kafkaDefines(errorCode(c.err)), "%v", c.err)
+	}
+	require.False(t, kafkaDefines(149))
+	resp := &kmsg.MetadataResponse{Topics: []kmsg.MetadataResponseTopic{{ErrorCode: 149}, {ErrorCode: 3}}}
+	before := unknownCodes.Load()
+	newMetrics().knownCodes(resp)
+	require.Equal(t, kerr.UnknownServerError.Code, resp.Topics[0].ErrorCode)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[1].ErrorCode)
+	unknownCodes.Add(before - unknownCodes.Load()) // this test's own is no failure
 }

@@ -29,14 +29,17 @@ type metrics struct {
 	bytesOut prometheus.Counter
 	// topicIn and topicOut are record bytes produced to and fetched from
 	// each topic (Kafka's BytesInPerSec and BytesOutPerSec by topic).
-	topicIn    *prometheus.CounterVec
-	topicOut   *prometheus.CounterVec
-	open       prometheus.Gauge
-	accepted   prometheus.Counter
-	refused    prometheus.Counter
-	closedBad  prometheus.Counter
-	closedIdle prometheus.Counter
-	closedAuth prometheus.Counter
+	topicIn  *prometheus.CounterVec
+	topicOut *prometheus.CounterVec
+	open     prometheus.Gauge
+	accepted prometheus.Counter
+	refused  prometheus.Counter
+	// acceptErrors counts failed accepts (out of descriptors, …), each
+	// retried after a backoff.
+	acceptErrors prometheus.Counter
+	closedBad    prometheus.Counter
+	closedIdle   prometheus.Counter
+	closedAuth   prometheus.Counter
 	// authentications counts SASL exchanges by mechanism and result (ok,
 	// failed).
 	authentications *prometheus.CounterVec
@@ -88,11 +91,12 @@ func newMetrics() *metrics {
 			Help: "Record bytes appended by Produce, by topic."}, []string{"topic"}),
 		topicOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_topic_bytes_out_total",
 			Help: "Record bytes answered to Fetch, by topic."}, []string{"topic"}),
-		open:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "seglog_broker_connections", Help: "Connections open."}),
-		accepted:   prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_accepted_total", Help: "Connections accepted."}),
-		refused:    prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_total", Help: "Connections refused by max.connections."}),
-		closedBad:  prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_malformed_total", Help: "Connections closed for an oversized frame or a malformed request."}),
-		closedIdle: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_idle_total", Help: "Connections closed after connections.max.idle.ms without a request."}),
+		open:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "seglog_broker_connections", Help: "Connections open."}),
+		accepted:     prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_accepted_total", Help: "Connections accepted."}),
+		refused:      prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_total", Help: "Connections refused by max.connections."}),
+		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_accept_errors_total", Help: "Accepts that failed (out of descriptors, …) and were retried after a backoff."}),
+		closedBad:    prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_malformed_total", Help: "Connections closed for an oversized frame or a malformed request."}),
+		closedIdle:   prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_idle_total", Help: "Connections closed after connections.max.idle.ms without a request."}),
 		closedAuth: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_closed_unauthenticated_total",
 			Help: "Connections closed for a failed SASL exchange, a request before authentication, or an expired session."}),
 		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_authentications_total",
@@ -105,7 +109,7 @@ func newMetrics() *metrics {
 			Help: "Fetches waiting in a long poll for records (Kafka's fetch purgatory size)."}),
 	}
 	m.all = []prometheus.Collector{m.requests, m.errors, m.total, m.queue, m.handle, m.send, m.bytesIn, m.bytesOut, m.topicIn, m.topicOut,
-		m.open, m.accepted, m.refused, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate, m.fetchesWaiting}
+		m.open, m.accepted, m.refused, m.acceptErrors, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate, m.fetchesWaiting}
 	return m
 }
 
@@ -184,6 +188,23 @@ func (m *metrics) answered(h header, resp kmsg.Response, in, out int) {
 	})
 }
 
+// unknownCodes counts the codes a handler set that Kafka does not define,
+// which answered sent as UNKNOWN_SERVER_ERROR instead (the broker's tests
+// fail if any was).
+var unknownCodes atomic.Int64
+
+// knownCodes rewrites every error code in a response that Kafka does not
+// define to UNKNOWN_SERVER_ERROR (-1): a client never reads an invented
+// number. It runs before the response is encoded.
+func (m *metrics) knownCodes(resp kmsg.Response) {
+	m.eachErrorField(reflect.ValueOf(resp).Elem(), func(f reflect.Value) {
+		if !kafkaDefines(int16(f.Int())) {
+			unknownCodes.Add(1)
+			f.SetInt(int64(kerr.UnknownServerError.Code))
+		}
+	})
+}
+
 // errorName is Kafka's name of an error code.
 func errorName(code int16) string {
 	var ke *kerr.Error
@@ -191,6 +212,13 @@ func errorName(code int16) string {
 		return ke.Message
 	}
 	return "UNKNOWN"
+}
+
+// kafkaDefines reports whether Kafka defines an error code (kerr's table,
+// which answers UNKNOWN_SERVER_ERROR for any other).
+func kafkaDefines(code int16) bool {
+	var ke *kerr.Error
+	return errors.As(kerr.ErrorForCode(code), &ke) && ke.Code == code
 }
 
 var int16Type = reflect.TypeFor[int16]()
@@ -235,20 +263,26 @@ func planFor(t reflect.Type) *errorPlan {
 // struct (at any depth: topics, partitions, resources). Record bytes and
 // tagged fields are not walked.
 func (m *metrics) eachErrorCode(v reflect.Value, fn func(int16)) {
+	m.eachErrorField(v, func(f reflect.Value) { fn(int16(f.Int())) })
+}
+
+// eachErrorField calls fn with every non-zero ErrorCode field, settable
+// when v is.
+func (m *metrics) eachErrorField(v reflect.Value, fn func(reflect.Value)) {
 	p := planFor(v.Type())
 	if p.code >= 0 {
-		if c := int16(v.Field(p.code).Int()); c != 0 {
-			fn(c)
+		if f := v.Field(p.code); f.Int() != 0 {
+			fn(f)
 		}
 	}
 	for _, i := range p.fields {
 		f := v.Field(i)
 		if f.Kind() != reflect.Slice {
-			m.eachErrorCode(f, fn)
+			m.eachErrorField(f, fn)
 			continue
 		}
 		for j := range f.Len() {
-			m.eachErrorCode(f.Index(j), fn)
+			m.eachErrorField(f.Index(j), fn)
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -223,17 +222,14 @@ func (b *Broker) saslRawToken(h header, token []byte) ([]byte, error) {
 }
 
 // authFailed counts and logs a failed authentication: the user the client
-// named and the reason, never the password; at most authLogBurst lines a
-// second, the rest counted in the next line.
+// named and the reason, never the password (rate-limited as every
+// per-connection line is, Options.Logger).
 func (b *Broker) authFailed(h header, mech, user, reason string) {
 	b.metrics.authentications.WithLabelValues(mech, "failed").Inc()
 	if b.opts.MaxFailedAuthRate > 0 {
 		b.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(b.clock(), 1)
 	}
-	if skipped, ok := b.authLog.allow(b.clock()); ok {
-		b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user,
-			"reason", reason, "not_logged_before", skipped)
-	}
+	b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user, "reason", reason)
 }
 
 // overFailedAuthRate reports whether an address is past
@@ -249,32 +245,3 @@ func (b *Broker) overFailedAuthRate(ip string) bool {
 // failedAuthSensor counts an address's failed authentications
 // (Options.MaxFailedAuthRate).
 const failedAuthSensor = "failed-authentications"
-
-// authLogBurst bounds the failed-authentication lines logged a second.
-const authLogBurst = 10
-
-// logLimiter lets authLogBurst lines through per second.
-type logLimiter struct {
-	mu      sync.Mutex
-	second  time.Time
-	n       int
-	skipped int
-}
-
-// allow reports whether a line may be logged now, and how many were not
-// since the last one that was.
-func (l *logLimiter) allow(now time.Time) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.second) >= time.Second {
-		l.second, l.n = now, 0
-	}
-	if l.n >= authLogBurst {
-		l.skipped++
-		return 0, false
-	}
-	l.n++
-	skipped := l.skipped
-	l.skipped = 0
-	return skipped, true
-}

@@ -36,6 +36,18 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("SEGLOG_CHILD") {
 	case "cli":
+		if n := os.Getenv("SEGLOG_CHILD_NOFILE"); n != "" {
+			// A descriptor limit of its own (Go raises the soft limit to
+			// the hard one at start, so both are set).
+			lim, err := strconv.ParseUint(n, 10, 64)
+			if err == nil {
+				err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim, Max: lim})
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
 		var args []string
 		if err := json.Unmarshal([]byte(os.Getenv("SEGLOG_CHILD_ARGS")), &args); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -235,7 +235,7 @@ var serveConfigs = []serveConfig{
 	msConfig("connections.max.idle.ms", "close a connection idle this long (default 600000)", func(s *serveSettings, d time.Duration) {
 		s.broker.IdleTimeout = d
 	}),
-	intConfig("max.connections", "refuse connections beyond this many (default none)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	intConfig("max.connections", "refuse connections beyond this many (default half the descriptor limit, RLIMIT_NOFILE, at least 64)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.MaxConnections = int(n)
 	}),
 	intConfig("max.connections.per.ip", "refuse connections from an address beyond this many open (default none)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
