@@ -155,6 +155,8 @@ func (c *Cache) TruncateFromEnd(endOffset int64) error {
 
 // TruncateFromStart drops the entries wholly below startOffset (the log
 // start moved there); the last of them is kept, starting at startOffset.
+// When that changes nothing (the earliest entry already starts there) the
+// checkpoint is not rewritten: opening a log writes no file.
 func (c *Cache) TruncateFromStart(startOffset int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,7 +164,7 @@ func (c *Cache) TruncateFromStart(startOffset int64) error {
 	for i < len(c.entries) && c.entries[i].StartOffset <= startOffset {
 		i++
 	}
-	if i == 0 {
+	if i == 0 || (i == 1 && c.entries[0].StartOffset == startOffset) {
 		return nil
 	}
 	first := Entry{Epoch: c.entries[i-1].Epoch, StartOffset: startOffset}

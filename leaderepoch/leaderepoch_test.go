@@ -1,6 +1,7 @@
 package leaderepoch
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -102,6 +103,11 @@ func TestTruncate(t *testing.T) {
 	require.Equal(t, []Entry{{Epoch: 3, StartOffset: 9}, {Epoch: 4, StartOffset: 11}}, c.Entries(), "epoch 3 now starts at 9")
 	require.NoError(t, c.TruncateFromStart(11))
 	require.Equal(t, []Entry{{Epoch: 4, StartOffset: 11}}, c.Entries())
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, c.TruncateFromStart(11))
+	require.NoFileExists(t, path, "a truncation that changes nothing writes nothing (a full disk still opens)")
+	require.NoError(t, c.TruncateFromStart(3))
+	require.NoFileExists(t, path)
 	first, ok := c.EarliestEntry()
 	require.True(t, ok)
 	require.Equal(t, Entry{Epoch: 4, StartOffset: 11}, first)

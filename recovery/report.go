@@ -18,6 +18,7 @@ const (
 	StateReset    Action = "reset writer state"
 	CheckpointBad Action = "ignored checkpoint"
 	Gap           Action = "offsets missing"
+	NotWritten    Action = "not written"
 	// Lost: offsets below the recovery point — made durable, so never a
 	// power cut's loss — are not in the log any more: damage.
 	Lost Action = "durable offsets lost"

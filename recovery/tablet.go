@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/seglog/seglog/logfile"
 
@@ -581,7 +582,13 @@ func (l *tabletLoader) recoverSegment(seg *segment.Segment, why string) (segment
 	// The state is a temporary one, as in Kafka: what it wrote is synced
 	// now, since nothing else will know to sync it before the recovery
 	// point passes it.
-	if err := state.TakeSnapshot(false); err != nil {
+	// On a full disk the snapshot is left out (a later load replays the
+	// log from an earlier one): loading needs no new space.
+	if err := state.TakeSnapshot(false); errors.Is(err, syscall.ENOSPC) {
+		l.report(Change{File: seg.LogPath(), Action: NotWritten,
+			Why: "no space for the writer-state snapshot at its end: " + err.Error()})
+		return tail, nil
+	} else if err != nil {
 		return tail, err
 	}
 	return tail, state.SyncSnapshots()

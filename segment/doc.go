@@ -3,7 +3,7 @@
 // named by the segment's base offset (package logfile builds the names).
 //
 //	00000000000000001872.log        batches, appended with one positional write each
-//	00000000000000001872.index      offset → position, a sparse, preallocated, mapped index
+//	00000000000000001872.index      offset → position, a sparse, mapped index, preallocated a chunk at a time
 //	00000000000000001872.timeindex  timestamp → offset, the same
 //	00000000000000001872.txnindex   aborted transactions, created by the first
 //

@@ -38,8 +38,9 @@ type Options struct {
 	// index entry before the next append gets one (index.interval.bytes).
 	// IndexEveryAppend stands for Kafka's 0. The default is 4096.
 	IndexIntervalBytes int
-	// MaxIndexSize is the size the offset and time indexes are
-	// preallocated to (segment.index.bytes). The default is 10485760.
+	// MaxIndexSize is the size the offset and time indexes may grow to
+	// (segment.index.bytes), a chunk at a time as entries come
+	// (docs/format.md §2.1). The default is 10485760.
 	MaxIndexSize int
 	// SegmentBytes is the size a segment rolls at (segment.bytes), and the
 	// size a preallocated .log gets. At most MaxInt32, since positions are
@@ -288,11 +289,12 @@ func (s *Segment) IsOpen() bool {
 	return s.log.Load() != nil || s.offsetIdx.IsOpen() || s.timeIdx.IsOpen()
 }
 
-// OpenFiles returns how many descriptors the segment holds (the .log and
-// each open index).
+// OpenFiles returns how many descriptors the segment holds: the .log and
+// the .txnindex when open. The offset and time indexes hold mappings only;
+// their descriptors are closed once mapped.
 func (s *Segment) OpenFiles() int {
 	n := 0
-	for _, open := range []bool{s.log.Load() != nil, s.offsetIdx.IsOpen(), s.timeIdx.IsOpen(), s.txnIdx.IsOpen()} {
+	for _, open := range []bool{s.log.Load() != nil, s.txnIdx.IsOpen()} {
 		if open {
 			n++
 		}

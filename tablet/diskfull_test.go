@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/tablet"
@@ -121,4 +122,77 @@ func TestDiskFullTmpfs(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	requireAcked(t, vfs.OS, dir, acked, "after the tmpfs grew")
 	t.Logf("%d records acknowledged before the 1 MiB tmpfs filled", len(acked))
+}
+
+// fullDisk makes every operation that needs new space fail with ENOSPC.
+func fullDisk(inj *vfs.Injector) {
+	inj.Add(vfs.Rule{Ops: vfs.OpWrite | vfs.OpPreallocate | vfs.OpMkdir, Err: syscall.ENOSPC, From: true})
+}
+
+// A creation that runs out of space at any step leaves no directory
+// behind, and the same partition is created once there is room.
+func TestFailedCreateLeavesNoDirectory(t *testing.T) {
+	tp := crashTP
+	for n := 0; ; n++ {
+		mem := vfs.NewMem()
+		inj := vfs.NewInjector(mem)
+		m, err := tablet.OpenManager(inj, "/data", quietManager())
+		require.NoError(t, err)
+		inj.Add(vfs.Rule{Ops: vfs.OpWrite | vfs.OpPreallocate | vfs.OpMkdir | vfs.OpSync, Nth: n, Err: syscall.ENOSPC, From: true})
+		_, err = m.Create(tp, nil)
+		if err == nil {
+			inj.Reset()
+			require.NoError(t, m.Close())
+			require.Greater(t, n, 2, "a creation writes something")
+			return
+		}
+		require.ErrorIs(t, err, syscall.ENOSPC, "failure %d", n)
+		_, statErr := mem.Stat(filepath.Join("/data", tp.DirName()))
+		require.ErrorIs(t, statErr, os.ErrNotExist, "failure %d left %s", n, tp.DirName())
+		inj.Reset()
+		tab, err := m.Create(tp, nil)
+		require.NoError(t, err, "failure %d: the partition is created once there is room", n)
+		_, err = tab.AppendRecords([]record.Record{{Value: []byte("v")}}, record.None, tablet.AppendOptions{Sync: true})
+		require.NoError(t, err)
+		require.NoError(t, m.Close())
+	}
+}
+
+// A data directory whose disk is full opens (loading writes nothing new)
+// and serves its records; appends fail with ENOSPC.
+func TestFullDiskStillOpens(t *testing.T) {
+	mem := vfs.NewMem()
+	m, err := tablet.OpenManager(mem, "/data", quietManager())
+	require.NoError(t, err)
+	tab, err := m.Create(crashTP, nil)
+	require.NoError(t, err)
+	for i := range 100 {
+		_, err = tab.AppendRecords([]record.Record{{Value: fmt.Appendf(nil, "v%d", i)}}, record.None, tablet.AppendOptions{})
+		require.NoError(t, err)
+	}
+	require.NoError(t, m.Close())
+
+	for _, clean := range []bool{true, false} {
+		inj := vfs.NewInjector(mem)
+		fullDisk(inj)
+		if !clean { // the full disk's close may have left none already
+			if err := mem.Remove(filepath.Join("/data", checkpoint.CleanShutdownFile)); !errors.Is(err, os.ErrNotExist) {
+				require.NoError(t, err)
+			}
+		}
+		m, err = tablet.OpenManager(inj, "/data", quietManager())
+		require.NoError(t, err, "clean %v", clean)
+		tab, ok := m.Get(crashTP)
+		require.True(t, ok)
+		n := 0
+		require.NoError(t, tab.Records(0, tablet.ReadLogEnd, func(_ record.Batch, r *record.Record) bool {
+			require.Equal(t, fmt.Sprintf("v%d", n), string(r.Value))
+			n++
+			return true
+		}))
+		require.Equal(t, 100, n)
+		_, err = tab.AppendRecords([]record.Record{{Value: []byte("no room")}}, record.None, tablet.AppendOptions{Sync: true})
+		require.ErrorIs(t, err, syscall.ENOSPC)
+		m.Close()
+	}
 }

@@ -604,7 +604,9 @@ func (m *Manager) reserve(tp checkpoint.TopicPartition) (checkpoint.TopicID, err
 }
 
 // createDir writes a new tablet's directory (partition.metadata, its
-// config, made durable) and opens the tablet.
+// config, made durable) and opens the tablet. A creation that fails (a
+// full disk, no descriptors) removes what it wrote: the next Create of
+// the partition starts afresh.
 func (m *Manager) createDir(tp checkpoint.TopicPartition, c Config, id checkpoint.TopicID) (*Tablet, error) {
 	dir := filepath.Join(m.dir, tp.DirName())
 	if _, err := m.fsys.Stat(dir); err == nil {
@@ -615,6 +617,19 @@ func (m *Manager) createDir(tp checkpoint.TopicPartition, c Config, id checkpoin
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	t, err := m.fillDir(dir, tp, c, id)
+	if err != nil {
+		if rmErr := removeAll(m.fsys, dir); rmErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("removing %s after a failed creation: %w", dir, rmErr))
+		}
+		// The removal needs no durability: a crash leaves a directory
+		// clearUnfinishedCreate or the load takes care of.
+		_ = m.fsys.SyncDir(m.dir)
+	}
+	return t, err
+}
+
+func (m *Manager) fillDir(dir string, tp checkpoint.TopicPartition, c Config, id checkpoint.TopicID) (*Tablet, error) {
 	err := checkpoint.WritePartitionMetadata(m.fsys, filepath.Join(dir, checkpoint.PartitionMetadataFile), id)
 	if err == nil {
 		err = writeConfig(m.fsys, filepath.Join(dir, ConfigFile), c)

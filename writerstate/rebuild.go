@@ -1,8 +1,10 @@
 package writerstate
 
 import (
+	"errors"
 	"math"
 	"slices"
+	"syscall"
 
 	"github.com/seglog/seglog/record"
 )
@@ -49,7 +51,7 @@ func (s *State) Rebuild(segs []Source, logStart, lastOffset int64, cleanShutdown
 		slices.Sort(toSnapshot)
 		for _, off := range toSnapshot {
 			s.UpdateMapEndOffset(off)
-			if err := s.TakeSnapshot(false); err != nil {
+			if err := s.snapshotIfRoom(); err != nil {
 				return err
 			}
 		}
@@ -65,7 +67,17 @@ func (s *State) Rebuild(segs []Source, logStart, lastOffset int64, cleanShutdown
 		}
 	}
 	s.UpdateMapEndOffset(lastOffset)
-	return s.TakeSnapshot(false)
+	return s.snapshotIfRoom()
+}
+
+// snapshotIfRoom takes the snapshots Rebuild writes on its way, which only
+// spare a later load some replay: on a full disk (ENOSPC) they are left
+// out, so that loading needs no new space.
+func (s *State) snapshotIfRoom() error {
+	if err := s.TakeSnapshot(false); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	return nil
 }
 
 // replay applies the batches of the segments from the map end up to
@@ -81,7 +93,7 @@ func (s *State) replay(segs []Source, logStart, lastOffset int64, toSnapshot []i
 		start := max(seg.BaseOffset(), s.mapEnd, logStart)
 		s.UpdateMapEndOffset(start)
 		if slices.Contains(toSnapshot, seg.BaseOffset()) {
-			if err := s.TakeSnapshot(false); err != nil {
+			if err := s.snapshotIfRoom(); err != nil {
 				return err
 			}
 		}

@@ -155,6 +155,8 @@ func (s *State) TakeSnapshot(sync bool) error {
 		err = f.Sync()
 	}
 	if err = errors.Join(err, f.Close()); err != nil {
+		// No torn snapshot is left behind (a full disk cuts writes short).
+		_ = s.fsys.Remove(path)
 		return fmt.Errorf("writerstate: writing %s: %w", path, err)
 	}
 	if _, found := slices.BinarySearch(s.snapshots, s.mapEnd); !found {

@@ -10,10 +10,16 @@
 //	      └─────────┴─────────┴─────────┴─ … ─┴─────────┴─────┴─────────┘
 //	      ◄──────────── entries: the valid prefix ───────►◄ preallocated ►
 //
-// A new file is preallocated with real blocks (fallocate, or written zeros
-// where that is not supported) to the maximum size and mapped whole, so a
-// store into the mapping never needs a new block. Closing trims it to its
-// entries. A file found with a zero last slot was left untrimmed by a
+// A file's limit is the size it may grow to (a new file's is the maximum
+// size); its length grows towards it in chunks as entries are appended —
+// first one page, then doubling, then a MiB at a time — so that an empty
+// index costs a page of disk, not the maximum. Every chunk is preallocated
+// with real blocks (fallocate, or written zeros where that is not
+// supported) before it is mapped, and an append keeps one slot allocated
+// beyond its entry, so a store into the mapping never needs a new block
+// (no SIGBUS on a full disk) and the slot a time index keeps for its roll
+// entry is always there. A full disk fails the append that would grow the
+// file, before anything is stored. Closing trims the file to its entries. A file found with a zero last slot was left untrimmed by a
 // crash; its valid prefix ends at the first slot that is zero or does not
 // increase, and the rest is reported (Kafka would read such a file as full
 // of zero entries).
@@ -86,8 +92,8 @@ var (
 type Options struct {
 	// EntrySize is the width of an entry, at most MaxEntrySize.
 	EntrySize int
-	// MaxSize is the size a new file is preallocated to, rounded down to
-	// a multiple of EntrySize; at least one entry.
+	// MaxSize is the size a new file may grow to, rounded down to a
+	// multiple of EntrySize; at least one entry.
 	MaxSize int
 	// Key and Value are the columns searches run on; Key must increase
 	// strictly from slot to slot and Value must not decrease.
@@ -126,13 +132,16 @@ type File struct {
 	mu      sync.RWMutex
 	path    string
 	state   state
-	f       vfs.File
 	m       vfs.Mapping
 	buf     []byte // the mapping
 	entries int
-	opened  Opened
-	dirty   bool // size changed since the last flush
-	stored  bool // entries stored or cleared since the last flush
+	// limit is the length the file may grow to (its slots); at least
+	// len(buf) while open. It outlives a close, so a file reopened keeps
+	// the room it had.
+	limit  int
+	opened Opened
+	dirty  bool // size changed since the last flush
+	stored bool // entries stored or cleared since the last flush
 }
 
 // New returns a File for path. Nothing is opened or created until the file
@@ -236,8 +245,8 @@ func (f *File) openLocked() error {
 	}
 	size := int64(0)
 	if created {
-		err = preallocate(file, 0, int64(f.opts.MaxSize))
-		size = int64(f.opts.MaxSize)
+		size = int64(f.firstChunk())
+		err = preallocate(file, 0, size)
 	} else {
 		size, err = file.Size()
 	}
@@ -254,14 +263,36 @@ func (f *File) openLocked() error {
 		}
 		return fmt.Errorf("mmapfile: opening %s: %w", f.path, err)
 	}
-	f.f, f.state, f.dirty = file, open, created
+	// The mapping outlives the descriptor: an open index holds none (an
+	// open partition costs its .log's alone); a resize or an fdatasync
+	// opens the file again for its while.
+	if err := file.Close(); err != nil {
+		_ = f.m.Unmap()
+		f.m, f.buf = nil, nil
+		return fmt.Errorf("mmapfile: opening %s: %w", f.path, err)
+	}
+	f.state, f.dirty = open, created
 	if created {
-		f.entries, f.opened = 0, Opened{}
+		f.entries, f.opened, f.limit = 0, Opened{}, f.opts.MaxSize
 	} else {
+		f.limit = max(f.limit, len(f.buf))
 		f.opened = f.validPrefixLocked()
 		f.entries = f.opened.Entries
 	}
 	return nil
+}
+
+// Growth: a new file's first chunk, and the largest step a file grows by.
+const (
+	firstChunk = 4 << 10
+	maxChunk   = 1 << 20
+)
+
+// firstChunk is the length a new (or reset) file starts with: a page, or
+// the maximum size if that is less, in whole entries.
+func (f *File) firstChunk() int {
+	n := min(firstChunk, f.opts.MaxSize)
+	return n - n%f.opts.EntrySize
 }
 
 // preallocate gives [off, off+n) real blocks, writing zeros where the
@@ -406,13 +437,14 @@ func (f *File) Entries() (int, error) {
 	return f.entries, nil
 }
 
-// MaxEntries returns the number of slots the file has now.
+// MaxEntries returns the number of slots the file may have: its limit,
+// of which Length is allocated now.
 func (f *File) MaxEntries() (int, error) {
 	if err := f.rlock(); err != nil {
 		return 0, err
 	}
 	defer f.mu.RUnlock()
-	return len(f.buf) / f.opts.EntrySize, nil
+	return max(f.limit, len(f.buf)) / f.opts.EntrySize, nil
 }
 
 // Length returns the file's size in bytes.
@@ -529,8 +561,20 @@ func (f *File) appendLocked(entry []byte) error {
 	if len(entry) != f.opts.EntrySize {
 		return fmt.Errorf("mmapfile: entry of %d bytes, want %d", len(entry), f.opts.EntrySize)
 	}
-	if (f.entries+1)*f.opts.EntrySize > len(f.buf) {
+	w := f.opts.EntrySize
+	if (f.entries+1)*w > max(f.limit, len(f.buf)) {
 		return fmt.Errorf("%w: %s has %d entries", ErrFull, f.path, f.entries)
+	}
+	// The entry's slot and the one after it are allocated before either
+	// is touched — the one after left zero marks where the entries end if
+	// a crash leaves the file untrimmed. When the disk is full and the
+	// entry's own slot is allocated, it is stored all the same: recovery
+	// rebuilds a trimmed index into the blocks it has, and the rebuild
+	// is done again if a crash cuts it short.
+	if need := min(f.limit, (f.entries+2)*w); need > len(f.buf) {
+		if err := f.growLocked(need); err != nil && (f.entries+1)*w > len(f.buf) {
+			return err
+		}
 	}
 	copy(f.buf[f.entries*f.opts.EntrySize:], entry)
 	f.entries++
@@ -649,34 +693,82 @@ func (f *File) truncateLocked(n int) {
 	f.stored = true
 }
 
-// Resize sets the file's length to size rounded down to a whole entry,
-// remapping it; the entries are kept (those beyond the new length are
-// dropped). It reports false if the length was already that.
+// Resize sets the file's limit to size rounded down to a whole entry: a
+// smaller length is cut to it at once, remapping (the entries beyond it are
+// dropped); a larger limit is grown into as entries come, each append
+// allocating its slot and the one after. It reports false if the limit was
+// already that.
 func (f *File) Resize(size int) (bool, error) {
 	if err := f.wlock(); err != nil {
 		return false, err
 	}
 	defer f.mu.Unlock()
-	return f.resizeLocked(size)
+	w := f.opts.EntrySize
+	size -= size % w
+	changed := size != f.limit
+	if size <= len(f.buf) {
+		f.limit = size
+		cut, err := f.resizeLocked(size)
+		return changed || cut, err
+	}
+	// Growth waits for the next append (which allocates its slot and the
+	// one after first): opening a log for appends needs no new disk, so a
+	// broker whose disk is full still starts.
+	f.limit = size
+	return changed, nil
 }
 
+// growLocked lengthens the file to at least need bytes: by its length
+// (doubling) from a page up to a MiB at a time, never past its limit.
+func (f *File) growLocked(need int) error {
+	old, w := len(f.buf), f.opts.EntrySize
+	// The lengths a file steps through: a page, doubling to a MiB, then
+	// a MiB more each time (each rounded down to a whole entry).
+	next := firstChunk
+	for next-next%w <= old {
+		next += min(next, maxChunk)
+	}
+	size := min(f.limit, max(need, next))
+	_, err := f.resizeLocked(size)
+	return err
+}
+
+// resizeLocked sets the file's length to size rounded down to a whole
+// entry and remaps it. A failed growth (a full disk) leaves the file as it
+// was, mapped again.
 func (f *File) resizeLocked(size int) (bool, error) {
 	size -= size % f.opts.EntrySize
 	old := len(f.buf)
 	if size == old {
 		return false, nil
 	}
-	err := f.m.Unmap() // the mapping is released even when this fails
+	file, err := f.fsys.OpenFile(f.path, os.O_RDWR, 0)
+	if err != nil { // still mapped as it was
+		return false, fmt.Errorf("mmapfile: resizing %s to %d bytes: %w", f.path, size, err)
+	}
+	defer file.Close()
+	err = f.m.Unmap() // the mapping is released even when this fails
 	f.m, f.buf = nil, nil
 	switch {
 	case err != nil:
 	case size < old:
-		err = f.f.Truncate(int64(size))
+		err = file.Truncate(int64(size))
 	default:
-		err = preallocate(f.f, int64(old), int64(size-old))
+		if err = preallocate(file, int64(old), int64(size-old)); err != nil {
+			// Back to what it was (written zeros, where fallocate is not
+			// supported, may have lengthened it).
+			grow := fmt.Errorf("mmapfile: resizing %s to %d bytes: %w", f.path, size, err)
+			if err = file.Truncate(int64(old)); err == nil {
+				err = f.mapLocked(file, old)
+			}
+			if err == nil {
+				return false, grow
+			}
+			err = errors.Join(grow, err)
+		}
 	}
 	if err == nil {
-		err = f.mapLocked(f.f, size)
+		err = f.mapLocked(file, size)
 	}
 	if err != nil {
 		// The mapping is gone: close, so that the next use reopens the file
@@ -696,10 +788,14 @@ func (f *File) TrimToValidSize() error {
 	}
 	defer f.mu.Unlock()
 	_, err := f.resizeLocked(f.entries * f.opts.EntrySize)
+	if err == nil {
+		f.limit = len(f.buf)
+	}
 	return err
 }
 
-// Reset drops every entry and grows the file back to the maximum size.
+// Reset drops every entry and sets the limit back to the maximum size,
+// keeping the blocks the file has (a length past the maximum is cut).
 func (f *File) Reset() error {
 	if err := f.wlock(); err != nil {
 		return err
@@ -707,8 +803,17 @@ func (f *File) Reset() error {
 	defer f.mu.Unlock()
 	clear(f.buf[:f.entries*f.opts.EntrySize])
 	f.entries, f.stored = 0, true
-	_, err := f.resizeLocked(f.opts.MaxSize)
-	return err
+	// The blocks it has are kept (only a length past the maximum is cut):
+	// a rebuild in recovery refills them, needing no new space on a full
+	// disk.
+	f.limit = max(f.opts.MaxSize, len(f.buf))
+	if len(f.buf) > f.opts.MaxSize {
+		if _, err := f.resizeLocked(f.opts.MaxSize); err != nil {
+			return err
+		}
+	}
+	f.limit = f.opts.MaxSize
+	return nil
 }
 
 // Flush makes the entries durable: msync, and an fdatasync when the
@@ -728,7 +833,11 @@ func (f *File) flushLocked() error {
 	}
 	f.stored = false
 	if f.dirty {
-		if err := f.f.Datasync(); err != nil {
+		file, err := f.fsys.OpenFile(f.path, os.O_RDWR, 0)
+		if err == nil {
+			err = errors.Join(file.Datasync(), file.Close())
+		}
+		if err != nil {
 			return fmt.Errorf("mmapfile: flushing %s: %w", f.path, err)
 		}
 		f.dirty = false
@@ -764,8 +873,7 @@ func (f *File) closeFileLocked() error {
 	if f.m != nil {
 		err = f.m.Unmap()
 	}
-	err = errors.Join(err, f.f.Close())
-	f.m, f.buf, f.f, f.state, f.entries = nil, nil, nil, closed, 0
+	f.m, f.buf, f.state, f.entries = nil, nil, closed, 0
 	return err
 }
 
@@ -835,7 +943,8 @@ func (l Lifecycle) Resize(size int) (bool, error) { return l.f.Resize(size) }
 // TrimToValidSize cuts the file to its entries (a sealed segment's index).
 func (l Lifecycle) TrimToValidSize() error { return l.f.TrimToValidSize() }
 
-// Reset drops every entry and grows the file back to its maximum size.
+// Reset drops every entry and sets the limit back to the maximum size,
+// keeping the blocks the file has.
 func (l Lifecycle) Reset() error { return l.f.Reset() }
 
 // Flush makes the entries durable (msync, and an fdatasync when the

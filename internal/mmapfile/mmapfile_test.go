@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,7 +164,140 @@ func TestPreallocationFallsBackToZeros(t *testing.T) {
 	require.Equal(t, 1, in.Injected())
 	length, err := f.Length()
 	require.NoError(t, err)
-	require.Equal(t, opts8.MaxSize, length)
+	require.Equal(t, firstChunk, length, "a new file's first chunk")
+}
+
+// A new file costs a page; it grows as entries come, doubling up to a MiB
+// at a time, never past its maximum size, always with the slot after the
+// last entry allocated; at the maximum it is full.
+func TestGrowsInChunks(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{EntrySize: 8, MaxSize: 3<<20 + 8*5, Key: Column{0, 4}, Value: Column{4, 4}}
+	f, err := New(vfs.OS, filepath.Join(dir, "f.idx"), o)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Open()
+	require.NoError(t, err)
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(filepath.Join(dir, "f.idx"), &st))
+	require.Equal(t, int64(firstChunk), st.Size)
+	require.LessOrEqual(t, st.Blocks*512, int64(8<<10), "an empty index costs a page or two of disk")
+	slots, err := f.MaxEntries()
+	require.NoError(t, err)
+	require.Equal(t, o.MaxSize/8, slots, "the slots it may have")
+
+	var lengths []int
+	for i := range o.MaxSize / 8 {
+		require.NoError(t, f.Append(entry(int32(i+1), int32(i))))
+		length, err := f.Length()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, length, min((i+2)*8, o.MaxSize), "the next slot is allocated")
+		require.LessOrEqual(t, length, o.MaxSize)
+		if len(lengths) == 0 || lengths[len(lengths)-1] != length {
+			lengths = append(lengths, length)
+		}
+	}
+	require.ErrorIs(t, f.Append(entry(int32(o.MaxSize), 0)), ErrFull)
+	want := []int{4 << 10}
+	for l := 4 << 10; l < o.MaxSize; {
+		l = min(l+min(l, 1<<20), o.MaxSize)
+		want = append(want, l)
+	}
+	require.Equal(t, want, lengths)
+}
+
+// An open index holds a mapping, not a descriptor: opening, growing and
+// flushing one leaves the process's descriptor count where it was.
+func TestMappedFileHoldsNoDescriptor(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(ents)
+	}
+	dir := t.TempDir()
+	f, err := New(vfs.OS, filepath.Join(dir, "f.idx"), opts8)
+	require.NoError(t, err)
+	defer f.Close()
+	before := fds()
+	_, err = f.Open()
+	require.NoError(t, err)
+	require.True(t, f.IsOpen())
+	for i := range 1000 { // past the first chunk: a remap
+		require.NoError(t, f.Append(entry(int32(i+1), int32(i))))
+	}
+	require.NoError(t, f.Flush())
+	require.Equal(t, before, fds(), "no descriptor is held while mapped")
+	n, err := f.Entries()
+	require.NoError(t, err)
+	require.Equal(t, 1000, n)
+}
+
+// A full disk fails the append whose own slot needs a new chunk before
+// anything is stored: the file stays open with its entries, and appends go
+// on once there is room. An entry whose slot is allocated is stored even
+// when the slot after it cannot be (recovery rebuilding a trimmed index
+// on a full disk needs no new space).
+func TestGrowthOnFullDisk(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	f := newFile(t, in, opts8)
+	slots := firstChunk / 8
+	for i := range slots - 1 {
+		require.NoError(t, f.Append(entry(int32(i+1), int32(i))))
+	}
+	in.Add(vfs.Rule{Ops: vfs.OpPreallocate, Err: syscall.ENOSPC, From: true})
+	require.NoError(t, f.Append(entry(int32(slots), 0)), "its slot is allocated, the next one cannot be")
+	require.ErrorIs(t, f.Append(entry(int32(slots+1), 0)), syscall.ENOSPC, "its slot is not allocated")
+	require.True(t, f.IsOpen())
+	n, err := f.Entries()
+	require.NoError(t, err)
+	require.Equal(t, slots, n)
+	length, err := f.Length()
+	require.NoError(t, err)
+	require.Equal(t, firstChunk, length, "as it was")
+	in.Reset()
+	require.NoError(t, f.Append(entry(int32(slots+1), 0)))
+	n, _ = f.Entries()
+	require.Equal(t, slots+1, n)
+	length, _ = f.Length()
+	require.Equal(t, 2*firstChunk, length)
+}
+
+// Resize sets the limit: a larger one is grown into as entries come, a
+// smaller one cuts the file now; Reset drops the entries and keeps the
+// length.
+func TestResizeSetsTheLimit(t *testing.T) {
+	f := newFile(t, vfs.NewMem(), opts8)
+	for i := range 3 {
+		require.NoError(t, f.Append(entry(int32(i+1), int32(i))))
+	}
+	require.NoError(t, f.TrimToValidSize())
+	slots, _ := f.MaxEntries()
+	require.Equal(t, 3, slots, "a sealed index is full")
+	require.ErrorIs(t, f.Append(entry(9, 9)), ErrFull)
+	changed, err := f.Resize(opts8.MaxSize)
+	require.NoError(t, err)
+	require.True(t, changed)
+	slots, _ = f.MaxEntries()
+	require.Equal(t, opts8.MaxSize/8, slots)
+	length, _ := f.Length()
+	require.Equal(t, 24, length, "nothing is allocated until an entry needs it")
+	require.NoError(t, f.Append(entry(9, 9)))
+	length, _ = f.Length()
+	require.Equal(t, firstChunk, length, "then a page, not the limit")
+	changed, err = f.Resize(16)
+	require.NoError(t, err)
+	require.True(t, changed)
+	length, _ = f.Length()
+	require.Equal(t, 16, length)
+	n, _ := f.Entries()
+	require.Equal(t, 2, n)
+	require.NoError(t, f.Reset())
+	length, _ = f.Length()
+	require.Equal(t, 16, length, "a reset keeps the blocks it has")
+	n, _ = f.Entries()
+	require.Zero(t, n)
+	slots, _ = f.MaxEntries()
+	require.Equal(t, opts8.MaxSize/8, slots)
 }
 
 func TestFailedCreateLeavesNothing(t *testing.T) {
