@@ -2,10 +2,13 @@ package bench
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/seglog/seglog/logfile"
@@ -198,6 +201,89 @@ func runOpen(o Options) (*Result, error) {
 	f = f.target("≤ 1000 ms", f.Value <= 1000)
 	fd := figure("open.descriptors", "fds", fds, "", nil)
 	fd = fd.target("bounded (≤ 2 × MaxOpenSegments)", fd.Max <= 2*128)
-	return &Result{Workload: "open", Params: fmt.Sprintf("%d clean segments", o.Segments),
-		Figures: []Figure{f, fd, figure("open.heap", "MiB", mem, "", nil)}}, nil
+	parts, err := openPartitions(o, filepath.Join(dir, "partitions"))
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Workload: "open", Params: fmt.Sprintf("%d clean segments; %d partitions of one record", o.Segments, o.Segments),
+		Figures: append([]Figure{f, fd, figure("open.heap", "MiB", mem, "", nil)}, parts...)}, nil
+}
+
+// openPartitions: o.Segments partitions of one record each (their indexes
+// created) — the disk each costs while open (blocks, directories
+// included, against the 2 × segment.index.bytes that preallocating the
+// indexes whole would take), and the time a clean open of them all takes.
+func openPartitions(o Options, data string) ([]Figure, error) {
+	n := o.Segments
+	o.Progress("open: partitions", 0, int64(n))
+	m, tabs, err := openManager(data, n, tablet.DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
+	batch, err := buildBatch(1, 100, 4)
+	if err == nil {
+		for _, t := range tabs {
+			if _, err = t.Append(batch, tablet.AppendOptions{}); err != nil {
+				break
+			}
+		}
+	}
+	var used int64
+	if err == nil {
+		used, err = diskUsage(data)
+	}
+	if err = errors.Join(err, m.Close()); err != nil {
+		return nil, err
+	}
+	perPartition := float64(used) / float64(n) / (1 << 10)
+	whole := float64(2*tablet.DefaultConfig().SegmentIndexBytes) / (1 << 10)
+	var ours, base []float64
+	for rep := range o.Repeat {
+		o.Progress("open: partitions", int64(rep), int64(o.Repeat))
+		start := time.Now()
+		if err := filepath.WalkDir(data, func(path string, d fs.DirEntry, err error) error {
+			if err == nil {
+				_, err = os.Stat(path)
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		base = append(base, float64(time.Since(start).Microseconds())/1e3)
+		start = time.Now()
+		m, err := tablet.OpenManager(vfs.OS, data, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+		if err != nil {
+			return nil, err
+		}
+		ours = append(ours, float64(time.Since(start).Microseconds())/1e3)
+		if got := len(m.Tablets()); got != n {
+			m.Close()
+			return nil, fmt.Errorf("bench: %d partitions opened, not %d", got, n)
+		}
+		if err := m.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return []Figure{
+		figure("open.partitions.disk", "KiB", []float64{perPartition}, "2 × segment.index.bytes, preallocated whole", []float64{whole}),
+		figure("open.partitions.time", "ms", ours, "walk + stat of every file", base),
+	}, nil
+}
+
+// diskUsage is the disk a directory tree takes: its files' and
+// directories' allocated blocks.
+func diskUsage(dir string) (int64, error) {
+	var used int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil {
+			return err
+		}
+		used += st.Blocks * 512
+		return nil
+	})
+	return used, err
 }

@@ -26,8 +26,10 @@ func init() {
 	)
 }
 
-func (b *Broker) createTopics(_ context.Context, _ header, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	mut := b.mutations(h, r.GetVersion() >= 6)
+	defer mut.finish(resp)
 	seen := map[string]int{}
 	for _, rt := range r.Topics {
 		seen[rt.Topic]++
@@ -82,7 +84,7 @@ func (b *Broker) createTopics(_ context.Context, _ header, r *kmsg.CreateTopicsR
 			fail(kerr.InvalidConfig.Code, errText("%v", cfgErr))
 			continue
 		}
-		if code, msg := b.createTopicChecked(rt.Topic, partitions, &cfg, r.ValidateOnly); code != 0 {
+		if code, msg := b.createTopicChecked(rt.Topic, partitions, &cfg, r.ValidateOnly, mut); code != 0 {
 			fail(code, msg)
 			continue
 		}
@@ -114,9 +116,11 @@ func (b *Broker) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssign
 	return nil
 }
 
-// createTopicChecked creates a topic that must not exist; a failure part
-// way deletes the partitions it made (no half-created topic).
-func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.Config, validateOnly bool) (int16, *string) {
+// createTopicChecked creates a topic that must not exist, its partitions
+// drawn from the request's mutation quota; a failure part way deletes the
+// partitions it made (no half-created topic).
+func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.Config, validateOnly bool,
+	mut *mutations) (int16, *string) {
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	if len(b.partitionsOf(topic)) > 0 {
@@ -124,6 +128,9 @@ func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.
 	}
 	if validateOnly {
 		return 0, nil
+	}
+	if !mut.take(int(partitions)) {
+		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
 	}
 	for p := range partitions {
 		if _, err := b.m.Create(checkpoint.TopicPartition{Topic: topic, Partition: p}, cfg); err != nil {
@@ -138,8 +145,10 @@ func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.
 	return 0, nil
 }
 
-func (b *Broker) deleteTopics(_ context.Context, _ header, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
+func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	mut := b.mutations(h, r.GetVersion() >= 5)
+	defer mut.finish(resp)
 	type target struct {
 		name *string
 		id   [16]byte
@@ -164,7 +173,7 @@ func (b *Broker) deleteTopics(_ context.Context, _ header, r *kmsg.DeleteTopicsR
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		st.ErrorCode, st.ErrorMessage = b.deleteTopic(name)
+		st.ErrorCode, st.ErrorMessage = b.deleteTopic(name, mut)
 		if st.ErrorCode == 0 {
 			st.ErrorMessage = nil
 		}
@@ -189,8 +198,9 @@ func (b *Broker) topicByID(id [16]byte) (string, bool) {
 	return "", false
 }
 
-// deleteTopic deletes every partition of a topic.
-func (b *Broker) deleteTopic(topic string) (int16, *string) {
+// deleteTopic deletes every partition of a topic, drawn from the
+// request's mutation quota.
+func (b *Broker) deleteTopic(topic string, mut *mutations) (int16, *string) {
 	if internalTopics[topic] {
 		// The coordinators' own log: deleting it would drop every group.
 		return kerr.InvalidTopicException.Code, errText("%s is an internal topic", topic)
@@ -200,6 +210,9 @@ func (b *Broker) deleteTopic(topic string) (int16, *string) {
 	parts := b.partitionsOf(topic)
 	if len(parts) == 0 {
 		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
+	}
+	if !mut.take(len(parts)) {
+		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
 	}
 	for _, t := range parts {
 		if err := b.m.Delete(t.TopicPartition()); err != nil {
@@ -219,19 +232,22 @@ func (b *Broker) deleteTopic(topic string) (int16, *string) {
 	return 0, nil
 }
 
-func (b *Broker) createPartitions(_ context.Context, _ header, r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
+func (b *Broker) createPartitions(_ context.Context, h header, r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	mut := b.mutations(h, r.GetVersion() >= 3)
+	defer mut.finish(resp)
 	for _, rt := range r.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		st.ErrorCode, st.ErrorMessage = b.growTopic(rt, r.ValidateOnly)
+		st.ErrorCode, st.ErrorMessage = b.growTopic(rt, r.ValidateOnly, mut)
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
 }
 
-// growTopic adds partitions to a topic, with its config.
-func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int16, *string) {
+// growTopic adds partitions to a topic, with its config, drawn from the
+// request's mutation quota.
+func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool, mut *mutations) (int16, *string) {
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	parts := b.partitionsOf(rt.Topic)
@@ -253,6 +269,9 @@ func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bo
 	}
 	if validateOnly {
 		return 0, nil
+	}
+	if !mut.take(int(rt.Count - have)) {
+		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
 	}
 	cfg := parts[0].Config()
 	for p := have; p < rt.Count; p++ {

@@ -62,6 +62,19 @@ type Options struct {
 	// NumPartitions is num.partitions, of an auto-created topic. The
 	// default is 1.
 	NumPartitions int32
+	// AutoCreateMaxTopicsPerRequest (seglog.auto.create.max.topics.per.request,
+	// beyond Kafka) bounds the topics one Metadata or Produce request
+	// auto-creates; the others are UNKNOWN_TOPIC_OR_PARTITION, which a
+	// client retries. The default is 100.
+	AutoCreateMaxTopicsPerRequest int
+	// AutoCreateMaxRate (seglog.auto.create.partitions.max.rate, beyond
+	// Kafka) bounds the partitions auto-creation makes a second, broker
+	// wide, as a token bucket with controller_mutation_rate's burst (the
+	// rate × 11 one-second windows): past it auto-creation answers
+	// UNKNOWN_TOPIC_OR_PARTITION and creates nothing. A client's
+	// controller_mutation_rate quota bounds its auto-creation too. The
+	// default is 100; negative is no bound.
+	AutoCreateMaxRate float64
 	// DurableAcks answers an acks=-1 produce only after the group-commit
 	// fsync that covers it (beyond Kafka, which acknowledges from the page
 	// cache with one replica). The default is false.
@@ -90,8 +103,8 @@ type Options struct {
 	// The default is 500 ms.
 	RemoteFetchMaxWait time.Duration
 	// MaxTopicPartitions bounds the partitions of one topic that
-	// CreateTopics and CreatePartitions make (seglog's guard, each is a
-	// directory with preallocated indexes): more is INVALID_PARTITIONS. The
+	// CreateTopics and CreatePartitions make (seglog's guard: each is a
+	// directory and an open .log): more is INVALID_PARTITIONS. The
 	// default is 10000.
 	MaxTopicPartitions int32
 
@@ -177,6 +190,12 @@ func (o *Options) ensureDefaults() {
 	if o.MaxTopicPartitions <= 0 {
 		o.MaxTopicPartitions = 10000
 	}
+	if o.AutoCreateMaxTopicsPerRequest <= 0 {
+		o.AutoCreateMaxTopicsPerRequest = 100
+	}
+	if o.AutoCreateMaxRate == 0 {
+		o.AutoCreateMaxRate = 100
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -221,6 +240,8 @@ type Broker struct {
 	authz   *auth.Authorizer // nil without Options.Authorizer
 	quotas  *auth.Quotas
 	sensors sensors
+	// autoCreate is the broker-wide bucket of AutoCreateMaxRate.
+	autoCreate rate
 	// clock is the time SASL sessions expire by (a test's own).
 	clock func() time.Time
 

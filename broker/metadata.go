@@ -46,12 +46,12 @@ var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_
 
 // tabletFor returns a partition's tablet, creating its topic (with
 // num.partitions partitions) when auto-creation allows.
-func (b *Broker) tabletFor(topic string, partition int32, create bool) (*tablet.Tablet, int16) {
+func (b *Broker) tabletFor(topic string, partition int32, ac *autoCreation) (*tablet.Tablet, int16) {
 	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
 	if t, ok := b.m.Get(tp); ok {
 		return t, 0
 	}
-	if !create || b.opts.NoAutoCreate {
+	if ac == nil || b.opts.NoAutoCreate {
 		return nil, kerr.UnknownTopicOrPartition.Code
 	}
 	if err := checkpoint.ValidateTopic(topic); err != nil {
@@ -60,26 +60,50 @@ func (b *Broker) tabletFor(topic string, partition int32, create bool) (*tablet.
 	if len(b.partitionsOf(topic)) > 0 {
 		return nil, kerr.UnknownTopicOrPartition.Code // the topic exists, not this partition
 	}
-	if err := b.createTopic(topic, b.opts.NumPartitions); err != nil {
-		b.opts.Logger.Warn("auto-creating a topic", "topic", topic, "err", err)
-		return nil, kerr.UnknownServerError.Code
-	}
+	ac.create(topic)
 	if t, ok := b.m.Get(tp); ok {
 		return t, 0
 	}
 	return nil, kerr.UnknownTopicOrPartition.Code
 }
 
-// createTopic creates the tablets of a topic that does not exist.
-func (b *Broker) createTopic(topic string, partitions int32) error {
-	b.createMu.Lock()
-	defer b.createMu.Unlock()
-	for p := range partitions {
-		if _, err := b.m.GetOrCreate(checkpoint.TopicPartition{Topic: topic, Partition: p}, nil); err != nil {
-			return err
+// autoCreation is one request's auto-creation of topics, bounded by
+// AutoCreateMaxTopicsPerRequest, the client's controller_mutation_rate and
+// the broker's AutoCreateMaxRate: past them a topic is not created, and a
+// client asking for it gets UNKNOWN_TOPIC_OR_PARTITION (which it retries).
+type autoCreation struct {
+	b    *Broker
+	left int
+	mut  *mutations
+}
+
+func (b *Broker) autoCreation(h header) *autoCreation {
+	return &autoCreation{b: b, left: b.opts.AutoCreateMaxTopicsPerRequest, mut: b.mutations(h, true)}
+}
+
+// create creates a topic that does not exist with num.partitions
+// partitions, if the bounds allow.
+func (a *autoCreation) create(topic string) {
+	b := a.b
+	if a.left <= 0 {
+		b.metrics.autoCreateRefused.Inc()
+		return
+	}
+	if b.opts.AutoCreateMaxRate > 0 {
+		if ok, _ := b.autoCreate.take(b.clock(), b.opts.AutoCreateMaxRate, float64(b.opts.NumPartitions), true); !ok {
+			b.metrics.autoCreateRefused.Inc()
+			return
 		}
 	}
-	return nil
+	switch code, msg := b.createTopicChecked(topic, b.opts.NumPartitions, nil, false, a.mut); code {
+	case 0:
+		a.left--
+	case kerr.ThrottlingQuotaExceeded.Code:
+		b.metrics.autoCreateRefused.Inc()
+	case kerr.TopicAlreadyExists.Code: // another request made it meanwhile
+	default:
+		b.opts.Logger.Warn("auto-creating a topic", "topic", topic, "err", *msg)
+	}
 }
 
 // partitionsOf returns a topic's tablets, by partition.
@@ -126,6 +150,8 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 		}
 	}
 	autoCreate := r.GetVersion() < 4 || r.AllowAutoTopicCreation
+	ac := b.autoCreation(h)
+	defer ac.mut.finish(resp)
 	for _, name := range names {
 		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
 		parts := b.partitionsOf(name)
@@ -145,9 +171,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 				resp.Topics = append(resp.Topics, topic)
 				continue
 			}
-			if err := b.createTopic(name, b.opts.NumPartitions); err != nil {
-				b.opts.Logger.Warn("auto-creating a topic", "topic", name, "err", err)
-			}
+			ac.create(name)
 			parts = b.partitionsOf(name)
 		}
 		if len(parts) == 0 {

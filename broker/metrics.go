@@ -47,6 +47,9 @@ type metrics struct {
 	// connections over an IP's connection_creation_rate.
 	throttled   *prometheus.CounterVec
 	refusedRate prometheus.Counter
+	// autoCreateRefused counts topics not auto-created for a bound
+	// (per request, AutoCreateMaxRate, controller_mutation_rate).
+	autoCreateRefused prometheus.Counter
 	// fetchesWaiting are the fetches in a long poll (Kafka's fetch
 	// purgatory size).
 	fetchesWaiting prometheus.Gauge
@@ -102,14 +105,16 @@ func newMetrics() *metrics {
 		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_authentications_total",
 			Help: "SASL authentications, by mechanism and result (ok, failed)."}, []string{"mechanism", "result"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_throttled_total",
-			Help: "Responses throttled for a client quota, by quota (producer_byte_rate, consumer_byte_rate, request_percentage)."}, []string{"quota"}),
+			Help: "Responses throttled for a client quota, by quota (producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate)."}, []string{"quota"}),
+		autoCreateRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_auto_create_refused_total",
+			Help: "Topics not auto-created for a bound: the topics a request may create, seglog.auto.create.partitions.max.rate, controller_mutation_rate."}),
 		refusedRate: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_rate_total",
 			Help: "Connections refused for their IP's connection_creation_rate quota."}),
 		fetchesWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seglog_broker_fetches_waiting",
 			Help: "Fetches waiting in a long poll for records (Kafka's fetch purgatory size)."}),
 	}
 	m.all = []prometheus.Collector{m.requests, m.errors, m.total, m.queue, m.handle, m.send, m.bytesIn, m.bytesOut, m.topicIn, m.topicOut,
-		m.open, m.accepted, m.refused, m.acceptErrors, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate, m.fetchesWaiting}
+		m.open, m.accepted, m.refused, m.acceptErrors, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate, m.autoCreateRefused, m.fetchesWaiting}
 	return m
 }
 

@@ -22,17 +22,56 @@ import (
 // broker mutes the connection, as Kafka does since KIP-219). A fetch by a
 // client over its byte rate is answered with no records. IP entities'
 // connection_creation_rate refuses the connections past it.
+// controller_mutation_rate counts the partitions CreateTopics,
+// CreatePartitions, DeleteTopics and auto-creation make or remove, in a
+// token bucket (rate.take).
 const (
 	quotaSamples = 11
 	quotaWindow  = time.Second
 )
 
-// rate is a windowed rate.
+// rate is a windowed rate, or (through take) a token bucket.
 type rate struct {
 	mu      sync.Mutex
 	starts  []time.Time
 	samples []float64
 	touched time.Time // when it was last used, by the wall clock
+
+	// The token bucket of controller_mutation_rate (Kafka's TokenBucket,
+	// KIP-599): tokens as of filled, full at quota × the quota's windows.
+	tokens float64
+	filled time.Time
+}
+
+// take draws n tokens from a bucket refilled at quota a second, holding
+// at most quota × quotaSamples windows (a new bucket is full). A strict
+// take is refused when the bucket is already below zero (Kafka's
+// StrictControllerMutationQuota: one request may overdraw it, the next
+// waits); a permissive one always draws. It returns whether the tokens
+// were drawn and the wait until the bucket is back at zero, the
+// throttle.
+func (r *rate) take(now time.Time, quota, n float64, strict bool) (bool, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.touched = time.Now()
+	burst := quota * quotaSamples * quotaWindow.Seconds()
+	if r.filled.IsZero() {
+		r.tokens = burst
+	} else if d := now.Sub(r.filled); d > 0 {
+		r.tokens = min(burst, r.tokens+quota*d.Seconds())
+	}
+	r.filled = now
+	wait := func() time.Duration {
+		if r.tokens >= 0 {
+			return 0
+		}
+		return time.Duration(-r.tokens / quota * float64(time.Second))
+	}
+	if strict && r.tokens < 0 {
+		return false, wait()
+	}
+	r.tokens -= n
+	return true, wait()
 }
 
 // record adds v at now and returns the rate after it, per second, and the
@@ -195,6 +234,12 @@ func (b *Broker) recordQuotas(h header, class quotaClass, req kmsg.Request, resp
 		}
 	}
 	over(auth.RequestPercentage, took.Seconds()*100)
+	b.throttle(h, resp, now, t)
+}
+
+// throttle raises the response's throttle to t and mutes the connection
+// until now+t (nothing when t is not positive).
+func (b *Broker) throttle(h header, resp kmsg.Response, now time.Time, t time.Duration) {
 	if t <= 0 {
 		return
 	}
@@ -243,3 +288,50 @@ func (b *Broker) connectionAllowed(ip string) bool {
 	observed, _ := b.sensors.get(auth.ConnectionCreationRate, ip).record(b.clock(), 1)
 	return observed <= q
 }
+
+// mutations draws a request's partition creations and deletions from its
+// client's controller_mutation_rate. Strict (CreateTopics v6+,
+// DeleteTopics v5+, CreatePartitions v3+, auto-creation) refuses a topic
+// once the bucket is overdrawn — THROTTLING_QUOTA_EXCEEDED, or
+// UNKNOWN_TOPIC_OR_PARTITION for auto-creation; older versions, which do
+// not know that error, are done and throttled (Kafka's permissive quota).
+type mutations struct {
+	b        *Broker
+	h        header
+	strict   bool
+	quota    float64
+	bucket   *rate
+	now      time.Time
+	throttle time.Duration
+}
+
+func (b *Broker) mutations(h header, strict bool) *mutations {
+	m := &mutations{b: b, h: h, strict: strict, now: b.clock()}
+	q, entity := b.quotas.Resolve(quotaUser(h), h.clientID, auth.ControllerMutationRate)
+	if q > 0 {
+		m.quota, m.bucket = q, b.sensors.get(auth.ControllerMutationRate, entity)
+	}
+	return m
+}
+
+// take draws n partitions; false is a refusal, with nothing to be done.
+func (m *mutations) take(n int) bool {
+	if m.bucket == nil {
+		return true
+	}
+	ok, d := m.bucket.take(m.now, m.quota, float64(n), m.strict)
+	m.throttle = max(m.throttle, d)
+	if !ok {
+		m.b.metrics.throttled.WithLabelValues(auth.ControllerMutationRate).Inc()
+	}
+	return ok
+}
+
+// refusal is the message of a refused topic.
+func (m *mutations) refusal() *string {
+	return errText("the controller mutation quota is exceeded: retry in %d ms", m.throttle.Milliseconds())
+}
+
+// finish throttles the response and the connection by what the request
+// overdrew.
+func (m *mutations) finish(resp kmsg.Response) { m.b.throttle(m.h, resp, m.now, m.throttle) }

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/internal/ratelog"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
 	"github.com/seglog/seglog/vfs"
@@ -81,7 +82,8 @@ type Config struct {
 	// coordinators', the tier's, the Go runtime's and the process's) and
 	// the Go profiler on /debug/pprof/. The default is "": none.
 	MetricsAddr string
-	// Logger receives the server's logs. The default is slog.Default().
+	// Logger receives the server's logs, at most ten lines a second of
+	// each message (internal/ratelog). The default is slog.Default().
 	Logger *slog.Logger
 }
 
@@ -140,6 +142,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// One budget for the whole server (the broker's, the engine's, the
+	// tier's lines): no client can make it write without bound.
+	cfg.Logger = slog.New(ratelog.New(cfg.Logger.Handler(), ratelog.Options{}))
 	if len(cfg.Listeners) == 0 {
 		cfg.Listeners = []Listener{{Name: "PLAINTEXT", Address: "127.0.0.1:9092"}}
 	}

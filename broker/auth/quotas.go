@@ -26,6 +26,7 @@ const (
 	ProducerByteRate       = "producer_byte_rate"
 	ConsumerByteRate       = "consumer_byte_rate"
 	RequestPercentage      = "request_percentage"
+	ControllerMutationRate = "controller_mutation_rate"
 	ConnectionCreationRate = "connection_creation_rate"
 )
 
@@ -76,7 +77,7 @@ func (e Entity) Check() error {
 func (e Entity) checkKey(key string, value float64) error {
 	_, ip := e[EntityIP]
 	switch key {
-	case ProducerByteRate, ConsumerByteRate, RequestPercentage:
+	case ProducerByteRate, ConsumerByteRate, RequestPercentage, ControllerMutationRate:
 		if ip {
 			return fmt.Errorf("%w: %s is not an ip quota", ErrInvalidQuota, key)
 		}

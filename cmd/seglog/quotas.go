@@ -36,6 +36,7 @@ directory's seglog-client-quotas):
 
   producer_byte_rate, consumer_byte_rate   bytes a second (users, client ids)
   request_percentage                       percent of one thread's time (100 is one)
+  controller_mutation_rate                 partitions created or deleted a second
   connection_creation_rate                 new connections a second (ips)
 
 An entity is a user, a client id, a user and a client id, or an ip; each

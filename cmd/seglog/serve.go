@@ -79,6 +79,22 @@ func intConfig(name, doc string, lo, hi int64, set func(s *serveSettings, n int6
 }
 
 // boolConfig is a config of true or false.
+// rateConfig is a rate a second, 0 or more, where 0 is no bound (set
+// receives -1, the broker's "none").
+func rateConfig(name, doc string, set func(s *serveSettings, n float64)) serveConfig {
+	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+			return fmt.Errorf("%q: a rate, 0 or more", v)
+		}
+		if n == 0 {
+			n = -1
+		}
+		set(s, n)
+		return nil
+	}}
+}
+
 func boolConfig(name, doc string, set func(s *serveSettings, b bool)) serveConfig {
 	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
 		if v != "true" && v != "false" {
@@ -168,17 +184,15 @@ var serveConfigs = []serveConfig{
 		s.broker.PrincipalRules = r
 		return err
 	}},
-	{name: "seglog.failed.authentication.max.rate", doc: "failed logins a second an address may make (over ten seconds) before its logins are refused unchecked (default 1; 0: no bound)", set: func(s *serveSettings, v string) error {
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%q: a rate, 0 or more", v)
-		}
+	rateConfig("seglog.failed.authentication.max.rate", "failed logins a second an address may make (over ten seconds) before its logins are refused unchecked (default 1; 0: no bound)", func(s *serveSettings, n float64) {
 		s.broker.MaxFailedAuthRate = n
-		if n == 0 {
-			s.broker.MaxFailedAuthRate = -1
-		}
-		return nil
-	}},
+	}),
+	rateConfig("seglog.auto.create.partitions.max.rate", "partitions auto-creation may make a second, broker wide, with a burst of eleven seconds' worth (default 100; 0: no bound)", func(s *serveSettings, n float64) {
+		s.broker.AutoCreateMaxRate = n
+	}),
+	intConfig("seglog.auto.create.max.topics.per.request", "topics one Metadata or Produce request may auto-create; the others are UNKNOWN_TOPIC_OR_PARTITION, which clients retry (default 100)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.AutoCreateMaxTopicsPerRequest = int(n)
+	}),
 	{name: "authorizer.class.name", doc: "turns ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer or seglog (default none); ACLs: seglog acls", set: func(s *serveSettings, v string) error {
 		switch v {
 		case "":
