@@ -277,7 +277,7 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 	t.bg.Add(1)
 	go func() {
 		defer t.bg.Done()
-		if err := t.flushTo(base); err != nil && !errors.Is(err, ErrClosed) {
+		if err := t.flushTo(base); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) { // (failing, reported once)
 			t.opts.Logger.Error("flushing after a roll", "tablet", t.tp.String(), "err", err)
 		}
 	}()

@@ -799,9 +799,14 @@ func (m *Manager) Close() error {
 	tablets := m.Tablets()
 	offsets := map[checkpoint.TopicPartition]Offsets{}
 	var errs []error
+	var failed []checkpoint.TopicPartition
 	for _, t := range tablets {
 		o, err := t.Close()
 		offsets[t.tp] = o
+		if t.Failed() != nil {
+			failed = append(failed, t.tp) // reported when it failed
+			continue
+		}
 		errs = append(errs, err)
 	}
 	// The tablets are closed: files of deleted segments waiting out
@@ -812,10 +817,61 @@ func (m *Manager) Close() error {
 		return errors.Join(err, m.lock.Close()) // no marker: the next open recovers (read-only: nothing is written)
 	}
 	err := m.writeCheckpoints(tablets, offsets)
-	if err == nil {
+	if err == nil && len(failed) > 0 {
+		// Every other tablet is closed cleanly, its recovery point at its
+		// end; without the marker, the next open recovers the failed ones
+		// from theirs.
+		err = &FailedTabletsError{Tablets: failed}
+	} else if err == nil {
 		err = checkpoint.WriteCleanShutdown(m.fsys, m.dir, 0)
 	}
-	return errors.Join(err, m.lock.Close())
+	if lockErr := m.lock.Close(); lockErr != nil {
+		return errors.Join(err, lockErr)
+	}
+	return err // alone: a caller can tell a *FailedTabletsError from worse
+}
+
+// FailedTabletsError is Close's error when everything closed cleanly but
+// tablets that had failed (a full disk, an I/O error; each reported when
+// it failed): the clean-shutdown marker is left out, so the next open
+// recovers them. It matches ErrFailed.
+type FailedTabletsError struct {
+	Tablets []checkpoint.TopicPartition
+}
+
+func (e *FailedTabletsError) Error() string {
+	names := make([]string, len(e.Tablets))
+	for i, tp := range e.Tablets {
+		names[i] = tp.String()
+	}
+	return fmt.Sprintf("tablet: closed with %d failed tablets, recovered at the next open: %s", len(e.Tablets), strings.Join(names, ", "))
+}
+
+func (e *FailedTabletsError) Unwrap() error { return ErrFailed }
+
+// report logs a periodic pass's error on a tablet. A failed tablet was
+// reported when it failed (its error says so): the passes do not report
+// it again.
+func (m *Manager) report(what string, t *Tablet, err error) {
+	if err != nil && !errors.Is(err, ErrFailed) {
+		m.opts.Tablet.Logger.Error(what, "tablet", t.tp.String(), "err", err)
+	}
+}
+
+// flushPass flushes the tablets whose flush.ms is due and parks idle ones.
+func (m *Manager) flushPass() {
+	for _, t := range m.Tablets() {
+		m.report("flush", t, t.FlushIfDue())
+		t.ParkIdle()
+	}
+}
+
+// retentionPass applies retention to every tablet.
+func (m *Manager) retentionPass() {
+	for _, t := range m.Tablets() {
+		_, err := t.ApplyRetention()
+		m.report("retention", t, err)
+	}
 }
 
 // startTasks runs the periodic tasks until Close.
@@ -837,26 +893,13 @@ func (m *Manager) startTasks() {
 		}()
 	}
 	log := m.opts.Tablet.Logger
-	task(m.opts.FlushCheckInterval, func() {
-		for _, t := range m.Tablets() {
-			if err := t.FlushIfDue(); err != nil {
-				log.Error("flush", "tablet", t.tp.String(), "err", err)
-			}
-			t.ParkIdle()
-		}
-	})
+	task(m.opts.FlushCheckInterval, m.flushPass)
 	task(m.opts.CheckpointInterval, func() {
 		if err := m.Checkpoint(); err != nil {
 			log.Error("checkpoint", "dir", m.dir, "err", err)
 		}
 	})
-	task(m.opts.RetentionCheckInterval, func() {
-		for _, t := range m.Tablets() {
-			if _, err := t.ApplyRetention(); err != nil {
-				log.Error("retention", "tablet", t.tp.String(), "err", err)
-			}
-		}
-	})
+	task(m.opts.RetentionCheckInterval, m.retentionPass)
 	task(m.opts.ProducerExpirationCheckInterval, func() {
 		for _, t := range m.Tablets() {
 			t.ExpireProducers()

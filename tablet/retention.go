@@ -22,15 +22,16 @@ type RetentionResult struct {
 // retention.bytes or the log start offset no longer keep (Kafka's
 // deleteOldSegments): only whole segments, only below the high watermark,
 // oldest first. If every segment goes, an empty one is rolled first so the
-// log end is kept.
+// log end is kept. A failed tablet (a full disk) has its sealed segments
+// deleted all the same, freeing their space, and its active one kept.
 func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 	if err := t.readOnlyErr(); err != nil {
 		return RetentionResult{}, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.usableLocked(); err != nil {
-		return RetentionResult{}, err
+	if t.mu.closed {
+		return RetentionResult{}, ErrClosed
 	}
 	if t.remoteTier() != nil || t.tiered {
 		// The tier applies retention and deletes what it holds; a tiered
@@ -80,7 +81,11 @@ func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 		return RetentionResult{}, nil
 	}
 	if doomed[len(doomed)-1] == t.mu.active {
-		if err := t.rollLocked(v.leo.offset, segment.RollNone); err != nil {
+		if t.mu.failed != nil { // no roll: the active segment stays
+			if doomed = doomed[:len(doomed)-1]; len(doomed) == 0 {
+				return RetentionResult{}, nil
+			}
+		} else if err := t.rollLocked(v.leo.offset, segment.RollNone); err != nil {
 			return RetentionResult{}, err
 		}
 	}

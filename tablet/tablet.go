@@ -494,7 +494,8 @@ func (t *Tablet) Config() Config {
 
 // SetConfig changes the configuration and keeps it in the tablet's
 // directory. It applies to segments created from now on, and to rolls,
-// retention and flushes at once.
+// retention and flushes at once. A failed tablet takes it too: lowering
+// its retention frees the disk its old segments hold.
 func (t *Tablet) SetConfig(cfg Config) error {
 	if err := t.readOnlyErr(); err != nil {
 		return err
@@ -504,8 +505,8 @@ func (t *Tablet) SetConfig(cfg Config) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.usableLocked(); err != nil {
-		return err
+	if t.mu.closed {
+		return ErrClosed
 	}
 	if err := writeConfig(t.fsys, filepath.Join(t.dir, ConfigFile), cfg); err != nil {
 		return err
@@ -695,6 +696,13 @@ func (t *Tablet) usableLocked() error {
 		return t.mu.failed
 	}
 	return nil
+}
+
+// Failed returns the error the tablet failed with (ErrFailed), or nil.
+func (t *Tablet) Failed() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.failed
 }
 
 // failLocked makes the tablet fail with err from now on.

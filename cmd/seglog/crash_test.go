@@ -36,12 +36,18 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("SEGLOG_CHILD") {
 	case "cli":
-		if n := os.Getenv("SEGLOG_CHILD_NOFILE"); n != "" {
-			// A descriptor limit of its own (Go raises the soft limit to
-			// the hard one at start, so both are set).
+		// Limits of its own: descriptors (Go raises the soft limit to the
+		// hard one at start, so both are set), and the size of a file (a
+		// write past it fails with EFBIG, as on a full disk: Go ignores
+		// SIGXFSZ).
+		for env, res := range map[string]int{"SEGLOG_CHILD_NOFILE": syscall.RLIMIT_NOFILE, "SEGLOG_CHILD_FSIZE": syscall.RLIMIT_FSIZE} {
+			n := os.Getenv(env)
+			if n == "" {
+				continue
+			}
 			lim, err := strconv.ParseUint(n, 10, 64)
 			if err == nil {
-				err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim, Max: lim})
+				err = syscall.Setrlimit(res, &syscall.Rlimit{Cur: lim, Max: lim})
 			}
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)

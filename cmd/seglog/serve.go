@@ -650,5 +650,29 @@ func runServer(cmd *cobra.Command, cfg server.Config, logger *slog.Logger) error
 			}
 		}
 	}()
-	return srv.Run(ctx)
+	err = srv.Run(ctx)
+	if onlyFailedTablets(err) {
+		// Everything else closed cleanly; the failed tablets were reported
+		// when they failed and are recovered at the next start.
+		logger.Warn("shut down with failed tablets", "err", err)
+		return nil
+	}
+	return err
+}
+
+// onlyFailedTablets reports whether err is nothing but the data
+// directory's *tablet.FailedTabletsError.
+func onlyFailedTablets(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		some := false
+		for _, e := range j.Unwrap() {
+			if e != nil && !onlyFailedTablets(e) {
+				return false
+			}
+			some = some || e != nil
+		}
+		return some
+	}
+	_, ok := err.(*tablet.FailedTabletsError)
+	return ok
 }
