@@ -56,6 +56,17 @@ type Options struct {
 	// MaxRequestBytes is socket.request.max.bytes: a larger frame closes
 	// its connection. The default is 104857600 (100 MiB).
 	MaxRequestBytes int32
+	// FetchMaxBytes is fetch.max.bytes: the most record bytes a fetch
+	// response carries, whatever its max_bytes asks (the first batch whole
+	// even when larger, as Kafka). The default is 57671680 (55 MiB).
+	FetchMaxBytes int32
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the memory every
+	// connection's requests may hold at once, read and not yet answered.
+	// A frame's memory is reserved before it is read (as its bytes
+	// arrive); at the bound, reading from connections pauses until
+	// requests are answered. The default is 512 MiB, and at least
+	// MaxRequestBytes (Kafka's is no bound); negative is no bound.
+	QueuedMaxRequestBytes int64
 	// AutoCreateTopics is auto.create.topics.enable. The default is true
 	// (the zero value is taken as the default; set NoAutoCreate to refuse).
 	NoAutoCreate bool
@@ -175,6 +186,15 @@ func (o *Options) ensureDefaults() {
 	if o.NumPartitions <= 0 {
 		o.NumPartitions = 1
 	}
+	if o.FetchMaxBytes <= 0 {
+		o.FetchMaxBytes = 55 << 20
+	}
+	if o.QueuedMaxRequestBytes == 0 {
+		o.QueuedMaxRequestBytes = 512 << 20
+	}
+	if o.QueuedMaxRequestBytes > 0 {
+		o.QueuedMaxRequestBytes = max(o.QueuedMaxRequestBytes, int64(o.MaxRequestBytes))
+	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = defaultMaxConnections()
 	}
@@ -242,6 +262,8 @@ type Broker struct {
 	sensors sensors
 	// autoCreate is the broker-wide bucket of AutoCreateMaxRate.
 	autoCreate rate
+	// reqMem bounds request memory (QueuedMaxRequestBytes).
+	reqMem *memBudget
 	// clock is the time SASL sessions expire by (a test's own).
 	clock func() time.Time
 
@@ -307,7 +329,8 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now, perIP: map[string]int{}}
+		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now, perIP: map[string]int{},
+		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}}
 	b.ctx = b.stopContext()
 	return b, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/bits"
 	"net"
 	"sync"
@@ -150,6 +151,50 @@ func putFrame(b *[]byte) {
 	}
 }
 
+// firstFrameChunk is the memory a frame's body is first read into: a
+// larger one grows four-fold at a time as its bytes arrive.
+const firstFrameChunk = 64 << 10
+
+// readFrame reads an n-byte frame body, reserving its memory from the
+// broker's request budget (queued.max.request.bytes) before each
+// allocation, as its bytes arrive: a frame announced large and sent
+// slowly holds at most four times what it sent, never what it announced.
+// The buffer's length is the memory reserved, released once answered; ctx
+// ending (the broker closing) ends a wait for memory.
+func (b *Broker) readFrame(ctx context.Context, r io.Reader, n int, log *slog.Logger) (*[]byte, error) {
+	var buf *[]byte
+	have := 0
+	for size := min(n, firstFrameChunk); ; size = min(n, size*4) {
+		ok := b.reqMem.acquire(ctx, int64(size-have), func() {
+			b.metrics.memoryWaits.Inc()
+			log.Warn("request memory (queued.max.request.bytes) is full: reading paused", "limit", b.opts.QueuedMaxRequestBytes)
+		})
+		if !ok {
+			if buf != nil {
+				b.reqMem.release(int64(have))
+				putFrame(buf)
+			}
+			return nil, ctx.Err()
+		}
+		next := getFrame(size)
+		*next = (*next)[:size]
+		if buf != nil {
+			copy(*next, (*buf)[:have])
+			putFrame(buf)
+		}
+		buf = next
+		read, err := io.ReadFull(r, (*buf)[have:size])
+		if err != nil {
+			b.reqMem.release(int64(size))
+			putFrame(buf)
+			return nil, err
+		}
+		if have += read; have == n {
+			return buf, nil
+		}
+	}
+}
+
 // readAhead counts the requests read and not yet answered, and their bytes.
 type readAhead struct {
 	mu    sync.Mutex
@@ -219,7 +264,7 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 		defer close(answered)
 		b.answer(ctx, c, queue, ahead, log)
 	}()
-	b.readRequests(c, l, sess, queue, ahead, log)
+	b.readRequests(ctx, c, l, sess, queue, ahead, log)
 	cancel()
 	close(queue)
 	<-answered
@@ -228,7 +273,8 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 // readRequests reads frames until the connection ends, is idle for
 // connections.max.idle.ms (no request read or in flight), or sends one
 // that does not parse.
-func (b *Broker) readRequests(c net.Conn, l *Listener, sess *session, queue chan<- pending, ahead *readAhead, log *slog.Logger) {
+func (b *Broker) readRequests(ctx context.Context, c net.Conn, l *Listener, sess *session, queue chan<- pending, ahead *readAhead,
+	log *slog.Logger) {
 	r := bufio.NewReaderSize(c, 8<<10)
 	host := clientHost(c.RemoteAddr())
 	var size [4]byte
@@ -256,14 +302,13 @@ func (b *Broker) readRequests(c net.Conn, l *Listener, sess *session, queue chan
 			return
 		}
 		ahead.acquire(int(n))
-		buf := getFrame(int(n))
-		frame := (*buf)[:n]
-		if _, err := io.ReadFull(r, frame); err != nil {
+		buf, err := b.readFrame(ctx, r, int(n), log)
+		if err != nil {
 			ahead.release(int(n))
-			putFrame(buf)
 			log.Debug("connection closed mid-frame", "err", err)
 			return
 		}
+		frame := (*buf)[:n]
 		if sess.raw {
 			// A bare SASL token: answered before anything else is read.
 			done := make(chan struct{})
@@ -302,6 +347,9 @@ func (b *Broker) answer(ctx context.Context, c net.Conn, queue <-chan pending, a
 			close(p.done)
 		}
 		ahead.release(p.size)
+		if p.buf != nil {
+			b.reqMem.release(int64(len(*p.buf)))
+		}
 		putFrame(p.buf) // nothing refers to the frame once it is answered
 	}
 }
@@ -338,7 +386,11 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(b.opts.IdleTimeout))
 	if _, err := b.writeReply(c, p.h, resp, 4+p.size); err != nil {
-		log.Debug("writing a response", "err", err)
+		if errors.Is(err, errResponseTooLarge) {
+			log.Warn("closing the connection", "err", err)
+		} else {
+			log.Debug("writing a response", "err", err)
+		}
 		return false
 	}
 	b.metrics.forAPI(p.h.key).timed(p.start, begin, handled, time.Now())
@@ -349,6 +401,12 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 	}
 	return true
 }
+
+// errResponseTooLarge is a response whose size does not fit a frame's
+// int32 length: the connection is closed rather than a wrapped length
+// sent (fetch.max.bytes and the request's own limits keep any response
+// far below it).
+var errResponseTooLarge = errors.New("broker: the response is larger than a frame can say")
 
 // writeReply counts a response and writes it (nothing for acks=0); a
 // fetch's record bytes go from their segment files (sendfile where the
@@ -361,12 +419,18 @@ func (b *Broker) writeReply(w io.Writer, h header, resp kmsg.Response, in int) (
 	if fr, ok := resp.(*fetchReply); ok {
 		defer fr.close()
 		chunks, size := fr.encode(h)
+		if size-4 > math.MaxInt32 {
+			return 0, fmt.Errorf("%w: %d bytes", errResponseTooLarge, size-4)
+		}
 		b.metrics.answered(h, fr.FetchResponse, in, size)
 		fr.countOut(b.metrics)
 		return size, fr.writeTo(w, chunks)
 	}
 	b.metrics.knownCodes(resp)
 	buf := encodeResponse(h, resp)
+	if len(buf)-4 > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %d bytes", errResponseTooLarge, len(buf)-4)
+	}
 	b.metrics.answered(h, resp, in, len(buf))
 	_, err := w.Write(buf)
 	return len(buf), err

@@ -219,9 +219,11 @@ func waitAny(chs []<-chan struct{}, d time.Duration, done <-chan struct{}, stop 
 func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet.Isolation) (*fetchReply, int64) {
 	reply := newFetchReply(r)
 	var total int64
+	// The request's max_bytes, within fetch.max.bytes (as Kafka: a client
+	// asking for 2 GiB gets at most 55 MiB of records).
 	maxBytes := int64(r.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = 50 << 20
+	if maxBytes <= 0 || maxBytes > int64(b.opts.FetchMaxBytes) {
+		maxBytes = int64(b.opts.FetchMaxBytes)
 	}
 	for _, rt := range r.Topics {
 		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}

@@ -50,6 +50,9 @@ type metrics struct {
 	// autoCreateRefused counts topics not auto-created for a bound
 	// (per request, AutoCreateMaxRate, controller_mutation_rate).
 	autoCreateRefused prometheus.Counter
+	// memoryWaits counts frame reads that waited for request memory
+	// (queued.max.request.bytes).
+	memoryWaits prometheus.Counter
 	// fetchesWaiting are the fetches in a long poll (Kafka's fetch
 	// purgatory size).
 	fetchesWaiting prometheus.Gauge
@@ -106,6 +109,8 @@ func newMetrics() *metrics {
 			Help: "SASL authentications, by mechanism and result (ok, failed)."}, []string{"mechanism", "result"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seglog_broker_throttled_total",
 			Help: "Responses throttled for a client quota, by quota (producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate)."}, []string{"quota"}),
+		memoryWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_request_memory_waits_total",
+			Help: "Frame reads that waited for request memory (queued.max.request.bytes): reading paused."}),
 		autoCreateRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_auto_create_refused_total",
 			Help: "Topics not auto-created for a bound: the topics a request may create, seglog.auto.create.partitions.max.rate, controller_mutation_rate."}),
 		refusedRate: prometheus.NewCounter(prometheus.CounterOpts{Name: "seglog_broker_connections_refused_rate_total",
@@ -114,7 +119,7 @@ func newMetrics() *metrics {
 			Help: "Fetches waiting in a long poll for records (Kafka's fetch purgatory size)."}),
 	}
 	m.all = []prometheus.Collector{m.requests, m.errors, m.total, m.queue, m.handle, m.send, m.bytesIn, m.bytesOut, m.topicIn, m.topicOut,
-		m.open, m.accepted, m.refused, m.acceptErrors, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate, m.autoCreateRefused, m.fetchesWaiting}
+		m.open, m.accepted, m.refused, m.acceptErrors, m.closedBad, m.closedIdle, m.closedAuth, m.authentications, m.throttled, m.refusedRate, m.autoCreateRefused, m.memoryWaits, m.fetchesWaiting}
 	return m
 }
 
@@ -158,10 +163,14 @@ func (a *apiMetrics) timed(start, begin, handled, sent time.Time) {
 
 // Collector returns the broker's Prometheus collectors.
 func (b *Broker) Collector() prometheus.Collector {
+	mem := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seglog_broker_request_memory_bytes",
+		Help: "Request memory reserved now: frames read or being read and not yet answered (bounded by queued.max.request.bytes)."},
+		func() float64 { return float64(b.reqMem.inUse()) })
+	cs := append(collectors{mem}, b.metrics.all...)
 	if b.groups == nil {
-		return collectors(b.metrics.all)
+		return cs
 	}
-	return append(collectors{b.groups.Collector(), b.txns.Collector()}, b.metrics.all...)
+	return append(cs, b.groups.Collector(), b.txns.Collector())
 }
 
 type collectors []prometheus.Collector

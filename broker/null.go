@@ -30,6 +30,7 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 		nl.next[t] = make([]int64, n)
 	}
 	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now, perIP: map[string]int{},
+		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes},
 		quotas: &auth.Quotas{}}
 	b.ctx = b.stopContext()
 	return b

@@ -78,7 +78,6 @@ func intConfig(name, doc string, lo, hi int64, set func(s *serveSettings, n int6
 	}}
 }
 
-// boolConfig is a config of true or false.
 // rateConfig is a rate a second, 0 or more, where 0 is no bound (set
 // receives -1, the broker's "none").
 func rateConfig(name, doc string, set func(s *serveSettings, n float64)) serveConfig {
@@ -95,6 +94,7 @@ func rateConfig(name, doc string, set func(s *serveSettings, n float64)) serveCo
 	}}
 }
 
+// boolConfig is a config of true or false.
 func boolConfig(name, doc string, set func(s *serveSettings, b bool)) serveConfig {
 	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
 		if v != "true" && v != "false" {
@@ -242,6 +242,12 @@ var serveConfigs = []serveConfig{
 	}),
 	boolConfig("auto.create.topics.enable", "create a topic on its first Metadata or Produce (default true)", func(s *serveSettings, b bool) {
 		s.broker.NoAutoCreate = !b
+	}),
+	intConfig("queued.max.request.bytes", "the memory all connections' requests may hold, read and not yet answered; past it reading pauses (default 536870912, at least socket.request.max.bytes; -1: no bound)", -1, math.MaxInt64, func(s *serveSettings, n int64) {
+		s.broker.QueuedMaxRequestBytes = n
+	}),
+	intConfig("fetch.max.bytes", "the most record bytes one fetch response carries, whatever the fetch asks (default 57671680)", 1024, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.FetchMaxBytes = int32(n)
 	}),
 	intConfig("socket.request.max.bytes", "the largest request frame (default 104857600)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.MaxRequestBytes = int32(n)
