@@ -119,6 +119,32 @@ func (r *rate) measureLocked(now time.Time) (float64, time.Duration) {
 	return sum / elapsed.Seconds(), elapsed
 }
 
+// untilAtMost is how long until the rate falls to at most quota as its
+// samples expire, nothing more being recorded (0: it is there now).
+func (r *rate) untilAtMost(now time.Time, quota float64) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireLocked(now)
+	for i := range len(r.starts) + 1 {
+		at := now // with samples i and later: at once, or when i-1 expires
+		if i > 0 {
+			at = r.starts[i-1].Add(quotaSamples * quotaWindow)
+		}
+		if i == len(r.starts) {
+			return max(0, at.Sub(now))
+		}
+		var sum float64
+		for _, v := range r.samples[i:] {
+			sum += v
+		}
+		elapsed := max((quotaSamples-1)*quotaWindow, at.Sub(r.starts[i]))
+		if sum/elapsed.Seconds() <= quota {
+			return max(0, at.Sub(now))
+		}
+	}
+	return 0
+}
+
 // throttleFor is how long a client over its quota waits.
 func throttleFor(observed, quota float64, window time.Duration) time.Duration {
 	if quota <= 0 || observed <= quota {

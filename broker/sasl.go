@@ -125,7 +125,7 @@ func (b *Broker) saslHandshake(_ context.Context, h header, r *kmsg.SASLHandshak
 	case !slices.Contains(b.opts.SASLMechanisms, r.Mechanism):
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		s.closeAfter = true
-		b.authFailed(h, r.Mechanism, "", "unsupported SASL mechanism")
+		b.authFailed(h, r.Mechanism, "", "unsupported SASL mechanism", false)
 	default:
 		exch, err := auth.NewExchange(b.creds, r.Mechanism)
 		if err != nil {
@@ -176,10 +176,12 @@ func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 	ip := strings.TrimPrefix(h.host, "/")
 	var out []byte
 	var err error
-	if b.overFailedAuthRate(ip) {
+	if retry := b.failedAuthRetry(ip); retry > 0 {
 		// Guessing from this address: no password is checked until its
-		// failures fall below the rate.
-		err = fmt.Errorf("%w: too many failed authentications from this address", auth.ErrAuthentication)
+		// failures fall below the rate (this refusal is not one of them),
+		// and the client is told when that is.
+		err = fmt.Errorf("%w: too many failed authentications from this address: retry in %d ms", auth.ErrAuthentication,
+			max(1, retry.Milliseconds()))
 	} else {
 		out, err = s.exch.Step(token)
 	}
@@ -196,7 +198,7 @@ func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		b.authFailed(h, s.exch.Mechanism(), s.exch.User(), err.Error())
+		b.authFailed(h, s.exch.Mechanism(), s.exch.User(), err.Error(), errors.Is(err, auth.ErrBadCredentials))
 		s.exch, s.closeAfter = nil, true
 		select {
 		case <-time.After(b.opts.FailedAuthDelay):
@@ -223,23 +225,24 @@ func (b *Broker) saslRawToken(h header, token []byte) ([]byte, error) {
 
 // authFailed counts and logs a failed authentication: the user the client
 // named and the reason, never the password (rate-limited as every
-// per-connection line is, Options.Logger).
-func (b *Broker) authFailed(h header, mech, user, reason string) {
+// per-connection line is, Options.Logger). Only a checked one (its
+// credentials refused) counts toward Options.MaxFailedAuthRate: a
+// malformed exchange or a login refused unchecked is no guess.
+func (b *Broker) authFailed(h header, mech, user, reason string, checked bool) {
 	b.metrics.authentications.WithLabelValues(mech, "failed").Inc()
-	if b.opts.MaxFailedAuthRate > 0 {
+	if checked && b.opts.MaxFailedAuthRate > 0 {
 		b.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(b.clock(), 1)
 	}
 	b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user, "reason", reason)
 }
 
-// overFailedAuthRate reports whether an address is past
-// Options.MaxFailedAuthRate.
-func (b *Broker) overFailedAuthRate(ip string) bool {
+// failedAuthRetry is how long until an address past
+// Options.MaxFailedAuthRate falls back to it (0: it is not past it).
+func (b *Broker) failedAuthRetry(ip string) time.Duration {
 	if b.opts.MaxFailedAuthRate <= 0 {
-		return false
+		return 0
 	}
-	failures, _ := b.sensors.get(failedAuthSensor, ip).measure(b.clock())
-	return failures > b.opts.MaxFailedAuthRate
+	return b.sensors.get(failedAuthSensor, ip).untilAtMost(b.clock(), b.opts.MaxFailedAuthRate)
 }
 
 // failedAuthSensor counts an address's failed authentications

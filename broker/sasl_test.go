@@ -450,7 +450,8 @@ func TestSASLReauthenticationFranzGo(t *testing.T) {
 
 // TestFailedLoginRate: past seglog.failed.authentication.max.rate an
 // address's logins fail without their passwords being checked — the
-// right one too — until its failures age out of the window.
+// right one too, told when to retry — until its checked failures age out
+// of the window; refusals unchecked and malformed exchanges do not count.
 func TestFailedLoginRate(t *testing.T) {
 	sb := serveSecure(t, Options{SASLMechanisms: []string{auth.PLAIN}, MaxFailedAuthRate: 0.5}, TLSOptions{},
 		map[string]string{"alice": "alice-secret"})
@@ -467,7 +468,23 @@ func TestFailedLoginRate(t *testing.T) {
 	require.Equal(t, kerr.SaslAuthenticationFailed.Code, login("guess-5").ErrorCode)
 	r := login("alice-secret")
 	require.Equal(t, kerr.SaslAuthenticationFailed.Code, r.ErrorCode, "past the rate, the right password is not checked either")
-	require.Contains(t, *r.ErrorMessage, "too many failed authentications")
-	advance(11 * time.Second)
+	require.Contains(t, *r.ErrorMessage, "too many failed authentications from this address: retry in 11000 ms")
+	// Alice retrying every second is refused unchecked — which does not
+	// count, so it does not keep the address locked — and told when to
+	// retry, until the guesses age out.
+	for i := 1; i < 11; i++ {
+		advance(time.Second)
+		r := login("alice-secret")
+		require.Equal(t, kerr.SaslAuthenticationFailed.Code, r.ErrorCode)
+		require.Contains(t, *r.ErrorMessage, fmt.Sprintf("retry in %d ms", (11-i)*1000))
+	}
+	advance(time.Second)
 	require.Zero(t, login("alice-secret").ErrorCode, "the failures aged out")
+	// Malformed exchanges are no guesses: they do not count.
+	for range 20 {
+		c := dialRaw(t, sb.addrs[ProtocolSASLPlaintext])
+		require.Zero(t, handshake(c, 1, auth.PLAIN).ErrorCode)
+		require.Equal(t, kerr.SaslAuthenticationFailed.Code, authenticate(c, 1, "no parts").ErrorCode)
+	}
+	require.Zero(t, login("alice-secret").ErrorCode, "malformed logins are not counted")
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/seglog/seglog"
@@ -17,6 +18,18 @@ var SASLMechanisms = []string{PLAIN, SHA256, SHA512}
 // what the client is told (never the password, never whether the user
 // exists).
 var ErrAuthentication = seglog.NewKafkaError("authentication failed", 58)
+
+// ErrBadCredentials is matched by the failures whose credentials were
+// checked and refused (a wrong password, an unknown user): what a password
+// guesser gets, as against a malformed exchange. They match
+// ErrAuthentication too.
+var ErrBadCredentials = errors.New("auth: credentials checked and refused")
+
+// badCredentials is a checked failure with its message.
+type badCredentials string
+
+func (e badCredentials) Error() string   { return ErrAuthentication.Error() + ": " + string(e) }
+func (e badCredentials) Unwrap() []error { return []error{ErrAuthentication, ErrBadCredentials} }
 
 // Exchange is one SASL authentication on a connection: Step takes each of
 // the client's tokens and returns the server's, until Done.
@@ -79,7 +92,7 @@ func (x *Exchange) plain(token []byte) error {
 	case authz != "" && authz != user:
 		return fmt.Errorf("%w: client requested an authorization id that is different from username", ErrAuthentication)
 	case !x.creds.VerifyPassword(user, pass):
-		return fmt.Errorf("%w: invalid username or password", ErrAuthentication)
+		return badCredentials("invalid username or password")
 	}
 	x.ok = true
 	return nil

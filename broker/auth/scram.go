@@ -145,7 +145,7 @@ func (s *scramServer) clientFinal(msg string) (string, error) {
 		m.Write([]byte(authMessage))
 		return m.Sum(nil)
 	}
-	fail := s.fail("authentication failed during authentication due to invalid credentials with SASL mechanism %s", s.mech)
+	fail := badCredentials("authentication failed during authentication due to invalid credentials with SASL mechanism " + s.mech)
 	if !s.known {
 		return "", fail
 	}
