@@ -2,7 +2,6 @@ package auth
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	"github.com/seglog/seglog"
@@ -23,7 +22,7 @@ var ErrAuthentication = seglog.NewKafkaError("authentication failed", 58)
 // checked and refused (a wrong password, an unknown user): what a password
 // guesser gets, as against a malformed exchange. They match
 // ErrAuthentication too.
-var ErrBadCredentials = errors.New("auth: credentials checked and refused")
+var ErrBadCredentials = seglog.NewKafkaError("auth: credentials checked and refused", 58)
 
 // badCredentials is a checked failure with its message.
 type badCredentials string
