@@ -113,6 +113,7 @@ var kafkaCodes = []struct {
 	{auth.ErrInvalidACL, kerr.InvalidRequest},
 	{auth.ErrInvalidQuota, kerr.InvalidRequest},
 	{auth.ErrAuthentication, kerr.SaslAuthenticationFailed},
+	{auth.ErrBadCredentials, kerr.SaslAuthenticationFailed},
 }
 
 // Every sentinel carries its Kafka code, found through any wrapping, the
