@@ -287,7 +287,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("broker: sasl.enabled.mechanisms: %q is not one of %v", mech, auth.SASLMechanisms)
 		}
 	}
-	pids, err := openProducerIDs(filepath.Join(m.Dir(), producerIDFile))
+	pids, err := openProducerIDs(m.FS(), filepath.Join(m.Dir(), producerIDFile))
 	if err != nil {
 		return nil, err
 	}

@@ -217,7 +217,7 @@ func TestBadRequestsCloseTheConnectionOnly(t *testing.T) {
 // reserved durably before its first id is.
 func TestProducerIDsAreDurable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), checkpoint.ProducerIDBlockFile)
-	p, err := openProducerIDs(path)
+	p, err := openProducerIDs(nil, path)
 	require.NoError(t, err)
 	seen := map[int64]bool{}
 	for range 1500 {
@@ -226,14 +226,14 @@ func TestProducerIDsAreDurable(t *testing.T) {
 		require.False(t, seen[id])
 		seen[id] = true
 	}
-	q, err := openProducerIDs(path) // a restart: the rest of the block is skipped
+	q, err := openProducerIDs(nil, path) // a restart: the rest of the block is skipped
 	require.NoError(t, err)
 	id, err := q.allocate()
 	require.NoError(t, err)
 	require.False(t, seen[id])
 	require.Equal(t, int64(2*producerIDBlock), id)
 	require.NoError(t, os.WriteFile(path, []byte("garbage"), 0o644))
-	_, err = openProducerIDs(path)
+	_, err = openProducerIDs(nil, path)
 	require.ErrorContains(t, err, "not a producer id")
 }
 

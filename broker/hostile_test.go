@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -14,7 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sys/unix"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -118,4 +123,49 @@ func TestBadConnectionLogsAreRateLimited(t *testing.T) {
 	lines := logs.count(`msg="closing the connection"`)
 	require.Positive(t, lines)
 	require.LessOrEqual(t, lines, 10*(int(elapsed/time.Second)+1), "at most ten a second")
+}
+
+// Every file a broker creates in its data directory — the producer id
+// block, the coordinators' topics, checkpoints — has the directory's
+// modes (0640, directories 0750, under a 022 umask).
+func TestBrokerFileModes(t *testing.T) {
+	old := unix.Umask(0o022)
+	defer unix.Umask(old)
+	dir := filepath.Join(t.TempDir(), "data")
+	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	b, err := New(m, Options{Logger: quiet})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ln) }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.AllowAutoTopicCreation(),
+		kgo.ConsumerGroup("modes"), kgo.ConsumeTopics("modes"))
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "modes", Value: []byte("v")}).FirstErr())
+	require.Len(t, cl.PollRecords(ctx, 1).Records(), 1)
+	require.NoError(t, cl.CommitUncommittedOffsets(ctx))
+	cl.Close()
+	require.NoError(t, b.Close())
+	require.ErrorIs(t, <-served, ErrClosed)
+	require.NoError(t, m.Close())
+
+	seen := map[string]bool{}
+	require.NoError(t, filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		info, err := e.Info()
+		require.NoError(t, err)
+		want := os.FileMode(0o640)
+		if e.IsDir() {
+			want = 0o750
+		}
+		require.Equal(t, want, info.Mode().Perm(), path)
+		seen[filepath.Base(path)] = true
+		return nil
+	}))
+	require.True(t, seen[checkpoint.ProducerIDBlockFile], "the producer id block was written")
+	require.True(t, seen["__consumer_offsets-0"], "the group coordinator's topic")
 }

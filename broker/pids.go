@@ -22,15 +22,16 @@ const producerIDBlock = 1000
 
 // producerIDs allocates producer ids durably, a block at a time.
 type producerIDs struct {
+	fsys vfs.FS // the data directory's, with its modes
 	path string
 	mu   sync.Mutex
 	next int64 // the next id to hand out
 	end  int64 // the end of the reserved block (durable)
 }
 
-func openProducerIDs(path string) (*producerIDs, error) {
-	p := &producerIDs{path: path}
-	data, err := vfs.ReadFile(nil, path)
+func openProducerIDs(fsys vfs.FS, path string) (*producerIDs, error) {
+	p := &producerIDs{fsys: fsys, path: path}
+	data, err := vfs.ReadFile(fsys, path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -52,7 +53,7 @@ func (p *producerIDs) allocate() (int64, error) {
 	defer p.mu.Unlock()
 	if p.next == p.end {
 		end := p.end + producerIDBlock
-		if err := vfs.WriteAtomic(nil, p.path, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
+		if err := vfs.WriteAtomic(p.fsys, p.path, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
 			return 0, fmt.Errorf("broker: reserving producer ids: %w", err)
 		}
 		p.end = end

@@ -461,6 +461,11 @@ func (m *Manager) Get(tp checkpoint.TopicPartition) (*Tablet, bool) {
 // id (written when the directory was made, from ManagerOptions).
 func (m *Manager) Meta() checkpoint.MetaProperties { return m.meta }
 
+// FS is the filesystem the manager writes through: what is created in the
+// data directory through it gets the directory's modes (FileMode,
+// DirMode).
+func (m *Manager) FS() vfs.FS { return m.fsys }
+
 // DefaultConfig is the configuration of tablets created without one
 // (ManagerOptions.Config).
 func (m *Manager) DefaultConfig() Config { return *m.opts.Config }
