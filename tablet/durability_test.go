@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/testenv"
 	"github.com/seglog/seglog/vfs"
 )
@@ -202,4 +203,44 @@ func TestGroupCommitGatheringTimesOut(t *testing.T) {
 	tab.flush.mu.Unlock()
 	require.Equal(t, 1, group, "the group shrinks to the one caller that came")
 	require.Equal(t, int64(1), tab.FsyncCount())
+}
+
+// After an unclean load the recovered records are made durable and the
+// recovery-point checkpoint says so at once: killed again before any
+// periodic checkpoint, the next load re-reads only the last segment, not
+// the whole log.
+func TestRecoveryPointAfterRecovery(t *testing.T) {
+	mem := vfs.NewMem()
+	e := newEnv(t, mem, "/data")
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 1000
+	cfg.SegmentIndexBytes = 4096
+	tab := e.create(cfg)
+	var end int64
+	for range 60 {
+		res, err := tab.Append(batch(t, 2, 1, 100), AppendOptions{Sync: true})
+		require.NoError(t, err)
+		end = res.LastOffset + 1
+	}
+	require.Greater(t, len(tab.Segments()), 5)
+	after := mem.Crash(vfs.CrashDropAll, 1) // killed: the recovery point never moved
+	m, err := OpenManager(after, "/data", ManagerOptions{Tablet: Options{Logger: quiet}})
+	require.NoError(t, err)
+	first := m.Loaded.Tablets[0].RecoveredBytes
+	points, err := checkpoint.ReadOffsets(after, "/data/"+checkpoint.RecoveryPointFile)
+	require.NoError(t, err)
+	require.Equal(t, end, points[tp0], "the checkpoint is written after the recovery")
+	got, _ := m.Get(tp0)
+	segs := got.Segments()
+	last := segs[len(segs)-1].Size
+
+	again := after.Crash(vfs.CrashDropAll, 2) // killed again at once
+	m2, err := OpenManager(again, "/data", ManagerOptions{Tablet: Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer m2.Close()
+	second := m2.Loaded.Tablets[0].RecoveredBytes
+	require.LessOrEqual(t, second, last, "only the segment holding the recovery point is read again")
+	require.Greater(t, first, 4*second)
+	got2, _ := m2.Get(tp0)
+	require.Equal(t, end, got2.Offsets().LogEndOffset)
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -417,7 +418,40 @@ func (m *Manager) open() error {
 		return fmt.Errorf("tablet: opening %s: %w", rt.Dir, err)
 	}
 	m.view.Store(loaded)
+	if !r.CleanShutdown && !m.opts.ReadOnly {
+		m.checkpointRecovered()
+	}
 	return nil
+}
+
+// checkpointRecovered makes what an unclean load recovered durable — each
+// tablet flushed to its end, a few at a time, moving its recovery point —
+// and writes the recovery-point checkpoint at once: a broker killed again
+// before the periodic checkpoint does not re-read its whole log. A
+// failure (a full disk) is logged; the checkpoint keeps the older point.
+func (m *Manager) checkpointRecovered() {
+	tablets := m.Tablets()
+	work := make(chan *Tablet)
+	var wg sync.WaitGroup
+	for range min(len(tablets), 4*runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for t := range work {
+				if err := t.Flush(); err != nil {
+					m.opts.Tablet.Logger.Warn("flushing a recovered tablet", "tablet", t.tp.String(), "err", err)
+				}
+			}
+		})
+	}
+	for _, t := range tablets {
+		if o := t.Offsets(); o.RecoveryPoint < o.LogEndOffset {
+			work <- t
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err := m.Checkpoint(); err != nil {
+		m.opts.Tablet.Logger.Warn("writing the checkpoints after a recovery", "dir", m.dir, "err", err)
+	}
 }
 
 // ensureTopicID checks a loaded tablet's partition.metadata. A missing
