@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet examples clients lint bench bench-peers bench-micro fuzz fuzz-smoke crash clean
+.PHONY: run build test vet examples clients lint bench bench-peers measure-hostile bench-micro fuzz fuzz-smoke crash clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -68,6 +68,13 @@ bench:
 # docs/bench/peers.md.
 bench-peers:
 	cd bench/peers && $(GO) run ./cmd/seglog-peers -md ../../docs/bench/peers.md
+
+# measure-hostile runs seglog serve (a separate process) under hostile
+# clients — 5,000 idle connections, ten 100 MiB frames, 1,000 slowloris —
+# with and without queued.max.request.bytes, and prints its memory; the
+# figures go into docs/bench/hostile.md by hand.
+measure-hostile:
+	SEGLOG_MEASURE=1 $(GO) test -count=1 -run '^TestMeasureHostileRSS$$' -v ./cmd/seglog
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

@@ -3,7 +3,6 @@ package tablet
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -125,7 +124,7 @@ func TestFailedTablet(t *testing.T) {
 	tab, ok := m.Get(full)
 	require.True(t, ok)
 	require.Equal(t, int64(acked), tab.Offsets().LogEndOffset, "every acknowledged record")
-	_, err = tab.AppendRecords([]record.Record{{Value: []byte(fmt.Sprint("again"))}}, record.None, AppendOptions{Sync: true})
+	_, err = tab.AppendRecords([]record.Record{{Value: []byte("again")}}, record.None, AppendOptions{Sync: true})
 	require.NoError(t, err, "recovered")
 	require.False(t, errors.Is(tab.Failed(), ErrFailed))
 }

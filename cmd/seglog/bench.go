@@ -219,16 +219,17 @@ Plots (written by the same run into docs/bench, with report.json holding every f
 ![durable append throughput against producers](docs/bench/durable.svg)
 
 ![random read latency CDF](docs/bench/random-read-cdf.svg)
-` + peersSection()
+` + includedSection("docs/bench/peers.md", "# seglog and its peers", "## Peers (`make bench-peers`, run separately)") +
+		includedSection("docs/bench/hostile.md", "# Hostile clients", "## Hostile clients (`make measure-hostile`, run separately)")
 }
 
-// peersSection is the last make bench-peers table (docs/bench/peers.md), if
-// one was written, under its own heading.
-func peersSection() string {
-	data, err := os.ReadFile("docs/bench/peers.md")
+// includedSection is a table measured apart from make bench (peers.md by
+// make bench-peers, hostile.md by hand), if one was written, its heading
+// made a section of BENCHMARKS.md.
+func includedSection(path, heading, section string) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	text := strings.Replace(string(data), "# seglog and its peers", "## Peers (`make bench-peers`, run separately)", 1)
-	return "\n" + text
+	return "\n" + strings.Replace(string(data), heading, section, 1)
 }
