@@ -28,6 +28,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -363,13 +364,29 @@ type Listener struct {
 func (b *Broker) Serve(ln net.Listener) error {
 	b.mu.Lock()
 	if b.opts.AdvertisedHost == "" {
-		if a, ok := ln.Addr().(*net.TCPAddr); ok {
-			b.opts.AdvertisedHost, b.opts.AdvertisedPort = a.IP.String(), int32(a.Port)
-		}
+		b.opts.AdvertisedHost, b.opts.AdvertisedPort = advertisedFor(ln.Addr())
 	}
 	l := Listener{Name: "PLAINTEXT", AdvertisedHost: b.opts.AdvertisedHost, AdvertisedPort: b.opts.AdvertisedPort}
 	b.mu.Unlock()
 	return b.ServeListener(ln, l)
+}
+
+// advertisedFor is the address a listener bound to addr tells its
+// clients by default: its own, or — bound to every interface (0.0.0.0,
+// ::), an address no client can connect to — the machine's host name, as
+// Kafka advertises its canonical host name.
+func advertisedFor(addr net.Addr) (string, int32) {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "", 0
+	}
+	host := a.IP.String()
+	if a.IP.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		}
+	}
+	return host, int32(a.Port)
 }
 
 // ServeListener accepts connections on ln, a listener of its own (several
@@ -383,9 +400,7 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 	}
 	b.ln = append(b.ln, ln)
 	if l.AdvertisedHost == "" {
-		if a, ok := ln.Addr().(*net.TCPAddr); ok {
-			l.AdvertisedHost, l.AdvertisedPort = a.IP.String(), int32(a.Port)
-		}
+		l.AdvertisedHost, l.AdvertisedPort = advertisedFor(ln.Addr())
 	}
 	if b.opts.AdvertisedHost == "" { // the first listener's, for what has no connection
 		b.opts.AdvertisedHost, b.opts.AdvertisedPort = l.AdvertisedHost, l.AdvertisedPort

@@ -169,3 +169,17 @@ func TestBrokerFileModes(t *testing.T) {
 	require.True(t, seen[checkpoint.ProducerIDBlockFile], "the producer id block was written")
 	require.True(t, seen["__consumer_offsets-0"], "the group coordinator's topic")
 }
+
+// A listener bound to every interface advertises the host's name, not
+// 0.0.0.0 or ::, which would send a client to itself.
+func TestAdvertisedForEveryInterface(t *testing.T) {
+	name, err := os.Hostname()
+	require.NoError(t, err)
+	for _, ip := range []net.IP{net.IPv4zero, net.IPv6unspecified} {
+		host, port := advertisedFor(&net.TCPAddr{IP: ip, Port: 9092})
+		require.Equal(t, name, host)
+		require.Equal(t, int32(9092), port)
+	}
+	host, _ := advertisedFor(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9092})
+	require.Equal(t, "127.0.0.1", host)
+}

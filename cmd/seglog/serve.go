@@ -607,6 +607,11 @@ func (set *serveSettings) serverConfig() (server.Config, error) {
 			if sl.AdvertisedHost, sl.AdvertisedPort, err = splitHostPort(adv); err != nil {
 				return server.Config{}, fmt.Errorf("advertised.listeners %s: %w", l.name, err)
 			}
+			if ip := net.ParseIP(sl.AdvertisedHost); sl.AdvertisedHost == "" || ip != nil && ip.IsUnspecified() {
+				// Kafka's refusal: clients would connect to themselves.
+				return server.Config{}, fmt.Errorf("advertised.listeners %s: %q is not an address a client can connect to (the meta-address of every interface); give a routable host name or IP address",
+					l.name, adv)
+			}
 		}
 		cfg.Listeners = append(cfg.Listeners, sl)
 	}

@@ -296,3 +296,19 @@ func TestServeRefusesAnotherNodeID(t *testing.T) {
 	require.NotZero(t, code)
 	require.Contains(t, errOut, "node.id=5, but "+d+" holds node 4")
 }
+
+// advertised.listeners naming the meta-address of every interface is
+// refused, as Kafka refuses it, naming the config, before anything is
+// created.
+func TestServeRefusesAMetaAddressAdvertised(t *testing.T) {
+	for _, adv := range []string{"PLAINTEXT://0.0.0.0:9092", "PLAINTEXT://[::]:9092", "PLAINTEXT://:9092"} {
+		d := filepath.Join(t.TempDir(), "data")
+		code, _, errOut := runSeglog(t, "serve", "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
+			"--config", "advertised.listeners="+adv)
+		require.NotZero(t, code, adv)
+		require.Contains(t, errOut, "advertised.listeners PLAINTEXT", adv)
+		require.Contains(t, errOut, "not an address a client can connect to", adv)
+		_, err := os.Stat(d)
+		require.ErrorIs(t, err, os.ErrNotExist, "%s: nothing is created", adv)
+	}
+}
