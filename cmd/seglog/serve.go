@@ -237,6 +237,9 @@ var serveConfigs = []serveConfig{
 		math.MaxInt32, func(s *serveSettings, n int64) {
 			s.manager.NodeID, s.nodeIDSet = int32(n), true
 		}),
+	intConfig("broker.id", "Kafka's older name of node.id (the same rules)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.manager.NodeID, s.nodeIDSet = int32(n), true
+	}),
 	intConfig("num.partitions", "the partitions of an auto-created topic (default 1)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.NumPartitions = int32(n)
 	}),
@@ -394,13 +397,48 @@ func applyServeConfig(s *serveSettings, k, v string) (known bool, err error) {
 	return false, nil
 }
 
-// serveConfigNames lists the configs serve takes, for errors and help.
-func serveConfigNames() string {
-	names := make([]string, len(serveConfigs))
-	for i, c := range serveConfigs {
-		names[i] = c.name
+// nearestConfig is the config serve takes that k is most likely a typo
+// of: within two edits (one for short names), else "".
+func nearestConfig(k string) string {
+	best, bestD := "", 3
+	if len(k) < 8 {
+		bestD = 2
 	}
-	return strings.Join(names, ", ")
+	for _, c := range serveConfigs {
+		if d := editDistance(k, c.name); d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// unknownConfig is the error of a config serve does not take.
+func unknownConfig(k string) error {
+	if near := nearestConfig(k); near != "" {
+		return fmt.Errorf("unknown broker config %q: did you mean %q? (seglog serve --help lists them)", k, near)
+	}
+	return fmt.Errorf("unknown broker config %q (seglog serve --help lists the ones it takes)", k)
 }
 
 // serveConfigHelp is the help's table of configs.
@@ -472,7 +510,13 @@ the data directory cleanly.`,
 					if err != nil {
 						return fmt.Errorf("%s: %w", configFile, err)
 					}
-					if !known {
+					switch {
+					case known:
+					case nearestConfig(k) != "":
+						// A typo of a config serve takes, not one of
+						// Kafka's it leaves: an error, not the default.
+						return fmt.Errorf("%s: %w", configFile, unknownConfig(k))
+					default:
 						ignored = append(ignored, k)
 					}
 				}
@@ -487,7 +531,7 @@ the data directory cleanly.`,
 					return fmt.Errorf("--config %w", err)
 				}
 				if !known {
-					return fmt.Errorf("--config %q: the broker configs are %s", kv, serveConfigNames())
+					return fmt.Errorf("--config %q: %w", kv, unknownConfig(k))
 				}
 			}
 			if dataDir != "" {

@@ -312,3 +312,30 @@ func TestServeRefusesAMetaAddressAdvertised(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist, "%s: nothing is created", adv)
 	}
 }
+
+// A key of server.properties (or --config) within a typo of one serve
+// takes is an error with the suggestion, never a silent default;
+// Kafka's configs serve leaves (zookeeper.connect) are only logged;
+// broker.id is node.id's older name.
+func TestServeConfigTypos(t *testing.T) {
+	dir := t.TempDir()
+	props := filepath.Join(dir, "server.properties")
+	require.NoError(t, os.WriteFile(props, []byte("listners=PLAINTEXT://127.0.0.1:0\nzookeeper.connect=zk:2181\n"), 0o600))
+	d := filepath.Join(dir, "data")
+	code, _, errOut := runSeglog(t, "serve", "--data-dir", d, "--config-file", props)
+	require.NotZero(t, code)
+	require.Contains(t, errOut, `unknown broker config "listners": did you mean "listeners"?`)
+	code, _, errOut = runSeglog(t, "serve", "--data-dir", d, "--config", "num.partiton=3")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, `unknown broker config "num.partiton": did you mean "num.partitions"?`)
+	code, _, errOut = runSeglog(t, "serve", "--data-dir", d, "--config", "frobnicate=3")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, `unknown broker config "frobnicate" (seglog serve --help lists the ones it takes)`)
+
+	m, err := tablet.OpenManager(vfs.OS, d, tablet.ManagerOptions{NodeID: 4})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	code, _, errOut = runSeglog(t, "serve", "--data-dir", d, "--config", "broker.id=5", "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "node.id=5, but "+d+" holds node 4", "broker.id is node.id")
+}
