@@ -20,10 +20,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"sync"
 	"time"
 
@@ -113,6 +115,9 @@ type Server struct {
 	listeners []bound
 	metrics   *http.Server
 	metricsLn net.Listener
+	// createdDir: New created the data directory (it removes it when it
+	// fails).
+	createdDir bool
 	// closers close what New opened, in the reverse order.
 	closers   []func() error
 	closeOnce sync.Once
@@ -157,9 +162,18 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Close())
+			if s.createdDir {
+				// A server that did not start leaves nothing behind.
+				err = errors.Join(err, os.RemoveAll(cfg.DataDir))
+			}
 		}
 	}()
 	if err := s.openTLS(); err != nil {
+		return nil, err
+	}
+	// The addresses first: a port in use fails the start before any file
+	// is written.
+	if err := s.bind(); err != nil { // closed after the broker, which closes them first
 		return nil, err
 	}
 	if err := s.openDataDir(); err != nil {
@@ -167,9 +181,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	var tierCollector prometheus.Collector
 	if tierCollector, err = s.openTier(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.bind(); err != nil { // closed after the broker, which closes them first
 		return nil, err
 	}
 	bopts := cfg.Broker
@@ -211,6 +222,12 @@ func (s *Server) openDataDir() error {
 	}
 	if mopts.Tablet.Logger == nil {
 		mopts.Tablet.Logger = s.log
+	}
+	if _, err := os.Stat(s.cfg.DataDir); errors.Is(err, fs.ErrNotExist) && !mopts.ReadOnly {
+		// As Kafka, a missing directory is created — and said, so that a
+		// typo in its name does not pass for an empty broker.
+		s.log.Info("creating the data directory: it does not exist", "dir", s.cfg.DataDir)
+		s.createdDir = true
 	}
 	m, err := tablet.OpenManager(vfs.OS, s.cfg.DataDir, mopts)
 	if err != nil {
@@ -260,8 +277,16 @@ func (s *Server) openTier(ctx context.Context) (prometheus.Collector, error) {
 	return svc.Collector(), nil
 }
 
-// bind listens on every listener's address.
+// bind listens on every listener's address, and the metrics address.
 func (s *Server) bind() error {
+	if s.cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		s.metricsLn = ln
+		s.closers = append(s.closers, func() error { _ = ln.Close(); return nil }) // if Run never served it
+	}
 	for _, spec := range s.cfg.Listeners {
 		ln, err := net.Listen("tcp", spec.Address)
 		if err != nil {
@@ -302,10 +327,6 @@ func (s *Server) openMetrics(tier prometheus.Collector) error {
 			return err
 		}
 	}
-	ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
-	if err != nil {
-		return err
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -314,12 +335,7 @@ func (s *Server) openMetrics(tier prometheus.Collector) error {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.metricsLn = ln
-	s.closers = append(s.closers, func() error {
-		err := s.metrics.Close() // closes ln once Run serves it
-		_ = ln.Close()           // if Run never did
-		return err
-	})
+	s.closers = append(s.closers, s.metrics.Close) // closes ln once Run serves it
 	return nil
 }
 

@@ -557,7 +557,7 @@ the data directory cleanly.`,
 			return runServer(cmd, cfg, logger)
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing); log.dirs otherwise")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing, said in the first log line; a serve that fails to start leaves none); log.dirs otherwise")
 	cmd.Flags().StringVar(&configFile, "config-file", "", "a Kafka server.properties to read the broker configs from")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a broker config as key=value, repeatable, after --config-file (see the list above)")
 	cmd.Flags().StringVar(&store, "store", "", "run the tiering service to this object store: file:///dir or s3://bucket/prefix?endpoint=…")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -338,4 +339,34 @@ func TestServeConfigTypos(t *testing.T) {
 	code, _, errOut = runSeglog(t, "serve", "--data-dir", d, "--config", "broker.id=5", "--config", "listeners=PLAINTEXT://127.0.0.1:0")
 	require.NotZero(t, code)
 	require.Contains(t, errOut, "node.id=5, but "+d+" holds node 4", "broker.id is node.id")
+}
+
+// serve creates a missing data directory and says so first; a start that
+// fails (its port in use) writes nothing: no data directory is left.
+func TestServeCreatesNothingWhenItFails(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	d := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := runSeglog(t, "serve", "--data-dir", d, "--config", "listeners=PLAINTEXT://"+busy.Addr().String())
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "address already in use")
+	_, err = os.Stat(d)
+	require.ErrorIs(t, err, os.ErrNotExist, "a failed start leaves no data directory")
+
+	code, _, errOut = runSeglog(t, "serve", "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--metrics-addr", busy.Addr().String())
+	require.NotZero(t, code)
+	_, err = os.Stat(d)
+	require.ErrorIs(t, err, os.ErrNotExist, "nor does a metrics address in use: %s", errOut)
+
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	servedAddr(t, cmd, lines)
+	log := stopServe(t, cmd)
+	first, _, _ := strings.Cut(log, "\n")
+	require.Contains(t, first, "creating the data directory: it does not exist")
+	require.Contains(t, first, d)
+	cmd, lines = startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	servedAddr(t, cmd, lines)
+	require.NotContains(t, stopServe(t, cmd), "creating the data directory", "only when it was missing")
 }
