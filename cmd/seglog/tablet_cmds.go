@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -212,6 +214,42 @@ func (f *tabletFlags) withTablet(cmd *cobra.Command, a access, fn func(t *tablet
 	}
 	defer func() { err = errors.Join(err, tiers.Close()) }()
 	return fn(t)
+}
+
+// withTablets runs fn on the topic's partitions, in partition order: the
+// one --partition names when one, else every one the directory holds
+// (read-only).
+func (f *tabletFlags) withTablets(cmd *cobra.Command, one bool, fn func(ts []*tablet.Tablet) error) (err error) {
+	if one {
+		return f.withTablet(cmd, readOnly, func(t *tablet.Tablet) error { return fn([]*tablet.Tablet{t}) })
+	}
+	if f.topic == "" {
+		return errors.New("--topic is required")
+	}
+	m, err := openManager(cmd, f.dataDir, readOnly)
+	if err != nil {
+		return err
+	}
+	f.m = m
+	defer func() { err = errors.Join(err, m.Close()) }()
+	var ts []*tablet.Tablet
+	for _, t := range m.Tablets() {
+		if t.TopicPartition().Topic == f.topic {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 {
+		return fmt.Errorf("%w: topic %q in %s", tablet.ErrNotFound, f.topic, f.dataDir)
+	}
+	slices.SortFunc(ts, func(a, b *tablet.Tablet) int {
+		return cmp.Compare(a.TopicPartition().Partition, b.TopicPartition().Partition)
+	})
+	tiers, err := attachTiers(cmd, m, func(tp checkpoint.TopicPartition) bool { return tp.Topic == f.topic })
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, tiers.Close()) }()
+	return fn(ts)
 }
 
 // attachTiers attaches the tier of each matching tablet that was tiered
@@ -553,22 +591,25 @@ func newConsumeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "consume --data-dir D --topic T",
 		Short: "Print records",
-		Long: `consume prints the records from --from-offset, --from-time (the first record
-at or after that time, in ms) or --from earliest|latest (the default is
-earliest), at most --max-records of them. --isolation read-committed stops
+		Long: `consume prints the records of every partition of --topic, partition by
+partition in partition order (or of --partition's alone), from --from-offset
+(with --partition, if the topic has several), --from-time (the first record at or after that time, in
+ms) or --from earliest|latest (the default is earliest), at most
+--max-records of them in all. --isolation read-committed stops
 at the last stable offset and hides aborted transactions; read-uncommitted
 (the default) stops at the high watermark.
 
 --format json (the default) prints one object per record,
-{"offset":O,"timestamp":T,"key":K,"value":V,"headers":{…}}, where a key,
+{"offset":O,"timestamp":T,"key":K,"value":V,"headers":{…}} (with
+"partition":P first when every partition is read), where a key,
 value or header that is not valid UTF-8 is base64 and named in
 "base64":["key",…]; --format value prints the values, one per line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			iso := tablet.ReadHighWatermark
 			switch isolation {
-			case "read-uncommitted":
-			case "read-committed":
+			case "read-uncommitted", "read_uncommitted": // (Kafka's spelling too)
+			case "read-committed", "read_committed":
 				iso = tablet.ReadCommitted
 			default:
 				return fmt.Errorf("--isolation %q is not read-uncommitted or read-committed", isolation)
@@ -585,33 +626,51 @@ value or header that is not valid UTF-8 is base64 and named in
 			if maxRecords < 0 {
 				return fmt.Errorf("--max-records %d is negative", maxRecords)
 			}
-			return f.withTablet(cmd, readOnly, func(t *tablet.Tablet) error {
-				start, err := startOffset(cmd, t, fromOffset, fromTime, from)
-				if err != nil {
-					return err
+			one := cmd.Flags().Changed("partition")
+			return f.withTablets(cmd, one, func(ts []*tablet.Tablet) error {
+				if len(ts) > 1 && cmd.Flags().Changed("from-offset") {
+					return fmt.Errorf("--from-offset needs --partition: topic %q has %d partitions, and an offset is a partition's", f.topic, len(ts))
 				}
+				one = one || len(ts) == 1
 				w := bufio.NewWriter(cmd.OutOrStdout())
 				defer w.Flush()
 				n := 0
-				var werr error
-				err = t.Records(start, iso, func(_ record.Batch, r *record.Record) bool {
+				for _, t := range ts {
 					if maxRecords > 0 && n >= maxRecords {
-						return false
+						return nil
 					}
-					n++
-					if format == "value" {
-						_, werr = fmt.Fprintf(w, "%s\n", r.Value)
-					} else {
-						werr = printJSON(w, recordJSON(r))
+					start, err := startOffset(cmd, t, fromOffset, fromTime, from)
+					if err != nil {
+						return err
 					}
-					return werr == nil
-				})
-				if err == nil && werr == nil && (maxRecords == 0 || n < maxRecords) {
-					// At the end: damage that loading found there is an error, never
-					// a quiet end of the log.
-					err = damageOf(f.m, t, start)
+					var werr error
+					err = t.Records(start, iso, func(_ record.Batch, r *record.Record) bool {
+						if maxRecords > 0 && n >= maxRecords {
+							return false
+						}
+						n++
+						if format == "value" {
+							_, werr = fmt.Fprintf(w, "%s\n", r.Value)
+						} else {
+							out := recordJSON(r)
+							if !one {
+								p := t.TopicPartition().Partition
+								out.Partition = &p
+							}
+							werr = printJSON(w, out)
+						}
+						return werr == nil
+					})
+					if err == nil && werr == nil && (maxRecords == 0 || n < maxRecords) {
+						// At the end: damage that loading found there is an error,
+						// never a quiet end of the log.
+						err = damageOf(f.m, t, start)
+					}
+					if err = errors.Join(err, werr); err != nil {
+						return err
+					}
 				}
-				return errors.Join(err, werr)
+				return nil
 			})
 		},
 	}
@@ -653,6 +712,7 @@ func startOffset(cmd *cobra.Command, t *tablet.Tablet, fromOffset, fromTime int6
 }
 
 type recordOut struct {
+	Partition *int32            `json:"partition,omitempty"` // when several are read
 	Offset    int64             `json:"offset"`
 	Timestamp int64             `json:"timestamp"`
 	Key       *string           `json:"key"`

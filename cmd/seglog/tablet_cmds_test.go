@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/logfile"
+	"github.com/seglog/seglog/tablet"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -277,4 +278,50 @@ func TestAppendFranzBatches(t *testing.T) {
 	}
 	require.Equal(t, "a\nb\nc\nt1\nt2\nc1\nnew epoch\n", values("read-uncommitted"))
 	require.Equal(t, "a\nb\nc\nc1\nnew epoch\n", values("read-committed"), "the aborted records are hidden")
+}
+
+// consume reads every partition of a topic, partition by partition, each
+// record naming its partition, unless --partition picks one; Kafka's
+// spelling of the isolation level is taken; --from-offset needs
+// --partition when the topic has several.
+func TestConsumeReadsEveryPartition(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	m, err := tablet.OpenManager(vfs.OS, d, tablet.ManagerOptions{})
+	require.NoError(t, err)
+	for p := range int32(3) {
+		tab, err := m.Create(checkpoint.TopicPartition{Topic: "three", Partition: p}, nil)
+		require.NoError(t, err)
+		for i := range 10 {
+			_, err := tab.AppendRecords([]record.Record{{Value: fmt.Appendf(nil, "p%d-%d", p, i)}}, record.None, tablet.AppendOptions{})
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, m.Close())
+	code, out, errOut := runSeglog(t, "consume", "--data-dir", d, "--topic", "three", "--format", "value", "--isolation", "read_committed")
+	require.Zero(t, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 30, "every partition's records")
+	require.Equal(t, "p0-0", lines[0])
+	require.Equal(t, "p2-9", lines[29])
+	code, out, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "three", "--max-records", "12")
+	require.Zero(t, code, errOut)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 12, "--max-records counts across partitions")
+	var rec struct {
+		Partition *int32 `json:"partition"`
+		Offset    int64  `json:"offset"`
+		Value     string `json:"value"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[11]), &rec))
+	require.NotNil(t, rec.Partition, "each record names its partition")
+	require.Equal(t, int32(1), *rec.Partition)
+	require.Equal(t, int64(1), rec.Offset)
+	require.Equal(t, "p1-1", rec.Value)
+	code, out, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "three", "--partition", "2", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Equal(t, 10, strings.Count(out, "\n"))
+	require.NotContains(t, out, "p0-")
+	code, _, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "three", "--from-offset", "3")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "--from-offset needs --partition")
 }
