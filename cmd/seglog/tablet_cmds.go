@@ -107,12 +107,46 @@ func printLoadChanges(w io.Writer, m *tablet.Manager, inMemory bool) {
 	for _, t := range m.Loaded.Tablets {
 		all = append(all, t.Report...)
 	}
+	// Damage is a line each; notes of the same kind (the same action for
+	// the same reason: 56 indexes rebuilt after a crash) are one line with
+	// their count and a few of their files, so that no damage line is
+	// buried under them.
+	type kind struct {
+		action recovery.Action
+		why    string
+	}
+	notes := map[kind][]recovery.Change{}
+	var order []kind
 	for _, c := range all {
-		kind := "note"
 		if isDamage(m, c) {
-			kind = "damage"
+			fmt.Fprintf(w, "damage: %s%s\n", humanize(c.String()), how)
+			continue
 		}
-		fmt.Fprintf(w, "%s: %s%s\n", kind, humanize(c.String()), how)
+		k := kind{c.Action, c.Why}
+		if notes[k] == nil {
+			order = append(order, k)
+		}
+		notes[k] = append(notes[k], c)
+	}
+	const shown = 3
+	for _, k := range order {
+		cs := notes[k]
+		if len(cs) == 1 {
+			fmt.Fprintf(w, "note: %s%s\n", humanize(cs[0].String()), how)
+			continue
+		}
+		var files []string
+		for _, c := range cs[:min(len(cs), shown)] {
+			files = append(files, c.File)
+		}
+		if len(cs) > shown {
+			files = append(files, fmt.Sprintf("%d more", len(cs)-shown))
+		}
+		line := fmt.Sprintf("%d files: %s", len(cs), k.action)
+		if k.why != "" {
+			line += ": " + k.why
+		}
+		fmt.Fprintf(w, "note: %s (%s)%s\n", humanize(line), strings.Join(files, ", "), how)
 	}
 }
 

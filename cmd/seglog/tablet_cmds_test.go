@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/logfile"
+	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/tablet"
 
 	"github.com/stretchr/testify/require"
@@ -324,4 +325,29 @@ func TestConsumeReadsEveryPartition(t *testing.T) {
 	code, _, errOut = runSeglog(t, "consume", "--data-dir", d, "--topic", "three", "--from-offset", "3")
 	require.NotZero(t, code)
 	require.Contains(t, errOut, "--from-offset needs --partition")
+}
+
+// After a crash, the notes of one kind (every tablet's index rebuilt) are
+// one line with their count; damage stays a line each.
+func TestLoadNotesAreAggregated(t *testing.T) {
+	rebuilt := func(i int) recovery.Change {
+		return recovery.Change{File: fmt.Sprintf("d/t-%d/00000000000000000000.log", i), Action: recovery.RebuiltIndex,
+			Why: "recovering after an unclean shutdown"}
+	}
+	r := &recovery.Result{}
+	for i := range 56 {
+		r.Tablets = append(r.Tablets, &recovery.Tablet{Report: []recovery.Change{rebuilt(i)}})
+	}
+	r.Tablets[7].Report = append(r.Tablets[7].Report, recovery.Change{File: "d/t-7/00000000000000000000.log",
+		Action: recovery.Lost, FromOffset: 5, ToOffset: 9, Why: "gone"})
+	r.Tablets[9].Report = append(r.Tablets[9].Report, recovery.Change{File: "d/t-9/00000000000000000000.log",
+		Action: recovery.Truncated, Bytes: 30, Why: "torn tail at position 690"})
+	var out bytes.Buffer
+	printLoadChanges(&out, &tablet.Manager{Loaded: r}, false)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3, out.String())
+	require.Equal(t, "damage: d/t-7/00000000000000000000.log: durable offsets lost (offsets [5, 9)): gone", lines[0])
+	require.Equal(t, "note: 56 files: rebuilt indexes: recovering after an unclean shutdown "+
+		"(d/t-0/00000000000000000000.log, d/t-1/00000000000000000000.log, d/t-2/00000000000000000000.log, 53 more)", lines[1])
+	require.Equal(t, "note: d/t-9/00000000000000000000.log: truncated (30 bytes): torn tail at position 690", lines[2])
 }
