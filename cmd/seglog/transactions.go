@@ -62,6 +62,7 @@ and describe take a shared lock and change nothing; abort takes the writer's).`,
 			if producers {
 				return describeProducers(cmd, m.Get, checkpoint.TopicPartition{Topic: topic, Partition: partition}, asJSON)
 			}
+			opened := time.Now().UnixMilli()
 			c, err := txn.New(m, txn.Options{ReadOnly: a == readOnly, Logger: quietLogger(cmd),
 				AllocateProducerID: func() (int64, error) {
 					return 0, errors.New("the producer's epoch is exhausted: abort through the broker")
@@ -109,6 +110,14 @@ and describe take a shared lock and change nothing; abort takes the writer's).`,
 					return err
 				}
 				if !aborted {
+					// Opening the directory may have aborted it already: a
+					// transaction past its timeout is aborted by the
+					// coordinator as it loads.
+					if in, err := findTxn(c, id); err == nil && (in.State == "PrepareAbort" || in.State == "CompleteAbort") &&
+						in.LastUpdate >= opened {
+						fmt.Fprintf(out, "aborted the open transaction of %q (it had passed its timeout: aborted as the directory opened)\n", id)
+						return nil
+					}
 					return fmt.Errorf("transactional id %q has no open transaction", id)
 				}
 				fmt.Fprintf(out, "aborted the open transaction of %q\n", id)
@@ -146,7 +155,13 @@ func duration(in txn.Info) string {
 	if in.StartTimestamp < 0 {
 		return "-"
 	}
-	return time.Since(time.UnixMilli(in.StartTimestamp)).Round(time.Millisecond).String()
+	d := time.Since(time.UnixMilli(in.StartTimestamp))
+	s := d.Round(time.Millisecond).String()
+	if in.State == "Ongoing" && in.TimeoutMs > 0 && d > time.Duration(in.TimeoutMs)*time.Millisecond {
+		// Read-only, nothing aborts it; a broker would have.
+		s += " (past its timeout: aborted when a broker or --abort opens the directory)"
+	}
+	return s
 }
 
 // describeProducers prints a partition's active producers, like

@@ -65,3 +65,33 @@ func TestTransactionsCommand(t *testing.T) {
 	require.Zero(t, code)
 	require.Contains(t, out, `"lastStableOffset":8`, "the abort marker ended it: the stable offset is the log end")
 }
+
+// A transaction past its timeout shows so in --list (read-only, nothing
+// aborts it), and --abort succeeds (exit 0) though the coordinator
+// aborted it as the directory opened.
+func TestTransactionsAbortPastItsTimeout(t *testing.T) {
+	d := t.TempDir() + "/data"
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--config", "transaction.abort.timed.out.transaction.cleanup.interval.ms=3600000") // the broker aborts nothing
+	addr := servedAddr(t, cmd, lines)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("short"), kgo.AllowAutoTopicCreation(),
+		kgo.DefaultProduceTopic("tx"), kgo.TransactionTimeout(time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: []byte("hanging")}).FirstErr())
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
+	p.Close()
+
+	code, out, errOut := runSeglog(t, "transactions", "--data-dir", d, "--list")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^short\s+\d+\s+\d+\s+Ongoing\s+.*past its timeout`, out)
+	code, out, errOut = runSeglog(t, "transactions", "--data-dir", d, "--abort", "--transactional-id", "short")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, `aborted the open transaction of "short"`)
+	code, _, errOut = runSeglog(t, "transactions", "--data-dir", d, "--abort", "--transactional-id", "short")
+	require.NotZero(t, code, "aborted before this open: nothing to abort")
+	require.Contains(t, errOut, "no open transaction")
+}
