@@ -667,6 +667,12 @@ func (set *serveSettings) serverConfig() (server.Config, error) {
 func runServer(cmd *cobra.Command, cfg server.Config, logger *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctxOf(cmd))
 	defer cancel()
+	// The signals are caught from the start: one sent as soon as the
+	// serving lines are printed (or while the directory loads) waits for
+	// the handler below instead of killing the process.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	srv, err := server.New(ctx, cfg)
 	if srv != nil {
 		printLoadChanges(cmd.ErrOrStderr(), srv.Manager(), false)
@@ -681,9 +687,6 @@ func runServer(cmd *cobra.Command, cfg server.Config, logger *slog.Logger) error
 		fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (%s, %s; data directory %s)\n", l.Addr, l.Name,
 			l.SecurityProtocol, cfg.DataDir)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
-	defer signal.Stop(sig)
 	go func() {
 		for {
 			select {

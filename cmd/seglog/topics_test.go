@@ -1,0 +1,130 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/internal/testpki"
+)
+
+// seglog topics and configs against a running broker, plaintext: create
+// (with a config), list, describe (Kafka's lines), grow, alter and delete
+// a config, delete; the broker's configs are described and refuse an
+// alter.
+func TestTopicsAndConfigsCommands(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	addr := servedAddr(t, cmd, lines)
+	topics := func(args ...string) (int, string, string) {
+		return runSeglog(t, append([]string{"topics", "--bootstrap-server", addr}, args...)...)
+	}
+	configs := func(args ...string) (int, string, string) {
+		return runSeglog(t, append([]string{"configs", "--bootstrap-server", addr}, args...)...)
+	}
+	code, out, errOut := topics("--create", "--topic", "orders", "--partitions", "3", "--config", "retention.ms=3600000")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Created topic orders.\n", out)
+	code, _, errOut = topics("--create", "--topic", "orders")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "TOPIC_ALREADY_EXISTS")
+	code, _, errOut = topics("--create", "--topic", "orders", "--if-not-exists")
+	require.Zero(t, code, errOut)
+	code, out, errOut = topics("--list")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "orders\n")
+	code, out, errOut = topics("--describe", "--topic", "orders")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `^Topic: orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=3600000\n`, out)
+	require.Equal(t, 3, len(regexp.MustCompile(`(?m)^\tTopic: orders\tPartition: \d\tLeader: 0\tReplicas: 0\tIsr: 0$`).FindAllString(out, -1)), out)
+	code, out, errOut = topics("--alter", "--topic", "orders", "--partitions", "5")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "now has 5 partitions")
+	code, _, errOut = topics("--alter", "--topic", "orders", "--partitions", "2")
+	require.NotZero(t, code, "partitions only grow")
+	require.Contains(t, errOut, "INVALID_PARTITIONS")
+
+	code, out, errOut = configs("--entity-type", "topics", "--entity-name", "orders", "--alter", "--add-config", "cleanup.policy=[compact,delete],segment.ms=60000")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Completed updating config for topic orders.\n", out)
+	code, out, errOut = configs("--entity-type", "topics", "--entity-name", "orders", "--describe")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Dynamic configs for topic orders are:\n")
+	require.Contains(t, out, "  segment.ms=60000 sensitive=false")
+	require.Contains(t, out, "  cleanup.policy=compact,delete sensitive=false")
+	require.Contains(t, out, "  retention.ms=3600000 sensitive=false")
+	code, _, errOut = configs("--entity-type", "topics", "--entity-name", "orders", "--alter", "--delete-config", "segment.ms")
+	require.Zero(t, code, errOut)
+	code, out, _ = configs("--entity-type", "topics", "--entity-name", "orders", "--describe")
+	require.Zero(t, code)
+	require.NotContains(t, out, "segment.ms", "back to its default")
+	code, _, errOut = configs("--entity-type", "topics", "--entity-name", "orders", "--alter", "--add-config", "segment.ms=-5")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "INVALID_CONFIG")
+	code, out, errOut = configs("--entity-type", "brokers", "--entity-name", "0", "--describe", "--all")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "All configs for broker 0 are:\n")
+	require.Contains(t, out, "  num.partitions=1 sensitive=false")
+	code, _, _ = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.partitions=3")
+	require.NotZero(t, code, "a broker's configs are static")
+
+	code, out, errOut = topics("--delete", "--topic", "orders")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Deleted topic orders.\n", out)
+	code, out, _ = topics("--list")
+	require.Zero(t, code)
+	require.NotContains(t, out, "orders")
+	code, _, errOut = topics("--describe", "--topic", "orders")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "orders")
+	stopServe(t, cmd)
+}
+
+// The same over SASL_SSL with ACLs on: the super user creates and
+// describes; a user without Create on the cluster or topic is refused
+// (TOPIC_AUTHORIZATION_FAILED), and sees only what it may describe.
+func TestTopicsCommandSecure(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	for _, u := range []string{"admin", "bob"} {
+		code, _, errOut := runWithStdin(t, u+"-secret\n", "users", "--data-dir", d, "--add", u, "--password-file", "-")
+		require.Zero(t, code, errOut)
+	}
+	code, _, errOut := runSeglog(t, "acls", "--data-dir", d, "--add", "--allow-principal", "User:bob", "--operation", "Describe",
+		"--topic", "bob-", "--resource-pattern-type", "prefixed")
+	require.Zero(t, code, errOut)
+	pki := testpki.New(t)
+	cert, key := pki.Issue(t, "server", 10, "broker", true)
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=SASL_SSL://127.0.0.1:0",
+		"--config", "ssl.certificate.location="+cert, "--config", "ssl.key.location="+key,
+		"--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"--config", "super.users=User:admin")
+	addr := servedAddr(t, cmd, lines)
+	props := func(user string) string {
+		p := filepath.Join(t.TempDir(), user+".properties")
+		require.NoError(t, os.WriteFile(p, []byte("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
+			"sasl.username="+user+"\nsasl.password="+user+"-secret\nssl.ca.location="+pki.CAFile+"\n"), 0o600))
+		return p
+	}
+	as := func(user string, args ...string) (int, string, string) {
+		return runSeglog(t, append([]string{"topics", "--bootstrap-server", addr, "--command-config", props(user)}, args...)...)
+	}
+	code, out, errOut := as("admin", "--create", "--topic", "bob-topic", "--partitions", "2")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Created topic bob-topic.")
+	code, _, errOut = as("admin", "--create", "--topic", "secret-topic")
+	require.Zero(t, code, errOut)
+	code, _, errOut = as("bob", "--create", "--topic", "bob-other")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "TOPIC_AUTHORIZATION_FAILED")
+	code, out, errOut = as("bob", "--list")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "bob-topic\n", out, "only what bob may describe")
+	code, out, errOut = as("admin", "--describe", "--exclude-internal")
+	require.Zero(t, code, errOut)
+	require.Len(t, regexp.MustCompile(`(?m)^Topic: `).FindAllString(out, -1), 2, "bob-topic and secret-topic, no internal one: %s", out)
+	require.Len(t, regexp.MustCompile(`(?m)^\tTopic: bob-topic\tPartition: `).FindAllString(out, -1), 2)
+	stopServe(t, cmd)
+}
