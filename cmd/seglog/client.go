@@ -58,21 +58,30 @@ func (f *clientFlags) dial() (*adminConn, error) {
 	return &adminConn{adm: adm, cl: cl, ctx: ctx, close: func() { cancel(); cl.Close() }}, nil
 }
 
-// admin connects to the broker; the caller closes the client.
-func (f *clientFlags) admin() (*kadm.Client, *kgo.Client, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...), kgo.RequestRetries(2)}
+// opts are the client options of --bootstrap-server and --command-config.
+func (f *clientFlags) opts() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...)}
 	if f.config != "" {
 		data, err := os.ReadFile(f.config)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		more, err := clientOpts(checkpoint.ParseProperties(data))
 		if err != nil {
-			return nil, nil, fmt.Errorf("--command-config %s: %w", f.config, err)
+			return nil, fmt.Errorf("--command-config %s: %w", f.config, err)
 		}
 		opts = append(opts, more...)
 	}
-	cl, err := kgo.NewClient(opts...)
+	return opts, nil
+}
+
+// admin connects to the broker; the caller closes the client.
+func (f *clientFlags) admin() (*kadm.Client, *kgo.Client, error) {
+	opts, err := f.opts()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(2))...)
 	if err != nil {
 		return nil, nil, err
 	}

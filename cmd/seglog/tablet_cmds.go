@@ -54,6 +54,22 @@ func (f *tabletFlags) registerTopic(cmd *cobra.Command, writes bool, topicHelp s
 	}
 }
 
+// remote checks the flags of a command sent to a running broker
+// (--bootstrap-server) and returns its partition: --partition's, or -1
+// for every one.
+func (f *tabletFlags) remote(cmd *cobra.Command) (int32, error) {
+	if f.dataDir != "" {
+		return 0, errors.New("give --data-dir or --bootstrap-server, not both")
+	}
+	if f.topic == "" {
+		return 0, errors.New("--topic is required")
+	}
+	if cmd.Flags().Changed("partition") {
+		return f.partition, nil
+	}
+	return -1, nil
+}
+
 func (f *tabletFlags) tp() checkpoint.TopicPartition {
 	return checkpoint.TopicPartition{Topic: f.topic, Partition: f.partition}
 }
@@ -342,9 +358,11 @@ func newProduceCmd() *cobra.Command {
 		codec        string
 		sync         bool
 		acksFile     string
+		client       clientFlags
+		headers      []string
 	)
 	cmd := &cobra.Command{
-		Use:   "produce --data-dir D --topic T",
+		Use:   "produce (--data-dir D | --bootstrap-server H:P) --topic T",
 		Short: "Append the lines of stdin as records",
 		Long: `produce reads stdin line by line and appends each line as a record (its
 value; with --key-separator, the part before the first separator is the key),
@@ -354,9 +372,22 @@ value; with --key-separator, the part before the first separator is the key),
 With --sync every batch is durable (fsynced) before the next is read. With
 --acks-file, after each batch is durable (--sync) or written, its first and
 last offsets are appended to the file as "first last" and the file is
-fsynced: what the file lists was acknowledged.`,
+fsynced: what the file lists was acknowledged.
+
+With --bootstrap-server (and --command-config) it sends the lines to a
+running broker instead, as kafka-console-producer.sh does: acks all,
+idempotent, --header k=v on every record, the client's partitioner unless
+--partition is given; it prints nothing, and exits 1 naming the first line
+that failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if client.bootstrap != "" {
+				p, err := f.remote(cmd)
+				if err != nil {
+					return err
+				}
+				return produceRemote(cmd, client, f.topic, p, keySep, codec, headers)
+			}
 			c, err := record.ParseCompression(codec)
 			if err != nil {
 				return err
@@ -470,6 +501,8 @@ fsynced: what the file lists was acknowledged.`,
 	}
 	f.register(cmd, true)
 	cmd.Flags().IntVar(&batchRecords, "batch-records", 100, "records per batch")
+	client.add(cmd)
+	cmd.Flags().StringArrayVar(&headers, "header", nil, "with --bootstrap-server: a header key=value on every record (repeatable)")
 	cmd.Flags().StringVar(&keySep, "key-separator", "", "split each line into key and value at the first occurrence")
 	cmd.Flags().StringVar(&codec, "compression", "none", "none, gzip, snappy, lz4 or zstd")
 	cmd.Flags().BoolVar(&sync, "sync", false, "make each batch durable before the next")
@@ -621,9 +654,13 @@ func newConsumeCmd() *cobra.Command {
 		maxRecords int
 		isolation  string
 		format     string
+		client     clientFlags
+		group      string
+		beginning  bool
+		timeoutMs  int64
 	)
 	cmd := &cobra.Command{
-		Use:   "consume --data-dir D --topic T",
+		Use:   "consume (--data-dir D | --bootstrap-server H:P) --topic T",
 		Short: "Print records",
 		Long: `consume prints the records of every partition of --topic, partition by
 partition in partition order (or of --partition's alone), from --from-offset
@@ -637,7 +674,15 @@ at the last stable offset and hides aborted transactions; read-uncommitted
 {"offset":O,"timestamp":T,"key":K,"value":V,"headers":{…}} (with
 "partition":P first when every partition is read), where a key,
 value or header that is not valid UTF-8 is base64 and named in
-"base64":["key",…]; --format value prints the values, one per line.`,
+"base64":["key",…]; --format value prints the values, one per line.
+
+With --bootstrap-server (and --command-config) it reads from a running
+broker instead, as kafka-console-consumer.sh does: every partition (or
+--partition's), from --group's committed offsets where it has some (and
+the offsets of what it printed committed at the end), else from the end,
+or the start with --from-beginning; until --max-records,
+--timeout-ms without a record, or SIGINT/SIGTERM. Each JSON record names
+its partition.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			iso := tablet.ReadHighWatermark
@@ -650,6 +695,17 @@ value or header that is not valid UTF-8 is base64 and named in
 			}
 			if format != "json" && format != "value" {
 				return fmt.Errorf("--format %q is not json or value", format)
+			}
+			if client.bootstrap != "" {
+				p, err := f.remote(cmd)
+				if err != nil {
+					return err
+				}
+				return consumeRemote(cmd, client, f.topic, p, group, beginning, iso == tablet.ReadCommitted, maxRecords,
+					time.Duration(timeoutMs)*time.Millisecond, format)
+			}
+			if group != "" || beginning || timeoutMs > 0 {
+				return errors.New("--group, --from-beginning and --timeout-ms are for --bootstrap-server (with --data-dir: --from earliest)")
 			}
 			if cmd.Flags().Changed("from-offset") && fromOffset < 0 {
 				return fmt.Errorf("--from-offset %d is negative: offsets start at 0 (--from earliest reads from the log start)", fromOffset)
@@ -714,6 +770,11 @@ value or header that is not valid UTF-8 is base64 and named in
 	cmd.Flags().StringVar(&from, "from", "", "earliest or latest")
 	cmd.Flags().IntVar(&maxRecords, "max-records", 0, "stop after this many records (0: no limit)")
 	cmd.Flags().StringVar(&isolation, "isolation", "read-uncommitted", "read-uncommitted or read-committed")
+	cmd.Flags().StringVar(&isolation, "isolation-level", "read-uncommitted", "Kafka's name of --isolation")
+	client.add(cmd)
+	cmd.Flags().StringVar(&group, "group", "", "with --bootstrap-server: consume as this group, from its committed offsets")
+	cmd.Flags().BoolVar(&beginning, "from-beginning", false, "with --bootstrap-server: from the start, not the end (without --group's offsets)")
+	cmd.Flags().Int64Var(&timeoutMs, "timeout-ms", 0, "with --bootstrap-server: stop after this long without a record (0: run until stopped)")
 	cmd.Flags().StringVar(&format, "format", "json", "json or value")
 	return cmd
 }

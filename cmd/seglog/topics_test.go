@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -127,4 +131,72 @@ func TestTopicsCommandSecure(t *testing.T) {
 	require.Len(t, regexp.MustCompile(`(?m)^Topic: `).FindAllString(out, -1), 2, "bob-topic and secret-topic, no internal one: %s", out)
 	require.Len(t, regexp.MustCompile(`(?m)^\tTopic: bob-topic\tPartition: `).FindAllString(out, -1), 2)
 	stopServe(t, cmd)
+}
+
+// The console producer and consumer through a running broker: lines with
+// keys and a header go in; --from-beginning reads them all back (every
+// partition, each record naming its own), --group commits what it
+// printed so the next run starts after it, --timeout-ms ends a run with
+// nothing new.
+func TestConsoleProduceConsume(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0", "--config", "num.partitions=3")
+	addr := servedAddr(t, cmd, lines)
+	var in strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&in, "k%d:v%d\n", i, i)
+	}
+	code, out, errOut := runWithStdin(t, in.String(), "produce", "--bootstrap-server", addr, "--topic", "console",
+		"--key-separator", ":", "--header", "origin=test")
+	require.Zero(t, code, errOut)
+	require.Empty(t, out)
+	code, out, errOut = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "console", "--from-beginning",
+		"--max-records", "30", "--isolation-level", "read_committed")
+	require.Zero(t, code, errOut)
+	recs := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, recs, 30)
+	seen := map[string]bool{}
+	parts := map[int32]bool{}
+	for _, l := range recs {
+		var r struct {
+			Partition *int32            `json:"partition"`
+			Key       string            `json:"key"`
+			Value     string            `json:"value"`
+			Headers   map[string]string `json:"headers"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &r), l)
+		require.Equal(t, "v"+strings.TrimPrefix(r.Key, "k"), r.Value)
+		require.Equal(t, "test", r.Headers["origin"])
+		require.NotNil(t, r.Partition)
+		seen[r.Key], parts[*r.Partition] = true, true
+	}
+	require.Len(t, seen, 30)
+	require.Len(t, parts, 3, "the client's partitioner spread them")
+
+	code, out, errOut = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "console", "--group", "g",
+		"--from-beginning", "--max-records", "10", "--format", "value")
+	require.Zero(t, code, errOut)
+	first := strings.Fields(out)
+	require.Len(t, first, 10)
+	code, out, errOut = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "console", "--group", "g",
+		"--from-beginning", "--max-records", "20", "--format", "value") // (the start where the group committed nothing)
+	require.Zero(t, code, errOut)
+	got := strings.Fields(out)
+	require.Len(t, got, 20)
+	require.Empty(t, intersect(first, got), "the second run starts after the first's committed offsets")
+	code, out, errOut = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "console", "--partition", "0",
+		"--timeout-ms", "300", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Empty(t, out, "from the end: nothing new before the timeout ends the run")
+	stopServe(t, cmd)
+}
+
+func intersect(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
