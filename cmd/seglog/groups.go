@@ -18,6 +18,7 @@ import (
 
 type groupsFlags struct {
 	dataDir                    string
+	client                     clientFlags
 	list, describe, del, reset bool
 	groups                     []string
 	all                        bool
@@ -49,9 +50,13 @@ __consumer_offsets (seglog serve writes them there, in Kafka's record format):
                             print the new offsets; with --execute, commit them
                             (the group must be empty: no consumer running)
 
-It opens the data directory itself, so a broker must not be serving it (list
-and describe take a shared lock and change nothing; delete and an executed reset
-take the writer's lock). --group may be repeated, or --all-groups given.`,
+With --data-dir it opens the data directory itself, so a broker must not be
+serving it (list and describe take a shared lock and change nothing; delete and
+an executed reset take the writer's lock). With --bootstrap-server (and
+--command-config) it asks a running broker instead: --list and --describe
+(ListGroups, DescribeGroups, OffsetFetch, ListOffsets: the lag while it
+serves) and --delete (DeleteGroups). --group may be repeated, or --all-groups
+given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			actions := 0
@@ -62,6 +67,12 @@ take the writer's lock). --group may be repeated, or --all-groups given.`,
 			}
 			if actions != 1 {
 				return errors.New("give one of --list, --describe, --delete, --reset-offsets")
+			}
+			if f.client.bootstrap != "" {
+				if f.dataDir != "" {
+					return errors.New("give --data-dir or --bootstrap-server, not both")
+				}
+				return remoteGroups(cmd, f)
 			}
 			a := readOnly
 			if f.del || f.reset && f.execute {
@@ -106,6 +117,7 @@ take the writer's lock). --group may be repeated, or --all-groups given.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", "", "the data directory")
+	f.client.add(cmd)
 	fl.BoolVar(&f.list, "list", false, "list the groups")
 	fl.BoolVar(&f.describe, "describe", false, "describe groups: offsets, lag, members")
 	fl.BoolVar(&f.del, "delete", false, "delete empty groups")
@@ -126,7 +138,11 @@ take the writer's lock). --group may be repeated, or --all-groups given.`,
 }
 
 func listGroups(cmd *cobra.Command, c *group.Coordinator, f groupsFlags) error {
-	infos := c.Groups()
+	return printGroupList(cmd, c.Groups(), f)
+}
+
+// printGroupList prints --list: the groups, with --state their states.
+func printGroupList(cmd *cobra.Command, infos []group.Info, f groupsFlags) error {
 	if f.asJSON {
 		return printJSON(cmd.OutOrStdout(), infos)
 	}
@@ -159,12 +175,22 @@ type groupLag struct {
 }
 
 func describeGroups(cmd *cobra.Command, m *tablet.Manager, c *group.Coordinator, ids []string, f groupsFlags) error {
+	infos, rows, err := localGroupRows(m, c, ids)
+	if err != nil {
+		return err
+	}
+	return printGroups(cmd, infos, rows, f)
+}
+
+// localGroupRows describes groups from the data directory: their infos
+// and a lag row per partition.
+func localGroupRows(m *tablet.Manager, c *group.Coordinator, ids []string) ([]group.Info, []groupLag, error) {
 	var infos []group.Info
 	var rows []groupLag
 	for _, id := range ids {
 		g, ok := c.Describe(id)
 		if !ok {
-			return fmt.Errorf("%w: %q", group.ErrGroupNotFound, id)
+			return nil, nil, fmt.Errorf("%w: %q", group.ErrGroupNotFound, id)
 		}
 		infos = append(infos, g)
 		owner := map[checkpoint.TopicPartition]group.MemberInfo{}
@@ -197,6 +223,11 @@ func describeGroups(cmd *cobra.Command, m *tablet.Manager, c *group.Coordinator,
 			}
 		}
 	}
+	return infos, rows, nil
+}
+
+// printGroups prints --describe: the lag table, or --members, or --state.
+func printGroups(cmd *cobra.Command, infos []group.Info, rows []groupLag, f groupsFlags) error {
 	slices.SortFunc(rows, func(a, b groupLag) int {
 		return strings.Compare(fmt.Sprintf("%s\x00%s\x00%010d", a.Group, a.Topic, a.Partition),
 			fmt.Sprintf("%s\x00%s\x00%010d", b.Group, b.Topic, b.Partition))
@@ -352,4 +383,95 @@ func resetOffsets(cmd *cobra.Command, m *tablet.Manager, c *group.Coordinator, i
 		fmt.Fprintln(w, "(a dry run: --execute commits these)")
 	}
 	return w.Flush()
+}
+
+// remoteGroups answers --list, --describe and --delete through a running
+// broker.
+func remoteGroups(cmd *cobra.Command, f groupsFlags) error {
+	if f.reset {
+		return errors.New("--reset-offsets works on the data directory (--data-dir) with the broker stopped; through a running broker it is not supported yet")
+	}
+	c, err := f.client.dial()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ids := f.groups
+	if f.all || f.list {
+		listed, err := c.adm.ListGroups(c.ctx)
+		if err != nil {
+			return err
+		}
+		ids = nil
+		for _, g := range listed.Sorted() {
+			ids = append(ids, g.Group)
+		}
+		if f.list {
+			var infos []group.Info
+			for _, g := range listed.Sorted() {
+				infos = append(infos, group.Info{ID: g.Group, State: g.State})
+			}
+			return printGroupList(cmd, infos, f)
+		}
+	} else if len(ids) == 0 {
+		return errors.New("--group (or --all-groups) is required")
+	}
+	if f.del {
+		res, err := c.adm.DeleteGroups(c.ctx, ids...)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if r, ok := res[id]; ok && r.Err != nil {
+				return fmt.Errorf("deleting group %q: %w", id, r.Err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Deletion of requested consumer groups ('%s') was successful.\n", id)
+		}
+		return nil
+	}
+	lags, err := c.adm.Lag(c.ctx, ids...)
+	if err != nil {
+		return err
+	}
+	var infos []group.Info
+	var rows []groupLag
+	for _, id := range ids {
+		l, ok := lags[id]
+		if !ok || l.State == "Dead" {
+			return fmt.Errorf("%w: %q", group.ErrGroupNotFound, id)
+		}
+		if l.DescribeErr != nil {
+			return fmt.Errorf("describing group %q: %w", id, l.DescribeErr)
+		}
+		if l.FetchErr != nil {
+			return fmt.Errorf("the offsets of group %q: %w", id, l.FetchErr)
+		}
+		info := group.Info{ID: id, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol}
+		for _, m := range l.Members {
+			mi := group.MemberInfo{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
+			if m.InstanceID != nil {
+				mi.InstanceID = *m.InstanceID
+			}
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range a.Topics {
+					for _, p := range t.Partitions {
+						mi.Assigned = append(mi.Assigned, checkpoint.TopicPartition{Topic: t.Topic, Partition: p})
+					}
+				}
+			}
+			info.Members = append(info.Members, mi)
+		}
+		infos = append(infos, info)
+		for _, ml := range l.Lag.Sorted() {
+			row := groupLag{Group: id, Topic: ml.Topic, Partition: ml.Partition, Current: ml.Commit.At, LogEnd: ml.End.Offset, Lag: ml.Lag}
+			if ml.End.Err != nil {
+				row.LogEnd = -1
+			}
+			if ml.Member != nil {
+				row.Member, row.Host, row.Client = ml.Member.MemberID, ml.Member.ClientHost, ml.Member.ClientID
+			}
+			rows = append(rows, row)
+		}
+	}
+	return printGroups(cmd, infos, rows, f)
 }

@@ -200,3 +200,40 @@ func intersect(a, b []string) []string {
 	}
 	return out
 }
+
+// seglog groups through a running broker: the lag while it serves
+// (committed offset, log end, lag), the list with states, and delete.
+func TestGroupsThroughTheBroker(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "data")
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	addr := servedAddr(t, cmd, lines)
+	var in strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&in, "v%d\n", i)
+	}
+	code, _, errOut := runWithStdin(t, in.String(), "produce", "--bootstrap-server", addr, "--topic", "lagging", "--partition", "0")
+	require.Zero(t, code, errOut)
+	code, _, errOut = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "lagging", "--group", "slow",
+		"--from-beginning", "--max-records", "4", "--format", "value")
+	require.Zero(t, code, errOut)
+	groups := func(args ...string) (int, string, string) {
+		return runSeglog(t, append([]string{"groups", "--bootstrap-server", addr}, args...)...)
+	}
+	code, out, errOut := groups("--list", "--state")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^slow\s+Empty$`, out)
+	code, out, errOut = groups("--describe", "--group", "slow")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Consumer group 'slow' has no active members.")
+	require.Regexp(t, `(?m)^slow\s+lagging\s+0\s+4\s+10\s+6\s+-\s+-\s+-$`, out, "committed 4 of 10: a lag of 6")
+	code, _, errOut = groups("--describe", "--group", "nobody")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "nobody")
+	code, out, errOut = groups("--delete", "--group", "slow")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "Deletion of requested consumer groups ('slow') was successful.")
+	code, out, _ = groups("--list")
+	require.Zero(t, code)
+	require.NotContains(t, out, "slow")
+	stopServe(t, cmd)
+}
