@@ -286,8 +286,11 @@ func resetOffsets(cmd *cobra.Command, m *tablet.Manager, c *group.Coordinator, i
 	if how != 1 {
 		return errors.New("give one of --to-earliest, --to-latest, --to-offset, --to-datetime")
 	}
-	if (len(f.topics) > 0) == f.allTopics {
-		return errors.New("give --topic or --all-topics")
+	if len(f.topics) > 0 && f.allTopics {
+		return errors.New("give --topic or --all-topics, not both")
+	}
+	if len(f.topics) == 0 && !f.allTopics {
+		return errors.New("--reset-offsets needs --topic T (or T:P,P) or --all-topics")
 	}
 	var at int64
 	if f.toDatetime != "" {

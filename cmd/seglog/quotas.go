@@ -92,11 +92,16 @@ AlterClientQuotas: DescribeConfigs or AlterConfigs on the cluster).`,
 	return cmd
 }
 
+// anyName stands for every name of an entity type (--describe with
+// --entity-type alone).
+var anyName = "\x00any"
+
 // entity pairs the entity types with the names (and defaults), in order:
 // names first, then defaults, as kafka-configs.sh pairs them.
 func (f quotasFlags) entity() (auth.Entity, error) {
 	e := auth.Entity{}
-	if len(f.entityNames)+f.defaults != len(f.entityTypes) {
+	every := f.describe && len(f.entityNames)+f.defaults == 0 // every entity of the types, as kafka-configs.sh lists them
+	if len(f.entityNames)+f.defaults != len(f.entityTypes) && !every {
 		return nil, errors.New("each --entity-type needs an --entity-name or an --entity-default")
 	}
 	for i, t := range f.entityTypes {
@@ -105,14 +110,17 @@ func (f quotasFlags) entity() (auth.Entity, error) {
 		if !ok {
 			return nil, fmt.Errorf("--entity-type %s: users, clients or ips", t)
 		}
-		if i < len(f.entityNames) {
+		switch {
+		case every:
+			e[typ] = &anyName
+		case i < len(f.entityNames):
 			name := f.entityNames[i]
 			e[typ] = &name
-		} else {
+		default:
 			e[typ] = nil
 		}
 	}
-	if len(e) > 0 {
+	if len(e) > 0 && !every {
 		if err := e.Check(); err != nil {
 			return nil, err
 		}
@@ -154,7 +162,10 @@ func quotasDescribe(cmd *cobra.Command, f quotasFlags, entity auth.Entity) error
 		var comps []kadm.DescribeClientQuotaComponent
 		for typ, name := range entity {
 			c := kadm.DescribeClientQuotaComponent{Type: typ, MatchName: name}
-			if name == nil {
+			switch {
+			case name == &anyName:
+				c.MatchType, c.MatchName = 2, nil // any: every name and the default
+			case name == nil:
 				c.MatchType = 1
 			}
 			comps = append(comps, c)
@@ -180,7 +191,7 @@ func quotasDescribe(cmd *cobra.Command, f quotasFlags, entity auth.Entity) error
 		}
 		defer unlock()
 		for _, e := range q.Entries() {
-			if len(entity) == 0 || e.Entity.Key() == entity.Key() {
+			if len(entity) == 0 || e.Entity.Key() == entity.Key() || matchesAny(e.Entity, entity) {
 				entries = append(entries, e)
 			}
 		}
@@ -255,4 +266,21 @@ func printQuotas(w io.Writer, entries []auth.QuotaEntry) {
 		}
 		fmt.Fprintf(w, "Quota configs for %s are %s\n", entityString(e.Entity), strings.Join(vals, ", "))
 	}
+}
+
+// matchesAny reports whether an entity has exactly the types of a
+// describe by types alone (each named anyName).
+func matchesAny(e, want auth.Entity) bool {
+	if len(e) != len(want) {
+		return false
+	}
+	for typ, name := range want {
+		if name != &anyName {
+			return false
+		}
+		if _, ok := e[typ]; !ok {
+			return false
+		}
+	}
+	return true
 }

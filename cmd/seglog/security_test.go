@@ -219,12 +219,19 @@ func TestQuotasCommand(t *testing.T) {
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "Quota configs for user-principal 'alice' are consumer_byte_rate=2048, producer_byte_rate=1024\n")
 	require.Contains(t, out, "Quota configs for ip <default> are connection_creation_rate=100\n")
+	code, out, errOut = runSeglog(t, "quotas", "--bootstrap-server", addr, "--describe", "--entity-type", "users")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Quota configs for user-principal 'alice' are consumer_byte_rate=2048, producer_byte_rate=1024\n", out,
+		"a type alone lists every entity of it, as kafka-configs.sh does")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
 
 	code, out, errOut = runSeglog(t, "quotas", "--data-dir", d, "--describe", "--entity-type", "ips", "--entity-default")
 	require.Zero(t, code, errOut)
 	require.Equal(t, "Quota configs for ip <default> are connection_creation_rate=100\n", out, "kept on disk")
+	code, out, errOut = runSeglog(t, "quotas", "--data-dir", d, "--describe", "--entity-type", "users")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Quota configs for user-principal 'alice' are consumer_byte_rate=2048, producer_byte_rate=1024\n", out)
 	code, out, errOut = runSeglog(t, "verify", "--data-dir", d)
 	require.Zero(t, code, "the security files are part of a data directory: %s%s", out, errOut)
 }
