@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,7 @@ func newTransactionsCmd() *cobra.Command {
 		id, topic             string
 		partition             int32
 		asJSON                bool
+		client                clientFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "transactions --data-dir D (--list | --describe --transactional-id ID | --abort --transactional-id ID | --describe-producers --topic T --partition P)",
@@ -37,8 +39,10 @@ __transaction_state (seglog serve writes it there, in Kafka's record format):
   --describe-producers --topic T --partition P
                                           the partition's active producers (writer state)
 
-It opens the data directory itself, so a broker must not be serving it (list
-and describe take a shared lock and change nothing; abort takes the writer's).`,
+With --data-dir it opens the data directory itself, so a broker must not be
+serving it (list and describe take a shared lock and change nothing; abort
+takes the writer's). With --bootstrap-server (and --command-config) it asks
+a running broker instead: --list and --describe (DescribeTransactions).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			n := 0
@@ -49,6 +53,25 @@ and describe take a shared lock and change nothing; abort takes the writer's).`,
 			}
 			if n != 1 {
 				return errors.New("give one of --list, --describe, --abort, --describe-producers")
+			}
+			if client.bootstrap != "" {
+				if dataDir != "" {
+					return errors.New("give --data-dir or --bootstrap-server, not both")
+				}
+				if !list && !describe {
+					return errors.New("through a running broker: --list and --describe (--abort and --describe-producers need --data-dir, the broker stopped)")
+				}
+				if describe && id == "" {
+					return errors.New("--transactional-id is required")
+				}
+				infos, err := remoteTransactions(client, id)
+				if err != nil {
+					return err
+				}
+				if list {
+					return printTxnList(cmd.OutOrStdout(), infos, asJSON)
+				}
+				return printTxnDescribe(cmd.OutOrStdout(), infos[0], asJSON)
 			}
 			a := readOnly
 			if abort {
@@ -74,33 +97,13 @@ and describe take a shared lock and change nothing; abort takes the writer's).`,
 			out := cmd.OutOrStdout()
 			switch {
 			case list:
-				infos := c.Transactions()
-				if asJSON {
-					return printJSON(out, infos)
-				}
-				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TRANSACTIONAL-ID\tPRODUCER-ID\tPRODUCER-EPOCH\tSTATE\tDURATION")
-				for _, in := range infos {
-					fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", in.TransactionalID, in.ProducerID, in.ProducerEpoch, in.State, duration(in))
-				}
-				return w.Flush()
+				return printTxnList(out, c.Transactions(), asJSON)
 			case describe:
 				in, err := findTxn(c, id)
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(out, in)
-				}
-				parts := make([]string, len(in.Partitions))
-				for i, tp := range in.Partitions {
-					parts[i] = tp.String()
-				}
-				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TRANSACTIONAL-ID\tPRODUCER-ID\tPRODUCER-EPOCH\tSTATE\tTIMEOUT-MS\tDURATION\tTOPIC-PARTITIONS")
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\n", in.TransactionalID, in.ProducerID, in.ProducerEpoch, in.State, in.TimeoutMs,
-					duration(in), strings.Join(parts, ","))
-				return w.Flush()
+				return printTxnDescribe(out, in, asJSON)
 			default:
 				if _, err := findTxn(c, id); err != nil {
 					return err
@@ -127,6 +130,7 @@ and describe take a shared lock and change nothing; abort takes the writer's).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&dataDir, "data-dir", "", "the data directory")
+	client.add(cmd)
 	fl.BoolVar(&list, "list", false, "list the transactional ids")
 	fl.BoolVar(&describe, "describe", false, "describe one transactional id")
 	fl.BoolVar(&abort, "abort", false, "abort a transactional id's open transaction")
@@ -188,4 +192,72 @@ func describeProducers(cmd *cobra.Command, get func(checkpoint.TopicPartition) (
 		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\n", e.ProducerID, e.Epoch, e.CoordinatorEpoch, e.LastSeq(), e.LastTimestamp, start)
 	}
 	return w.Flush()
+}
+
+// printTxnList prints --list.
+func printTxnList(out io.Writer, infos []txn.Info, asJSON bool) error {
+	if asJSON {
+		return printJSON(out, infos)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TRANSACTIONAL-ID\tPRODUCER-ID\tPRODUCER-EPOCH\tSTATE\tDURATION")
+	for _, in := range infos {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", in.TransactionalID, in.ProducerID, in.ProducerEpoch, in.State, duration(in))
+	}
+	return w.Flush()
+}
+
+// printTxnDescribe prints --describe.
+func printTxnDescribe(out io.Writer, in txn.Info, asJSON bool) error {
+	if asJSON {
+		return printJSON(out, in)
+	}
+	parts := make([]string, len(in.Partitions))
+	for i, tp := range in.Partitions {
+		parts[i] = tp.String()
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TRANSACTIONAL-ID\tPRODUCER-ID\tPRODUCER-EPOCH\tSTATE\tTIMEOUT-MS\tDURATION\tTOPIC-PARTITIONS")
+	fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\n", in.TransactionalID, in.ProducerID, in.ProducerEpoch, in.State, in.TimeoutMs,
+		duration(in), strings.Join(parts, ","))
+	return w.Flush()
+}
+
+// remoteTransactions describes one transactional id, or every one, through
+// a running broker.
+func remoteTransactions(f clientFlags, id string) ([]txn.Info, error) {
+	c, err := f.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	var ids []string
+	if id != "" {
+		ids = []string{id}
+	}
+	described, err := c.adm.DescribeTransactions(c.ctx, ids...)
+	if err != nil && len(described) == 0 {
+		return nil, err
+	}
+	var infos []txn.Info
+	for _, d := range described.Sorted() {
+		if d.Err != nil {
+			if id != "" {
+				return nil, fmt.Errorf("transactional id %q: %w", d.TxnID, d.Err)
+			}
+			continue
+		}
+		in := txn.Info{TransactionalID: d.TxnID, ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch, State: d.State,
+			TimeoutMs: int64(d.TimeoutMillis), StartTimestamp: d.StartTimestamp, Partitions: []checkpoint.TopicPartition{}}
+		for _, tps := range d.Topics.Sorted() {
+			for _, p := range tps.Partitions {
+				in.Partitions = append(in.Partitions, checkpoint.TopicPartition{Topic: tps.Topic, Partition: p})
+			}
+		}
+		infos = append(infos, in)
+	}
+	if id != "" && len(infos) == 0 {
+		return nil, fmt.Errorf("no transactional id %q", id)
+	}
+	return infos, nil
 }

@@ -95,3 +95,31 @@ func TestTransactionsAbortPastItsTimeout(t *testing.T) {
 	require.NotZero(t, code, "aborted before this open: nothing to abort")
 	require.Contains(t, errOut, "no open transaction")
 }
+
+// transactions --list and --describe through a running broker show an
+// open transaction while it serves, with its partitions.
+func TestTransactionsThroughTheBroker(t *testing.T) {
+	d := t.TempDir() + "/data"
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	addr := servedAddr(t, cmd, lines)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("open"), kgo.AllowAutoTopicCreation(),
+		kgo.DefaultProduceTopic("txb"), kgo.TransactionTimeout(10*time.Minute))
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: []byte("pending")}).FirstErr())
+	code, out, errOut := runSeglog(t, "transactions", "--bootstrap-server", addr, "--list")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^open\s+\d+\s+\d+\s+Ongoing\s+\S+$`, out)
+	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--describe", "--transactional-id", "open")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^open\s+\d+\s+\d+\s+Ongoing\s+600000\s+\S+\s+txb-0$`, out)
+	code, _, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--abort", "--transactional-id", "open")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "--data-dir")
+	require.NoError(t, p.EndTransaction(ctx, kgo.TryAbort))
+	p.Close()
+	stopServe(t, cmd)
+}
