@@ -73,12 +73,20 @@ func (b *Broker) tabletFor(topic string, partition int32, ac *autoCreation) (*ta
 // client asking for it gets UNKNOWN_TOPIC_OR_PARTITION (which it retries).
 type autoCreation struct {
 	b    *Broker
+	h    header
 	left int
-	mut  *mutations
+	mut  *mutations // resolved at the first creation: a request creating nothing pays nothing
 }
 
-func (b *Broker) autoCreation(h header) *autoCreation {
-	return &autoCreation{b: b, left: b.opts.AutoCreateMaxTopicsPerRequest, mut: b.mutations(h, true)}
+func (b *Broker) autoCreation(h header) autoCreation {
+	return autoCreation{b: b, h: h, left: b.opts.AutoCreateMaxTopicsPerRequest}
+}
+
+// finish throttles the response by what the creations overdrew.
+func (a *autoCreation) finish(resp kmsg.Response) {
+	if a.mut != nil {
+		a.mut.finish(resp)
+	}
 }
 
 // create creates a topic that does not exist with num.partitions
@@ -94,6 +102,9 @@ func (a *autoCreation) create(topic string) {
 			b.metrics.autoCreateRefused.Inc()
 			return
 		}
+	}
+	if a.mut == nil {
+		a.mut = b.mutations(a.h, true)
 	}
 	switch code, msg := b.createTopicChecked(topic, b.opts.NumPartitions, nil, false, a.mut); code {
 	case 0:
@@ -151,7 +162,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 	}
 	autoCreate := r.GetVersion() < 4 || r.AllowAutoTopicCreation
 	ac := b.autoCreation(h)
-	defer ac.mut.finish(resp)
+	defer ac.finish(resp)
 	for _, name := range names {
 		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
 		parts := b.partitionsOf(name)

@@ -63,7 +63,7 @@ func nullProduce(b *Broker, _ header, req kmsg.Request) kmsg.Response {
 func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	ac := b.autoCreation(h)
-	defer ac.mut.finish(resp)
+	defer ac.finish(resp)
 	opts := tablet.AppendOptions{Sync: r.Acks == -1 && b.opts.DurableAcks}
 	var jobs []appendJob
 	seen := map[checkpoint.TopicPartition]bool{}
@@ -82,7 +82,7 @@ func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) km
 				sp.ErrorCode = kerr.InvalidTopicException.Code // Kafka: no client appends to an internal topic
 				continue
 			}
-			t, code := b.tabletFor(rt.Topic, rp.Partition, ac)
+			t, code := b.tabletFor(rt.Topic, rp.Partition, &ac)
 			if code != 0 {
 				sp.ErrorCode = code
 				continue
