@@ -16,6 +16,16 @@ type memBudget struct {
 	limit   int64 // <= 0: no bound
 	used    int64
 	waiters []*memWaiter
+	// observe, when set (by tests), is told every change: the bytes in
+	// use and how many wait, under the lock.
+	observe func(used int64, waiting int)
+}
+
+// changedLocked reports a change to observe.
+func (m *memBudget) changedLocked() {
+	if m.observe != nil {
+		m.observe(m.used, len(m.waiters))
+	}
 }
 
 type memWaiter struct {
@@ -33,11 +43,13 @@ func (m *memBudget) acquire(ctx context.Context, n int64, onWait func()) bool {
 	m.mu.Lock()
 	if len(m.waiters) == 0 && m.used+n <= m.limit {
 		m.used += n
+		m.changedLocked()
 		m.mu.Unlock()
 		return true
 	}
 	w := &memWaiter{n: n, ready: make(chan struct{})}
 	m.waiters = append(m.waiters, w)
+	m.changedLocked()
 	m.mu.Unlock()
 	if onWait != nil {
 		onWait()
@@ -76,7 +88,8 @@ func (m *memBudget) release(n int64) {
 	m.grantLocked()
 }
 
-// grantLocked wakes the waiters at the head of the line that fit.
+// grantLocked wakes the waiters at the head of the line that fit; every
+// change (a release, a wait given up) ends here.
 func (m *memBudget) grantLocked() {
 	for len(m.waiters) > 0 && m.used+m.waiters[0].n <= m.limit {
 		w := m.waiters[0]
@@ -84,6 +97,7 @@ func (m *memBudget) grantLocked() {
 		m.used += w.n
 		close(w.ready)
 	}
+	m.changedLocked()
 }
 
 // inUse is the bytes reserved now.

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"io"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -49,22 +47,34 @@ func TestMemBudget(t *testing.T) {
 // waits — logged, counted — until memory comes back; a frame never takes
 // its announced size before its bytes come.
 func TestRequestMemoryIsBounded(t *testing.T) {
-	b, _, addr := testBroker(t, Options{MaxRequestBytes: 1 << 20, QueuedMaxRequestBytes: 1 << 20})
-	inUse := func(want int64) {
+	type change struct {
+		used    int64
+		waiting int
+	}
+	changes := make(chan change, 1<<16) // (a frame's reads are a handful of changes)
+	b, _, addr := testBrokerWith(t, Options{MaxRequestBytes: 1 << 20, QueuedMaxRequestBytes: 1 << 20}, func(_ *tablet.Manager, b *Broker) {
+		b.reqMem.observe = func(used int64, waiting int) { changes <- change{used, waiting} }
+	})
+	until := func(want change) {
 		t.Helper()
-		require.Eventually(t, func() bool { return b.reqMem.inUse() == want }, time.Minute, time.Millisecond)
+		for c := range changes {
+			if c == want {
+				return
+			}
+			require.LessOrEqual(t, c.used, int64(1<<20), "never beyond the bound")
+		}
 	}
 	slow, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	_, err = slow.Write(binary.BigEndian.AppendUint32(nil, 1<<20))
 	require.NoError(t, err)
-	inUse(firstFrameChunk)
+	until(change{firstFrameChunk, 0})
 	_, err = slow.Write(make([]byte, firstFrameChunk+1))
 	require.NoError(t, err)
-	inUse(4 * firstFrameChunk)
+	until(change{4 * firstFrameChunk, 0})
 	_, err = slow.Write(make([]byte, 3*firstFrameChunk))
 	require.NoError(t, err)
-	inUse(1 << 20)
+	until(change{1 << 20, 0})
 
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -75,11 +85,11 @@ func TestRequestMemoryIsBounded(t *testing.T) {
 		resp := kmsg.NewPtrApiVersionsResponse()
 		exchange(t, c, kmsg.NewPtrApiVersionsRequest(), 0, resp)
 	}()
-	require.Eventually(t, func() bool { return testutil.ToFloat64(b.metrics.memoryWaits) == 1 }, time.Minute, time.Millisecond)
-	require.Equal(t, int64(1<<20), b.reqMem.inUse(), "never beyond the bound")
+	until(change{1 << 20, 1}) // the ApiVersions frame waits
+	require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.memoryWaits))
 	slow.Close() // its frame is dropped, its memory given back
 	<-answered
-	inUse(0)
+	until(change{0, 0}) // every frame's memory given back once answered
 }
 
 // A fetch gets at most fetch.max.bytes of records whatever its max_bytes
@@ -113,9 +123,23 @@ func TestFetchMaxBytesCapsTheResponse(t *testing.T) {
 		require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
 		return resp.Topics[0].Partitions[0].RecordBatches
 	}
+	// wholeBatches counts the batches the bytes hold, failing on a cut one.
+	wholeBatches := func(data []byte) int {
+		n := 0
+		for len(data) > 0 {
+			require.GreaterOrEqual(t, len(data), 12)
+			size := 12 + int(binary.BigEndian.Uint32(data[8:12]))
+			require.LessOrEqual(t, size, len(data), "a whole batch")
+			data, n = data[size:], n+1
+		}
+		return n
+	}
 	got := fetch(0)
 	require.LessOrEqual(t, len(got), 64<<10)
-	require.Greater(t, len(got), 48<<10, "as many whole batches as fit")
-	_, err = io.ReadAll(bytes.NewReader(got))
+	require.Equal(t, 3, wholeBatches(got), "as many whole batches of 16 KiB as fit")
+	_, err = tb.AppendRecords([]record.Record{{Value: bytes.Repeat([]byte("y"), 100<<10)}}, record.None, tablet.AppendOptions{})
 	require.NoError(t, err)
+	got = fetch(20)
+	require.Greater(t, len(got), 100<<10, "the first batch whole though larger than fetch.max.bytes")
+	require.Equal(t, 1, wholeBatches(got))
 }
