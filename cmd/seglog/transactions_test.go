@@ -23,10 +23,7 @@ func TestTransactionsCommand(t *testing.T) {
 	addr := servedAddr(t, cmd, lines)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("hanging"), kgo.AllowAutoTopicCreation(),
-		kgo.DefaultProduceTopic("tx"), kgo.TransactionTimeout(10*time.Minute))
-	require.NoError(t, err)
-	require.NoError(t, p.BeginTransaction())
+	p := beginTransaction(t, addr, "hanging", "tx", 10*time.Minute)
 	for i := range 5 {
 		require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "c%d", i)}).FirstErr())
 	}
@@ -76,10 +73,7 @@ func TestTransactionsAbortPastItsTimeout(t *testing.T) {
 	addr := servedAddr(t, cmd, lines)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("short"), kgo.AllowAutoTopicCreation(),
-		kgo.DefaultProduceTopic("tx"), kgo.TransactionTimeout(time.Millisecond))
-	require.NoError(t, err)
-	require.NoError(t, p.BeginTransaction())
+	p := beginTransaction(t, addr, "short", "tx", time.Millisecond)
 	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: []byte("hanging")}).FirstErr())
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "%s", cmd.Stderr)
@@ -104,11 +98,8 @@ func TestTransactionsThroughTheBroker(t *testing.T) {
 	addr := servedAddr(t, cmd, lines)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("open"), kgo.AllowAutoTopicCreation(),
-		kgo.DefaultProduceTopic("txb"), kgo.TransactionTimeout(10*time.Minute))
-	require.NoError(t, err)
+	p := beginTransaction(t, addr, "open", "txb", 10*time.Minute)
 	defer p.Close()
-	require.NoError(t, p.BeginTransaction())
 	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: []byte("pending")}).FirstErr())
 	code, out, errOut := runSeglog(t, "transactions", "--bootstrap-server", addr, "--list")
 	require.Zero(t, code, errOut)
@@ -122,4 +113,15 @@ func TestTransactionsThroughTheBroker(t *testing.T) {
 	require.NoError(t, p.EndTransaction(ctx, kgo.TryAbort))
 	p.Close()
 	stopServe(t, cmd)
+}
+
+// beginTransaction is a transactional producer to topic, with its
+// transaction begun; the caller closes it.
+func beginTransaction(t *testing.T, addr, id, topic string, timeout time.Duration) *kgo.Client {
+	t.Helper()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID(id), kgo.AllowAutoTopicCreation(),
+		kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(timeout))
+	require.NoError(t, err)
+	require.NoError(t, p.BeginTransaction())
+	return p
 }

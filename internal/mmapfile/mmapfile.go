@@ -18,8 +18,9 @@
 // supported) before it is mapped, and an append keeps one slot allocated
 // beyond its entry, so a store into the mapping never needs a new block
 // (no SIGBUS on a full disk) and the slot a time index keeps for its roll
-// entry is always there. A full disk fails the append that would grow the
-// file, before anything is stored. Closing trims the file to its entries. A file found with a zero last slot was left untrimmed by a
+// entry is always there. On a full disk an append whose own slot is not
+// allocated fails before anything is stored. Closing trims the file to its
+// entries. A file found with a zero last slot was left untrimmed by a
 // crash; its valid prefix ends at the first slot that is zero or does not
 // increase, and the rest is reported (Kafka would read such a file as full
 // of zero entries).
@@ -806,7 +807,6 @@ func (f *File) Reset() error {
 	// The blocks it has are kept (only a length past the maximum is cut):
 	// a rebuild in recovery refills them, needing no new space on a full
 	// disk.
-	f.limit = max(f.opts.MaxSize, len(f.buf))
 	if len(f.buf) > f.opts.MaxSize {
 		if _, err := f.resizeLocked(f.opts.MaxSize); err != nil {
 			return err
