@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +34,7 @@ func newGroupsCmd() *cobra.Command {
 	var f groupsFlags
 	f.toOffset = -1
 	cmd := &cobra.Command{
-		Use:   "groups --data-dir D (--list | --describe | --delete | --reset-offsets) [--group G]...",
+		Use:   "groups (--data-dir D | --bootstrap-server H:P) (--list | --describe | --delete | --reset-offsets) [--group G]...",
 		Short: "List, describe, delete consumer groups and reset their offsets, like kafka-consumer-groups.sh",
 		Long: `groups reads the consumer groups a broker keeps in the data directory's
 __consumer_offsets (seglog serve writes them there, in Kafka's record format):
@@ -55,8 +54,9 @@ serving it (list and describe take a shared lock and change nothing; delete and
 an executed reset take the writer's lock). With --bootstrap-server (and
 --command-config) it asks a running broker instead: --list and --describe
 (ListGroups, DescribeGroups, OffsetFetch, ListOffsets: the lag while it
-serves) and --delete (DeleteGroups). --group may be repeated, or --all-groups
-given.`,
+serves), --delete (DeleteGroups) and --reset-offsets (ListOffsets, then
+OffsetCommit, which the broker accepts only while the group is empty).
+--group may be repeated, or --all-groups given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			actions := 0
@@ -111,7 +111,7 @@ given.`,
 				}
 				return nil
 			default:
-				return resetOffsets(cmd, m, c, ids, f)
+				return resetOffsets(cmd, dirOffsets{m, c}, ids, f)
 			}
 		},
 	}
@@ -274,131 +274,20 @@ func printGroups(cmd *cobra.Command, infos []group.Info, rows []groupLag, f grou
 	return w.Flush()
 }
 
-// resetOffsets computes each partition's new offset and, with --execute,
-// commits them.
-func resetOffsets(cmd *cobra.Command, m *tablet.Manager, c *group.Coordinator, ids []string, f groupsFlags) error {
-	how := 0
-	for _, b := range []bool{f.toEarliest, f.toLatest, f.toOffset >= 0, f.toDatetime != ""} {
-		if b {
-			how++
-		}
-	}
-	if how != 1 {
-		return errors.New("give one of --to-earliest, --to-latest, --to-offset, --to-datetime")
-	}
-	if len(f.topics) > 0 && f.allTopics {
-		return errors.New("give --topic or --all-topics, not both")
-	}
-	if len(f.topics) == 0 && !f.allTopics {
-		return errors.New("--reset-offsets needs --topic T (or T:P,P) or --all-topics")
-	}
-	var at int64
-	if f.toDatetime != "" {
-		ts, err := time.Parse("2006-01-02T15:04:05.000", f.toDatetime)
-		if err != nil {
-			return fmt.Errorf("--to-datetime %q: %w", f.toDatetime, err)
-		}
-		at = ts.UnixMilli()
-	}
-	type plan struct {
-		Group     string `json:"group"`
-		Topic     string `json:"topic"`
-		Partition int32  `json:"partition"`
-		Offset    int64  `json:"newOffset"`
-	}
-	var plans []plan
-	for _, id := range ids {
-		var tps []checkpoint.TopicPartition
-		if f.allTopics {
-			g, ok := c.Describe(id)
-			if !ok {
-				return fmt.Errorf("%w: %q", group.ErrGroupNotFound, id)
-			}
-			for _, o := range g.Offsets {
-				tps = append(tps, o.TopicPartition)
-			}
-		} else {
-			for _, spec := range f.topics {
-				topic, parts, hasParts := strings.Cut(spec, ":")
-				for _, t := range m.Tablets() {
-					tp := t.TopicPartition()
-					if tp.Topic != topic {
-						continue
-					}
-					if hasParts && !slices.Contains(strings.Split(parts, ","), strconv.Itoa(int(tp.Partition))) {
-						continue
-					}
-					tps = append(tps, tp)
-				}
-				if len(tps) == 0 {
-					return fmt.Errorf("%w: topic %s", tablet.ErrNotFound, spec)
-				}
-			}
-		}
-		next := map[checkpoint.TopicPartition]int64{}
-		for _, tp := range tps {
-			t, ok := m.Get(tp)
-			if !ok {
-				return fmt.Errorf("%w: %s", tablet.ErrNotFound, tp)
-			}
-			o := t.Offsets()
-			var off int64
-			switch {
-			case f.toEarliest:
-				off = o.LogStartOffset
-			case f.toLatest:
-				off = o.HighWatermark
-			case f.toOffset >= 0:
-				off = min(max(f.toOffset, o.LogStartOffset), o.HighWatermark)
-			default:
-				found, err := t.OffsetForTimestamp(at)
-				switch {
-				case errors.Is(err, tablet.ErrNoOffsetForTimestamp):
-					off = o.HighWatermark
-				case err != nil:
-					return fmt.Errorf("%s: %w", tp, err)
-				default:
-					off = found.Offset
-				}
-			}
-			next[tp] = off
-			plans = append(plans, plan{id, tp.Topic, tp.Partition, off})
-		}
-		if f.execute {
-			if err := c.ResetOffsets(id, next); err != nil {
-				return err
-			}
-		}
-	}
-	slices.SortFunc(plans, func(a, b plan) int {
-		return strings.Compare(fmt.Sprintf("%s\x00%s\x00%010d", a.Group, a.Topic, a.Partition),
-			fmt.Sprintf("%s\x00%s\x00%010d", b.Group, b.Topic, b.Partition))
-	})
-	if f.asJSON {
-		return printJSON(cmd.OutOrStdout(), plans)
-	}
-	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
-	for _, p := range plans {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", p.Group, p.Topic, p.Partition, p.Offset)
-	}
-	if !f.execute {
-		fmt.Fprintln(w, "(a dry run: --execute commits these)")
-	}
-	return w.Flush()
-}
-
 // remoteGroups answers --list, --describe and --delete through a running
 // broker.
 func remoteGroups(cmd *cobra.Command, f groupsFlags) error {
-	if f.reset {
-		return errors.New("--reset-offsets works on the data directory (--data-dir) with the broker stopped; through a running broker it is not supported yet")
-	}
 	c, err := f.client.dial()
 	if err != nil {
 		return err
 	}
 	defer c.close()
+	if f.reset {
+		if len(f.groups) == 0 || f.all {
+			return errors.New("--reset-offsets through a running broker needs --group")
+		}
+		return resetOffsets(cmd, brokerOffsets{c}, f.groups, f)
+	}
 	ids := f.groups
 	if f.all || f.list {
 		listed, err := c.adm.ListGroups(c.ctx)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/seglog/seglog/internal/testpki"
 )
@@ -229,6 +231,37 @@ func TestGroupsThroughTheBroker(t *testing.T) {
 	code, _, errOut = groups("--describe", "--group", "nobody")
 	require.NotZero(t, code)
 	require.Contains(t, errOut, "nobody")
+	code, out, errOut = groups("--reset-offsets", "--group", "slow", "--topic", "lagging", "--to-offset", "7")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^slow\s+lagging\s+0\s+7$`, out)
+	require.Contains(t, out, "a dry run")
+	code, out, _ = groups("--describe", "--group", "slow")
+	require.Zero(t, code)
+	require.Regexp(t, `(?m)^slow\s+lagging\s+0\s+4\s+10\s+6\s`, out, "a dry run commits nothing")
+	code, _, errOut = groups("--reset-offsets", "--group", "slow", "--all-topics", "--to-earliest", "--execute")
+	require.Zero(t, code, errOut)
+	code, out, _ = groups("--describe", "--group", "slow")
+	require.Zero(t, code)
+	require.Regexp(t, `(?m)^slow\s+lagging\s+0\s+0\s+10\s+10\s`, out, "reset to the log start")
+	code, out, errOut = groups("--reset-offsets", "--group", "slow", "--topic", "lagging:0", "--to-datetime", "2999-01-01T00:00:00.000", "--execute")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^slow\s+lagging\s+0\s+10$`, out, "no record after that time: the end")
+
+	// A group with a member running is refused, as Kafka's tool does.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("live"), kgo.ConsumeTopics("lagging"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	for got := 0; got < 10; {
+		fs := cl.PollFetches(context.Background())
+		require.NoError(t, fs.Err0())
+		got += fs.NumRecords()
+	}
+	code, _, errOut = groups("--reset-offsets", "--group", "live", "--topic", "lagging", "--to-earliest", "--execute")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, `offsets can only be reset while group "live" is inactive, but it is Stable`)
+	cl.Close()
+
 	code, out, errOut = groups("--delete", "--group", "slow")
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "Deletion of requested consumer groups ('slow') was successful.")

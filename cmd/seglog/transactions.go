@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/txn"
@@ -26,7 +29,7 @@ func newTransactionsCmd() *cobra.Command {
 		client                clientFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "transactions --data-dir D (--list | --describe --transactional-id ID | --abort --transactional-id ID | --describe-producers --topic T --partition P)",
+		Use:   "transactions (--data-dir D | --bootstrap-server H:P) (--list | --describe --transactional-id ID | --abort --transactional-id ID | --describe-producers --topic T --partition P)",
 		Short: "List and describe transactions, abort a hanging one, like kafka-transactions.sh",
 		Long: `transactions reads the transaction state a broker keeps in the data directory's
 __transaction_state (seglog serve writes it there, in Kafka's record format):
@@ -42,7 +45,10 @@ __transaction_state (seglog serve writes it there, in Kafka's record format):
 With --data-dir it opens the data directory itself, so a broker must not be
 serving it (list and describe take a shared lock and change nothing; abort
 takes the writer's). With --bootstrap-server (and --command-config) it asks
-a running broker instead: --list and --describe (DescribeTransactions).`,
+a running broker instead: --list and --describe (DescribeTransactions),
+--describe-producers (DescribeProducers), and --abort, which does what a
+new producer with the transactional id does as it starts (InitProducerId):
+the open transaction is aborted at a new epoch, fencing its producer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			n := 0
@@ -58,10 +64,12 @@ a running broker instead: --list and --describe (DescribeTransactions).`,
 				if dataDir != "" {
 					return errors.New("give --data-dir or --bootstrap-server, not both")
 				}
-				if !list && !describe {
-					return errors.New("through a running broker: --list and --describe (--abort and --describe-producers need --data-dir, the broker stopped)")
-				}
-				if describe && id == "" {
+				switch {
+				case producers:
+					return remoteProducers(cmd, client, checkpoint.TopicPartition{Topic: topic, Partition: partition}, asJSON)
+				case abort:
+					return remoteAbort(cmd, client, id)
+				case describe && id == "":
 					return errors.New("--transactional-id is required")
 				}
 				infos, err := remoteTransactions(client, id)
@@ -178,18 +186,37 @@ func describeProducers(cmd *cobra.Command, get func(checkpoint.TopicPartition) (
 	if !ok {
 		return fmt.Errorf("%w: %s", tablet.ErrNotFound, tp)
 	}
-	entries := t.Producers()
-	if asJSON {
-		return printJSON(cmd.OutOrStdout(), entries)
+	var rows []producerRow
+	for _, e := range t.Producers() {
+		rows = append(rows, producerRow{ProducerID: e.ProducerID, ProducerEpoch: e.Epoch, CoordinatorEpoch: e.CoordinatorEpoch,
+			LastSequence: e.LastSeq(), LastTimestamp: e.LastTimestamp, CurrentTxnStartOffset: e.CurrentTxnFirstOffset})
 	}
-	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	return printProducers(cmd.OutOrStdout(), rows, asJSON)
+}
+
+// producerRow is one of a partition's active producers.
+type producerRow struct {
+	ProducerID            int64 `json:"producerId"`
+	ProducerEpoch         int16 `json:"producerEpoch"`
+	CoordinatorEpoch      int32 `json:"latestCoordinatorEpoch"`
+	LastSequence          int32 `json:"lastSequence"`
+	LastTimestamp         int64 `json:"lastTimestamp"`
+	CurrentTxnStartOffset int64 `json:"currentTransactionStartOffset"` // -1: none
+}
+
+// printProducers prints --describe-producers as kafka-transactions.sh does.
+func printProducers(out io.Writer, rows []producerRow, asJSON bool) error {
+	if asJSON {
+		return printJSON(out, rows)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PRODUCER-ID\tPRODUCER-EPOCH\tLATEST-COORDINATOR-EPOCH\tLAST-SEQUENCE\tLAST-TIMESTAMP\tCURRENT-TRANSACTION-START-OFFSET")
-	for _, e := range entries {
+	for _, e := range rows {
 		start := "None"
-		if e.CurrentTxnFirstOffset >= 0 {
-			start = fmt.Sprint(e.CurrentTxnFirstOffset)
+		if e.CurrentTxnStartOffset >= 0 {
+			start = fmt.Sprint(e.CurrentTxnStartOffset)
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\n", e.ProducerID, e.Epoch, e.CoordinatorEpoch, e.LastSeq(), e.LastTimestamp, start)
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\n", e.ProducerID, e.ProducerEpoch, e.CoordinatorEpoch, e.LastSequence, e.LastTimestamp, start)
 	}
 	return w.Flush()
 }
@@ -260,4 +287,82 @@ func remoteTransactions(f clientFlags, id string) ([]txn.Info, error) {
 		return nil, fmt.Errorf("no transactional id %q", id)
 	}
 	return infos, nil
+}
+
+// remoteProducers describes a partition's active producers through a
+// running broker (DescribeProducers, sent to the partition's leader).
+func remoteProducers(cmd *cobra.Command, f clientFlags, tp checkpoint.TopicPartition, asJSON bool) error {
+	if tp.Topic == "" {
+		return errors.New("--topic is required")
+	}
+	c, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	described, err := c.adm.DescribeProducers(c.ctx, kadm.TopicsSet{tp.Topic: {tp.Partition: {}}})
+	if err != nil {
+		return err
+	}
+	p, ok := described[tp.Topic].Partitions[tp.Partition]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %s", tablet.ErrNotFound, tp)
+	case p.Err != nil:
+		return fmt.Errorf("%s: %w", tp, p.Err)
+	}
+	var rows []producerRow
+	for _, d := range p.ActiveProducers.Sorted() {
+		rows = append(rows, producerRow{ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch, CoordinatorEpoch: d.CoordinatorEpoch,
+			LastSequence: d.LastSequence, LastTimestamp: d.LastTimestamp, CurrentTxnStartOffset: d.CurrentTxnStartOffset})
+	}
+	return printProducers(cmd.OutOrStdout(), rows, asJSON)
+}
+
+// remoteAbort aborts a transactional id's open transaction through a
+// running broker the way a new producer with that id does as it starts:
+// InitProducerId makes the coordinator abort the open transaction at a new
+// epoch (the old producer is fenced), and answers once the markers are
+// written. It keeps the transaction timeout the id had.
+func remoteAbort(cmd *cobra.Command, f clientFlags, id string) error {
+	if id == "" {
+		return errors.New("--transactional-id is required")
+	}
+	infos, err := remoteTransactions(f, id)
+	if err != nil {
+		return err
+	}
+	if infos[0].State != "Ongoing" {
+		return fmt.Errorf("transactional id %q has no open transaction (it is %s)", id, infos[0].State)
+	}
+	c, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = &id
+	req.TransactionTimeoutMillis = int32(infos[0].TimeoutMs)
+	req.ProducerID, req.ProducerEpoch = -1, -1
+	for {
+		resp, err := req.RequestWith(c.ctx, c.cl)
+		if err != nil {
+			return err
+		}
+		switch err := kerr.ErrorForCode(resp.ErrorCode); {
+		case err == nil:
+			fmt.Fprintf(cmd.OutOrStdout(), "aborted the open transaction of %q (its producer is fenced: epoch %d now)\n", id, resp.ProducerEpoch)
+			return nil
+		case errors.Is(err, kerr.ConcurrentTransactions):
+			// The transaction is completing on its own; InitProducerId
+			// answers once it has. kgo retries this for a producer too.
+			select {
+			case <-c.ctx.Done():
+				return fmt.Errorf("transactional id %q: %w", id, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		default:
+			return fmt.Errorf("aborting the transaction of %q: %w", id, err)
+		}
+	}
 }

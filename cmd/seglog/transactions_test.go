@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/seglog/seglog/internal/testenv"
@@ -107,10 +108,27 @@ func TestTransactionsThroughTheBroker(t *testing.T) {
 	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--describe", "--transactional-id", "open")
 	require.Zero(t, code, errOut)
 	require.Regexp(t, `(?m)^open\s+\d+\s+\d+\s+Ongoing\s+600000\s+\S+\s+txb-0$`, out)
+	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--describe-producers", "--topic", "txb", "--partition", "0")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^\d+\s+\d+\s+-?\d+\s+0\s+\d+\s+0$`, out, "the open transaction starts at offset 0")
+
+	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--abort", "--transactional-id", "open")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, `aborted the open transaction of "open"`)
+	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--describe", "--transactional-id", "open")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^open\s+\d+\s+1\s+Empty\s`, out, "at a new epoch, with no transaction open")
+	require.ErrorIs(t, p.EndTransaction(ctx, kgo.TryCommit), kerr.ProducerFenced, "the old producer is fenced")
 	code, _, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--abort", "--transactional-id", "open")
 	require.NotZero(t, code)
-	require.Contains(t, errOut, "--data-dir")
-	require.NoError(t, p.EndTransaction(ctx, kgo.TryAbort))
+	require.Contains(t, errOut, "no open transaction")
+	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--describe-producers", "--topic", "txb", "--partition", "0")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^\d+\s+1\s+\d+\s+-1\s+\d+\s+None$`, out, "the abort marker at the new epoch closed it")
+	code, out, _ = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "txb", "--from-beginning",
+		"--isolation-level", "read_committed", "--timeout-ms", "500", "--format", "value")
+	require.Zero(t, code)
+	require.Empty(t, out, "the aborted record is not read committed")
 	p.Close()
 	stopServe(t, cmd)
 }
