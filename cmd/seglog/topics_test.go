@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/testpki"
 )
 
@@ -93,27 +95,8 @@ func TestTopicsAndConfigsCommands(t *testing.T) {
 // describes; a user without Create on the cluster or topic is refused
 // (TOPIC_AUTHORIZATION_FAILED), and sees only what it may describe.
 func TestTopicsCommandSecure(t *testing.T) {
-	d := filepath.Join(t.TempDir(), "data")
-	for _, u := range []string{"admin", "bob"} {
-		code, _, errOut := runWithStdin(t, u+"-secret\n", "users", "--data-dir", d, "--add", u, "--password-file", "-")
-		require.Zero(t, code, errOut)
-	}
-	code, _, errOut := runSeglog(t, "acls", "--data-dir", d, "--add", "--allow-principal", "User:bob", "--operation", "Describe",
-		"--topic", "bob-", "--resource-pattern-type", "prefixed")
-	require.Zero(t, code, errOut)
-	pki := testpki.New(t)
-	cert, key := pki.Issue(t, "server", 10, "broker", true)
-	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=SASL_SSL://127.0.0.1:0",
-		"--config", "ssl.certificate.location="+cert, "--config", "ssl.key.location="+key,
-		"--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"--config", "super.users=User:admin")
-	addr := servedAddr(t, cmd, lines)
-	props := func(user string) string {
-		p := filepath.Join(t.TempDir(), user+".properties")
-		require.NoError(t, os.WriteFile(p, []byte("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
-			"sasl.username="+user+"\nsasl.password="+user+"-secret\nssl.ca.location="+pki.CAFile+"\n"), 0o600))
-		return p
-	}
+	addr, props, cmd := startSecureServe(t, []string{"admin", "bob"},
+		[]string{"--allow-principal", "User:bob", "--operation", "Describe", "--topic", "bob-", "--resource-pattern-type", "prefixed"})
 	as := func(user string, args ...string) (int, string, string) {
 		return runSeglog(t, append([]string{"topics", "--bootstrap-server", addr, "--command-config", props(user)}, args...)...)
 	}
@@ -268,5 +251,112 @@ func TestGroupsThroughTheBroker(t *testing.T) {
 	code, out, _ = groups("--list")
 	require.Zero(t, code)
 	require.NotContains(t, out, "slow")
+	stopServe(t, cmd)
+}
+
+// startSecureServe serves a new data directory on SASL_SSL with the
+// standard authorizer, admin its super user; users get the password
+// user+"-secret" and each acls entry is one seglog acls --add. props
+// writes a user's client properties file.
+func startSecureServe(t *testing.T, users []string, acls ...[]string) (string, func(user string) string, *exec.Cmd) {
+	t.Helper()
+	d := filepath.Join(t.TempDir(), "data")
+	for _, u := range users {
+		code, _, errOut := runWithStdin(t, u+"-secret\n", "users", "--data-dir", d, "--add", u, "--password-file", "-")
+		require.Zero(t, code, errOut)
+	}
+	for _, a := range acls {
+		code, _, errOut := runSeglog(t, append([]string{"acls", "--data-dir", d, "--add"}, a...)...)
+		require.Zero(t, code, errOut)
+	}
+	pki := testpki.New(t)
+	cert, key := pki.Issue(t, "server", 10, "broker", true)
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=SASL_SSL://127.0.0.1:0",
+		"--config", "ssl.certificate.location="+cert, "--config", "ssl.key.location="+key,
+		"--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"--config", "super.users=User:admin")
+	addr := servedAddr(t, cmd, lines)
+	props := func(user string) string {
+		p := filepath.Join(t.TempDir(), user+".properties")
+		require.NoError(t, os.WriteFile(p, []byte("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
+			"sasl.username="+user+"\nsasl.password="+user+"-secret\nssl.ca.location="+pki.CAFile+"\n"), 0o600))
+		return p
+	}
+	return addr, props, cmd
+}
+
+// Every other admin command over SASL_SSL with ACLs on: the console
+// producer and consumer, groups (describe, reset), configs and
+// transactions, each allowed what its user's ACLs grant and refused the
+// rest with Kafka's authorization errors.
+func TestAdminCommandsSecure(t *testing.T) {
+	addr, props, cmd := startSecureServe(t, []string{"admin", "app"},
+		[]string{"--allow-principal", "User:app", "--operation", "Write", "--operation", "Read", "--operation", "Create",
+			"--operation", "Describe", "--topic", "app-", "--resource-pattern-type", "prefixed"},
+		[]string{"--allow-principal", "User:app", "--operation", "Read", "--group", "app-", "--resource-pattern-type", "prefixed"},
+		[]string{"--allow-principal", "User:app", "--operation", "Write", "--operation", "Describe",
+			"--transactional-id", "app-", "--resource-pattern-type", "prefixed"})
+	as := func(user, stdin string, args ...string) (int, string, string) {
+		return runWithStdin(t, stdin, append(args, "--bootstrap-server", addr, "--command-config", props(user))...)
+	}
+	code, _, errOut := as("app", "k1:v1\nk2:v2\nk3:v3\n", "produce", "--topic", "app-orders", "--key-separator", ":")
+	require.Zero(t, code, errOut)
+	code, _, errOut = as("app", "x\n", "produce", "--topic", "other")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "TOPIC_AUTHORIZATION_FAILED")
+	code, out, errOut := as("app", "", "consume", "--topic", "app-orders", "--group", "app-readers", "--from-beginning",
+		"--max-records", "3", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "v1\nv2\nv3\n", out)
+	code, _, errOut = as("app", "", "consume", "--topic", "app-orders", "--group", "others", "--from-beginning", "--max-records", "1")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "GROUP_AUTHORIZATION_FAILED")
+
+	code, out, errOut = as("app", "", "groups", "--describe", "--group", "app-readers")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^app-readers\s+app-orders\s+0\s+3\s+3\s+0\s`, out)
+	code, _, errOut = as("app", "", "groups", "--reset-offsets", "--group", "app-readers", "--topic", "app-orders", "--to-earliest", "--execute")
+	require.Zero(t, code, errOut)
+	code, out, errOut = as("admin", "", "groups", "--describe", "--group", "app-readers")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^app-readers\s+app-orders\s+0\s+0\s+3\s+3\s`, out)
+	code, out, errOut = as("app", "", "groups", "--list")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "app-readers\n", out, "only the groups app may describe")
+
+	code, _, errOut = as("app", "", "configs", "--entity-type", "topics", "--entity-name", "app-orders", "--alter", "--add-config", "retention.ms=1000")
+	require.NotZero(t, code, "app has no AlterConfigs")
+	require.Contains(t, errOut, "TOPIC_AUTHORIZATION_FAILED")
+	code, _, errOut = as("admin", "", "configs", "--entity-type", "topics", "--entity-name", "app-orders", "--alter", "--add-config", "retention.ms=3600000")
+	require.Zero(t, code, errOut)
+	code, out, errOut = as("admin", "", "configs", "--entity-type", "topics", "--entity-name", "app-orders", "--describe")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "  retention.ms=3600000 sensitive=false")
+	code, _, errOut = as("app", "", "configs", "--entity-type", "topics", "--entity-name", "app-orders", "--describe")
+	require.NotZero(t, code, "app has no DescribeConfigs")
+	require.Contains(t, errOut, "TOPIC_AUTHORIZATION_FAILED")
+
+	data, err := os.ReadFile(props("app"))
+	require.NoError(t, err)
+	opts, err := clientOpts(checkpoint.ParseProperties(data))
+	require.NoError(t, err)
+	p, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr), kgo.TransactionalID("app-tx"), kgo.DefaultProduceTopic("app-orders"))...)
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.ProduceSync(context.Background(), &kgo.Record{Value: []byte("pending")}).FirstErr())
+	code, out, errOut = as("app", "", "transactions", "--list")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)^app-tx\s+\d+\s+0\s+Ongoing\s`, out)
+	code, out, errOut = as("app", "", "transactions", "--describe-producers", "--topic", "app-orders", "--partition", "0")
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `(?m)\s3$`, out, "the open transaction starts after the 3 records")
+	code, out, errOut = as("app", "", "transactions", "--abort", "--transactional-id", "app-tx")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, `aborted the open transaction of "app-tx"`)
+	code, _, errOut = as("app", "", "transactions", "--describe", "--transactional-id", "someone-else")
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+	p.Close()
 	stopServe(t, cmd)
 }
