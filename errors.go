@@ -3,6 +3,7 @@ package seglog
 import (
 	"errors"
 	"fmt"
+	"regexp"
 )
 
 // ErrCorruption is matched (with errors.Is) by every *CorruptionError.
@@ -83,4 +84,32 @@ func KafkaCode(err error) int16 {
 		return k.KafkaCode()
 	}
 	return UnknownServerError
+}
+
+// packagePrefix matches the package names seglog's errors start with
+// ("tablet: ", "checkpoint: ", …), where a message begins: at its start or
+// after ": ", "(" or a newline.
+var packagePrefix = regexp.MustCompile(`(^|: |\(|\n)(seglog|tablet|checkpoint|vfs|recovery|segment|tiering|record|mmapfile|offsetindex|timeindex|txnindex|writerstate|leaderepoch|logfile|cleaner|group|txn|store|broker|auth|server|snappy): `)
+
+// Message is err's text for a person or a client rather than a Go
+// program: without the package names the sentinels start with, which mean
+// nothing outside the code ("tablet: invalid config: …" reads "invalid
+// config: …"). The sentinels keep them, as Go's convention is; a command's
+// output and a broker's error messages use Message.
+func Message(err error) string {
+	if err == nil {
+		return ""
+	}
+	return Humanize(err.Error())
+}
+
+// Humanize is Message for an error's text.
+func Humanize(msg string) string {
+	for {
+		next := packagePrefix.ReplaceAllString(msg, "$1")
+		if next == msg {
+			return msg
+		}
+		msg = next
+	}
 }

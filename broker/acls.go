@@ -72,7 +72,7 @@ func (b *Broker) createACLs(_ context.Context, _ header, r *kmsg.CreateACLsReque
 		res := kmsg.CreateACLsResponseResult{}
 		switch {
 		case errs[i] != nil:
-			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(errs[i].Error())
+			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, errMessage(errs[i])
 		case err != nil:
 			res.ErrorCode, res.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr("the ACLs could not be saved")
 		}

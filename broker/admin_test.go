@@ -91,6 +91,11 @@ func TestAdminTopics(t *testing.T) {
 		_, err := adm.CreateTopic(ctx, c.parts, c.rf, c.configs, c.topic)
 		require.ErrorIs(t, err, c.want, "%+v", c)
 	}
+	// The message a client gets names the mistake, for people: no Go
+	// package name in it.
+	typo, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.msx": kmsg.StringPtr("1")}, "x")
+	require.ErrorIs(t, err, kerr.InvalidConfig)
+	require.Equal(t, `invalid config: unknown key "retention.msx": did you mean "retention.ms"?`, typo.ErrMessage)
 	v, err := adm.ValidateCreateTopics(ctx, 2, 1, nil, "dry")
 	require.NoError(t, err)
 	require.NoError(t, v["dry"].Err)

@@ -47,7 +47,7 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 			continue
 		}
 		if err := checkpoint.ValidateTopic(rt.Topic); err != nil {
-			fail(kerr.InvalidTopicException.Code, errText("%v", err))
+			fail(kerr.InvalidTopicException.Code, errMessage(err))
 			continue
 		}
 		partitions := rt.NumPartitions
@@ -138,7 +138,7 @@ func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.
 				_ = b.m.Delete(checkpoint.TopicPartition{Topic: topic, Partition: q})
 			}
 			b.opts.Logger.Warn("creating a topic", "topic", topic, "err", err)
-			return errorCode(err), errText("%v", err)
+			return errorCode(err), errMessage(err)
 		}
 	}
 	b.opts.Logger.Info("created a topic", "topic", topic, "partitions", partitions)
@@ -217,7 +217,7 @@ func (b *Broker) deleteTopic(topic string, mut *mutations) (int16, *string) {
 	for _, t := range parts {
 		if err := b.m.Delete(t.TopicPartition()); err != nil {
 			b.opts.Logger.Warn("deleting a topic", "topic", topic, "err", err)
-			return errorCode(err), errText("%v", err)
+			return errorCode(err), errMessage(err)
 		}
 	}
 	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(parts))
@@ -277,7 +277,7 @@ func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bo
 	for p := have; p < rt.Count; p++ {
 		if _, err := b.m.Create(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p}, &cfg); err != nil {
 			b.opts.Logger.Warn("adding partitions", "topic", rt.Topic, "err", err)
-			return errorCode(err), errText("%v", err)
+			return errorCode(err), errMessage(err)
 		}
 	}
 	b.opts.Logger.Info("added partitions", "topic", rt.Topic, "from", have, "to", rt.Count)

@@ -30,9 +30,12 @@ func init() {
 
 // errText returns a pointer to an error's text, for a response's message.
 func errText(format string, args ...any) *string {
-	s := fmt.Sprintf(format, args...)
+	s := seglog.Humanize(fmt.Sprintf(format, args...))
 	return &s
 }
+
+// errMessage is an error's text for a client: without Go package names.
+func errMessage(err error) *string { return kmsg.StringPtr(seglog.Message(err)) }
 
 // errConfigUnsupported is a Kafka topic config this broker lists but does
 // not take (other than its one value).
@@ -243,7 +246,7 @@ func (b *Broker) alterTopicConfig(topic string, changes []configChange, replace,
 			err = setTopicConfig(&cfg, ch.key, ch.value)
 		}
 		if err != nil {
-			return errorCode(err), errText("%v", err)
+			return errorCode(err), errMessage(err)
 		}
 	}
 	if validateOnly {
@@ -252,7 +255,7 @@ func (b *Broker) alterTopicConfig(topic string, changes []configChange, replace,
 	for _, t := range parts {
 		if err := t.SetConfig(cfg); err != nil {
 			b.opts.Logger.Warn("altering a topic config", "topic", topic, "partition", t.TopicPartition().Partition, "err", err)
-			return errorCode(err), errText("%v", err)
+			return errorCode(err), errMessage(err)
 		}
 	}
 	b.opts.Logger.Info("altered a topic config", "topic", topic, "changes", len(changes))

@@ -158,8 +158,7 @@ func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.Appe
 		res, err := t.Append(data[:n], opts)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
-			msg := err.Error()
-			sp.ErrorMessage = &msg
+			sp.ErrorMessage = errMessage(err)
 			var re *record.Error
 			if errors.As(err, &re) {
 				for _, r := range re.Records { // Kafka's record errors: each refused record's index in its batch

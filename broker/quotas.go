@@ -113,7 +113,7 @@ func (b *Broker) alterClientQuotas(_ context.Context, _ header, r *kmsg.AlterCli
 		case err != nil:
 			res.ErrorCode, res.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr("the quotas could not be saved")
 		case errs[i] != nil:
-			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(errs[i].Error())
+			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, errMessage(errs[i])
 		}
 		resp.Entries = append(resp.Entries, res)
 	}

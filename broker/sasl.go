@@ -157,8 +157,7 @@ func (b *Broker) saslAuthenticate(_ context.Context, h header, r *kmsg.SASLAuthe
 	token, err := b.saslStep(h, r.SASLAuthBytes)
 	if err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		msg := err.Error()
-		resp.ErrorMessage = &msg
+		resp.ErrorMessage = errMessage(err)
 		return resp
 	}
 	resp.SASLAuthBytes = token

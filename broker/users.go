@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/broker/auth"
 )
 
@@ -112,7 +113,7 @@ func (b *Broker) alterUserSCRAM(_ context.Context, _ header, r *kmsg.AlterUserSC
 		case errors.Is(err, auth.ErrEmptyUser):
 			fail(ch.User, kerr.UnacceptableCredential.Code, "Username must not be empty")
 		case err != nil:
-			fail(ch.User, kerr.UnacceptableCredential.Code, err.Error())
+			fail(ch.User, kerr.UnacceptableCredential.Code, seglog.Message(err))
 		case ch.SaltedPassword == nil:
 			if _, ok := b.creds.Lookup(ch.User, name); !ok {
 				fail(ch.User, kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")

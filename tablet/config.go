@@ -12,6 +12,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/nearest"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
@@ -283,6 +284,9 @@ func ConfigKeys() []string {
 func (c *Config) Set(key, value string) error {
 	k, ok := configKeys[key]
 	if !ok {
+		if near := nearest.Name(key, ConfigKeys()); near != "" {
+			return fmt.Errorf("%w: unknown key %q: did you mean %q?", ErrConfig, key, near)
+		}
 		return fmt.Errorf("%w: unknown key %q (known: %s)", ErrConfig, key, strings.Join(ConfigKeys(), ", "))
 	}
 	next := *c

@@ -268,8 +268,18 @@ func lockedError(dir, lockFile string, shared bool, err error) error {
 	if !shared {
 		mode = "a writer needs it to itself"
 	}
-	return fmt.Errorf("%w: %s is open in %s (%s): %w", ErrLocked, dir, who, mode, err)
+	return &lockedErr{msg: fmt.Sprintf("%s: %s is open in %s (%s)", ErrLocked, dir, who, mode), cause: err}
 }
+
+// lockedErr is ErrLocked with the lock's own error (the system's, which
+// names the lock call) kept for errors.Is but not in the message.
+type lockedErr struct {
+	msg   string
+	cause error
+}
+
+func (e *lockedErr) Error() string   { return e.msg }
+func (e *lockedErr) Unwrap() []error { return []error{ErrLocked, e.cause} }
 
 type closerFunc func() error
 

@@ -19,9 +19,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 
 	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog"
 )
 
 func main() {
@@ -46,28 +47,12 @@ func exitCode(err error, stderr io.Writer) int {
 	var ex *exitError
 	if errors.As(err, &ex) {
 		if ex.msg != "" {
-			fmt.Fprintln(stderr, "seglog:", humanize(ex.msg))
+			fmt.Fprintln(stderr, "seglog:", seglog.Humanize(ex.msg))
 		}
 		return ex.code
 	}
-	fmt.Fprintln(stderr, "seglog:", humanize(err.Error()))
+	fmt.Fprintln(stderr, "seglog:", seglog.Humanize(err.Error()))
 	return 1
-}
-
-// packagePrefix matches the Go package names the engine's errors start
-// with ("tablet: ", "checkpoint: ", …): they mean nothing to a person.
-var packagePrefix = regexp.MustCompile(`(^|: |\n)(seglog|tablet|checkpoint|vfs|recovery|segment|tiering|record|mmapfile|offsetindex|timeindex|txnindex|writerstate|leaderepoch|logfile): `)
-
-// humanize turns an engine error's text into a message for people: no Go
-// package prefixes.
-func humanize(msg string) string {
-	for {
-		next := packagePrefix.ReplaceAllString(msg, "$1")
-		if next == msg {
-			return msg
-		}
-		msg = next
-	}
 }
 
 // exitError ends the command with a status after its output is written.

@@ -62,20 +62,35 @@ func TestMessagesHaveNoPackagePrefixes(t *testing.T) {
 	code, _, _ := runWithStdin(t, "a\n", "produce", "--data-dir", d, "--topic", "t")
 	require.Equal(t, 0, code)
 	require.NoError(t, os.WriteFile(filepath.Join(d, "t-0", "partition.metadata"), []byte("garbage"), 0o644))
-	prefix := regexp.MustCompile(`(^|: |\n)(seglog: )?(tablet|checkpoint|vfs|recovery|segment|tiering|record|mmapfile|offsetindex|timeindex|txnindex|writerstate|leaderepoch|logfile|seglog): `)
+	prefix := regexp.MustCompile(`(^|: |\(|\n)(seglog: )?(tablet|checkpoint|vfs|recovery|segment|tiering|record|mmapfile|offsetindex|timeindex|txnindex|writerstate|leaderepoch|logfile|group|txn|store|broker|auth|seglog|flock): `)
 	for _, args := range [][]string{
 		{"consume", "--data-dir", foreign, "--topic", "t"},
 		{"consume", "--data-dir", d, "--topic", "nope"},
 		{"consume", "--data-dir", d, "--topic", "t", "--from-offset", "99"},
 		{"produce", "--data-dir", d, "--topic", "t", "--config", "segment.bytes=x"},
+		{"produce", "--data-dir", d, "--topic", "t", "--config", "segment.byte=1"},
 		{"tier", "--data-dir", d, "--store", "ftp://x"},
+		{"dump", filepath.Join(foreign, "f")},
+		{"groups", "--data-dir", d, "--describe", "--group", "nobody"},
 	} {
 		_, _, errOut := runWithStdin(t, "", args...)
+		require.NotEmpty(t, errOut, "%v", args)
 		for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
 			line = strings.TrimPrefix(line, "seglog: ")
 			require.NotRegexp(t, prefix, line, "%v", args)
+			require.NotContains(t, line, "flock", "%v", args)
 		}
 	}
+	_, _, errOut := runWithStdin(t, "", "produce", "--data-dir", d, "--topic", "t", "--config", "segment.byte=1")
+	require.Contains(t, errOut, `unknown key "segment.byte": did you mean "segment.bytes"?`)
+
+	// A directory in use says by whom, not which system call failed.
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	servedAddr(t, cmd, lines)
+	code, _, errOut = runSeglog(t, "groups", "--data-dir", d, "--list")
+	require.Equal(t, 1, code)
+	require.Regexp(t, `^seglog: data directory is in use: \S+ is open in process \d+ \(a reader cannot open it beside a writer\)\n$`, errOut)
+	stopServe(t, cmd)
 }
 
 // --help says which flags are optional, as the README does.

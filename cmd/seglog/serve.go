@@ -21,6 +21,7 @@ import (
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/nearest"
 	"github.com/seglog/seglog/server"
 	"github.com/seglog/seglog/tablet"
 )
@@ -398,39 +399,13 @@ func applyServeConfig(s *serveSettings, k, v string) (known bool, err error) {
 }
 
 // nearestConfig is the config serve takes that k is most likely a typo
-// of: within two edits (one for short names), else "".
+// of, else "".
 func nearestConfig(k string) string {
-	best, bestD := "", 3
-	if len(k) < 8 {
-		bestD = 2
+	names := make([]string, len(serveConfigs))
+	for i, c := range serveConfigs {
+		names[i] = c.name
 	}
-	for _, c := range serveConfigs {
-		if d := editDistance(k, c.name); d < bestD {
-			best, bestD = c.name, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return nearest.Name(k, names)
 }
 
 // unknownConfig is the error of a config serve does not take.

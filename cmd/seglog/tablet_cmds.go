@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/record"
@@ -135,7 +136,7 @@ func printLoadChanges(w io.Writer, m *tablet.Manager, inMemory bool) {
 	var order []kind
 	for _, c := range all {
 		if isDamage(m, c) {
-			fmt.Fprintf(w, "damage: %s%s\n", humanize(c.String()), how)
+			fmt.Fprintf(w, "damage: %s%s\n", seglog.Humanize(c.String()), how)
 			continue
 		}
 		k := kind{c.Action, c.Why}
@@ -148,7 +149,7 @@ func printLoadChanges(w io.Writer, m *tablet.Manager, inMemory bool) {
 	for _, k := range order {
 		cs := notes[k]
 		if len(cs) == 1 {
-			fmt.Fprintf(w, "note: %s%s\n", humanize(cs[0].String()), how)
+			fmt.Fprintf(w, "note: %s%s\n", seglog.Humanize(cs[0].String()), how)
 			continue
 		}
 		var files []string
@@ -162,7 +163,7 @@ func printLoadChanges(w io.Writer, m *tablet.Manager, inMemory bool) {
 		if k.why != "" {
 			line += ": " + k.why
 		}
-		fmt.Fprintf(w, "note: %s (%s)%s\n", humanize(line), strings.Join(files, ", "), how)
+		fmt.Fprintf(w, "note: %s (%s)%s\n", seglog.Humanize(line), strings.Join(files, ", "), how)
 	}
 }
 
@@ -313,7 +314,7 @@ func attachTiers(cmd *cobra.Command, m *tablet.Manager, match func(checkpoint.To
 	a, err := tiering.Attach(cmd.Context(), m, match, nil, &tiering.Options{Logger: logger})
 	if err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n  (the local records are served; those below the local log start are not until the store answers)\n",
-			humanize(err.Error()))
+			seglog.Humanize(err.Error()))
 	}
 	return a, nil
 }

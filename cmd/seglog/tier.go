@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
@@ -338,7 +339,7 @@ every --interval until interrupted.`,
 					} else {
 						wait = min(2*wait, interval)
 					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "tier: %s (retrying in %s)\n", humanize(err.Error()), wait)
+					fmt.Fprintf(cmd.ErrOrStderr(), "tier: %s (retrying in %s)\n", seglog.Humanize(err.Error()), wait)
 				} else {
 					wait = interval
 				}
