@@ -193,8 +193,22 @@ func TestAdminConfigs(t *testing.T) {
 	require.Equal(t, kmsg.ConfigSourceDefaultConfig, c.Source)
 	require.Equal(t, "delete", valueOf(configOf(t, ctx, adm, "cfg", "cleanup.policy")))
 
+	// Set to its default value, a config is still the topic's own, as in
+	// Kafka; deleted, it is the default again.
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}, "cfg")
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Equal(t, kmsg.ConfigSourceDynamicTopicConfig, configOf(t, ctx, adm, "cfg", "cleanup.policy").Source)
+	kept, err := tablet.ReadConfig(nil, filepath.Join(m.Dir(), "cfg-0"))
+	require.NoError(t, err)
+	require.True(t, kept.IsSet("cleanup.policy"), "kept in the partition's config file")
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "cleanup.policy"}}, "cfg")
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Equal(t, kmsg.ConfigSourceDefaultConfig, configOf(t, ctx, adm, "cfg", "cleanup.policy").Source)
+
 	// Incremental: set one, reset another to its default.
-	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "retention.bytes", Value: kmsg.StringPtr("1048576")},
 		{Op: kadm.DeleteConfig, Name: "retention.ms"},
 	}, "cfg")

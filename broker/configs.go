@@ -89,7 +89,11 @@ func (b *Broker) resetTopicConfig(c *tablet.Config, key string) error {
 	if !ok {
 		return fmt.Errorf("%w: unknown key %q", tablet.ErrConfig, key)
 	}
-	return c.Set(key, v)
+	if err := c.Set(key, v); err != nil {
+		return err
+	}
+	c.Unset(key)
+	return nil
 }
 
 // topicConfig is a topic's config: its first partition's (they share it).
@@ -116,9 +120,9 @@ func sortedConfigs(cs []describedConfig) []describedConfig {
 }
 
 // describeTopicConfig lists every topic config with its value and source:
-// a value other than the broker's default is the topic's own
-// (DYNAMIC_TOPIC_CONFIG), the broker's default other than Kafka's is
-// STATIC_BROKER_CONFIG, else DEFAULT_CONFIG.
+// one the topic sets (even to the default) or whose value is not the
+// broker's default is the topic's own (DYNAMIC_TOPIC_CONFIG), the broker's
+// default other than Kafka's is STATIC_BROKER_CONFIG, else DEFAULT_CONFIG.
 func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
 	kafka, broker := tablet.DefaultConfig(), b.m.DefaultConfig()
 	var out []describedConfig
@@ -131,7 +135,7 @@ func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
 			d.typ = t
 		}
 		switch {
-		case v != bv:
+		case v != bv || c.IsSet(k):
 			d.source = kmsg.ConfigSourceDynamicTopicConfig
 		case bv != kv:
 			d.source = kmsg.ConfigSourceStaticBrokerConfig

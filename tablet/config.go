@@ -96,6 +96,10 @@ type Config struct {
 	// transaction marker whose data is gone) survives past the cleaned
 	// point. The default is 86400000 (1 day).
 	DeleteRetentionMs int64
+	// set marks the keys Set was called for (bit i: ConfigKeys()[i]): the
+	// topic's own configs, kept in its config file even when equal to the
+	// defaults, as Kafka keeps a topic's overrides.
+	set uint64
 }
 
 // Cleanup policies (cleanup.policy).
@@ -296,8 +300,34 @@ func (c *Config) Set(key, value string) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}
+	next.set |= keyBits[key]
 	*c = next
 	return nil
+}
+
+// keyBits are the keys' bits in Config.set.
+var keyBits = func() map[string]uint64 {
+	bits := map[string]uint64{}
+	for i, k := range ConfigKeys() {
+		bits[k] = 1 << i
+	}
+	return bits
+}()
+
+// IsSet reports whether key was set (with Set, or read from a tablet's
+// config file): a topic's own config rather than a default, whatever its
+// value.
+func (c Config) IsSet(key string) bool { return c.set&keyBits[key] != 0 }
+
+// Unset marks key as not set, keeping its value: it follows the defaults
+// again once its value is theirs.
+func (c *Config) Unset(key string) { c.set &^= keyBits[key] }
+
+// Defaults is c with no key marked as set: the configuration a tablet
+// takes its values from when it sets none itself.
+func (c Config) Defaults() Config {
+	c.set = 0
+	return c
 }
 
 // Get returns one config by its Kafka name.
@@ -363,18 +393,37 @@ func (c *Config) segmentOptions() segment.Options {
 		SegmentJitterMs: c.SegmentJitterMs}
 }
 
-// ConfigFile is the file in a tablet directory that keeps the configs set
-// for it (only those that differ from the defaults), as Java properties.
+// ConfigFile is the file in a tablet directory that keeps its configs, as
+// Java properties: every one that differs from Kafka's defaults (a broker's
+// defaults at the tablet's creation among them, so that a tool opening the
+// directory without them keeps the same retention), and those the tablet
+// sets itself (Config.IsSet) even when equal to the defaults. A comment
+// line, setLine, names the ones it sets; a file without it (written before
+// seglog kept it) sets none.
 const ConfigFile = "seglog.properties"
 
-// formatConfig renders the configs that differ from the defaults.
+// setLine starts the comment line of ConfigFile that lists the configs
+// the tablet sets itself.
+const setLine = "# set by the topic: "
+
+// formatConfig renders c's configs that differ from Kafka's defaults or
+// that c sets.
 func formatConfig(c Config) []byte {
 	def := DefaultConfig()
 	var sb strings.Builder
 	sb.WriteString("# seglog tablet configuration (Kafka topic config names)\n")
+	var set []string
+	for _, k := range ConfigKeys() {
+		if c.IsSet(k) {
+			set = append(set, k)
+		}
+	}
+	if len(set) > 0 {
+		sb.WriteString(setLine + strings.Join(set, ",") + "\n")
+	}
 	for _, k := range ConfigKeys() {
 		v, _ := c.Get(k)
-		if d, _ := def.Get(k); v != d {
+		if d, _ := def.Get(k); v != d || c.IsSet(k) {
 			fmt.Fprintf(&sb, "%s=%s\n", k, v)
 		}
 	}
@@ -396,6 +445,14 @@ func readConfig(fsys vfs.FS, path string) (Config, error) {
 	for _, k := range slices.Sorted(maps.Keys(props)) {
 		if err := c.Set(k, props[k]); err != nil {
 			return c, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	c = c.Defaults()
+	for _, line := range strings.Split(string(data), "\n") {
+		if keys, ok := strings.CutPrefix(strings.TrimSpace(line), setLine); ok {
+			for _, k := range strings.Split(keys, ",") {
+				c.set |= keyBits[strings.TrimSpace(k)]
+			}
 		}
 	}
 	return c, nil

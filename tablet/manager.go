@@ -75,6 +75,8 @@ func (o *ManagerOptions) EnsureDefaults() {
 		c := DefaultConfig()
 		o.Config = &c
 	}
+	defaults := o.Config.Defaults() // a tablet created with them sets none of its own
+	o.Config = &defaults
 	o.Tablet.EnsureDefaults()
 	if o.Recovery.Now == nil {
 		o.Recovery.Now = o.Tablet.Now

@@ -142,9 +142,41 @@ func TestConfigSet(t *testing.T) {
 		require.ErrorIs(t, c.Set(bad[0], bad[1]), ErrConfig, "%v", bad)
 		require.Equal(t, before, c, "a refused value changes nothing")
 	}
+	require.True(t, c.IsSet("segment.bytes"))
+	require.False(t, c.IsSet("index.interval.bytes"))
+	require.NoError(t, c.Set("cleanup.policy", "delete")) // the default, set explicitly
 	got := formatConfig(c)
 	require.Contains(t, string(got), "segment.bytes=1048576\n")
+	require.Contains(t, string(got), "cleanup.policy=delete\n", "a config set to its default is the tablet's own")
 	require.NotContains(t, string(got), "index.interval.bytes", "defaults are not written")
+	c.Unset("cleanup.policy")
+	require.NotContains(t, string(formatConfig(c)), "cleanup.policy", "unset, it is the default again")
+	require.False(t, c.Defaults().IsSet("segment.bytes"))
+}
+
+// A tablet's config file keeps which configs it sets: read back, those are
+// set and the ones only differing from Kafka's defaults (a broker's
+// defaults at creation) are not; a file written before the list was kept
+// sets none.
+func TestConfigFileKeepsWhatIsSet(t *testing.T) {
+	dir := t.TempDir()
+	brokerDefaults := DefaultConfig()
+	require.NoError(t, brokerDefaults.Set("retention.ms", "1000"))
+	c := brokerDefaults.Defaults()
+	require.NoError(t, c.Set("cleanup.policy", "delete"))
+	require.NoError(t, writeConfig(vfs.OS, filepath.Join(dir, ConfigFile), c))
+	got, err := ReadConfig(nil, dir)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), got.RetentionMs, "kept, so a tool without the broker's defaults keeps its retention")
+	require.False(t, got.IsSet("retention.ms"))
+	require.True(t, got.IsSet("cleanup.policy"))
+	require.Equal(t, c, got)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte("retention.ms=1000\n"), 0o644))
+	got, err = ReadConfig(nil, dir)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), got.RetentionMs)
+	require.False(t, got.IsSet("retention.ms"), "an older file sets nothing")
 }
 
 // Scenario 75: testDuplicateAppends.
