@@ -5,11 +5,11 @@ import "testing"
 func TestName(t *testing.T) {
 	names := []string{"listeners", "log.dirs", "retention.ms", "node.id"}
 	for _, c := range []struct{ word, want string }{
-		{"listners", "listeners"},       // one letter left out
+		{"listners", "listeners"},        // one letter left out
 		{"retention.sm", "retention.ms"}, // two swapped: two edits
 		{"nod.id", "node.id"},
-		{"nodeid.x", ""},  // three edits
-		{"lg.dir", ""},    // short: two edits are too many
+		{"nodeid.x", ""}, // three edits
+		{"lg.dir", ""},   // short: two edits are too many
 		{"log.dir", "log.dirs"},
 		{"something", ""},
 	} {
