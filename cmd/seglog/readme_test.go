@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/bench"
+	"github.com/seglog/seglog/internal/testpki"
 )
 
 // readmeSynopsis is the README's command synopsis: each "seglog CMD …"
@@ -115,4 +120,94 @@ func TestReadmeListsEveryBenchWorkload(t *testing.T) {
 	for _, w := range bench.Workloads {
 		require.Contains(t, para, "`"+w.Name+"` (", "bench workload %s", w.Name)
 	}
+}
+
+// The README's Security recipe runs as written: every command of its
+// block, in order, with only what belongs to a machine replaced — its
+// paths (a temporary directory, the test's certificates), "host" and the
+// ports (127.0.0.1 and free ports; the listener on every interface is
+// bound to loopback, so the test serves nothing beyond this machine).
+// Then the app user it sets up produces to an app- topic (auto-created)
+// and consumes it in app-group, and is refused elsewhere.
+func TestReadmeSecurityRecipe(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## Security\n")
+	require.True(t, ok)
+	_, block, ok := strings.Cut(section, "A TLS, SASL, ACL and quota setup, from nothing:\n\n```\n")
+	require.True(t, ok, "the Security section has no recipe")
+	block, _, _ = strings.Cut(block, "```")
+
+	tmp := t.TempDir()
+	pki := testpki.New(t)
+	cert, key := pki.Issue(t, "broker", 10, "broker", true)
+	secret := filepath.Join(tmp, "admin-secret")
+	require.NoError(t, os.WriteFile(secret, []byte("admin-password\n"), 0o600))
+	sasl, plain := freePort(t), freePort(t)
+	replace := strings.NewReplacer("/var/lib/seglog", filepath.Join(tmp, "data"), "/run/secrets/admin", secret,
+		"/etc/seglog/broker.pem", cert, "/etc/seglog/broker.key", key,
+		"0.0.0.0:9093", "127.0.0.1:"+sasl, "host:9093", "127.0.0.1:"+sasl, "127.0.0.1:9092", "127.0.0.1:"+plain)
+	props := func(user string) string {
+		p := filepath.Join(tmp, user+".properties")
+		require.NoError(t, os.WriteFile(p, []byte("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
+			"sasl.username="+user+"\nsasl.password="+user+"-password\nssl.ca.location="+pki.CAFile+"\n"), 0o600))
+		return p
+	}
+	adminProps := props("admin")
+
+	var served *exec.Cmd
+	ran := 0
+	for _, line := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		args := strings.Fields(replace.Replace(line))
+		if len(args) == 0 {
+			continue
+		}
+		require.Equal(t, "seglog", args[0], line)
+		for i, a := range args {
+			if a == "admin.properties" {
+				args[i] = adminProps
+			}
+		}
+		ran++
+		if args[1] == "serve" {
+			var lines *bufio.Scanner
+			served, lines = startServe(t, args[2:]...)
+			addrs := servedAddrs(t, served, lines, 2)
+			require.Equal(t, "127.0.0.1:"+sasl, addrs["SASL_SSL"])
+			continue
+		}
+		code, out, errOut := runWithStdin(t, "app-password\n", args[1:]...)
+		require.Zero(t, code, "%s\n%s%s", line, out, errOut)
+	}
+	require.Equal(t, 6, ran, "the recipe's commands")
+	require.NotNil(t, served, "the recipe serves")
+
+	as := func(user, stdin string, args ...string) (int, string, string) {
+		return runWithStdin(t, stdin, append(args, "--bootstrap-server", "127.0.0.1:"+sasl, "--command-config", props(user))...)
+	}
+	code, _, errOut := as("app", "one\ntwo\n", "produce", "--topic", "app-orders")
+	require.Zero(t, code, errOut)
+	code, out, errOut := as("app", "", "consume", "--topic", "app-orders", "--group", "app-group", "--from-beginning",
+		"--max-records", "2", "--format", "value")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "one\ntwo\n", out)
+	code, _, errOut = as("app", "x\n", "produce", "--topic", "orders")
+	require.NotZero(t, code, "no ACL for app on orders")
+	require.Contains(t, errOut, "TOPIC_AUTHORIZATION_FAILED")
+	code, out, errOut = as("admin", "", "quotas", "--describe", "--entity-type", "users", "--entity-name", "app")
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "producer_byte_rate=10485760")
+	stopServe(t, served)
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	require.NoError(t, err)
+	return port
 }
