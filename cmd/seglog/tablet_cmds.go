@@ -697,6 +697,9 @@ its partition.`,
 			if format != "json" && format != "value" {
 				return fmt.Errorf("--format %q is not json or value", format)
 			}
+			if maxRecords < 0 {
+				return fmt.Errorf("--max-records %d is negative", maxRecords)
+			}
 			if client.bootstrap != "" {
 				p, err := f.remote(cmd)
 				if err != nil {
@@ -713,9 +716,6 @@ its partition.`,
 			}
 			if cmd.Flags().Changed("from-time") && fromTime < 0 {
 				return fmt.Errorf("--from-time %d is negative: a time is milliseconds since 1970", fromTime)
-			}
-			if maxRecords < 0 {
-				return fmt.Errorf("--max-records %d is negative", maxRecords)
 			}
 			one := cmd.Flags().Changed("partition")
 			return f.withTablets(cmd, one, func(ts []*tablet.Tablet) error {
@@ -770,6 +770,7 @@ its partition.`,
 	cmd.Flags().Int64Var(&fromTime, "from-time", -1, "start at the first record at or after this time (ms)")
 	cmd.Flags().StringVar(&from, "from", "", "earliest or latest")
 	cmd.Flags().IntVar(&maxRecords, "max-records", 0, "stop after this many records (0: no limit)")
+	cmd.Flags().IntVar(&maxRecords, "max-messages", 0, "Kafka's name of --max-records")
 	cmd.Flags().StringVar(&isolation, "isolation", "read-uncommitted", "read-uncommitted or read-committed")
 	cmd.Flags().StringVar(&isolation, "isolation-level", "read-uncommitted", "Kafka's name of --isolation")
 	client.add(cmd)

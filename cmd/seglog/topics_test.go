@@ -136,7 +136,7 @@ func TestConsoleProduceConsume(t *testing.T) {
 	require.Zero(t, code, errOut)
 	require.Empty(t, out)
 	code, out, errOut = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "console", "--from-beginning",
-		"--max-records", "30", "--isolation-level", "read_committed")
+		"--max-messages", "30", "--isolation-level", "read_committed")
 	require.Zero(t, code, errOut)
 	recs := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, recs, 30)
