@@ -72,7 +72,7 @@ func TestServeSASL(t *testing.T) {
 
 	code, _, errOut = runSeglog(t, "users", "--data-dir", d, "--list")
 	require.NotZero(t, code, "the data directory is locked while served")
-	require.Contains(t, errOut, "lock")
+	require.Contains(t, errOut, "data directory is in use")
 
 	props := filepath.Join(t.TempDir(), "admin.properties")
 	require.NoError(t, os.WriteFile(props, []byte("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
