@@ -10,6 +10,7 @@ import (
 )
 
 func TestBenchCommand(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir()
 	md := filepath.Join(d, "BENCHMARKS.md")
 	code, out, errOut := runSeglog(t, "bench", "lookup", "open", "--ops", "200", "--segments", "20", "--repeat", "1",

@@ -234,6 +234,7 @@ func produceLine(run, i int) string {
 // `seglog verify` passes. The next life produces on the killed directory
 // itself; the last is not killed.
 func TestKillProduce(t *testing.T) {
+	t.Parallel()
 	k := newKiller(t)
 	n := kills(t)
 	var acked int

@@ -22,6 +22,7 @@ import (
 // acknowledged commit is lost. At the end, dump --offsets-decoder prints
 // the group's records in __consumer_offsets as Kafka's tool does.
 func TestServeGroupResumesAfterKill(t *testing.T) {
+	t.Parallel()
 	k := newKiller(t)
 	lives := min(kills(t), 40) + 2 // each life waits a session timeout for the killed member
 	total := 250 * lives           // each life reads at most 6 polls of 40: the input never runs out

@@ -20,6 +20,7 @@ import (
 // nothing; --execute commits) and --delete; a group with members is
 // refused both. List and describe change no byte.
 func TestGroupsCommand(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir() + "/data"
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
 		"--config", "num.partitions=2", "--config", "group.initial.rebalance.delay.ms=0")

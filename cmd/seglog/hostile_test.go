@@ -93,6 +93,7 @@ func produceOne(t *testing.T, addr string) {
 // the broker backs off and retries, and once clients go it serves new
 // ones.
 func TestServeOutOfDescriptors(t *testing.T) {
+	t.Parallel()
 	d := filepath.Join(t.TempDir(), "data")
 	cmd, addr := startServeLimited(t, "SEGLOG_CHILD_NOFILE=128", "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
 		"--config", "max.connections=100000")

@@ -87,6 +87,7 @@ func runChild(t *testing.T, args ...string) (int, string, string) {
 // with a message naming the writer, and nothing the writer acknowledged is
 // lost; once it is gone every command works and finds every record.
 func TestCommandsBesideALiveWriter(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	w := startWriter(t, dir)
 	w.write(300) // several segments

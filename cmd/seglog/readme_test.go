@@ -130,6 +130,7 @@ func TestReadmeListsEveryBenchWorkload(t *testing.T) {
 // Then the app user it sets up produces to an app- topic (auto-created)
 // and consumes it in app-group, and is refused elsewhere.
 func TestReadmeSecurityRecipe(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(readme), "\n## Security\n")

@@ -23,6 +23,7 @@ import (
 // second user through the running broker, who can then log in; no
 // password ever reaches serve's log or a file in the directory.
 func TestServeSASL(t *testing.T) {
+	t.Parallel()
 	kcat := "/usr/bin/kcat"
 	if _, err := os.Stat(kcat); err != nil {
 		t.Skipf("kcat is not installed (make test installs it with apt-get): %v", err)
@@ -112,6 +113,7 @@ func TestServeSASL(t *testing.T) {
 // refused elsewhere and sees only its topics; seglog acls through the
 // broker lists, adds and removes ACLs (and needs a principal allowed to).
 func TestServeACLs(t *testing.T) {
+	t.Parallel()
 	kcat := "/usr/bin/kcat"
 	if _, err := os.Stat(kcat); err != nil {
 		t.Skipf("kcat is not installed (make test installs it with apt-get): %v", err)

@@ -134,6 +134,7 @@ func TestTierCommandErrors(t *testing.T) {
 // the store holds exactly the visible objects and the manifest nothing
 // prepared or aborted.
 func TestKillTier(t *testing.T) {
+	t.Parallel()
 	k := newKiller(t)
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	n := kills(t)

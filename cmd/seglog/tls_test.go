@@ -35,6 +35,7 @@ func servedAddrs(t *testing.T, cmd *exec.Cmd, lines *bufio.Scanner, n int) map[s
 // and consumes over plaintext, each listener advertising itself; SIGHUP
 // reloads the certificate; a SASL listener is refused at start.
 func TestServeTLSListener(t *testing.T) {
+	t.Parallel()
 	kcat := "/usr/bin/kcat"
 	if _, err := os.Stat(kcat); err != nil {
 		t.Skipf("kcat is not installed (make test installs it with apt-get): %v", err)

@@ -24,6 +24,7 @@ import (
 // a config, delete; the broker's configs are described and refuse an
 // alter.
 func TestTopicsAndConfigsCommands(t *testing.T) {
+	t.Parallel()
 	d := filepath.Join(t.TempDir(), "data")
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
 	addr := servedAddr(t, cmd, lines)
@@ -95,6 +96,7 @@ func TestTopicsAndConfigsCommands(t *testing.T) {
 // describes; a user without Create on the cluster or topic is refused
 // (TOPIC_AUTHORIZATION_FAILED), and sees only what it may describe.
 func TestTopicsCommandSecure(t *testing.T) {
+	t.Parallel()
 	addr, props, cmd := startSecureServe(t, []string{"admin", "bob"},
 		[]string{"--allow-principal", "User:bob", "--operation", "Describe", "--topic", "bob-", "--resource-pattern-type", "prefixed"})
 	as := func(user string, args ...string) (int, string, string) {
@@ -124,6 +126,7 @@ func TestTopicsCommandSecure(t *testing.T) {
 // printed so the next run starts after it, --timeout-ms ends a run with
 // nothing new.
 func TestConsoleProduceConsume(t *testing.T) {
+	t.Parallel()
 	d := filepath.Join(t.TempDir(), "data")
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0", "--config", "num.partitions=3")
 	addr := servedAddr(t, cmd, lines)
@@ -189,6 +192,7 @@ func intersect(a, b []string) []string {
 // seglog groups through a running broker: the lag while it serves
 // (committed offset, log end, lag), the list with states, and delete.
 func TestGroupsThroughTheBroker(t *testing.T) {
+	t.Parallel()
 	d := filepath.Join(t.TempDir(), "data")
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
 	addr := servedAddr(t, cmd, lines)
@@ -290,6 +294,7 @@ func startSecureServe(t *testing.T, users []string, acls ...[]string) (string, f
 // transactions, each allowed what its user's ACLs grant and refused the
 // rest with Kafka's authorization errors.
 func TestAdminCommandsSecure(t *testing.T) {
+	t.Parallel()
 	addr, props, cmd := startSecureServe(t, []string{"admin", "app"},
 		[]string{"--allow-principal", "User:app", "--operation", "Write", "--operation", "Read", "--operation", "Create",
 			"--operation", "Describe", "--topic", "app-", "--resource-pattern-type", "prefixed"},

@@ -19,6 +19,7 @@ import (
 // --describe-producers shows where it starts, --abort ends it, and then a
 // read_committed consumer reads past it.
 func TestTransactionsCommand(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir() + "/data"
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
 	addr := servedAddr(t, cmd, lines)
@@ -94,6 +95,7 @@ func TestTransactionsAbortPastItsTimeout(t *testing.T) {
 // transactions --list and --describe through a running broker show an
 // open transaction while it serves, with its partitions.
 func TestTransactionsThroughTheBroker(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir() + "/data"
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
 	addr := servedAddr(t, cmd, lines)

@@ -17,6 +17,7 @@ import (
 // times (and restarted on the same directory). The copy, read with
 // read_committed, holds every input record exactly once.
 func TestServeExactlyOnceAcrossKills(t *testing.T) {
+	t.Parallel()
 	k := newKiller(t)
 	lives := min(kills(t), 40) + 2
 	const total = 100_000
