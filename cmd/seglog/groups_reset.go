@@ -227,7 +227,7 @@ func (b brokerOffsets) check(id string) error {
 		return fmt.Errorf("describing group %q: %w", id, g.Err)
 	}
 	if g.State != "Empty" && g.State != "Dead" {
-		return fmt.Errorf("%w: offsets can only be reset while group %q is inactive, but it is %s", group.ErrGroupNotEmpty, id, g.State)
+		return fmt.Errorf("offsets can only be reset while group %q is inactive (no consumer running), but it is %s", id, g.State)
 	}
 	return nil
 }

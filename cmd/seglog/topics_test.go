@@ -246,7 +246,7 @@ func TestGroupsThroughTheBroker(t *testing.T) {
 	}
 	code, _, errOut = groups("--reset-offsets", "--group", "live", "--topic", "lagging", "--to-earliest", "--execute")
 	require.NotZero(t, code)
-	require.Contains(t, errOut, `offsets can only be reset while group "live" is inactive, but it is Stable`)
+	require.Contains(t, errOut, `offsets can only be reset while group "live" is inactive (no consumer running), but it is Stable`)
 	cl.Close()
 
 	code, out, errOut = groups("--delete", "--group", "slow")
