@@ -71,11 +71,12 @@ func TestACLs(t *testing.T) {
 		require.Equal(t, kerr.TopicAuthorizationFailed.Code, presp.Topics[0].Partitions[0].ErrorCode, what)
 
 		freq := kmsg.NewPtrFetchRequest()
-		freq.MaxWaitMillis, freq.MaxBytes, freq.SessionEpoch = 5000, 1<<20, -1
+		freq.MaxWaitMillis, freq.MaxBytes, freq.SessionEpoch = 0, 1<<20, -1
 		freq.Topics = []kmsg.FetchRequestTopic{{Topic: "secret-topic", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
 		fresp, err := freq.RequestWith(ctx, bob)
 		require.NoError(t, err)
 		require.Equal(t, kerr.TopicAuthorizationFailed.Code, fresp.Topics[0].Partitions[0].ErrorCode, what)
+		require.NotNil(t, fresp.Topics[0].Partitions[0].RecordBatches, "an empty record set, not a null one (librdkafka cannot parse that)")
 
 		offs, err := bobAdm.FetchOffsets(ctx, "bob-group")
 		require.ErrorIs(t, err, kerr.GroupAuthorizationFailed, what)
@@ -337,4 +338,32 @@ func TestACLsBeforeTheEngine(t *testing.T) {
 	require.Equal(t, kerr.TopicAuthorizationFailed.Code, dresp.Topics[0].ErrorCode, "by id, as by name")
 	require.Equal(t, [16]byte(id), dresp.Topics[0].TopicID)
 	require.NotEmpty(t, sb.b.partitionsOf("kept"), "not deleted")
+}
+
+// A fetch whose every topic is refused is answered after its wait, like any
+// fetch with nothing to read (Kafka's), not at once: a client that retries
+// at once cannot make the broker answer refusals in a loop. Its refused
+// partitions carry an empty record set, which librdkafka parses.
+func TestRefusedFetchWaits(t *testing.T) {
+	waited := make(chan struct{}, 1)
+	sb := serveSecure(t, Options{Authorizer: true, SuperUsers: []string{"User:admin"}}, TLSOptions{},
+		map[string]string{"admin": "admin-secret", "bob": "bob-secret"},
+		func(b *Broker) { b.hooks.fetchWaiting = func() { waited <- struct{}{} } })
+	ctx := context.Background()
+	admin := saslClient(t, sb, "admin", kgo.AllowAutoTopicCreation())
+	require.NoError(t, admin.ProduceSync(ctx, &kgo.Record{Topic: "secret-topic", Value: []byte("x")}).FirstErr())
+	bob := saslClient(t, sb, "bob")
+	freq := kmsg.NewPtrFetchRequest()
+	freq.MaxWaitMillis, freq.MinBytes, freq.MaxBytes, freq.SessionEpoch = 100, 1, 1<<20, -1
+	freq.Topics = []kmsg.FetchRequestTopic{{Topic: "secret-topic", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
+	fresp, err := freq.RequestWith(ctx, bob)
+	require.NoError(t, err)
+	p := fresp.Topics[0].Partitions[0]
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, p.ErrorCode)
+	require.NotNil(t, p.RecordBatches)
+	select {
+	case <-waited:
+	default:
+		t.Fatal("the refused fetch was answered without waiting")
+	}
 }

@@ -175,7 +175,10 @@ func (b *Broker) fetch(ctx context.Context, _ header, r *kmsg.FetchRequest) *fet
 			}
 		}
 		reply, n := b.fetchOnce(remote, r, iso)
-		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 {
+		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 && len(r.Topics) > 0 {
+			// (A fetch of no partition — all refused, or an incremental
+			// session's with nothing changed — waits out its wait, as in
+			// Kafka; one of unknown partitions is answered at once.)
 			return reply
 		}
 		left := time.Until(deadline)
@@ -273,8 +276,11 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 	return reply, total
 }
 
-// authorizeFetch: each topic needs Read; a fetch with refusals is
-// answered at once (no long poll), as Kafka answers a fetch with errors.
+// authorizeFetch: each topic needs Read. The refused topics are taken out
+// and answered with the rest, as Kafka's KafkaApis does: the fetch waits
+// for the allowed ones as usual, and one with none allowed waits out its
+// max wait like any fetch with nothing to read (a client retrying at once
+// cannot make the broker answer thousands of refusals a second).
 func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Topics, func(t kmsg.FetchRequestTopic) int16 {
 		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
@@ -284,13 +290,11 @@ func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, 
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.RecordBatches = []byte{} // empty, not null (librdkafka fails to parse a null set)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		return rt
 	})
-	if len(denied) > 0 {
-		r.MaxWaitMillis = 0
-	}
 	return nil, func(resp kmsg.Response) {
 		fr := resp.(*fetchReply)
 		fr.Topics = append(fr.Topics, denied...)

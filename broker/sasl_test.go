@@ -57,7 +57,7 @@ type secureBroker struct {
 	logs  *lockedBuffer
 }
 
-func serveSecure(t *testing.T, opts Options, tlsOpts TLSOptions, users map[string]string) *secureBroker {
+func serveSecure(t *testing.T, opts Options, tlsOpts TLSOptions, users map[string]string, setup ...func(*Broker)) *secureBroker {
 	t.Helper()
 	sb := &secureBroker{addrs: map[string]string{}, pki: testpki.New(t), logs: &lockedBuffer{}}
 	cert, key := sb.pki.Issue(t, "server", 10, "broker", true)
@@ -76,6 +76,9 @@ func serveSecure(t *testing.T, opts Options, tlsOpts TLSOptions, users map[strin
 	opts.Groups.NoInitialDelay = true
 	sb.b, err = New(m, opts)
 	require.NoError(t, err)
+	for _, f := range setup {
+		f(sb.b)
+	}
 	var wg sync.WaitGroup
 	for _, proto := range []string{ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
