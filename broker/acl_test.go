@@ -47,6 +47,9 @@ func TestACLs(t *testing.T) {
 	_, err = adm.CreateTopic(ctx, 1, 1, nil, "secret-topic")
 	require.NoError(t, err)
 	require.NoError(t, admin.ProduceSync(ctx, &kgo.Record{Topic: "secret-topic", Value: []byte("top secret")}).FirstErr())
+	listed, err := adm.ListTopics(ctx, "secret-topic")
+	require.NoError(t, err)
+	secretID := [16]byte(listed["secret-topic"].ID) // Produce and Fetch v13+ name topics by id
 
 	bob := saslClient(t, sb, "bob")
 	bobAdm := kadm.NewClient(bob)
@@ -65,14 +68,14 @@ func TestACLs(t *testing.T) {
 
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
-		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "secret-topic", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: []byte{}}}}}
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "secret-topic", TopicID: secretID, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: []byte{}}}}}
 		presp, err := req.RequestWith(ctx, bob)
 		require.NoError(t, err)
 		require.Equal(t, kerr.TopicAuthorizationFailed.Code, presp.Topics[0].Partitions[0].ErrorCode, what)
 
 		freq := kmsg.NewPtrFetchRequest()
 		freq.MaxWaitMillis, freq.MaxBytes, freq.SessionEpoch = 0, 1<<20, -1
-		freq.Topics = []kmsg.FetchRequestTopic{{Topic: "secret-topic", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
+		freq.Topics = []kmsg.FetchRequestTopic{{Topic: "secret-topic", TopicID: secretID, Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
 		fresp, err := freq.RequestWith(ctx, bob)
 		require.NoError(t, err)
 		require.Equal(t, kerr.TopicAuthorizationFailed.Code, fresp.Topics[0].Partitions[0].ErrorCode, what)
@@ -352,10 +355,12 @@ func TestRefusedFetchWaits(t *testing.T) {
 	ctx := context.Background()
 	admin := saslClient(t, sb, "admin", kgo.AllowAutoTopicCreation())
 	require.NoError(t, admin.ProduceSync(ctx, &kgo.Record{Topic: "secret-topic", Value: []byte("x")}).FirstErr())
+	listed, err := kadm.NewClient(admin).ListTopics(ctx, "secret-topic")
+	require.NoError(t, err)
 	bob := saslClient(t, sb, "bob")
 	freq := kmsg.NewPtrFetchRequest()
 	freq.MaxWaitMillis, freq.MinBytes, freq.MaxBytes, freq.SessionEpoch = 100, 1, 1<<20, -1
-	freq.Topics = []kmsg.FetchRequestTopic{{Topic: "secret-topic", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
+	freq.Topics = []kmsg.FetchRequestTopic{{Topic: "secret-topic", TopicID: listed["secret-topic"].ID, Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
 	fresp, err := freq.RequestWith(ctx, bob)
 	require.NoError(t, err)
 	p := fresp.Topics[0].Partitions[0]

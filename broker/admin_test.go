@@ -332,7 +332,9 @@ func TestAdminRecordsAndOffsets(t *testing.T) {
 	f := kmsg.NewPtrFetchRequest()
 	f.MaxBytes = 1 << 20
 	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "r"
+	listed, err := adm.ListTopics(ctx, "r")
+	require.NoError(t, err)
+	ft.Topic, ft.TopicID = "r", listed["r"].ID // by name before Fetch v13, by id from it
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.FetchOffset, fp.PartitionMaxBytes = 2, 1<<20
 	ft.Partitions = append(ft.Partitions, fp)

@@ -46,7 +46,11 @@ func (b *Broker) apiVersions(_ context.Context, h header, r *kmsg.ApiVersionsReq
 func servedVersions() []kmsg.ApiVersionsResponseApiKey {
 	var keys []kmsg.ApiVersionsResponseApiKey
 	for _, a := range served() {
-		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min, MaxVersion: a.max})
+		k := kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min, MaxVersion: a.max}
+		if a.listedFromV0 {
+			k.MinVersion = 0
+		}
+		keys = append(keys, k)
 	}
 	return keys
 }

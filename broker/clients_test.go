@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
 )
 
 // tool returns the path of a client the Makefile installs (Debian's kcat
@@ -95,6 +98,42 @@ func TestKcat(t *testing.T) {
 	require.Equal(t, "0\n1\n2\n", out)
 	out = run("", "-C", "-t", "kc", "-o", "s@0", "-e", "-q", "-c", "1")
 	require.Equal(t, "line \n", out, "from timestamp 0: the first record")
+}
+
+// kcat compresses with every codec: librdkafka before 2.11.1 (Debian's is
+// 2.0.2) compresses only for a broker that lists Produce v0, which the
+// broker lists as Kafka 4 does; each batch in the .log carries the codec,
+// and the records read back whole.
+func TestKcatCompresses(t *testing.T) {
+	kcat := tool(t, "kcat")
+	_, m, addr := testBroker(t, Options{})
+	run := kcatRun(t, kcat, addr)
+	in := strings.Repeat("a line that compresses well, a line that compresses well\n", 50)
+	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
+		topic := "z-" + codec
+		run(in, "-P", "-t", topic, "-z", codec)
+		out := run("", "-C", "-t", topic, "-o", "beginning", "-e", "-q")
+		require.Equal(t, in, out, codec)
+		tb, ok := m.Get(checkpoint.TopicPartition{Topic: topic})
+		require.True(t, ok)
+		want, err := record.ParseCompression(codec)
+		require.NoError(t, err)
+		logs, err := filepath.Glob(filepath.Join(tb.Dir(), "*.log"))
+		require.NoError(t, err)
+		batches := 0
+		for _, f := range logs {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			for len(data) > 0 {
+				h, size, err := record.ParseHeader(data)
+				require.NoError(t, err)
+				require.Equal(t, want, h.Attributes.Compression(), "%s: batch at %d", codec, h.BaseOffset)
+				batches++
+				data = data[size:]
+			}
+		}
+		require.NotZero(t, batches, codec)
+	}
 }
 
 // The Python client (confluent-kafka, librdkafka): produce, then consume a

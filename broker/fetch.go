@@ -21,9 +21,21 @@ import (
 // by appends.
 
 func init() {
-	register(api{key: 1, min: 4, max: 12, // without sessions
+	register(api{key: 1, min: 4, max: 17, // without sessions; v13 names topics by id
+		topicIDs: fetchTopicIDs,
 		handle: handler((*Broker).fetch), null: nullFetch, quota: quotaFetch,
 		rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeFetch)})
+}
+
+// fetchTopicIDs names the topics of a Fetch v13+ by their ids.
+func fetchTopicIDs(b *Broker, h header, req kmsg.Request) {
+	if h.version < 13 {
+		return
+	}
+	r := req.(*kmsg.FetchRequest)
+	for i := range r.Topics {
+		r.Topics[i].Topic, _ = b.m.TopicByID(r.Topics[i].TopicID)
+	}
 }
 
 // nullFetch answers every partition with no records.
@@ -31,7 +43,7 @@ func nullFetch(_ *Broker, _ header, req kmsg.Request) kmsg.Response {
 	r := req.(*kmsg.FetchRequest)
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	for _, rt := range r.Topics {
-		st := kmsg.FetchResponseTopic{Topic: rt.Topic}
+		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition, sp.RecordBatches = rp.Partition, []byte{}
@@ -238,6 +250,9 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
 			if !ok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if unknownTopicID(r.GetVersion(), rt.Topic) {
+					sp.ErrorCode = kerr.UnknownTopicID.Code
+				}
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
@@ -283,6 +298,9 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 // cannot make the broker answer thousands of refusals a second).
 func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Topics, func(t kmsg.FetchRequestTopic) int16 {
+		if unknownTopicID(h.version, t.Topic) {
+			return 0 // UNKNOWN_TOPIC_ID, from the handler
+		}
 		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopic {
 		rt := kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID}

@@ -17,10 +17,26 @@ import (
 // Produce: each partition's batches appended to its tablet.
 
 func init() {
-	register(api{key: 0, min: 3, max: 11, // RecordBatch v2 only
+	register(api{key: 0, min: 3, max: 13, // RecordBatch v2 only; v13 names topics by id
+		listedFromV0: true, topicIDs: produceTopicIDs,
 		handle: handler((*Broker).produce), null: nullProduce, quota: quotaProduce,
 		rule: ruleFor(ruleTopic, opWrite, (*Broker).authorizeProduce)})
 }
+
+// produceTopicIDs names the topics of a Produce v13+ by their ids.
+func produceTopicIDs(b *Broker, h header, req kmsg.Request) {
+	if h.version < 13 {
+		return
+	}
+	r := req.(*kmsg.ProduceRequest)
+	for i := range r.Topics {
+		r.Topics[i].Topic, _ = b.m.TopicByID(r.Topics[i].TopicID)
+	}
+}
+
+// unknownTopicID: a request by topic id (version 13 and later of Produce
+// and Fetch) named no topic this broker has, or the zero id.
+func unknownTopicID(version int16, name string) bool { return version >= 13 && name == "" }
 
 // nullProduce counts offsets in memory: each batch's header is parsed,
 // nothing is stored.
@@ -71,13 +87,17 @@ func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) km
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
 	for i, rt := range r.Topics {
 		st := &resp.Topics[i]
-		st.Topic = rt.Topic
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime = -1, -1
+			if unknownTopicID(h.version, rt.Topic) {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+				continue
+			}
 			if internalTopics[rt.Topic] {
 				sp.ErrorCode = kerr.InvalidTopicException.Code // Kafka: no client appends to an internal topic
 				continue
@@ -186,9 +206,12 @@ func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Respon
 		if !txnOK {
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
+		if unknownTopicID(h.version, t.Topic) {
+			return 0 // UNKNOWN_TOPIC_ID, from the handler
+		}
 		return b.refusal(h, opWrite, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
-		rt := kmsg.ProduceResponseTopic{Topic: t.Topic}
+		rt := kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1

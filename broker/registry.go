@@ -42,6 +42,16 @@ type api struct {
 	// unsupported answers a version above max (nil closes the connection,
 	// as Kafka closes it for every API but ApiVersions).
 	unsupported func(b *Broker, h header) kmsg.Response
+	// listedFromV0: ApiVersions lists the API from version 0 although
+	// versions below min are refused (closing the connection), as Kafka 4
+	// lists Produce: librdkafka before 2.11.1 compresses only for a broker
+	// that lists Produce v0 (KAFKA-18659).
+	listedFromV0 bool
+	// topicIDs resolves the topic ids of a request that names topics by
+	// id (Produce and Fetch v13+) into their names, before authorization:
+	// an unknown id is left with no name, which the handler answers with
+	// UNKNOWN_TOPIC_ID.
+	topicIDs func(b *Broker, h header, req kmsg.Request)
 }
 
 // A ruleKind is the resource an API's authorization rule checks first.
@@ -212,6 +222,9 @@ func (b *Broker) handle(ctx context.Context, h header, req kmsg.Request, body []
 	}
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	if a.topicIDs != nil {
+		a.topicIDs(b, h, req)
 	}
 	if b.null != nil && !a.sasl && a.rule.kind != ruleAnyone {
 		if a.null != nil {

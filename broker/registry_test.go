@@ -11,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
+	"github.com/seglog/seglog/tablet"
 )
 
 // Every served API has an authorization rule; the APIs any principal may
@@ -223,6 +224,24 @@ var probes = map[int16]probe{
 	}},
 }
 
+// withTopicIDs sets the topic ids of a Produce or Fetch, which name their
+// topics by id from version 13, as a client does from Metadata.
+func withTopicIDs(m *tablet.Manager, req kmsg.Request) kmsg.Request {
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		for i := range r.Topics {
+			id, _ := m.TopicID(r.Topics[i].Topic)
+			r.Topics[i].TopicID = id
+		}
+	case *kmsg.FetchRequest:
+		for i := range r.Topics {
+			id, _ := m.TopicID(r.Topics[i].Topic)
+			r.Topics[i].TopicID = id
+		}
+	}
+	return req
+}
+
 // authorizationErrors are the codes a refusal answers with.
 var authorizationErrors = map[int16]bool{kerr.TopicAuthorizationFailed.Code: true, kerr.GroupAuthorizationFailed.Code: true,
 	kerr.ClusterAuthorizationFailed.Code: true, kerr.TransactionalIDAuthorizationFailed.Code: true}
@@ -275,7 +294,7 @@ func TestRegistryRefusesWithoutACLs(t *testing.T) {
 			for _, a := range apis {
 				for _, v := range []int16{a.min, a.max} {
 					p := probes[a.key]
-					resp := handleAs(t, b, nobody, p.req(), v)
+					resp := handleAs(t, b, nobody, withTopicIDs(m, p.req()), v)
 					name := kmsg.NameForKey(a.key)
 					require.NotNil(t, resp, "%s v%d", name, v)
 					if fr, ok := resp.(*fetchReply); ok {

@@ -272,3 +272,72 @@ func TestFramesRoundUp(t *testing.T) {
 	b := getFrame(maxPooledFrame + 1)
 	require.Equal(t, maxPooledFrame+1, cap(*b), "larger frames are not pooled, nor rounded")
 }
+
+// Produce v13 and Fetch v13+ name topics by id, as Kafka 4 does: a record
+// produced by id is fetched back by id, each response naming the topic by
+// its id; an unknown id (or none) is UNKNOWN_TOPIC_ID. ApiVersions lists
+// Produce from v0 (librdkafka before 2.11.1 compresses only for a broker
+// that lists it), but a Produce below v3 closes the connection, as Kafka 4
+// refuses it.
+func TestTopicIDsOnTheWire(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	_, err := m.Create(checkpoint.TopicPartition{Topic: "ids"}, nil)
+	require.NoError(t, err)
+	id, ok := m.TopicID("ids")
+	require.True(t, ok)
+	c := dialRaw(t, addr)
+
+	vers := kmsg.NewPtrApiVersionsResponse()
+	c.do(kmsg.NewPtrApiVersionsRequest(), 0, vers)
+	ranges := map[int16][2]int16{}
+	for _, k := range vers.ApiKeys {
+		ranges[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	require.Equal(t, [2]int16{0, 13}, ranges[0], "Produce")
+	require.Equal(t, [2]int16{4, 17}, ranges[1], "Fetch")
+
+	bl := record.NewBuilder(record.None)
+	require.NoError(t, bl.Append(record.Record{Value: []byte("by id")}))
+	batch, err := bl.Build()
+	require.NoError(t, err)
+	unknown := [16]byte{1, 2, 3}
+	p := kmsg.NewPtrProduceRequest()
+	p.Acks, p.TimeoutMillis = -1, 1000
+	for _, tid := range [][16]byte{id, unknown, {}} {
+		p.Topics = append(p.Topics, kmsg.ProduceRequestTopic{TopicID: tid, Partitions: []kmsg.ProduceRequestTopicPartition{{Records: batch.Bytes()}}})
+	}
+	presp := kmsg.NewPtrProduceResponse()
+	c.do(p, 13, presp)
+	require.Len(t, presp.Topics, 3)
+	require.Equal(t, id, checkpoint.TopicID(presp.Topics[0].TopicID))
+	require.Zero(t, presp.Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, kerr.UnknownTopicID.Code, presp.Topics[1].Partitions[0].ErrorCode)
+	require.Equal(t, kerr.UnknownTopicID.Code, presp.Topics[2].Partitions[0].ErrorCode, "the zero id")
+
+	for _, v := range []int16{13, 16, 17} {
+		f := kmsg.NewPtrFetchRequest()
+		f.MaxBytes, f.SessionEpoch = 1<<20, -1
+		for _, tid := range [][16]byte{id, unknown} {
+			f.Topics = append(f.Topics, kmsg.FetchRequestTopic{TopicID: tid, Partitions: []kmsg.FetchRequestTopicPartition{{PartitionMaxBytes: 1 << 20}}})
+		}
+		fresp := kmsg.NewPtrFetchResponse()
+		c.do(f, v, fresp)
+		require.Len(t, fresp.Topics, 2, "v%d", v)
+		got := fresp.Topics[0]
+		require.Equal(t, id, checkpoint.TopicID(got.TopicID), "v%d", v)
+		require.Zero(t, got.Partitions[0].ErrorCode, "v%d", v)
+		h, _, err := record.ParseHeader(got.Partitions[0].RecordBatches)
+		require.NoError(t, err, "v%d", v)
+		require.Equal(t, int64(0), h.BaseOffset)
+		require.Equal(t, int32(1), h.NumRecords)
+		require.Equal(t, kerr.UnknownTopicID.Code, fresp.Topics[1].Partitions[0].ErrorCode, "v%d", v)
+	}
+
+	old := kmsg.NewPtrProduceRequest()
+	old.Acks, old.TimeoutMillis = -1, 1000
+	old.Topics = []kmsg.ProduceRequestTopic{{Topic: "ids", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: batch.Bytes()}}}}
+	c.send(old, 2)
+	c.closed("Produce v2 is listed, not served")
+	tb, _ := m.Get(checkpoint.TopicPartition{Topic: "ids"})
+	require.Equal(t, int64(1), tb.Offsets().LogEndOffset, "one record, by id; none by v2")
+}

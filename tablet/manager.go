@@ -353,7 +353,7 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 		opts.Tablet.ReadOnly = true
 	}
 	m := &Manager{fsys: fsys, dir: dir, opts: opts, lock: lock, stop: make(chan struct{})}
-	m.view.Store(&tabletView{byTP: map[checkpoint.TopicPartition]*Tablet{}, topics: map[string]checkpoint.TopicID{}, counts: map[string]int{}})
+	m.view.Store(newTabletView())
 	m.mu.creating = map[checkpoint.TopicPartition]chan struct{}{}
 	m.mu.pendingIDs = map[string]*pendingID{}
 	m.sched = newScheduler()
@@ -405,7 +405,7 @@ func (m *Manager) open() error {
 	// cleanings start from the log starts (recovery reported it).
 	cleaned, _ := checkpoint.ReadOffsets(m.fsys, filepath.Join(m.dir, checkpoint.CleanerOffsetFile))
 	m.cleanerFile = len(cleaned) > 0
-	loaded := &tabletView{byTP: map[checkpoint.TopicPartition]*Tablet{}, topics: map[string]checkpoint.TopicID{}, counts: map[string]int{}}
+	loaded := newTabletView()
 	for _, rt := range r.Tablets {
 		id, err := m.ensureTopicID(rt)
 		var cfg Config
@@ -524,6 +524,12 @@ func (m *Manager) TopicID(topic string) (checkpoint.TopicID, bool) {
 	return id, ok
 }
 
+// TopicByID returns the topic whose id is id; false if no tablet has it.
+func (m *Manager) TopicByID(id checkpoint.TopicID) (string, bool) {
+	name, ok := m.view.Load().names[id]
+	return name, ok
+}
+
 // Tablets returns every tablet, sorted by topic and partition.
 func (m *Manager) Tablets() []*Tablet {
 	v := m.view.Load()
@@ -540,12 +546,19 @@ func (m *Manager) Tablets() []*Tablet {
 type tabletView struct {
 	byTP   map[checkpoint.TopicPartition]*Tablet
 	topics map[string]checkpoint.TopicID // each topic's id, which its partitions share
+	names  map[checkpoint.TopicID]string // each id's topic
 	counts map[string]int                // each topic's tablets
+}
+
+func newTabletView() *tabletView {
+	return &tabletView{byTP: map[checkpoint.TopicPartition]*Tablet{}, topics: map[string]checkpoint.TopicID{},
+		names: map[checkpoint.TopicID]string{}, counts: map[string]int{}}
 }
 
 func (v *tabletView) add(t *Tablet) {
 	v.byTP[t.tp] = t
 	v.topics[t.tp.Topic] = t.topicID
+	v.names[t.topicID] = t.tp.Topic
 	v.counts[t.tp.Topic]++
 }
 
@@ -553,6 +566,7 @@ func (v *tabletView) remove(tp checkpoint.TopicPartition) {
 	delete(v.byTP, tp)
 	if v.counts[tp.Topic]--; v.counts[tp.Topic] <= 0 {
 		delete(v.counts, tp.Topic)
+		delete(v.names, v.topics[tp.Topic])
 		delete(v.topics, tp.Topic) // a topic made again gets a new id
 	}
 }
@@ -560,7 +574,7 @@ func (v *tabletView) remove(tp checkpoint.TopicPartition) {
 // publishLocked replaces the view with a copy that change has changed.
 func (m *Manager) publishLocked(change func(*tabletView)) {
 	old := m.view.Load()
-	v := &tabletView{byTP: maps.Clone(old.byTP), topics: maps.Clone(old.topics), counts: maps.Clone(old.counts)}
+	v := &tabletView{byTP: maps.Clone(old.byTP), topics: maps.Clone(old.topics), names: maps.Clone(old.names), counts: maps.Clone(old.counts)}
 	change(v)
 	m.view.Store(v)
 }

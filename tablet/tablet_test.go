@@ -121,11 +121,22 @@ func TestPartitionsShareTheirTopicID(t *testing.T) {
 	again, ok := e.m.TopicID("x")
 	require.True(t, ok)
 	require.Equal(t, x, again, "the id loaded with the tablets")
+	name, ok := e.m.TopicByID(x)
+	require.True(t, ok)
+	require.Equal(t, "x", name)
 	for p := range int32(3) {
 		require.NoError(t, e.m.Delete(checkpoint.TopicPartition{Topic: "x", Partition: p}))
+		_, ok = e.m.TopicByID(x)
+		require.Equal(t, p < 2, ok, "the id names the topic while a partition is left")
 	}
 	_, ok = e.m.TopicID("x")
 	require.False(t, ok)
+	_, err = e.m.Create(checkpoint.TopicPartition{Topic: "x"}, nil)
+	require.NoError(t, err)
+	recreated, _ := e.m.TopicID("x")
+	require.NotEqual(t, x, recreated, "a topic made again gets a new id")
+	name, _ = e.m.TopicByID(recreated)
+	require.Equal(t, "x", name)
 }
 
 func TestConfigSet(t *testing.T) {
