@@ -23,7 +23,7 @@ import (
 func init() {
 	register(api{key: 1, min: 4, max: 17, // without sessions; v13 names topics by id
 		topicIDs: fetchTopicIDs,
-		handle: handler((*Broker).fetch), null: nullFetch, quota: quotaFetch,
+		handle:   handler((*Broker).fetch), null: nullFetch, quota: quotaFetch,
 		rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeFetch)})
 }
 
