@@ -244,3 +244,43 @@ func TestRecoveryPointAfterRecovery(t *testing.T) {
 	got2, _ := m2.Get(tp0)
 	require.Equal(t, end, got2.Offsets().LogEndOffset)
 }
+
+// A segment rolled with nothing appended yet has a name no flush has
+// synced. Whether the tablet is then closed cleanly or its process killed
+// (the page cache keeping everything), the next open must not take that
+// name as durable: records appended to the segment and acknowledged as
+// durable survive a power cut after it.
+func TestRolledSegmentSurvivesAPowerCutAfterReopen(t *testing.T) {
+	for _, how := range []string{"clean close", "killed"} {
+		t.Run(how, func(t *testing.T) {
+			mem := vfs.NewMem()
+			e := newEnv(t, mem, "/data")
+			tab := e.create(DefaultConfig())
+			_, err := tab.Append(batch(t, 2, 1, 10), AppendOptions{})
+			require.NoError(t, err)
+			require.NoError(t, tab.Flush())
+			rollAndFlush(t, tab) // a new, empty active segment at the log end: the flush after the roll has nothing to do
+			require.Len(t, tab.Segments(), 2)
+			if how == "clean close" {
+				e.reopen()
+			} else {
+				after := mem.Crash(vfs.CrashKeepAll, 1)
+				e.m.Close()
+				mem = after
+				e.fsys = mem
+				e.open()
+			}
+			tab = e.tablet()
+			res, err := tab.Append(batch(t, 3, 1, 10), AppendOptions{Sync: true})
+			require.NoError(t, err)
+			acked := res.LastOffset + 1
+			after := mem.Crash(vfs.CrashDropAll, 2) // a power cut: nothing unsynced kept
+			m, err := OpenManager(after, "/data", ManagerOptions{Tablet: Options{Logger: quiet}})
+			require.NoError(t, err)
+			defer m.Close()
+			got, ok := m.Get(tp0)
+			require.True(t, ok)
+			require.Equal(t, acked, got.Offsets().LogEndOffset, "the durable records in the rolled segment")
+		})
+	}
+}

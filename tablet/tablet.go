@@ -433,7 +433,10 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 		above := end > r.RecoveryPoint
 		g.dirty.Store(above)
 		g.unsynced.Store(above)
-		g.named.Store(!above)
+		// A segment starting at the recovery point may have been rolled
+		// after the flush that put it there, its name never synced: only
+		// one below it is known to be named durably.
+		g.named.Store(!above && g.base < r.RecoveryPoint)
 		t.mu.segs.ReplaceOrInsert(g)
 		t.mu.active = g
 	}
@@ -731,6 +734,17 @@ func (t *Tablet) Close() (Offsets, error) {
 	}
 	if t.mu.failed == nil && err == nil {
 		err = t.mu.state.SyncSnapshots() // none written without fsync is left so by a clean close
+	}
+	if t.mu.failed == nil && err == nil && !t.opts.ReadOnly {
+		// A segment rolled with nothing appended since has a name no
+		// flush synced (the flush had nothing to do): a clean close makes
+		// it durable, since the next open takes every segment it finds
+		// as durable.
+		unnamed := false
+		t.mu.segs.Ascend(func(g *seg) bool { unnamed = unnamed || !g.named.Load(); return !unnamed })
+		if unnamed {
+			err = t.fsys.SyncDir(t.dir)
+		}
 	}
 	t.mu.closed = true
 	errs := []error{err}
