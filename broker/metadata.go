@@ -18,7 +18,7 @@ import (
 // auto-created on first mention.
 
 func init() {
-	register(api{key: 3, min: 0, max: 12, handle: handler((*Broker).metadata), null: nullMetadata,
+	register(api{key: 3, min: 0, max: 13, handle: handler((*Broker).metadata), null: nullMetadata,
 		rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeMetadata)})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +18,7 @@ import (
 
 func init() {
 	register(
-		api{key: 2, min: 1, max: 7, handle: handler((*Broker).listOffsets),
+		api{key: 2, min: 1, max: 10, handle: handler((*Broker).listOffsets),
 			rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeListOffsets)},
 		api{key: 23, min: 0, max: 4, handle: handler((*Broker).offsetForLeaderEpoch),
 			rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeOffsetForLeaderEpoch)},
@@ -26,6 +27,13 @@ func init() {
 
 func (b *Broker) listOffsets(ctx context.Context, _ header, r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	if r.GetVersion() >= 10 && r.TimeoutMillis > 0 {
+		// KIP-1075: a lookup in the tier is bounded by the request's
+		// timeout (REQUEST_TIMED_OUT past it).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+	}
 	for _, rt := range r.Topics {
 		st := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
 		for _, rp := range rt.Partitions {
@@ -57,11 +65,20 @@ func (b *Broker) listOffsets(ctx context.Context, _ header, r *kmsg.ListOffsetsR
 						sp.Offset, sp.Timestamp = found.Offset, found.Timestamp
 					}
 				}
+			case -4: // the local log start (KIP-405), from v8
+				sp.Offset, sp.Timestamp = o.LocalLogStartOffset, -1
+			case -5: // the last offset in the tier (KIP-1005), from v9; -1 for none
+				sp.Offset, sp.Timestamp = -1, -1
+				if end, ok := t.TieredEnd(); ok && end > 0 {
+					sp.Offset = end - 1
+				}
 			default:
 				found, err := t.OffsetForTimestampContext(ctx, rp.Timestamp)
 				switch {
 				case errors.Is(err, tablet.ErrNoOffsetForTimestamp):
 					sp.Offset, sp.Timestamp = -1, -1
+				case err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+					sp.ErrorCode = kerr.RequestTimedOut.Code
 				case err != nil:
 					sp.ErrorCode = errorCode(err)
 				default:

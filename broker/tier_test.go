@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -60,6 +61,30 @@ func TestFetchBelowLocalStartFromTier(t *testing.T) {
 	}
 	require.Equal(t, fmt.Sprintf("record %04d %0100d", 0, 0), got[0])
 	require.Equal(t, fmt.Sprintf("record %04d %0100d", n-1, n-1), got[n-1])
+
+	// ListOffsets v8's earliest local (-4) and v9's latest tiered (-5),
+	// against the tablet's own offsets; a topic with no tier has no
+	// tiered offset (-1).
+	_, err = m.Create(checkpoint.TopicPartition{Topic: "warm"}, nil)
+	require.NoError(t, err)
+	tieredEnd, ok := tb.TieredEnd()
+	require.True(t, ok)
+	require.GreaterOrEqual(t, tieredEnd, local)
+	lo := kmsg.NewPtrListOffsetsRequest()
+	for _, topic := range []string{"cold", "warm"} {
+		lo.Topics = append(lo.Topics, kmsg.ListOffsetsRequestTopic{Topic: topic, Partitions: []kmsg.ListOffsetsRequestTopicPartition{
+			{Partition: 0, Timestamp: -4, CurrentLeaderEpoch: -1}, {Partition: 0, Timestamp: -5, CurrentLeaderEpoch: -1}}})
+	}
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	lresp := kmsg.NewPtrListOffsetsResponse()
+	exchange(t, conn, lo, 10, lresp)
+	cold, warm := lresp.Topics[0].Partitions, lresp.Topics[1].Partitions
+	require.Equal(t, local, cold[0].Offset, "earliest local")
+	require.Equal(t, tieredEnd-1, cold[1].Offset, "latest tiered")
+	require.Zero(t, warm[0].Offset)
+	require.Equal(t, int64(-1), warm[1].Offset, "nothing tiered")
 }
 
 // stuckRemote is a tier whose store never answers: a read waits for its
@@ -77,6 +102,8 @@ func (s stuckRemote) RemoteAbortedTxns(ctx context.Context, _, _ int64) ([]recor
 	<-ctx.Done()
 	return nil, false, ctx.Err()
 }
+
+func (s stuckRemote) RemoteEnd() int64 { return 0 }
 
 func (s stuckRemote) RemoteOffsetForTimestamp(ctx context.Context, _ int64) (tablet.TimestampOffset, bool, error) {
 	<-ctx.Done()

@@ -33,6 +33,9 @@ type Remote interface {
 	// RemoteOffsetForTimestamp returns the first record in the tier with
 	// a timestamp at or after ts, or false.
 	RemoteOffsetForTimestamp(ctx context.Context, ts int64) (TimestampOffset, bool, error)
+	// RemoteEnd is the offset below which every record is in the tier (0
+	// when nothing is).
+	RemoteEnd() int64
 }
 
 // RemoteRead is what ReadRemote returns.
@@ -82,6 +85,16 @@ func (t *Tablet) SetRemote(r Remote, start int64) error {
 }
 
 type remoteHolder struct{ r Remote }
+
+// TieredEnd is the offset below which every record is in the attached
+// tier (0 when nothing is); false with no tier attached.
+func (t *Tablet) TieredEnd() (int64, bool) {
+	r := t.remoteTier()
+	if r == nil {
+		return 0, false
+	}
+	return r.RemoteEnd(), true
+}
 
 func (t *Tablet) remoteTier() Remote {
 	if h := t.remote.Load(); h != nil {

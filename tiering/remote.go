@@ -419,6 +419,9 @@ func (x *Tier) RemoteOffsetForTimestamp(ctx context.Context, ts int64) (tablet.T
 	return tablet.TimestampOffset{}, false, nil
 }
 
+// RemoteEnd implements tablet.Remote: the manifest's tiered end.
+func (x *Tier) RemoteEnd() int64 { return x.m.TieredEnd() }
+
 // DropCache empties the index and block caches (a cold start, for
 // benchmarks and tests). Fetches in flight finish.
 func (x *Tier) DropCache() {
