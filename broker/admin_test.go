@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -364,4 +365,32 @@ func TestMetadataNamesTheDirectorysNode(t *testing.T) {
 	require.Equal(t, "cluster-seven", md.Cluster)
 	require.Equal(t, int32(7), md.Controller)
 	require.Equal(t, int32(7), md.Brokers[0].NodeID)
+}
+
+// DescribeCluster (KIP-700) lists this broker, at the address of the
+// listener asked, as the controller of its cluster; controllers are not
+// asked of a broker (MISMATCHED_ENDPOINT_TYPE, KIP-919).
+func TestDescribeCluster(t *testing.T) {
+	b, _, addr := testBroker(t, Options{})
+	c := dialRaw(t, addr)
+	for _, v := range []int16{0, 1, 2} {
+		r := kmsg.NewPtrDescribeClusterRequest()
+		r.IncludeClusterAuthorizedOperations = true
+		resp := kmsg.NewPtrDescribeClusterResponse()
+		c.do(r, v, resp)
+		require.Zero(t, resp.ErrorCode, "v%d", v)
+		require.Equal(t, b.clusterID, resp.ClusterID)
+		require.Equal(t, b.opts.NodeID, resp.ControllerID)
+		require.Len(t, resp.Brokers, 1)
+		host, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		require.Equal(t, host, resp.Brokers[0].Host)
+		require.Equal(t, port, strconv.Itoa(int(resp.Brokers[0].Port)))
+		require.Equal(t, b.opts.NodeID, resp.Brokers[0].NodeID)
+	}
+	r := kmsg.NewPtrDescribeClusterRequest()
+	r.EndpointType = 2
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	c.do(r, 1, resp)
+	require.Equal(t, kerr.MismatchedEndpointType.Code, resp.ErrorCode)
 }

@@ -19,7 +19,39 @@ import (
 
 func init() {
 	register(api{key: 3, min: 0, max: 13, handle: handler((*Broker).metadata), null: nullMetadata,
-		rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeMetadata)})
+		rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeMetadata)},
+		api{key: 60, min: 0, max: 2, handle: handler((*Broker).describeCluster),
+			rule: ruleFor(ruleCluster, opDescribe, (*Broker).authorizeDescribeCluster)})
+}
+
+// authorizeDescribeCluster refuses nothing: Kafka answers DescribeCluster
+// (KIP-700) to any principal, as it lists the brokers in Metadata; the
+// cluster's authorized operations are computed for the principal (none
+// without Describe on the cluster).
+func (b *Broker) authorizeDescribeCluster(header, *kmsg.DescribeClusterRequest) (kmsg.Response, func(kmsg.Response)) {
+	return nil, nil
+}
+
+// describeCluster lists the brokers (this one) and the controller.
+func (b *Broker) describeCluster(_ context.Context, h header, r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
+	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = 1
+	switch {
+	case r.GetVersion() >= 1 && r.EndpointType == 2:
+		// Controllers are asked of a controller, not a broker (KIP-919).
+		resp.ErrorCode = kerr.MismatchedEndpointType.Code
+		resp.EndpointType = r.EndpointType
+		return resp
+	case r.GetVersion() >= 1 && r.EndpointType != 1:
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		resp.EndpointType = r.EndpointType
+		return resp
+	}
+	host, port := b.advertised(h)
+	resp.ClusterID, resp.ControllerID = b.clusterID, b.opts.NodeID
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
+	resp.ClusterAuthorizedOperations = b.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
+	return resp
 }
 
 // nullMetadata lists the null broker's topics, every partition led by it.

@@ -209,6 +209,13 @@ var probes = map[int16]probe{
 		r.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "admin", Mechanism: 1}}
 		return r
 	}},
+	60: {req: func() kmsg.Request {
+		r := kmsg.NewPtrDescribeClusterRequest()
+		r.IncludeClusterAuthorizedOperations = true
+		return r
+	}, listed: func(resp kmsg.Response) int {
+		return max(int(resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations), 0) // no operation revealed
+	}},
 	61: {req: func() kmsg.Request {
 		r := kmsg.NewPtrDescribeProducersRequest()
 		r.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "secret", Partitions: []int32{0}}}
@@ -325,7 +332,7 @@ func TestRegistryRefusesWithoutACLs(t *testing.T) {
 // (CLUSTER_AUTHORIZATION_FAILED, its handler never called) and served
 // without one: the registry denies by default.
 func TestRegistryDeniesByDefault(t *testing.T) {
-	const key = 60 // DescribeCluster: not served
+	const key = 57 // UpdateFeatures: not served
 	require.Nil(t, apiFor(key))
 	called := 0
 	registry[key] = &api{key: key, min: 0, max: 1, handle: func(_ *Broker, _ context.Context, _ header, req kmsg.Request) (kmsg.Response, error) {
@@ -336,8 +343,8 @@ func TestRegistryDeniesByDefault(t *testing.T) {
 
 	b, _, _ := testBroker(t, Options{Authorizer: true, SuperUsers: []string{"User:admin"}})
 	for _, who := range []string{"User:nobody", "User:admin"} {
-		resp := handleAs(t, b, who, kmsg.NewPtrDescribeClusterRequest(), 0)
-		require.Equal(t, kerr.ClusterAuthorizationFailed.Code, resp.(*kmsg.DescribeClusterResponse).ErrorCode, who)
+		resp := handleAs(t, b, who, kmsg.NewPtrUpdateFeaturesRequest(), 0)
+		require.Equal(t, kerr.ClusterAuthorizationFailed.Code, resp.(*kmsg.UpdateFeaturesResponse).ErrorCode, who)
 	}
 	require.Zero(t, called, "the handler is not reached")
 
@@ -360,7 +367,7 @@ func TestRegistryDeniesByDefault(t *testing.T) {
 		called++
 		return req.ResponseKind(), nil
 	}}
-	resp := handleAs(t, open, "User:nobody", kmsg.NewPtrDescribeClusterRequest(), 0)
-	require.Zero(t, resp.(*kmsg.DescribeClusterResponse).ErrorCode)
+	resp := handleAs(t, open, "User:nobody", kmsg.NewPtrUpdateFeaturesRequest(), 0)
+	require.Zero(t, resp.(*kmsg.UpdateFeaturesResponse).ErrorCode)
 	require.Equal(t, 1, called, "served without an authorizer")
 }
