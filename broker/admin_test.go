@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -393,4 +394,56 @@ func TestDescribeCluster(t *testing.T) {
 	resp := kmsg.NewPtrDescribeClusterResponse()
 	c.do(r, 1, resp)
 	require.Equal(t, kerr.MismatchedEndpointType.Code, resp.ErrorCode)
+}
+
+// DescribeTopicPartitions (KIP-966) pages through the topics in name
+// order: at most ResponsePartitionLimit partitions, the next page from
+// NextCursor, until there is none; a topic asked by name that does not
+// exist is UNKNOWN_TOPIC_OR_PARTITION and is not created.
+func TestDescribeTopicPartitions(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	for topic, n := range map[string]int32{"c": 1, "a": 3, "b": 2} {
+		for p := range n {
+			_, err := m.Create(checkpoint.TopicPartition{Topic: topic, Partition: p}, nil)
+			require.NoError(t, err)
+		}
+	}
+	c := dialRaw(t, addr)
+	var pages [][]string
+	var cursor *kmsg.DescribeTopicPartitionsRequestCursor
+	for {
+		r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		r.ResponsePartitionLimit, r.Cursor = 2, cursor
+		resp := kmsg.NewPtrDescribeTopicPartitionsResponse()
+		c.do(r, 0, resp)
+		var page []string
+		for _, topic := range resp.Topics {
+			require.Zero(t, topic.ErrorCode)
+			id, _ := m.TopicID(*topic.Topic)
+			require.Equal(t, id, checkpoint.TopicID(topic.TopicID))
+			for _, p := range topic.Partitions {
+				require.Equal(t, []int32{p.LeaderID}, p.ISR)
+				page = append(page, fmt.Sprintf("%s-%d", *topic.Topic, p.Partition))
+			}
+		}
+		pages = append(pages, page)
+		if resp.NextCursor == nil {
+			break
+		}
+		cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: resp.NextCursor.Topic, Partition: resp.NextCursor.Partition}
+		require.Less(t, len(pages), 10)
+	}
+	require.Equal(t, [][]string{{"a-0", "a-1"}, {"a-2", "b-0"}, {"b-1", "c-0"}}, pages)
+
+	r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	r.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: "b"}, {Topic: "nope"}}
+	resp := kmsg.NewPtrDescribeTopicPartitionsResponse()
+	c.do(r, 0, resp)
+	require.Len(t, resp.Topics, 2)
+	require.Equal(t, "b", *resp.Topics[0].Topic)
+	require.Len(t, resp.Topics[0].Partitions, 2)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[1].ErrorCode)
+	_, ok := m.TopicID("nope")
+	require.False(t, ok, "not created")
+	require.Nil(t, resp.NextCursor)
 }

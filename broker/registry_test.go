@@ -216,6 +216,11 @@ var probes = map[int16]probe{
 	}, listed: func(resp kmsg.Response) int {
 		return max(int(resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations), 0) // no operation revealed
 	}},
+	75: {req: func() kmsg.Request {
+		r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		r.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: "secret"}}
+		return r
+	}},
 	61: {req: func() kmsg.Request {
 		r := kmsg.NewPtrDescribeProducersRequest()
 		r.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "secret", Partitions: []int32{0}}}
