@@ -207,7 +207,7 @@ func TestBadRequestsCloseTheConnectionOnly(t *testing.T) {
 	_, err = md.RequestWith(ctx, cl)
 	require.NoError(t, err)
 	require.Equal(t, 2.0, testutil.ToFloat64(b.metrics.errors.WithLabelValues("Metadata", "UNKNOWN_TOPIC_OR_PARTITION")))
-	require.GreaterOrEqual(t, testutil.ToFloat64(b.metrics.requests.WithLabelValues("Metadata", "12")), 1.0)
+	require.GreaterOrEqual(t, testutil.ToFloat64(b.metrics.requests.WithLabelValues("Metadata", "13")), 1.0)
 	require.Positive(t, testutil.ToFloat64(b.metrics.bytesIn))
 	require.Positive(t, testutil.ToFloat64(b.metrics.bytesOut))
 	require.GreaterOrEqual(t, testutil.ToFloat64(b.metrics.open), 1.0, "the client's connection")

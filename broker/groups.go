@@ -27,11 +27,14 @@ func (b *Broker) stopContext() context.Context {
 	return ctx
 }
 
+// Versions as Kafka 4.1's: FindCoordinator v6's share groups (key type 2)
+// are INVALID_REQUEST; OffsetCommit v9 is v8 for a classic group, and
+// OffsetFetch v9's member id and epoch are a consumer group's (KIP-848).
 func init() {
 	register(
-		api{key: 10, min: 0, max: 4, handle: handler((*Broker).findCoordinator),
+		api{key: 10, min: 0, max: 6, handle: handler((*Broker).findCoordinator),
 			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeFindCoordinator)},
-		api{key: 11, min: 0, max: 7, handle: handler(func(b *Broker, ctx context.Context, h header, r *kmsg.JoinGroupRequest) kmsg.Response {
+		api{key: 11, min: 0, max: 9, handle: handler(func(b *Broker, ctx context.Context, h header, r *kmsg.JoinGroupRequest) kmsg.Response {
 			ctx, cancel := b.groupContext(ctx)
 			defer cancel()
 			return b.groups.JoinGroup(ctx, group.Client{ID: h.clientID, Host: h.host}, r)
@@ -44,7 +47,7 @@ func init() {
 		api{key: 12, min: 0, max: 4, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.HeartbeatRequest) kmsg.Response {
 			return b.groups.Heartbeat(r)
 		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeHeartbeat)},
-		api{key: 13, min: 0, max: 4, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.LeaveGroupRequest) kmsg.Response {
+		api{key: 13, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.LeaveGroupRequest) kmsg.Response {
 			return b.groups.LeaveGroup(r)
 		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeLeaveGroup)},
 		api{key: 8, min: 0, max: 8, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetCommitRequest) kmsg.Response {
@@ -56,9 +59,9 @@ func init() {
 		api{key: 47, min: 0, max: 0, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetDeleteRequest) kmsg.Response {
 			return b.groups.OffsetDelete(r)
 		}), rule: ruleFor(ruleGroup, opDelete, (*Broker).authorizeOffsetDelete)},
-		api{key: 15, min: 0, max: 5, handle: handler((*Broker).describeGroups),
+		api{key: 15, min: 0, max: 6, handle: handler((*Broker).describeGroups),
 			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeDescribeGroups)},
-		api{key: 16, min: 0, max: 4, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListGroupsRequest) kmsg.Response {
+		api{key: 16, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListGroupsRequest) kmsg.Response {
 			return b.groups.ListGroups(r)
 		}), rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeListGroups)},
 		api{key: 42, min: 0, max: 2, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DeleteGroupsRequest) kmsg.Response {

@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/tablet"
@@ -270,6 +272,37 @@ func TestDeletedTopicTakesItsOffsets(t *testing.T) {
 	listed, err := adm.ListGroups(ctx)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"both"}, listed.Groups(), "only-a had nothing left")
+
+	// ListGroups v5 filters by type (every group here is classic), and
+	// DescribeGroups v6 answers GROUP_ID_NOT_FOUND for a group that does
+	// not exist (KIP-1043), v5 a Dead group.
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.TypesFilter = []string{"consumer"}
+	lgResp, err := lg.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Empty(t, lgResp.Groups, "no consumer (KIP-848) group")
+	lg.TypesFilter = []string{"Classic"}
+	lgResp, err = lg.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Len(t, lgResp.Groups, 1)
+	require.Equal(t, "classic", lgResp.Groups[0].GroupType)
+	conn := dialRaw(t, addr)
+	for _, v := range []int16{5, 6} {
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups = []string{"only-a", "both"}
+		dgResp := kmsg.NewPtrDescribeGroupsResponse()
+		conn.do(dg, v, dgResp)
+		gone, both := dgResp.Groups[0], dgResp.Groups[1]
+		require.Zero(t, both.ErrorCode)
+		require.Equal(t, "Empty", both.State)
+		if v < 6 {
+			require.Zero(t, gone.ErrorCode)
+			require.Equal(t, "Dead", gone.State)
+		} else {
+			require.Equal(t, kerr.GroupIDNotFound.Code, gone.ErrorCode)
+			require.Equal(t, "Group only-a not found.", *gone.ErrorMessage)
+		}
+	}
 
 	resp, err := adm.DeleteTopics(ctx, group.Topic)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/group"
@@ -329,7 +330,7 @@ func remoteGroups(cmd *cobra.Command, f groupsFlags) error {
 	var rows []groupLag
 	for _, id := range ids {
 		l, ok := lags[id]
-		if !ok || l.State == "Dead" {
+		if !ok || l.State == "Dead" || errors.Is(l.DescribeErr, kerr.GroupIDNotFound) {
 			return fmt.Errorf("%w: %q", group.ErrGroupNotFound, id)
 		}
 		if l.DescribeErr != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/group"
@@ -220,8 +221,8 @@ func (b brokerOffsets) check(id string) error {
 		return err
 	}
 	g, ok := described[id]
-	if !ok {
-		return nil
+	if !ok || errors.Is(g.Err, kerr.GroupIDNotFound) {
+		return nil // no such group (DescribeGroups v6+): nothing runs in it
 	}
 	if g.Err != nil {
 		return fmt.Errorf("describing group %q: %w", id, g.Err)

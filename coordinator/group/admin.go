@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,9 +18,19 @@ func (c *Coordinator) DescribeGroups(r *kmsg.DescribeGroupsRequest) *kmsg.Descri
 	for _, id := range r.Groups {
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group, dg.State = id, Dead.String()
-		if id == "" {
+		var g *group
+		if id != "" {
+			g = c.lookup(id, false) // locked
+		}
+		switch {
+		case id == "":
 			dg.ErrorCode = kerr.InvalidGroupID.Code
-		} else if g := c.lookup(id, false); g != nil {
+		case g == nil && r.GetVersion() >= 6:
+			// KIP-1043: from v6 a group that does not exist is an error,
+			// not a Dead group.
+			dg.ErrorCode = kerr.GroupIDNotFound.Code
+			dg.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Group %s not found.", id))
+		case g != nil:
 			dg.State, dg.ProtocolType = g.state.String(), g.protocolType
 			stable := g.state == Stable
 			if stable {
@@ -44,14 +55,16 @@ func (c *Coordinator) DescribeGroups(r *kmsg.DescribeGroupsRequest) *kmsg.Descri
 	return resp
 }
 
-// ListGroups lists the groups, those in the given states from v4.
+// ListGroups lists the groups, those in the given states from v4 and of
+// the given types from v5 (every group here is a classic one).
 func (c *Coordinator) ListGroups(r *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
 		state, typ := g.state, g.protocolType
 		g.mu.Unlock()
-		if state == Dead || len(r.StatesFilter) > 0 && !containsFold(r.StatesFilter, state.String()) {
+		if state == Dead || len(r.StatesFilter) > 0 && !containsFold(r.StatesFilter, state.String()) ||
+			len(r.TypesFilter) > 0 && !containsFold(r.TypesFilter, "classic") {
 			continue
 		}
 		resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.id, ProtocolType: typ, GroupState: state.String(), GroupType: "classic"})
