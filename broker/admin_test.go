@@ -240,6 +240,23 @@ func TestAdminConfigs(t *testing.T) {
 	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "segment.ms", Value: kmsg.StringPtr("1")}}, "cfg")
 	require.NoError(t, err)
 	require.ErrorIs(t, res[0].Err, kerr.InvalidConfig, "APPEND is for list configs")
+	// cleanup.policy is a list: APPEND adds what it lacks, SUBTRACT takes
+	// items out, as Kafka's.
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("compact,delete")}}, "cfg")
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Equal(t, "compact,delete", valueOf(configOf(t, ctx, adm, "cfg", "cleanup.policy"))) // (kept in one order)
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}, "cfg")
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	c = configOf(t, ctx, adm, "cfg", "cleanup.policy")
+	require.Equal(t, "compact", valueOf(c))
+	require.Equal(t, kmsg.ConfigSourceDynamicTopicConfig, c.Source)
+	live, _ := m.Get(checkpoint.TopicPartition{Topic: "cfg", Partition: 1})
+	require.True(t, live.Config().Compacted(), "applied to every partition")
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "cleanup.policy"}}, "cfg")
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
 	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "segment.ms", Value: kmsg.StringPtr("1")}}, "nope")
 	require.NoError(t, err)
 	require.ErrorIs(t, res[0].Err, kerr.UnknownTopicOrPartition)
@@ -446,4 +463,24 @@ func TestDescribeTopicPartitions(t *testing.T) {
 	_, ok := m.TopicID("nope")
 	require.False(t, ok, "not created")
 	require.Nil(t, resp.NextCursor)
+}
+
+// DescribeConfigs on the broker lists every config the operator set, with
+// a password's value hidden (sensitive), as Kafka lists them.
+func TestDescribeBrokerConfigsListsWhatWasSet(t *testing.T) {
+	_, _, addr := testBroker(t, Options{ReauthInterval: time.Minute,
+		Configs: map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "sasl.test.password": "hush"}})
+	adm, _, ctx := adminClient(t, addr)
+	brs, err := adm.DescribeBrokerConfigs(ctx)
+	require.NoError(t, err)
+	require.NoError(t, brs[0].Err)
+	found := map[string]*kadm.Config{}
+	for _, c := range brs[0].Configs {
+		found[c.Key] = &c
+	}
+	require.Equal(t, "60000", found["connections.max.reauth.ms"].MaybeValue())
+	require.Equal(t, "PLAINTEXT://127.0.0.1:0", found["listeners"].MaybeValue())
+	secret := found["sasl.test.password"]
+	require.True(t, secret.Sensitive)
+	require.Nil(t, secret.Value, "a password is not told")
 }

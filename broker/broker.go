@@ -133,6 +133,11 @@ type Options struct {
 	// client must authenticate again on the connection or it is closed at
 	// its next request. The default is 0, sessions that never expire.
 	ReauthInterval time.Duration
+	// Configs are the broker configs the operator set (seglog serve's
+	// server.properties and --config), by Kafka name: DescribeConfigs on
+	// the broker lists each as STATIC_BROKER_CONFIG beside the ones it
+	// always lists, a password's value hidden (sensitive).
+	Configs map[string]string
 	// FailedAuthDelay is connection.failed.authentication.delay.ms: how
 	// long a failed authentication waits before its answer and the close
 	// of its connection. The default is 100 ms; negative is none.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,6 +112,7 @@ type describedConfig struct {
 	source      kmsg.ConfigSource
 	typ         kmsg.ConfigType
 	readOnly    bool
+	sensitive   bool // its value is not told (null), as Kafka hides passwords
 }
 
 // sortedConfigs sorts configs by name, as Kafka lists them.
@@ -175,6 +177,17 @@ func (b *Broker) describeBrokerConfig() []describedConfig {
 		static("connections.max.idle.ms", strconv.FormatInt(b.opts.IdleTimeout.Milliseconds(), 10), kmsg.ConfigTypeLong),
 		static("max.connections", strconv.Itoa(b.opts.MaxConnections), kmsg.ConfigTypeInt),
 		static("seglog.durable.acks", strconv.FormatBool(b.opts.DurableAcks), kmsg.ConfigTypeBoolean),
+		static("connections.max.reauth.ms", strconv.FormatInt(b.opts.ReauthInterval.Milliseconds(), 10), kmsg.ConfigTypeLong),
+		static("authorizer.class.name", map[bool]string{true: "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}[b.opts.Authorizer],
+			kmsg.ConfigTypeString),
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.opts.Configs)) {
+		if slices.ContainsFunc(out, func(d describedConfig) bool { return d.name == name }) {
+			continue // listed with its effective value
+		}
+		d := static(name, b.opts.Configs[name], kmsg.ConfigTypeString)
+		d.sensitive = strings.Contains(name, "password") || strings.Contains(name, "secret")
+		out = append(out, d)
 	}
 	return sortedConfigs(out)
 }
@@ -208,10 +221,13 @@ func (b *Broker) describeConfigs(_ context.Context, _ header, r *kmsg.DescribeCo
 			}
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.Value, c.ReadOnly, c.Source, c.ConfigType = d.name, kmsg.StringPtr(d.value), d.readOnly, d.source, d.typ
-			c.IsDefault = d.source == kmsg.ConfigSourceDefaultConfig
+			c.IsDefault, c.IsSensitive = d.source == kmsg.ConfigSourceDefaultConfig, d.sensitive
+			if d.sensitive {
+				c.Value = nil
+			}
 			if r.IncludeSynonyms {
 				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				syn.Name, syn.Value, syn.Source = d.name, kmsg.StringPtr(d.value), d.source
+				syn.Name, syn.Value, syn.Source = d.name, c.Value, d.source
 				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 			}
 			sr.Configs = append(sr.Configs, c)
@@ -226,6 +242,42 @@ type configChange struct {
 	key   string
 	value *string
 	reset bool
+	// list is IncrementalAlterConfigs' APPEND or SUBTRACT of a list
+	// config's items (value holds them, comma-separated).
+	list kmsg.IncrementalAlterConfigOp
+}
+
+// listConfigs are the topic configs whose value is a list, which APPEND
+// and SUBTRACT change item by item.
+var listConfigs = map[string]bool{"cleanup.policy": true}
+
+// listChange is the value a list config takes when items are appended to
+// it (those not in it yet, in order) or subtracted from it.
+func listChange(current string, items *string, op kmsg.IncrementalAlterConfigOp) string {
+	var have []string
+	for _, v := range strings.Split(current, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			have = append(have, v)
+		}
+	}
+	var change []string
+	if items != nil {
+		for _, v := range strings.Split(*items, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				change = append(change, v)
+			}
+		}
+	}
+	if op == kmsg.IncrementalAlterConfigOpAppend {
+		for _, v := range change {
+			if !slices.Contains(have, v) {
+				have = append(have, v)
+			}
+		}
+	} else {
+		have = slices.DeleteFunc(have, func(v string) bool { return slices.Contains(change, v) })
+	}
+	return strings.Join(have, ",")
 }
 
 // alterTopicConfig applies changes to a topic's config on every partition,
@@ -244,9 +296,13 @@ func (b *Broker) alterTopicConfig(topic string, changes []configChange, replace,
 	}
 	for _, ch := range changes {
 		var err error
-		if ch.reset {
+		switch {
+		case ch.reset:
 			err = b.resetTopicConfig(&cfg, ch.key)
-		} else {
+		case ch.list != 0:
+			current, _ := cfg.Get(ch.key)
+			err = setTopicConfig(&cfg, ch.key, kmsg.StringPtr(listChange(current, ch.value, ch.list)))
+		default:
 			err = setTopicConfig(&cfg, ch.key, ch.value)
 		}
 		if err != nil {
@@ -283,8 +339,16 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 				changes = append(changes, configChange{key: c.Name, value: c.Value})
 			case kmsg.IncrementalAlterConfigOpDelete:
 				changes = append(changes, configChange{key: c.Name, reset: true})
-			default: // APPEND and SUBTRACT are for lists; no served config is one
-				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidConfig.Code, errText("%s: %s applies only to list configs", c.Name, c.Op)
+			case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+				if !listConfigs[c.Name] {
+					// Kafka's words: the operation is for list configs.
+					sr.ErrorCode, sr.ErrorMessage = kerr.InvalidConfig.Code, errText("Config value %s is not allowed for config key: %s",
+						strings.ToLower(c.Op.String()), c.Name)
+					break
+				}
+				changes = append(changes, configChange{key: c.Name, value: c.Value, list: c.Op})
+			default:
+				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("%s: unknown operation %d", c.Name, c.Op)
 			}
 		}
 		if sr.ErrorCode == 0 {

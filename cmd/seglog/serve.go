@@ -392,6 +392,10 @@ func applyServeConfig(s *serveSettings, k, v string) (known bool, err error) {
 			if err := c.set(s, strings.TrimSpace(v)); err != nil {
 				return true, fmt.Errorf("%s=%s: %w", k, v, err)
 			}
+			if s.broker.Configs == nil {
+				s.broker.Configs = map[string]string{}
+			}
+			s.broker.Configs[k] = strings.TrimSpace(v) // DescribeConfigs lists what the operator set
 			return true, nil
 		}
 	}

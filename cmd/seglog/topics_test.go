@@ -26,7 +26,8 @@ import (
 func TestTopicsAndConfigsCommands(t *testing.T) {
 	t.Parallel()
 	d := filepath.Join(t.TempDir(), "data")
-	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
+	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--config", "connections.max.reauth.ms=600000")
 	addr := servedAddr(t, cmd, lines)
 	topics := func(args ...string) (int, string, string) {
 		return runSeglog(t, append([]string{"topics", "--bootstrap-server", addr}, args...)...)
@@ -77,6 +78,8 @@ func TestTopicsAndConfigsCommands(t *testing.T) {
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "All configs for broker 0 are:\n")
 	require.Contains(t, out, "  num.partitions=1 sensitive=false")
+	require.Contains(t, out, "  connections.max.reauth.ms=600000 sensitive=false", "every config the broker was given")
+	require.Contains(t, out, "  listeners=PLAINTEXT://127.0.0.1:0 sensitive=false")
 	code, _, _ = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.partitions=3")
 	require.NotZero(t, code, "a broker's configs are static")
 
