@@ -120,8 +120,8 @@ func FuzzRequest(f *testing.F) {
 		frameOf(meta, 13), frameOf(meta, 12), frameOf(meta, 1), frameOf(produce, 13), frameOf(produce, 9), frameOf(produce, 3), frameOf(fetch, 17), frameOf(fetch, 12),
 		frameOf(fetch, 4), frameOf(list, 10), frameOf(list, 7), frameOf(kmsg.NewPtrInitProducerIDRequest(), 4),
 		frameOf(find, 6), frameOf(find, 4), frameOf(find, 1), frameOf(join, 9), frameOf(join, 7), frameOf(join, 3), frameOf(join, 0), frameOf(sync, 5), frameOf(sync, 0),
-		frameOf(heartbeat, 4), frameOf(leave, 5), frameOf(leave, 4), frameOf(leave, 0), frameOf(commit, 8), frameOf(commit, 1), frameOf(commit, 0),
-		frameOf(offsetFetch, 7), frameOf(offsetFetch, 1), frameOf(offsetDelete, 0), frameOf(describeGroups, 6), frameOf(describeGroups, 5),
+		frameOf(heartbeat, 4), frameOf(leave, 5), frameOf(leave, 4), frameOf(leave, 0), frameOf(commit, 9), frameOf(commit, 8), frameOf(commit, 1), frameOf(commit, 0),
+		frameOf(offsetFetch, 9), frameOf(offsetFetch, 7), frameOf(offsetFetch, 1), frameOf(offsetDelete, 0), frameOf(describeGroups, 6), frameOf(describeGroups, 5),
 		frameOf(kmsg.NewPtrListGroupsRequest(), 5), frameOf(kmsg.NewPtrListGroupsRequest(), 4), frameOf(deleteGroups, 2), {0, 0, 0}, nil,
 	} {
 		f.Add(seed)

@@ -50,12 +50,11 @@ func init() {
 		api{key: 13, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.LeaveGroupRequest) kmsg.Response {
 			return b.groups.LeaveGroup(r)
 		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeLeaveGroup)},
-		api{key: 8, min: 0, max: 8, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetCommitRequest) kmsg.Response {
+		api{key: 8, min: 0, max: 9, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetCommitRequest) kmsg.Response {
 			return b.groups.OffsetCommit(r)
 		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeOffsetCommit)},
-		api{key: 9, min: 0, max: 7, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetFetchRequest) kmsg.Response {
-			return b.groups.OffsetFetch(r)
-		}), rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeOffsetFetch)},
+		api{key: 9, min: 0, max: 9, handle: handler((*Broker).offsetFetch),
+			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeOffsetFetch)},
 		api{key: 47, min: 0, max: 0, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetDeleteRequest) kmsg.Response {
 			return b.groups.OffsetDelete(r)
 		}), rule: ruleFor(ruleGroup, opDelete, (*Broker).authorizeOffsetDelete)},
@@ -315,7 +314,53 @@ func (b *Broker) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (k
 // per partition before v2), Describe on each topic: asked for by name,
 // TOPIC_AUTHORIZATION_FAILED; every topic (nil), the ones it may not
 // describe left out.
+// offsetFetch answers OffsetFetch: one group before v8; from v8 several
+// (KIP-709), each authorized and answered as one of v7 would be.
+func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchRequest) kmsg.Response {
+	if r.GetVersion() < 8 {
+		return b.groups.OffsetFetch(r)
+	}
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	for _, g := range r.Groups {
+		one := kmsg.NewPtrOffsetFetchRequest()
+		one.SetVersion(7)
+		one.Group, one.RequireStable = g.Group, r.RequireStable
+		if g.Topics != nil { // null: every topic the group has offsets for
+			one.Topics = []kmsg.OffsetFetchRequestTopic{}
+			for _, t := range g.Topics {
+				one.Topics = append(one.Topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
+			}
+		}
+		var answer kmsg.Response
+		var after func(kmsg.Response)
+		if b.authz != nil {
+			answer, after = b.authorizeOffsetFetch(h, one)
+		}
+		if answer == nil {
+			answer = b.groups.OffsetFetch(one)
+			if after != nil {
+				after(answer)
+			}
+		}
+		got := answer.(*kmsg.OffsetFetchResponse)
+		rg := kmsg.OffsetFetchResponseGroup{Group: g.Group, ErrorCode: got.ErrorCode}
+		for _, t := range got.Topics {
+			rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{Partition: p.Partition,
+					Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, ErrorCode: p.ErrorCode})
+			}
+			rg.Topics = append(rg.Topics, rt)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
 func (b *Broker) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	if r.GetVersion() >= 8 {
+		return nil, nil // each of its groups is authorized by offsetFetch
+	}
 	deniedTopic := func(t string, parts []int32, code int16) kmsg.OffsetFetchResponseTopic {
 		rt := kmsg.OffsetFetchResponseTopic{Topic: t}
 		for _, p := range parts {

@@ -287,6 +287,22 @@ func TestDeletedTopicTakesItsOffsets(t *testing.T) {
 	require.Len(t, lgResp.Groups, 1)
 	require.Equal(t, "classic", lgResp.Groups[0].GroupType)
 	conn := dialRaw(t, addr)
+	// OffsetFetch v8+ asks for several groups at once (KIP-709).
+	for _, v := range []int16{8, 9} {
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "both"},
+			{Group: "only-a", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "b", Partitions: []int32{0}}}}}
+		ofResp := kmsg.NewPtrOffsetFetchResponse()
+		conn.do(of, v, ofResp)
+		require.Len(t, ofResp.Groups, 2, "v%d", v)
+		both, onlyA := ofResp.Groups[0], ofResp.Groups[1]
+		require.Equal(t, "both", both.Group)
+		require.Len(t, both.Topics, 1, "every topic it has offsets for: b")
+		require.Equal(t, "b", both.Topics[0].Topic)
+		require.Equal(t, int64(6), both.Topics[0].Partitions[0].Offset)
+		require.Equal(t, "only-a", onlyA.Group)
+		require.Equal(t, int64(-1), onlyA.Topics[0].Partitions[0].Offset, "none committed")
+	}
 	for _, v := range []int16{5, 6} {
 		dg := kmsg.NewPtrDescribeGroupsRequest()
 		dg.Groups = []string{"only-a", "both"}

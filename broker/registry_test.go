@@ -86,6 +86,8 @@ var probes = map[int16]probe{
 		r := kmsg.NewPtrOffsetFetchRequest()
 		r.Group = "g"
 		r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "secret", Partitions: []int32{0}}}
+		r.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g", // v8+
+			Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "secret", Partitions: []int32{0}}}}}
 		return r
 	}},
 	10: {req: func() kmsg.Request {

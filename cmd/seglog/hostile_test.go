@@ -138,7 +138,9 @@ func produceBatch(t *testing.T, ctx context.Context, cl *kgo.Client, topic strin
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 30000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
+	listed, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	require.NoError(t, err)
+	rt.Topic, rt.TopicID = topic, listed[topic].ID // by id from Produce v13
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = batch.Bytes()
 	rt.Partitions = append(rt.Partitions, rp)
