@@ -133,6 +133,11 @@ type Options struct {
 	// client must authenticate again on the connection or it is closed at
 	// its next request. The default is 0, sessions that never expire.
 	ReauthInterval time.Duration
+	// FetchSessionSlots is max.incremental.fetch.session.cache.slots: the
+	// most incremental fetch sessions (KIP-227) kept at once, a stale or
+	// smaller one evicted for a new one past it. The default is 1000;
+	// negative keeps none (every fetch is a full one).
+	FetchSessionSlots int
 	// Configs are the broker configs the operator set (seglog serve's
 	// server.properties and --config), by Kafka name: DescribeConfigs on
 	// the broker lists each as STATIC_BROKER_CONFIG beside the ones it
@@ -272,6 +277,8 @@ type Broker struct {
 	reqMem *memBudget
 	// clock is the time SASL sessions expire by (a test's own).
 	clock func() time.Time
+	// sessions are the incremental fetch sessions (KIP-227).
+	sessions *fetchSessions
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
@@ -336,7 +343,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
 		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now, perIP: map[string]int{},
-		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}}
+		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now)}
 	b.ctx = b.stopContext()
 	return b, nil
 }

@@ -52,6 +52,12 @@ type api struct {
 	// an unknown id is left with no name, which the handler answers with
 	// UNKNOWN_TOPIC_ID.
 	topicIDs func(b *Broker, h header, req kmsg.Request)
+	// session is Fetch's incremental fetch sessions (KIP-227): before
+	// authorization it answers a request of a session it cannot serve,
+	// or makes an incremental request whole; after the handler (and the
+	// authorization's after), after takes out what the session need not
+	// be told.
+	session func(b *Broker, h header, req kmsg.Request) (refused kmsg.Response, after func(kmsg.Response))
 }
 
 // A ruleKind is the resource an API's authorization rule checks first.
@@ -232,6 +238,13 @@ func (b *Broker) handle(ctx context.Context, h header, req kmsg.Request, body []
 		}
 		return req.ResponseKind(), nil // an empty (successful) answer
 	}
+	var sessionAfter func(kmsg.Response)
+	if a.session != nil {
+		var refused kmsg.Response
+		if refused, sessionAfter = a.session(b, h, req); refused != nil {
+			return refused, nil
+		}
+	}
 	var after func(kmsg.Response)
 	if b.authz != nil {
 		if a.rule.check == nil {
@@ -258,6 +271,9 @@ func (b *Broker) handle(ctx context.Context, h header, req kmsg.Request, body []
 	}
 	if after != nil {
 		after(resp)
+	}
+	if sessionAfter != nil && resp != nil {
+		sessionAfter(resp)
 	}
 	if quotas {
 		b.recordQuotas(h, a.quota, req, resp, time.Since(start))
