@@ -23,7 +23,7 @@ import (
 func init() {
 	register(api{key: 1, min: 4, max: 17, // sessions from v7 (fetchsession.go); v13 names topics by id
 		topicIDs: fetchTopicIDs, session: fetchSessionStep,
-		handle:   handler((*Broker).fetch), null: nullFetch, quota: quotaFetch,
+		handle: handler((*Broker).fetch), null: nullFetch, quota: quotaFetch,
 		rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeFetch)})
 }
 
