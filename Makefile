@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet examples clients lint bench bench-peers measure-hostile bench-micro fuzz fuzz-smoke crash clean
+.PHONY: run build test vet examples clients lint bench bench-peers measure-hostile measure-sessions bench-micro fuzz fuzz-smoke crash clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -75,6 +75,12 @@ bench-peers:
 # figures go into docs/bench/hostile.md by hand.
 measure-hostile:
 	SEGLOG_MEASURE=1 $(GO) test -count=1 -run '^TestMeasureHostileRSS$$' -v ./cmd/seglog
+
+# measure-sessions measures fetch request and response bytes and CPU at
+# 1,000 partitions with and without an incremental fetch session; the
+# figures go into docs/bench/fetch-sessions.md by hand.
+measure-sessions:
+	SEGLOG_MEASURE=1 $(GO) test -count=1 -run '^TestMeasureFetchSessions$$' -v ./broker
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

@@ -1,7 +1,12 @@
 package broker
 
 import (
+	"maps"
+	"os"
+	"slices"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,11 +24,9 @@ func sessionFetch(id, epoch int32, topic string, tid [16]byte, parts map[int32]i
 	f.MaxBytes, f.SessionID, f.SessionEpoch = 1<<20, id, epoch
 	if len(parts) > 0 {
 		rt := kmsg.FetchRequestTopic{Topic: topic, TopicID: tid}
-		for p := range int32(8) {
-			if o, ok := parts[p]; ok {
-				rt.Partitions = append(rt.Partitions, kmsg.FetchRequestTopicPartition{Partition: p, FetchOffset: o,
-					PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, LogStartOffset: -1})
-			}
+		for _, p := range slices.Sorted(maps.Keys(parts)) {
+			rt.Partitions = append(rt.Partitions, kmsg.FetchRequestTopicPartition{Partition: p, FetchOffset: parts[p],
+				PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, LogStartOffset: -1})
 		}
 		f.Topics = append(f.Topics, rt)
 	}
@@ -133,4 +136,95 @@ func TestFetchSessionSlots(t *testing.T) {
 	none := do(sessionFetch(0, 0, "s", [16]byte{}, map[int32]int64{1: 0}))
 	require.Zero(t, none.SessionID, "no room: full fetches")
 	require.Equal(t, 1, b.sessions.count())
+
+	_, m, addr = testBroker(t, Options{FetchSessionSlots: -1}) // none: every fetch a full one
+	_, err := m.Create(checkpoint.TopicPartition{Topic: "s"}, nil)
+	require.NoError(t, err)
+	c = dialRaw(t, addr)
+	require.Zero(t, do(sessionFetch(0, 0, "s", [16]byte{}, map[int32]int64{0: 0})).SessionID)
+}
+
+// A measurement, not a test (SEGLOG_MEASURE=1 runs it; the figures are in
+// BENCHMARKS.md): a consumer of 1,000 partitions fetching while one
+// partition a fetch gets a record, with full fetches and with a session:
+// request and response bytes a fetch, and the process's CPU a fetch (the
+// broker and the client, the same for both).
+func TestMeasureFetchSessions(t *testing.T) {
+	if os.Getenv("SEGLOG_MEASURE") == "" {
+		t.Skip("a measurement, not a test: SEGLOG_MEASURE=1 runs it (its figures are in BENCHMARKS.md)")
+	}
+	const parts, fetches = 1000, 2000
+	_, m, addr := testBroker(t, Options{})
+	tbs := make([]*tablet.Tablet, parts)
+	offsets := map[int32]int64{}
+	for p := range int32(parts) {
+		tb, err := m.Create(checkpoint.TopicPartition{Topic: "wide", Partition: p}, nil)
+		require.NoError(t, err)
+		tbs[p] = tb
+		offsets[p] = 0
+	}
+	all := func() *kmsg.FetchRequest {
+		f := sessionFetch(0, -1, "wide", [16]byte{}, nil)
+		rt := kmsg.FetchRequestTopic{Topic: "wide"}
+		for p := range int32(parts) {
+			rt.Partitions = append(rt.Partitions, kmsg.FetchRequestTopicPartition{Partition: p, FetchOffset: offsets[p],
+				PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, LogStartOffset: -1})
+		}
+		f.Topics = []kmsg.FetchRequestTopic{rt}
+		return f
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	run := func(session bool) (reqBytes, respBytes int, perFetch time.Duration) {
+		c := dialRaw(t, addr)
+		var id, epoch int32
+		if session {
+			resp := kmsg.NewPtrFetchResponse()
+			f := all()
+			f.SessionEpoch = 0
+			c.do(f, 12, resp)
+			id, epoch = resp.SessionID, 1
+			require.NotZero(t, id)
+		}
+		moved := map[int32]int64{} // partitions whose offset the session must be told
+		start := cpu()
+		for i := range fetches {
+			p := int32(i*7919) % parts
+			_, err := tbs[p].AppendRecords([]record.Record{{Value: []byte("v")}}, record.None, tablet.AppendOptions{})
+			require.NoError(t, err)
+			var f *kmsg.FetchRequest
+			if session {
+				f = sessionFetch(id, epoch, "wide", [16]byte{}, moved)
+				moved = map[int32]int64{}
+				epoch++
+			} else {
+				f = all()
+			}
+			reqBytes += len(f.AppendTo(nil))
+			resp := kmsg.NewPtrFetchResponse()
+			c.do(f, 12, resp)
+			respBytes += len(resp.AppendTo(nil))
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					if len(rp.RecordBatches) > 0 {
+						offsets[rp.Partition] = rp.HighWatermark
+						moved[rp.Partition] = rp.HighWatermark
+					}
+				}
+			}
+		}
+		return reqBytes / fetches, respBytes / fetches, (cpu() - start) / fetches
+	}
+	fullReq, fullResp, fullCPU := run(false)
+	for p := range int32(parts) {
+		offsets[p] = tbs[p].Offsets().HighWatermark
+	}
+	sessReq, sessResp, sessCPU := run(true)
+	t.Logf("1,000 partitions, one new record a fetch: full fetches %d B request, %d B response, %v CPU a fetch; "+
+		"a session %d B request, %d B response, %v CPU a fetch (%.3fx the bytes, %.2fx the CPU)",
+		fullReq, fullResp, fullCPU, sessReq, sessResp, sessCPU,
+		float64(sessReq+sessResp)/float64(fullReq+fullResp), float64(sessCPU)/float64(fullCPU))
 }

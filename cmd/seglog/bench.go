@@ -220,11 +220,12 @@ Plots (written by the same run into docs/bench, with report.json holding every f
 
 ![random read latency CDF](docs/bench/random-read-cdf.svg)
 ` + includedSection("docs/bench/peers.md", "# seglog and its peers", "## Peers (`make bench-peers`, run separately)") +
-		includedSection("docs/bench/hostile.md", "# Hostile clients", "## Hostile clients (`make measure-hostile`, run separately)")
+		includedSection("docs/bench/hostile.md", "# Hostile clients", "## Hostile clients (`make measure-hostile`, run separately)") +
+		includedSection("docs/bench/fetch-sessions.md", "# Fetch sessions", "## Fetch sessions (`make measure-sessions`, run separately)")
 }
 
 // includedSection is a table measured apart from make bench (peers.md by
-// make bench-peers, hostile.md by hand), if one was written, its heading
+// make bench-peers, hostile.md and fetch-sessions.md by hand), if one was written, its heading
 // made a section of BENCHMARKS.md.
 func includedSection(path, heading, section string) string {
 	data, err := os.ReadFile(path)

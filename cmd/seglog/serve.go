@@ -262,6 +262,12 @@ var serveConfigs = []serveConfig{
 	intConfig("max.connections", "refuse connections beyond this many (default half the descriptor limit, RLIMIT_NOFILE, at least 64)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.MaxConnections = int(n)
 	}),
+	intConfig("max.incremental.fetch.session.cache.slots", "the most incremental fetch sessions (KIP-227) kept at once (default 1000; 0: none, every fetch a full one)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.FetchSessionSlots = int(n)
+		if n == 0 {
+			s.broker.FetchSessionSlots = -1
+		}
+	}),
 	intConfig("max.connections.per.ip", "refuse connections from an address beyond this many open (default none)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.MaxConnectionsPerIP = int(n)
 	}),
