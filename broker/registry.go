@@ -258,6 +258,9 @@ func (b *Broker) handle(ctx context.Context, h header, req kmsg.Request, body []
 	quotas := a.quota != quotaNone && b.quotas.Any() // without one, nothing to count or time
 	if r, ok := req.(*kmsg.FetchRequest); ok && quotas && a.quota == quotaFetch {
 		if resp := b.fetchThrottled(h, r); resp != nil {
+			if sessionAfter != nil {
+				sessionAfter(resp) // the session's id, as Kafka's throttled answer carries it
+			}
 			return resp, nil
 		}
 	}
