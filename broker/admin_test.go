@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -483,4 +484,42 @@ func TestDescribeBrokerConfigsListsWhatWasSet(t *testing.T) {
 	secret := found["sasl.test.password"]
 	require.True(t, secret.Sensitive)
 	require.Nil(t, secret.Value, "a password is not told")
+}
+
+// A topic created with compression.type lz4 stores a snappy producer's
+// batches as lz4 (Kafka recompresses them on append), and reports the
+// config as the topic's own.
+func TestCompressionTypeTopic(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	adm, _, ctx := adminClient(t, addr)
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"compression.type": kmsg.StringPtr("lz4")}, "squeezed")
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{"compression.type": kmsg.StringPtr("brotli")}, "nope")
+	require.ErrorIs(t, err, kerr.InvalidConfig)
+	c := configOf(t, ctx, adm, "squeezed", "compression.type")
+	require.Equal(t, "lz4", c.MaybeValue())
+	require.Equal(t, kmsg.ConfigSourceDynamicTopicConfig, c.Source)
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+	require.NoError(t, err)
+	defer p.Close()
+	for i := range 20 {
+		require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "squeezed", Value: fmt.Appendf(nil, "value %d %0200d", i, i)}).FirstErr())
+	}
+	tb, _ := m.Get(checkpoint.TopicPartition{Topic: "squeezed"})
+	logs, err := filepath.Glob(filepath.Join(tb.Dir(), "*.log"))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for len(data) > 0 {
+			h, size, err := record.ParseHeader(data)
+			require.NoError(t, err)
+			require.Equal(t, record.LZ4, h.Attributes.Compression())
+			n += int(h.NumRecords)
+			data = data[size:]
+		}
+	}
+	require.Equal(t, 20, n)
 }

@@ -50,7 +50,6 @@ var fixedConfigs = map[string]struct {
 	typ   kmsg.ConfigType
 	why   string
 }{
-	"compression.type":    {"producer", kmsg.ConfigTypeString, "batches are stored as the producer compressed them"},
 	"min.insync.replicas": {"1", kmsg.ConfigTypeInt, "a single-node broker has one replica"},
 }
 
@@ -60,6 +59,7 @@ var configTypes = map[string]kmsg.ConfigType{
 	"segment.bytes": kmsg.ConfigTypeInt, "segment.index.bytes": kmsg.ConfigTypeInt,
 	"index.interval.bytes": kmsg.ConfigTypeInt, "max.message.bytes": kmsg.ConfigTypeInt,
 	"message.timestamp.type": kmsg.ConfigTypeString, "preallocate": kmsg.ConfigTypeBoolean,
+	"compression.type":      kmsg.ConfigTypeString,
 	"remote.storage.enable": kmsg.ConfigTypeBoolean, "seglog.durable.acks": kmsg.ConfigTypeBoolean,
 	"cleanup.policy": kmsg.ConfigTypeList, "min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
 	// (the others: longs — min/max.compaction.lag.ms, delete.retention.ms)

@@ -61,6 +61,12 @@ type Config struct {
 	TimestampAfterMaxMs  int64
 	// Preallocate: preallocate. The default is false.
 	Preallocate bool
+	// CompressionType: compression.type, the codec batches are stored
+	// with: "producer" keeps the producer's, "uncompressed", "gzip",
+	// "snappy", "lz4" or "zstd" recompress a batch compressed otherwise as
+	// it is appended (as Kafka's broker does; control batches stay as
+	// they are). The default is "producer".
+	CompressionType string
 	// RemoteStorageEnable: remote.storage.enable, whether the tablet is
 	// tiered to an object store (KIP-405): seglog tier and the tier service
 	// tier only the tablets that enable it (and those tiered before). The
@@ -117,9 +123,26 @@ func (c Config) Compacted() bool { return strings.Contains(c.CleanupPolicy, Poli
 // delete).
 func (c Config) Deletes() bool { return strings.Contains(c.CleanupPolicy, PolicyDelete) }
 
+// compressionTarget reads a compression.type: the codec batches are stored
+// with, or keep false for "producer".
+func compressionTarget(v string) (record.Compression, bool, error) {
+	switch v {
+	case "producer", "":
+		return record.None, false, nil
+	case "uncompressed":
+		return record.None, true, nil
+	}
+	c, err := record.ParseCompression(v)
+	if err != nil || c == record.None {
+		return record.None, false, fmt.Errorf("%q is not producer, uncompressed, gzip, snappy, lz4 or zstd", v)
+	}
+	return c, true, nil
+}
+
 // DefaultConfig returns Kafka's defaults (docs/format.md §6).
 func DefaultConfig() Config {
 	return Config{
+		CompressionType:        "producer",
 		SegmentBytes:           segment.DefaultSegmentBytes,
 		SegmentMs:              segment.DefaultSegmentMs,
 		SegmentIndexBytes:      segment.DefaultMaxIndexSize,
@@ -217,6 +240,16 @@ var configKeys = map[string]configKey{
 	},
 	"preallocate":           boolKey(func(c *Config) *bool { return &c.Preallocate }),
 	"remote.storage.enable": boolKey(func(c *Config) *bool { return &c.RemoteStorageEnable }),
+	"compression.type": {
+		set: func(c *Config, v string) error {
+			if _, _, err := compressionTarget(v); err != nil {
+				return err
+			}
+			c.CompressionType = v
+			return nil
+		},
+		get: func(c *Config) string { return c.CompressionType },
+	},
 	"seglog.durable.acks":   boolKey(func(c *Config) *bool { return &c.DurableAcks }),
 	"min.compaction.lag.ms": int64Key(func(c *Config) *int64 { return &c.MinCompactionLagMs }, 0),
 	"max.compaction.lag.ms": int64Key(func(c *Config) *int64 { return &c.MaxCompactionLagMs }, 1),

@@ -1,6 +1,7 @@
 package tablet
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -581,4 +582,61 @@ func TestCreateReusesAnUnfinishedCreation(t *testing.T) {
 	data, err := vfs.ReadFile(mem, "/data/other-0/notes.txt")
 	require.NoError(t, err)
 	require.Equal(t, "mine", string(data), "a file not ours is left alone")
+}
+
+// compression.type other than producer stores every batch with the
+// topic's codec (as Kafka's broker recompresses), its records those the
+// producer sent; a batch already of that codec, and a transaction marker,
+// is stored as it came; producer keeps each batch's own.
+func TestCompressionType(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := DefaultConfig()
+	require.NoError(t, cfg.Set("compression.type", "zstd"))
+	require.Error(t, cfg.Set("compression.type", "brotli"))
+	require.Equal(t, "zstd", cfg.CompressionType)
+	tab := e.create(cfg)
+	build := func(c record.Compression, n int) []byte {
+		b := record.NewBuilder(c)
+		b.SetProducer(9, 0, int32(tab.Offsets().LogEndOffset))
+		b.SetTransactional(true)
+		for i := range n {
+			require.NoError(t, b.Append(record.Record{Timestamp: 1000 + int64(i), Key: fmt.Appendf(nil, "k%d", i), Value: bytes.Repeat([]byte("v"), 200)}))
+		}
+		out, err := b.Build()
+		require.NoError(t, err)
+		return out.Bytes()
+	}
+	for _, c := range []record.Compression{record.None, record.Gzip, record.Snappy, record.LZ4, record.Zstd} {
+		_, err := tab.Append(build(c, 5), AppendOptions{})
+		require.NoError(t, err, "%v", c)
+	}
+	_, err := tab.Append(marker(t, 9, 0, false, 2000), AppendOptions{Origin: record.OriginCoordinator})
+	require.NoError(t, err)
+	var codecs []record.Compression
+	var control int
+	f := new(FetchResult)
+	require.NoError(t, tab.ReadInto(f, 0, ReadOptions{MaxBytes: 1 << 20, Isolation: ReadLogEnd}))
+	data := make([]byte, f.Records.Size())
+	_, err = f.Records.ReadAt(data, 0)
+	require.NoError(t, err)
+	f.Close()
+	for len(data) > 0 {
+		h, size, err := record.ParseHeader(data)
+		require.NoError(t, err)
+		if h.Attributes.IsControl() {
+			control++
+			require.Equal(t, record.None, h.Attributes.Compression(), "a marker as it came")
+		} else {
+			codecs = append(codecs, h.Attributes.Compression())
+		}
+		data = data[size:]
+	}
+	require.Equal(t, 1, control)
+	require.Equal(t, []record.Compression{record.Zstd, record.Zstd, record.Zstd, record.Zstd, record.Zstd}, codecs)
+	recs := readAll(t, tab, 0, ReadCommitted)
+	require.Len(t, recs, 25)
+	for i, r := range recs {
+		require.Equal(t, fmt.Sprintf("k%d", i%5), string(r.Key))
+		require.Equal(t, int64(1000+i%5), r.Timestamp)
+	}
 }
