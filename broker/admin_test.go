@@ -507,19 +507,10 @@ func TestCompressionTypeTopic(t *testing.T) {
 		require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "squeezed", Value: fmt.Appendf(nil, "value %d %0200d", i, i)}).FirstErr())
 	}
 	tb, _ := m.Get(checkpoint.TopicPartition{Topic: "squeezed"})
-	logs, err := filepath.Glob(filepath.Join(tb.Dir(), "*.log"))
-	require.NoError(t, err)
 	n := 0
-	for _, f := range logs {
-		data, err := os.ReadFile(f)
-		require.NoError(t, err)
-		for len(data) > 0 {
-			h, size, err := record.ParseHeader(data)
-			require.NoError(t, err)
-			require.Equal(t, record.LZ4, h.Attributes.Compression())
-			n += int(h.NumRecords)
-			data = data[size:]
-		}
+	for _, h := range logBatches(t, tb.Dir()) {
+		require.Equal(t, record.LZ4, h.Attributes.Compression())
+		n += int(h.NumRecords)
 	}
 	require.Equal(t, 20, n)
 }
