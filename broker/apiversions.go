@@ -39,8 +39,32 @@ func (b *Broker) apiVersions(_ context.Context, h header, r *kmsg.ApiVersionsReq
 		return resp
 	}
 	resp.ApiKeys = servedVersions()
+	if h.version >= 3 {
+		// The features the broker finalizes, as Kafka 4 reports them:
+		// transactions v2 (KIP-890 part 2: an epoch bump per
+		// transaction, no AddPartitionsToTxn from Produce v12 on).
+		for _, f := range finalizedFeatures {
+			resp.SupportedFeatures = append(resp.SupportedFeatures,
+				kmsg.ApiVersionsResponseSupportedFeature{Name: f.name, MinVersion: 0, MaxVersion: f.level})
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures,
+				kmsg.ApiVersionsResponseFinalizedFeature{Name: f.name, MinVersionLevel: f.level, MaxVersionLevel: f.level})
+		}
+		resp.FinalizedFeaturesEpoch = finalizedFeaturesEpoch
+	}
 	return resp
 }
+
+// finalizedFeatures are the feature levels every client is told; a
+// feature at level 0 (group.version: KIP-848 groups are not served yet)
+// is not listed, as Kafka leaves it out.
+var finalizedFeatures = []struct {
+	name  string
+	level int16
+}{{"transaction.version", 2}}
+
+// finalizedFeaturesEpoch is the epoch of finalizedFeatures: it changes
+// only with a release of seglog that changes them.
+const finalizedFeaturesEpoch = 1
 
 // servedVersions is the registry's APIs with their version ranges.
 func servedVersions() []kmsg.ApiVersionsResponseApiKey {

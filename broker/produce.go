@@ -112,7 +112,7 @@ func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) km
 			seen[tp] = true
 			o := opts
 			o.Sync = o.Sync || r.Acks == -1 && t.Config().DurableAcks
-			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp})
+			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp, txnV2: h.version >= 12})
 			total += len(rp.Records)
 		}
 	}
@@ -126,13 +126,13 @@ func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) km
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				b.appendPartition(jb.t, jb.data, jb.opts, jb.sp)
+				b.appendPartition(jb)
 			}()
 		}
 		wg.Wait()
 	} else {
 		for _, jb := range jobs {
-			b.appendPartition(jb.t, jb.data, jb.opts, jb.sp)
+			b.appendPartition(jb)
 		}
 	}
 	if r.Acks == 0 {
@@ -151,11 +151,16 @@ type appendJob struct {
 	data []byte
 	opts tablet.AppendOptions
 	sp   *kmsg.ProduceResponseTopicPartition
+	// txnV2: Produce v12+, whose transactional producer (transactions v2,
+	// KIP-890 part 2) sends no AddPartitionsToTxn: its batch adds the
+	// partition to its transaction.
+	txnV2 bool
 }
 
 // appendPartition appends a partition's batches, one by one (a client
 // sends one; Kafka's magic check comes first).
-func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.AppendOptions, sp *kmsg.ProduceResponseTopicPartition) {
+func (b *Broker) appendPartition(jb appendJob) {
+	t, data, opts, sp := jb.t, jb.data, jb.opts, jb.sp
 	first := true
 	for len(data) > 0 {
 		hdr, n, err := record.ParseHeader(data)
@@ -170,7 +175,11 @@ func (b *Broker) appendPartition(t *tablet.Tablet, data []byte, opts tablet.Appe
 		if h := hdr; h.Attributes.IsTransactional() && b.txns != nil {
 			// KIP-890's defence: a transactional batch only for a partition
 			// its transaction added.
-			if code := b.txns.Verify(h.ProducerID, h.ProducerEpoch, t.TopicPartition()); code != 0 {
+			verify := b.txns.Verify
+			if jb.txnV2 {
+				verify = b.txns.VerifyOrAdd
+			}
+			if code := verify(h.ProducerID, h.ProducerEpoch, t.TopicPartition()); code != 0 {
 				sp.ErrorCode = code
 				return
 			}

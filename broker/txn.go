@@ -19,21 +19,21 @@ import (
 
 func init() {
 	register(
-		api{key: 22, min: 0, max: 4, handle: handler((*Broker).initProducerID), null: nullInitProducerID,
+		api{key: 22, min: 0, max: 5, handle: handler((*Broker).initProducerID), null: nullInitProducerID,
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeInitProducerID)},
 		api{key: 24, min: 0, max: 3, // v4+ is the brokers' verification
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 				return b.txns.AddPartitionsToTxn(r)
 			}),
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddPartitionsToTxn)},
-		api{key: 25, min: 0, max: 3, handle: handler((*Broker).addOffsetsToTxn),
+		api{key: 25, min: 0, max: 4, handle: handler((*Broker).addOffsetsToTxn),
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddOffsetsToTxn)},
-		api{key: 26, min: 0, max: 3,
+		api{key: 26, min: 0, max: 5,
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.EndTxnRequest) kmsg.Response {
 				return b.txns.EndTxn(r)
 			}),
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeEndTxn)},
-		api{key: 28, min: 0, max: 3, handle: handler((*Broker).txnOffsetCommit),
+		api{key: 28, min: 0, max: 5, handle: handler((*Broker).txnOffsetCommit),
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeTxnOffsetCommit)},
 		api{key: 65, min: 0, max: 0,
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DescribeTransactionsRequest) kmsg.Response {
@@ -74,7 +74,11 @@ func (b *Broker) addOffsetsToTxn(_ context.Context, _ header, r *kmsg.AddOffsets
 // txnOffsetCommit commits a transaction's offsets, pending until it ends;
 // the transaction must have added the group (AddOffsetsToTxn).
 func (b *Broker) txnOffsetCommit(_ context.Context, _ header, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	if code := b.txns.Verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
+	verify := b.txns.Verify
+	if r.GetVersion() >= 5 { // transactions v2: no AddOffsetsToTxn before it
+		verify = b.txns.VerifyOrAdd
+	}
+	if code := verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
 		return group.RefuseTxnOffsetCommit(r, code)
 	}
 	return b.groups.TxnOffsetCommit(r)

@@ -11,8 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/record"
 )
 
 // txnProduce runs one transaction of n records on a transactional client
@@ -171,4 +174,103 @@ func TestDescribeTransactions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "CompleteAbort", described["open-tx"].State)
 	require.Error(t, described["nobody"].Err)
+}
+
+// Transactions v2 (KIP-890 part 2) on the wire: ApiVersions finalizes
+// transaction.version 2; a Produce v12 adds its partition to the
+// transaction (no AddPartitionsToTxn) while a v11 one may not; EndTxn v5
+// ends the transaction at a new epoch and tells it, a retry with the old
+// epoch gets the same answer, the old epoch is fenced, and the next
+// transaction runs at the new one.
+func TestTransactionsV2(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	for p := range int32(2) {
+		_, err := m.Create(checkpoint.TopicPartition{Topic: "tv2", Partition: p}, nil)
+		require.NoError(t, err)
+	}
+	c := dialRaw(t, addr)
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "seglog-test", "1"
+	avResp := kmsg.NewPtrApiVersionsResponse()
+	c.do(av, 3, avResp)
+	require.Equal(t, []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "transaction.version", MinVersionLevel: 2, MaxVersionLevel: 2}},
+		avResp.FinalizedFeatures)
+
+	// A transaction needs its coordinator: FindCoordinator creates it.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorType = "tx", 1
+	c.do(fc, 3, kmsg.NewPtrFindCoordinatorResponse())
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr("tx"), 60000
+	ip.ProducerID, ip.ProducerEpoch = -1, -1
+	ipResp := kmsg.NewPtrInitProducerIDResponse()
+	c.do(ip, 5, ipResp)
+	require.Zero(t, ipResp.ErrorCode)
+	pid, epoch := ipResp.ProducerID, ipResp.ProducerEpoch
+
+	produce := func(v int16, p int32, e int16, seq int32) int16 {
+		bl := record.NewBuilder(record.None)
+		bl.SetProducer(pid, e, seq)
+		bl.SetTransactional(true)
+		require.NoError(t, bl.Append(record.Record{Value: []byte("in a transaction")}))
+		batch, err := bl.Build()
+		require.NoError(t, err)
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis, req.TransactionID = -1, 5000, kmsg.StringPtr("tx")
+		id, _ := m.TopicID("tv2")
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "tv2", TopicID: id, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: p, Records: batch.Bytes()}}}}
+		resp := kmsg.NewPtrProduceResponse()
+		c.do(req, v, resp)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	require.Zero(t, produce(12, 0, epoch, 0), "Produce v12 adds partition 0 to the transaction")
+	require.Equal(t, kerr.InvalidTxnState.Code, produce(11, 1, epoch, 0), "a v11 producer adds its partitions first")
+
+	end := func(e int16) *kmsg.EndTxnResponse {
+		r := kmsg.NewPtrEndTxnRequest()
+		r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit = "tx", pid, e, true
+		resp := kmsg.NewPtrEndTxnResponse()
+		c.do(r, 5, resp)
+		return resp
+	}
+	ended := end(epoch)
+	require.Zero(t, ended.ErrorCode)
+	require.Equal(t, pid, ended.ProducerID)
+	require.Equal(t, epoch+1, ended.ProducerEpoch, "a new epoch each transaction")
+	again := end(epoch)
+	require.Zero(t, again.ErrorCode, "a retry of the EndTxn")
+	require.Equal(t, epoch+1, again.ProducerEpoch)
+
+	code := produce(12, 0, epoch, 1)
+	require.Contains(t, []int16{kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code}, code, "the old epoch is fenced: %s", kerr.ErrorForCode(code))
+	require.Zero(t, produce(12, 1, epoch+1, 0), "the next transaction, at the new epoch")
+	ended = end(epoch + 1)
+	require.Zero(t, ended.ErrorCode)
+	require.Equal(t, epoch+2, ended.ProducerEpoch)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.Len(t, readCommitted(t, ctx, addr, "tv2", 2), 2, "both transactions' records, committed")
+}
+
+// franz-go takes transactions v2 when the broker finalizes it (from its
+// second transaction: the first runs before it has read the features, and
+// it re-initializes its producer id to switch): then each committed
+// transaction moves the producer's epoch on.
+func TestFranzGoTransactionsV2(t *testing.T) {
+	_, _, addr := testBroker(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("fg-tv2"), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	epochs := []int16{}
+	for i := range 4 {
+		txnProduce(t, ctx, cl, "fg-tv2", fmt.Sprintf("t%d-", i), 5, true)
+		described, err := adm.DescribeTransactions(ctx, "fg-tv2")
+		require.NoError(t, err)
+		epochs = append(epochs, described["fg-tv2"].ProducerEpoch)
+	}
+	require.Equal(t, []int16{epochs[1], epochs[1] + 1, epochs[1] + 2}, epochs[1:], "an epoch bump per transaction")
+	require.Len(t, readCommitted(t, ctx, addr, "fg-tv2", 20), 20)
 }

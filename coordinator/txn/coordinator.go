@@ -104,6 +104,11 @@ type txnMeta struct {
 	parts     map[checkpoint.TopicPartition]bool
 	start     int64 // ms: the open transaction's first partition
 	updated   int64
+	// prevEpoch is the epoch a transactions-v2 EndTxn bumped from (-1
+	// none), of producer id prevPIDv (-1: the current one): a retry of
+	// that EndTxn with it is answered with the new one.
+	prevEpoch int16
+	prevPIDv  int64
 }
 
 // Coordinator is every transactional id's coordinator on one data
@@ -189,7 +194,7 @@ func (c *Coordinator) load() error {
 			v := d.Value
 			c.txns[d.TransactionalID] = &txnMeta{id: d.TransactionalID, partition: int32(p), pid: v.ProducerID, epoch: v.ProducerEpoch,
 				timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: v.State, parts: partitionsOf(v),
-				start: v.StartTimestamp, updated: v.LastUpdateTimestamp}
+				start: v.StartTimestamp, updated: v.LastUpdateTimestamp, prevEpoch: -1, prevPIDv: -1}
 			return true
 		})
 		if derr != nil {
@@ -252,7 +257,7 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 	c.mu.Lock()
 	t := c.txns[id]
 	if t == nil {
-		t = &txnMeta{id: id, partition: store.PartitionFor(id, c.log.Partitions()), pid: -1, epoch: -1,
+		t = &txnMeta{id: id, partition: store.PartitionFor(id, c.log.Partitions()), pid: -1, epoch: -1, prevEpoch: -1, prevPIDv: -1,
 			state: kmsg.TransactionStateEmpty, parts: map[checkpoint.TopicPartition]bool{}}
 		c.txns[id] = t
 	}
@@ -300,6 +305,7 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 // bumpEpoch moves t to its next epoch, or to a new producer id at epoch 0
 // when the epoch would run out (or it has none yet).
 func (c *Coordinator) bumpEpoch(t *txnMeta) error {
+	t.prevEpoch, t.prevPIDv = -1, -1 // no EndTxn retry crosses a fence
 	if t.pid >= 0 && t.epoch < math.MaxInt16-1 {
 		t.epoch++
 		return nil
@@ -421,18 +427,42 @@ func (c *Coordinator) AddOffsetsToTxn(r *kmsg.AddOffsetsToTxnRequest, offsetsPar
 // EndTxn commits or aborts a transaction: PrepareCommit (PrepareAbort)
 // logged, a COMMIT (ABORT) marker written durably to every partition, then
 // CompleteCommit (CompleteAbort) logged. A retry of an ended transaction's
-// same outcome succeeds.
+// same outcome succeeds. From v5 (transactions v2, KIP-890 part 2) every
+// transaction ends at a new epoch: the markers carry it, the answer tells
+// it (a new producer id when the epoch runs out), and a retry with the
+// epoch before it is answered with it.
 func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-	t, code := c.lookup(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.GetVersion() >= 2)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	v2 := r.GetVersion() >= 5
+	pid, epoch := r.ProducerID, r.ProducerEpoch
+	if v2 {
+		if t := c.retried(r); t != nil {
+			pid, epoch = t.current() // a retry of the EndTxn that bumped it
+		}
+	}
+	t, code := c.lookup(r.TransactionalID, pid, epoch, r.GetVersion() >= 2)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
 	}
 	defer t.mu.Unlock()
+	if v2 {
+		defer func() {
+			if resp.ErrorCode == 0 {
+				resp.ProducerID, resp.ProducerEpoch = t.pid, t.epoch
+			}
+		}()
+	}
 	switch t.state {
 	case kmsg.TransactionStateOngoing:
-		if err := c.end(t, r.Commit); err != nil {
+		var err error
+		if v2 {
+			err = c.endV2(t, r.Commit)
+		} else {
+			err = c.end(t, r.Commit)
+		}
+		if err != nil {
 			c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", r.Commit, "err", err)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
@@ -450,6 +480,70 @@ func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 		resp.ErrorCode = kerr.InvalidTxnState.Code
 	}
 	return resp
+}
+
+// retried returns the transactional id of a v5 EndTxn that repeats one
+// which bumped its epoch (its producer id, the epoch before), unlocked;
+// nil otherwise.
+func (c *Coordinator) retried(r *kmsg.EndTxnRequest) *txnMeta {
+	c.mu.Lock()
+	t := c.txns[r.TransactionalID]
+	c.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	done := t.state == kmsg.TransactionStateCompleteCommit && r.Commit || t.state == kmsg.TransactionStateCompleteAbort && !r.Commit
+	if done && t.prevEpoch >= 0 && r.ProducerEpoch == t.prevEpoch && r.ProducerID == t.prevPID() {
+		return t
+	}
+	return nil
+}
+
+// current is the producer id and epoch, under t's lock.
+func (t *txnMeta) current() (int64, int16) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pid, t.epoch
+}
+
+// prevPID is the producer id the epoch before the last bump was of: the
+// current one, unless the bump ran out of epochs and took a new id.
+func (t *txnMeta) prevPID() int64 {
+	if t.prevPIDv >= 0 {
+		return t.prevPIDv
+	}
+	return t.pid
+}
+
+// endV2 ends a transaction at a new epoch (transactions v2): the epoch is
+// bumped with the Prepare state, the markers carry the new one, and when
+// no epoch is left after it the producer gets a new id once the
+// transaction is complete.
+func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
+	prevEpoch, prevPID := t.epoch, t.pid
+	t.epoch++ // below MaxInt16: InitProducerId and endV2 move to a new id before it
+	if err := c.end(t, commit); err != nil {
+		if t.state == kmsg.TransactionStateOngoing { // nothing logged: as it was
+			t.epoch = prevEpoch
+		}
+		return err
+	}
+	t.prevEpoch, t.prevPIDv = prevEpoch, -1
+	if t.epoch == math.MaxInt16-1 {
+		pid, err := c.opts.AllocateProducerID()
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		delete(c.byPID, t.pid)
+		c.byPID[pid] = t
+		c.mu.Unlock()
+		t.pid, t.epoch, t.prevPIDv = pid, 0, prevPID
+		return c.persist(t)
+	}
+	return nil
 }
 
 // end logs the Prepare state, then completes the transaction.
@@ -547,6 +641,18 @@ func (c *Coordinator) complete(t *txnMeta, commit bool) error {
 // (KIP-890's server-side defence: a late or stray batch cannot join a
 // transaction that did not add its partition).
 func (c *Coordinator) Verify(pid int64, epoch int16, tp checkpoint.TopicPartition) int16 {
+	return c.verify(pid, epoch, tp, false)
+}
+
+// VerifyOrAdd is Verify for a transactions-v2 producer (Produce v12+,
+// TxnOffsetCommit v5+, KIP-890 part 2), which sends no AddPartitionsToTxn:
+// a partition its transaction lacks is added (opening the transaction),
+// at the producer's current epoch only.
+func (c *Coordinator) VerifyOrAdd(pid int64, epoch int16, tp checkpoint.TopicPartition) int16 {
+	return c.verify(pid, epoch, tp, true)
+}
+
+func (c *Coordinator) verify(pid int64, epoch int16, tp checkpoint.TopicPartition, add bool) int16 {
 	c.mu.Lock()
 	t := c.byPID[pid]
 	c.mu.Unlock()
@@ -557,11 +663,18 @@ func (c *Coordinator) Verify(pid int64, epoch int16, tp checkpoint.TopicPartitio
 	defer t.mu.Unlock()
 	switch {
 	case epoch < t.epoch:
+		if add {
+			return kerr.ProducerFenced.Code
+		}
 		return kerr.InvalidProducerEpoch.Code
-	case t.state != kmsg.TransactionStateOngoing || !t.parts[tp]:
+	case t.state == kmsg.TransactionStateOngoing && t.parts[tp]:
+		return 0
+	case !add:
 		return kerr.InvalidTxnState.Code
+	case epoch > t.epoch:
+		return kerr.InvalidProducerEpoch.Code
 	}
-	return 0
+	return c.addPartitions(t, []checkpoint.TopicPartition{tp})
 }
 
 // abortLoop aborts the transactions open longer than their timeout, at a

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -86,4 +89,48 @@ func TestEndTxnWritesMarkersAtOnce(t *testing.T) {
 	committed, open := outcome(t, m)
 	require.Equal(t, len(dataTPs), committed)
 	require.False(t, open)
+}
+
+// Transactions v2: EndTxn v5 ends each transaction at a new epoch; when
+// no epoch is left after it, the producer gets a new id (the markers
+// still carry the old id at its last epoch), and a retry of that EndTxn
+// with the old id and epoch is answered with the new ones.
+func TestEndTxnV2RunsOutOfEpochs(t *testing.T) {
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	m := openManager(t, vfs.NewMem())
+	defer m.Close()
+	c, err := New(m, testOptions(&now))
+	require.NoError(t, err)
+	defer c.Close()
+	pid, _ := openTxn(t, m, c)
+	tx := c.txns["t"]
+	tx.mu.Lock()
+	tx.epoch = math.MaxInt16 - 2 // as if thousands of transactions had run
+	tx.mu.Unlock()
+	for _, tp := range dataTPs { // the partitions' writer state at that epoch
+		b := record.NewBuilder(record.None)
+		b.SetProducer(pid, math.MaxInt16-2, 0)
+		b.SetTransactional(true)
+		require.NoError(t, b.Append(record.Record{Timestamp: 1, Value: []byte("late in its epochs")}))
+		batch, err := b.Build()
+		require.NoError(t, err)
+		tab, _ := m.Get(tp)
+		_, err = tab.Append(batch.Bytes(), tablet.AppendOptions{Sync: true})
+		require.NoError(t, err)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.SetVersion(5)
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "t", pid, math.MaxInt16-2, true
+	resp := c.EndTxn(end)
+	require.Zero(t, resp.ErrorCode)
+	require.NotEqual(t, pid, resp.ProducerID, "a new producer id")
+	require.Equal(t, int16(0), resp.ProducerEpoch)
+	committed, open := outcome(t, m)
+	require.False(t, open)
+	require.Equal(t, 2*len(dataTPs), committed, "the markers carried the old id")
+	retry := c.EndTxn(end)
+	require.Zero(t, retry.ErrorCode, "a retry of the EndTxn")
+	require.Equal(t, resp.ProducerID, retry.ProducerID)
+	require.Equal(t, int16(0), retry.ProducerEpoch)
 }
