@@ -310,6 +310,11 @@ func (c *Coordinator) bumpEpoch(t *txnMeta) error {
 		t.epoch++
 		return nil
 	}
+	return c.newProducerID(t)
+}
+
+// newProducerID gives t a new producer id at epoch 0.
+func (c *Coordinator) newProducerID(t *txnMeta) error {
 	pid, err := c.opts.AllocateProducerID()
 	if err != nil {
 		return err
@@ -532,15 +537,10 @@ func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
 	}
 	t.prevEpoch, t.prevPIDv = prevEpoch, -1
 	if t.epoch == math.MaxInt16-1 {
-		pid, err := c.opts.AllocateProducerID()
-		if err != nil {
+		if err := c.newProducerID(t); err != nil {
 			return err
 		}
-		c.mu.Lock()
-		delete(c.byPID, t.pid)
-		c.byPID[pid] = t
-		c.mu.Unlock()
-		t.pid, t.epoch, t.prevPIDv = pid, 0, prevPID
+		t.prevPIDv = prevPID
 		return c.persist(t)
 	}
 	return nil
