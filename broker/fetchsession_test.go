@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -136,6 +137,9 @@ func TestFetchSessionSlots(t *testing.T) {
 	none := do(sessionFetch(0, 0, "s", [16]byte{}, map[int32]int64{1: 0}))
 	require.Zero(t, none.SessionID, "no room: full fetches")
 	require.Equal(t, 1, b.sessions.count())
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(b.Collector()))
+	require.Equal(t, 1.0, gaugeValue(t, reg, "seglog_broker_fetch_sessions"), "the gauge of open sessions")
 
 	_, m, addr = testBroker(t, Options{FetchSessionSlots: -1}) // none: every fetch a full one
 	_, err := m.Create(checkpoint.TopicPartition{Topic: "s"}, nil)
@@ -227,4 +231,20 @@ func TestMeasureFetchSessions(t *testing.T) {
 		"a session %d B request, %d B response, %v CPU a fetch (%.3fx the bytes, %.2fx the CPU)",
 		fullReq, fullResp, fullCPU, sessReq, sessResp, sessCPU,
 		float64(sessReq+sessResp)/float64(fullReq+fullResp), float64(sessCPU)/float64(fullCPU))
+}
+
+// gaugeValue is the value of the one gauge of a family the registry
+// gathers.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1)
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

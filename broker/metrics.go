@@ -166,7 +166,10 @@ func (b *Broker) Collector() prometheus.Collector {
 	mem := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seglog_broker_request_memory_bytes",
 		Help: "Request memory reserved now: frames read or being read and not yet answered (bounded by queued.max.request.bytes)."},
 		func() float64 { return float64(b.reqMem.inUse()) })
-	cs := append(collectors{mem}, b.metrics.all...)
+	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seglog_broker_fetch_sessions",
+		Help: "Incremental fetch sessions (KIP-227) open now (at most max.incremental.fetch.session.cache.slots)."},
+		func() float64 { return float64(b.sessions.count()) })
+	cs := append(collectors{mem, sessions}, b.metrics.all...)
 	if b.groups == nil {
 		return cs
 	}
