@@ -133,6 +133,10 @@ type Options struct {
 	// client must authenticate again on the connection or it is closed at
 	// its next request. The default is 0, sessions that never expire.
 	ReauthInterval time.Duration
+	// NoClientTelemetry is seglog.client.telemetry.enable=false: clients
+	// are asked to push no metrics (KIP-714). By default they push every
+	// metric, exported on /metrics as seglog_client_*.
+	NoClientTelemetry bool
 	// FetchSessionSlots is max.incremental.fetch.session.cache.slots: the
 	// most incremental fetch sessions (KIP-227) kept at once, a stale or
 	// smaller one evicted for a new one past it. The default is 1000;
@@ -279,6 +283,8 @@ type Broker struct {
 	clock func() time.Time
 	// sessions are the incremental fetch sessions (KIP-227).
 	sessions *fetchSessions
+	// telemetry are the metrics clients push (KIP-714).
+	telemetry *telemetry
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
@@ -343,7 +349,8 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
 		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now, perIP: map[string]int{},
-		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now)}
+		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
+		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
 	b.ctx = b.stopContext()
 	return b, nil
 }

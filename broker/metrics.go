@@ -169,7 +169,7 @@ func (b *Broker) Collector() prometheus.Collector {
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seglog_broker_fetch_sessions",
 		Help: "Incremental fetch sessions (KIP-227) open now (at most max.incremental.fetch.session.cache.slots)."},
 		func() float64 { return float64(b.sessions.count()) })
-	cs := append(collectors{mem, sessions}, b.metrics.all...)
+	cs := append(collectors{mem, sessions, b.telemetry}, b.metrics.all...)
 	if b.groups == nil {
 		return cs
 	}

@@ -31,7 +31,7 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 	}
 	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes},
-		quotas: &auth.Quotas{}, sessions: newFetchSessions(-1, time.Now)}
+		quotas: &auth.Quotas{}, sessions: newFetchSessions(-1, time.Now), telemetry: newTelemetry(true, time.Now)}
 	b.ctx = b.stopContext()
 	return b
 }

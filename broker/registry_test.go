@@ -223,6 +223,10 @@ var probes = map[int16]probe{
 		r.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: "secret"}}
 		return r
 	}},
+	71: {req: func() kmsg.Request { return kmsg.NewPtrGetTelemetrySubscriptionsRequest() },
+		listed: func(kmsg.Response) int { return 0 }}, // answered to any client: it tells of no resource
+	72: {req: func() kmsg.Request { return kmsg.NewPtrPushTelemetryRequest() },
+		listed: func(kmsg.Response) int { return 0 }}, // (and changes none)
 	61: {req: func() kmsg.Request {
 		r := kmsg.NewPtrDescribeProducersRequest()
 		r.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "secret", Partitions: []int32{0}}}

@@ -68,6 +68,20 @@ const (
 	zstdMaxWindowLog = 27 // the largest window any standard zstd level uses
 )
 
+// Decompress appends to dst src decompressed with c (framed as Kafka's
+// clients frame it: gzip, xerial or raw snappy, lz4 frames, zstd), failing
+// with ErrDecompressLimit past limit bytes; None copies src. It is for
+// payloads other than a batch's records (KIP-714's pushed metrics).
+func Decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error) {
+	if c == None {
+		if len(src) > limit {
+			return dst, fmt.Errorf("%w (%d bytes)", ErrDecompressLimit, limit)
+		}
+		return append(dst, src...), nil
+	}
+	return decompress(dst, c, src, limit)
+}
+
 // decompress appends the decompressed form of src to dst, failing with
 // ErrDecompressLimit if more than limit bytes would be produced. Memory use
 // stays within about twice the bytes actually produced.

@@ -244,6 +244,9 @@ var serveConfigs = []serveConfig{
 	intConfig("num.partitions", "the partitions of an auto-created topic (default 1)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.NumPartitions = int32(n)
 	}),
+	boolConfig("seglog.client.telemetry.enable", "ask clients for their metrics (KIP-714) and export them on /metrics as seglog_client_* (default true)", func(s *serveSettings, b bool) {
+		s.broker.NoClientTelemetry = !b
+	}),
 	boolConfig("auto.create.topics.enable", "create a topic on its first Metadata or Produce (default true)", func(s *serveSettings, b bool) {
 		s.broker.NoAutoCreate = !b
 	}),
