@@ -14,7 +14,7 @@ import (
 // minimum.
 
 func init() {
-	register(api{key: 18, min: 0, max: 3, beforeAuth: true, rule: anyone, quota: quotaNone,
+	register(api{key: 18, min: 0, max: 4, beforeAuth: true, rule: anyone, quota: quotaNone,
 		handle: handler((*Broker).apiVersions), unsupported: apiVersionsUnsupported})
 }
 

@@ -116,7 +116,7 @@ func FuzzRequest(f *testing.F) {
 		frameOf(alterQuotas, 1), frameOf(describeQuotas, 0),
 		frameOf(create, 7), frameOf(create, 3), frameOf(describe, 4), frameOf(describe, 0), frameOf(alter, 1), frameOf(alter, 0),
 		frameOf(grow, 3), frameOf(deleteRecs, 2), frameOf(epochs, 4), frameOf(deleteTopics, 6), frameOf(deleteTopics, 3),
-		frameOf(kmsg.NewPtrApiVersionsRequest(), 3), frameOf(kmsg.NewPtrApiVersionsRequest(), 0),
+		frameOf(kmsg.NewPtrApiVersionsRequest(), 4), frameOf(kmsg.NewPtrApiVersionsRequest(), 3), frameOf(kmsg.NewPtrApiVersionsRequest(), 0),
 		frameOf(meta, 13), frameOf(meta, 12), frameOf(meta, 1), frameOf(produce, 13), frameOf(produce, 9), frameOf(produce, 3), frameOf(fetch, 17), frameOf(fetch, 12),
 		frameOf(fetch, 4), frameOf(list, 10), frameOf(list, 7), frameOf(kmsg.NewPtrInitProducerIDRequest(), 4),
 		frameOf(find, 6), frameOf(find, 4), frameOf(find, 1), frameOf(join, 9), frameOf(join, 7), frameOf(join, 3), frameOf(join, 0), frameOf(sync, 5), frameOf(sync, 0),

@@ -247,6 +247,18 @@ func TestTransactionsV2(t *testing.T) {
 	ended = end(epoch + 1)
 	require.Zero(t, ended.ErrorCode)
 	require.Equal(t, epoch+2, ended.ProducerEpoch)
+	// A transactions-v2 producer whose produces all failed aborts a
+	// transaction that added nothing: it ends at a new epoch too.
+	abort := kmsg.NewPtrEndTxnRequest()
+	abort.TransactionalID, abort.ProducerID, abort.ProducerEpoch = "tx", pid, epoch+2
+	emptyAbort := kmsg.NewPtrEndTxnResponse()
+	c.do(abort, 5, emptyAbort)
+	require.Zero(t, emptyAbort.ErrorCode)
+	require.Equal(t, epoch+3, emptyAbort.ProducerEpoch)
+	abort.ProducerEpoch, abort.Commit = epoch+3, true
+	emptyCommit := kmsg.NewPtrEndTxnResponse()
+	c.do(abort, 5, emptyCommit)
+	require.Equal(t, kerr.InvalidTxnState.Code, emptyCommit.ErrorCode, "nothing to commit")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.Len(t, readCommitted(t, ctx, addr, "tv2", 2), 2, "both transactions' records, committed")

@@ -471,13 +471,20 @@ func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 			c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", r.Commit, "err", err)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
-	case kmsg.TransactionStateCompleteCommit:
-		if !r.Commit {
-			resp.ErrorCode = kerr.InvalidTxnState.Code
+	case kmsg.TransactionStateEmpty, kmsg.TransactionStateCompleteCommit, kmsg.TransactionStateCompleteAbort:
+		if !v2 || r.Commit || epoch != r.ProducerEpoch {
+			if t.state == kmsg.TransactionStateEmpty || t.state == kmsg.TransactionStateCompleteCommit && !r.Commit ||
+				t.state == kmsg.TransactionStateCompleteAbort && r.Commit {
+				resp.ErrorCode = kerr.InvalidTxnState.Code
+			}
+			break // (a retry of the same outcome succeeds)
 		}
-	case kmsg.TransactionStateCompleteAbort:
-		if r.Commit {
-			resp.ErrorCode = kerr.InvalidTxnState.Code
+		// Transactions v2: a producer whose produces all failed aborts a
+		// transaction that added nothing. It ends at a new epoch like any
+		// other (no partition to write a marker to), as Kafka's does.
+		if err := c.endV2(t, false); err != nil {
+			c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", false, "err", err)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
 	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code
@@ -527,10 +534,10 @@ func (t *txnMeta) prevPID() int64 {
 // no epoch is left after it the producer gets a new id once the
 // transaction is complete.
 func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
-	prevEpoch, prevPID := t.epoch, t.pid
+	prevEpoch, prevPID, prevState := t.epoch, t.pid, t.state
 	t.epoch++ // below MaxInt16: InitProducerId and endV2 move to a new id before it
 	if err := c.end(t, commit); err != nil {
-		if t.state == kmsg.TransactionStateOngoing { // nothing logged: as it was
+		if t.state == prevState { // nothing logged: as it was
 			t.epoch = prevEpoch
 		}
 		return err
@@ -548,12 +555,13 @@ func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
 
 // end logs the Prepare state, then completes the transaction.
 func (c *Coordinator) end(t *txnMeta, commit bool) error {
+	prev := t.state
 	t.state = kmsg.TransactionStatePrepareAbort
 	if commit {
 		t.state = kmsg.TransactionStatePrepareCommit
 	}
 	if err := c.persist(t); err != nil {
-		t.state = kmsg.TransactionStateOngoing
+		t.state = prev
 		return err
 	}
 	return c.complete(t, commit)
