@@ -310,10 +310,6 @@ func (b *Broker) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (k
 	}
 }
 
-// authorizeOffsetFetch: Describe on the group (GROUP_AUTHORIZATION_FAILED,
-// per partition before v2), Describe on each topic: asked for by name,
-// TOPIC_AUTHORIZATION_FAILED; every topic (nil), the ones it may not
-// describe left out.
 // offsetFetch answers OffsetFetch: one group before v8; from v8 several
 // (KIP-709), each authorized and answered as one of v7 would be.
 func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchRequest) kmsg.Response {
@@ -357,6 +353,10 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 	return resp
 }
 
+// authorizeOffsetFetch: Describe on the group (GROUP_AUTHORIZATION_FAILED,
+// per partition before v2), Describe on each topic: asked for by name,
+// TOPIC_AUTHORIZATION_FAILED; every topic (nil), the ones it may not
+// describe left out.
 func (b *Broker) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
 	if r.GetVersion() >= 8 {
 		return nil, nil // each of its groups is authorized by offsetFetch
