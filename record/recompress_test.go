@@ -50,3 +50,36 @@ func TestRecompress(t *testing.T) {
 	_, err := Recompress(Batch{}, Compression(9), 0)
 	require.ErrorIs(t, err, ErrUnknownCompression)
 }
+
+// ValidateAppend with Recompress stores a data batch of another codec with
+// the target one (Rebuilt), leaves one of that codec and a control batch
+// as they are, and checks the recompressed size against MaxMessageBytes.
+func TestValidateAppendRecompresses(t *testing.T) {
+	bl := NewBuilder(Zstd)
+	for i := range 50 {
+		require.NoError(t, bl.Append(Record{Timestamp: int64(i), Value: bytes.Repeat([]byte{'x'}, 1000)}))
+	}
+	zstd, err := bl.Build()
+	require.NoError(t, err)
+	opts := ValidateOptions{Recompress: true, Compression: LZ4}
+	v, err := ValidateAppend(zstd.Bytes(), opts)
+	require.NoError(t, err)
+	require.True(t, v.Rebuilt)
+	require.Equal(t, LZ4, v.Batch.Compression())
+	require.Equal(t, int64(49), v.MaxTimestamp)
+
+	opts.Compression = Zstd
+	v, err = ValidateAppend(zstd.Bytes(), opts)
+	require.NoError(t, err)
+	require.False(t, v.Rebuilt, "already the topic's codec")
+
+	opts.Compression, opts.MaxMessageBytes = None, zstd.Size()+100 // 50,000 bytes uncompressed
+	_, err = ValidateAppend(zstd.Bytes(), opts)
+	require.ErrorIs(t, err, ErrRecordTooLarge, "uncompressed, it is over the limit")
+
+	marker, err := EndTxnMarker{Type: ControlCommit, ProducerID: 1, Timestamp: 1}.AppendTo(nil)
+	require.NoError(t, err)
+	v, err = ValidateAppend(marker, ValidateOptions{Origin: OriginCoordinator, Recompress: true, Compression: Zstd})
+	require.NoError(t, err)
+	require.False(t, v.Rebuilt, "a control batch as it came")
+}

@@ -58,6 +58,12 @@ type ValidateOptions struct {
 	// MaxUncompressed bounds the decompressed size of the records. The
 	// default is DefaultMaxUncompressed.
 	MaxUncompressed int
+	// Recompress stores a data batch of another codec with Compression
+	// (a topic's compression.type other than "producer"): it is rebuilt,
+	// as Kafka's broker rebuilds it, and checked against MaxMessageBytes
+	// again. The default is false: the batch keeps its codec.
+	Recompress  bool
+	Compression Compression
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -87,8 +93,9 @@ type Validated struct {
 	// MaxTimestampDelta is the offset delta of the first record that
 	// reached MaxTimestamp, or -1.
 	MaxTimestampDelta int32
-	// Rebuilt reports that the compressed batch's inner offsets were not
-	// 0..n-1 and it was rebuilt with the same codec, as Kafka does.
+	// Rebuilt reports that the batch was rebuilt, as Kafka does: its
+	// compressed records' inner offsets were not 0..n-1 (rebuilt with the
+	// same codec), or it was recompressed (ValidateOptions.Recompress).
 	Rebuilt bool
 }
 
@@ -185,8 +192,21 @@ func validateRecords(b Batch, opts ValidateOptions) (Validated, error) {
 		}
 		return Validated{}, &Error{Pos: recordsOff, Reason: reason, Err: kind, Records: errs}
 	}
-	if b.Compression() != None && !sequential && !b.IsControl() {
+	recompress := opts.Recompress && b.Compression() != opts.Compression
+	switch {
+	case b.IsControl():
+	case !sequential && (b.Compression() != None || recompress):
 		return rebuild(b, opts)
+	case recompress:
+		// The records as they are, compressed with the topic's codec.
+		nb, err := Recompress(b, opts.Compression, opts.MaxUncompressed)
+		if err != nil {
+			return Validated{}, err
+		}
+		if nb.Size() > opts.MaxMessageBytes {
+			return Validated{}, errAt(ErrRecordTooLarge, 0, "recompressed batch of %d bytes, the limit is %d", nb.Size(), opts.MaxMessageBytes)
+		}
+		v.Batch, v.Rebuilt = nb, true
 	}
 	return v, nil
 }
@@ -209,10 +229,15 @@ func checkRecord(b Batch, r *Record, o *ValidateOptions) (string, bool) {
 	return "", false
 }
 
-// rebuild re-encodes a compressed batch whose inner offsets are not 0..n-1
-// with offsets 0..n-1, the same codec and the same producer fields.
+// rebuild re-encodes a batch whose inner offsets are not 0..n-1 with
+// offsets 0..n-1, the same producer fields and the same codec (or
+// opts.Compression when recompressing).
 func rebuild(b Batch, opts ValidateOptions) (Validated, error) {
-	bl := NewBuilder(b.Compression())
+	codec := b.Compression()
+	if opts.Recompress {
+		codec = opts.Compression
+	}
+	bl := NewBuilder(codec)
 	bl.SetProducer(b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 	bl.SetTransactional(b.IsTransactional())
 	bl.SetPartitionLeaderEpoch(b.PartitionLeaderEpoch())

@@ -64,20 +64,14 @@ func (t *Tablet) Append(data []byte, opts AppendOptions) (AppendResult, error) {
 	}
 	cfg := t.Config()
 	now := t.opts.Now().UnixMilli()
+	// compression.type: a client's batch is stored with the topic's codec
+	// (a replica's as its leader stored it).
+	codec, recompress, _ := compressionTarget(cfg.CompressionType)
 	v, err := record.ValidateAppend(data, record.ValidateOptions{Origin: opts.Origin, MaxMessageBytes: cfg.MaxMessageBytes,
 		TimestampType: cfg.TimestampType, TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs,
 		TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, NowMs: now,
-		Compacted: cfg.Compacted() && opts.Origin == record.OriginClient})
-	if to, recompress, _ := compressionTarget(cfg.CompressionType); err == nil && recompress &&
-		v.Batch.Attributes().Compression() != to && !v.Batch.Attributes().IsControl() {
-		// compression.type: the batch is stored with the topic's codec,
-		// its records as the producer sent them (checked above).
-		var again record.Batch
-		if again, err = record.Recompress(v.Batch, to, record.DefaultMaxUncompressed); err == nil {
-			v, err = record.ValidateAppend(again.Bytes(), record.ValidateOptions{Origin: opts.Origin, MaxMessageBytes: cfg.MaxMessageBytes,
-				TimestampType: cfg.TimestampType, NowMs: now})
-		}
-	}
+		Compacted:  cfg.Compacted() && opts.Origin == record.OriginClient,
+		Recompress: recompress && opts.Origin == record.OriginClient, Compression: codec})
 	if err == nil && int64(v.Batch.Size()) > cfg.SegmentBytes {
 		err = fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrRecordBatchTooLarge, v.Batch.Size(), cfg.SegmentBytes)
 	}
