@@ -104,11 +104,11 @@ type txnMeta struct {
 	parts     map[checkpoint.TopicPartition]bool
 	start     int64 // ms: the open transaction's first partition
 	updated   int64
-	// prevEpoch is the epoch a transactions-v2 EndTxn bumped from (-1
-	// none), of producer id prevPIDv (-1: the current one): a retry of
-	// that EndTxn with it is answered with the new one.
+	// prevPID and prevEpoch are what a transactions-v2 EndTxn moved the
+	// producer from (prevEpoch -1: none): a retry of that EndTxn with them
+	// is answered with the new ones.
+	prevPID   int64
 	prevEpoch int16
-	prevPIDv  int64
 }
 
 // Coordinator is every transactional id's coordinator on one data
@@ -194,7 +194,7 @@ func (c *Coordinator) load() error {
 			v := d.Value
 			c.txns[d.TransactionalID] = &txnMeta{id: d.TransactionalID, partition: int32(p), pid: v.ProducerID, epoch: v.ProducerEpoch,
 				timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: v.State, parts: partitionsOf(v),
-				start: v.StartTimestamp, updated: v.LastUpdateTimestamp, prevEpoch: -1, prevPIDv: -1}
+				start: v.StartTimestamp, updated: v.LastUpdateTimestamp, prevEpoch: -1}
 			return true
 		})
 		if derr != nil {
@@ -257,7 +257,7 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 	c.mu.Lock()
 	t := c.txns[id]
 	if t == nil {
-		t = &txnMeta{id: id, partition: store.PartitionFor(id, c.log.Partitions()), pid: -1, epoch: -1, prevEpoch: -1, prevPIDv: -1,
+		t = &txnMeta{id: id, partition: store.PartitionFor(id, c.log.Partitions()), pid: -1, epoch: -1, prevEpoch: -1,
 			state: kmsg.TransactionStateEmpty, parts: map[checkpoint.TopicPartition]bool{}}
 		c.txns[id] = t
 	}
@@ -305,7 +305,7 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 // bumpEpoch moves t to its next epoch, or to a new producer id at epoch 0
 // when the epoch would run out (or it has none yet).
 func (c *Coordinator) bumpEpoch(t *txnMeta) error {
-	t.prevEpoch, t.prevPIDv = -1, -1 // no EndTxn retry crosses a fence
+	t.prevEpoch = -1 // no EndTxn retry crosses a fence
 	if t.pid >= 0 && t.epoch < math.MaxInt16-1 {
 		t.epoch++
 		return nil
@@ -441,10 +441,9 @@ func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	v2 := r.GetVersion() >= 5
 	pid, epoch := r.ProducerID, r.ProducerEpoch
+	retry := false
 	if v2 {
-		if t := c.retried(r); t != nil {
-			pid, epoch = t.current() // a retry of the EndTxn that bumped it
-		}
+		pid, epoch, retry = c.retried(r) // a retry of the EndTxn that bumped the epoch: checked at the new one
 	}
 	t, code := c.lookup(r.TransactionalID, pid, epoch, r.GetVersion() >= 2)
 	if code != 0 {
@@ -472,20 +471,18 @@ func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
 	case kmsg.TransactionStateEmpty, kmsg.TransactionStateCompleteCommit, kmsg.TransactionStateCompleteAbort:
-		if !v2 || r.Commit || epoch != r.ProducerEpoch {
-			if t.state == kmsg.TransactionStateEmpty || t.state == kmsg.TransactionStateCompleteCommit && !r.Commit ||
-				t.state == kmsg.TransactionStateCompleteAbort && r.Commit {
-				resp.ErrorCode = kerr.InvalidTxnState.Code
+		switch {
+		case v2 && !r.Commit && !retry:
+			// Transactions v2: a producer whose produces all failed aborts
+			// a transaction that added nothing. It ends at a new epoch like
+			// any other (no partition to write a marker to), as Kafka's.
+			if err := c.endV2(t, false); err != nil {
+				c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", false, "err", err)
+				resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			}
-			break // (a retry of the same outcome succeeds)
-		}
-		// Transactions v2: a producer whose produces all failed aborts a
-		// transaction that added nothing. It ends at a new epoch like any
-		// other (no partition to write a marker to), as Kafka's does.
-		if err := c.endV2(t, false); err != nil {
-			c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", false, "err", err)
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		}
+		case !t.ended(r.Commit):
+			resp.ErrorCode = kerr.InvalidTxnState.Code
+		} // (else a retry of the same outcome: it succeeds)
 	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code
 	default:
@@ -494,39 +491,27 @@ func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	return resp
 }
 
-// retried returns the transactional id of a v5 EndTxn that repeats one
-// which bumped its epoch (its producer id, the epoch before), unlocked;
-// nil otherwise.
-func (c *Coordinator) retried(r *kmsg.EndTxnRequest) *txnMeta {
+// retried reports whether a v5 EndTxn repeats the one that ended its
+// transaction at a new epoch (it carries the producer id and epoch from
+// before), and returns the id and epoch to check it at: the current ones
+// for a retry, its own otherwise.
+func (c *Coordinator) retried(r *kmsg.EndTxnRequest) (int64, int16, bool) {
 	c.mu.Lock()
 	t := c.txns[r.TransactionalID]
 	c.mu.Unlock()
-	if t == nil {
-		return nil
+	if t != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.ended(r.Commit) && t.prevEpoch >= 0 && r.ProducerID == t.prevPID && r.ProducerEpoch == t.prevEpoch {
+			return t.pid, t.epoch, true
+		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	done := t.state == kmsg.TransactionStateCompleteCommit && r.Commit || t.state == kmsg.TransactionStateCompleteAbort && !r.Commit
-	if done && t.prevEpoch >= 0 && r.ProducerEpoch == t.prevEpoch && r.ProducerID == t.prevPID() {
-		return t
-	}
-	return nil
+	return r.ProducerID, r.ProducerEpoch, false
 }
 
-// current is the producer id and epoch, under t's lock.
-func (t *txnMeta) current() (int64, int16) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pid, t.epoch
-}
-
-// prevPID is the producer id the epoch before the last bump was of: the
-// current one, unless the bump ran out of epochs and took a new id.
-func (t *txnMeta) prevPID() int64 {
-	if t.prevPIDv >= 0 {
-		return t.prevPIDv
-	}
-	return t.pid
+// ended reports that t's last transaction ended with that outcome.
+func (t *txnMeta) ended(commit bool) bool {
+	return t.state == kmsg.TransactionStateCompleteCommit && commit || t.state == kmsg.TransactionStateCompleteAbort && !commit
 }
 
 // endV2 ends a transaction at a new epoch (transactions v2): the epoch is
@@ -542,12 +527,11 @@ func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
 		}
 		return err
 	}
-	t.prevEpoch, t.prevPIDv = prevEpoch, -1
+	t.prevPID, t.prevEpoch = prevPID, prevEpoch
 	if t.epoch == math.MaxInt16-1 {
 		if err := c.newProducerID(t); err != nil {
 			return err
 		}
-		t.prevPIDv = prevPID
 		return c.persist(t)
 	}
 	return nil
