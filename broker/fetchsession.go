@@ -58,11 +58,11 @@ type sessionKey struct {
 }
 
 // sessionPart is a partition of a session: what the client fetches and
-// what it was last told (-1 before anything).
+// what it was last told (hw -1 before anything, as no partition answered
+// without an error has: Kafka's INVALID_HIGH_WATERMARK).
 type sessionPart struct {
 	req               kmsg.FetchRequestTopicPartition
 	hw, lso, logStart int64
-	sentOnce          bool
 }
 
 func newFetchSessions(slots int, now func() time.Time) *fetchSessions {
@@ -163,17 +163,19 @@ func fetchSessionStep(b *Broker, h header, req kmsg.Request) (kmsg.Response, fun
 	// The whole fetch: every partition of the session, in its order, with
 	// the offsets last sent for it.
 	r.Topics, r.ForgottenTopics = nil, nil
-	for _, k := range sess.order {
+	var last sessionKey
+	for i, k := range sess.order {
 		p := sess.parts[k].req
-		name, id := k.topic, k.id
-		if byID {
-			name, _ = b.m.TopicByID(id)
-		}
-		if n := len(r.Topics); n > 0 && r.Topics[n-1].Topic == name && r.Topics[n-1].TopicID == id {
+		if n := len(r.Topics); i > 0 && k.topic == last.topic && k.id == last.id {
 			r.Topics[n-1].Partitions = append(r.Topics[n-1].Partitions, p)
 			continue
 		}
-		r.Topics = append(r.Topics, kmsg.FetchRequestTopic{Topic: name, TopicID: id, Partitions: []kmsg.FetchRequestTopicPartition{p}})
+		last = k
+		name := k.topic
+		if byID { // named once per topic, as it is now (a topic made again has another id)
+			name, _ = b.m.TopicByID(k.id)
+		}
+		r.Topics = append(r.Topics, kmsg.FetchRequestTopic{Topic: name, TopicID: k.id, Partitions: []kmsg.FetchRequestTopicPartition{p}})
 	}
 	s.mu.Unlock()
 	return nil, func(resp kmsg.Response) {
@@ -230,12 +232,12 @@ func (sess *fetchSession) filter(fr *kmsg.FetchResponse) {
 				parts = append(parts, p)
 				continue
 			}
-			changed := len(p.RecordBatches) > 0 || p.ErrorCode != 0 || !sp.sentOnce ||
+			changed := len(p.RecordBatches) > 0 || p.ErrorCode != 0 ||
 				p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart
 			if !changed {
 				continue
 			}
-			sp.hw, sp.lso, sp.logStart, sp.sentOnce = p.HighWatermark, p.LastStableOffset, p.LogStartOffset, true
+			sp.hw, sp.lso, sp.logStart = p.HighWatermark, p.LastStableOffset, p.LogStartOffset
 			parts = append(parts, p)
 		}
 		if len(parts) > 0 {
