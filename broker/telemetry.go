@@ -41,6 +41,10 @@ const (
 	telemetrySubscription = 1
 )
 
+// telemetryCodecs are the codecs a push may be compressed with (besides
+// none), in the order clients are told to prefer them.
+var telemetryCodecs = []record.Compression{record.Zstd, record.LZ4, record.Gzip, record.Snappy}
+
 func init() {
 	register(
 		api{key: 71, min: 0, max: 0, handle: handler((*Broker).getTelemetrySubscriptions),
@@ -67,7 +71,6 @@ type telemetry struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	clients map[[16]byte]*clientMetrics
-	dropped int64 // series refused by the bounds
 }
 
 // clientMetrics are one client instance's last pushed values.
@@ -98,7 +101,9 @@ func (b *Broker) getTelemetrySubscriptions(_ context.Context, _ header, r *kmsg.
 		resp.ClientInstanceID[8] = resp.ClientInstanceID[8]&0x3f | 0x80
 	}
 	resp.SubscriptionID = telemetrySubscription
-	resp.AcceptedCompressionTypes = []int8{int8(record.Zstd), int8(record.LZ4), int8(record.Gzip), int8(record.Snappy)}
+	for _, c := range telemetryCodecs {
+		resp.AcceptedCompressionTypes = append(resp.AcceptedCompressionTypes, int8(c))
+	}
 	resp.PushIntervalMillis, resp.TelemetryMaxBytes = int32(telemetryPushInterval.Milliseconds()), telemetryMaxBytes
 	resp.DeltaTemporality = false
 	resp.RequestedMetrics = []string{""} // every metric (KIP-714: one empty prefix)
@@ -124,7 +129,7 @@ func (b *Broker) pushTelemetry(_ context.Context, _ header, r *kmsg.PushTelemetr
 	case len(r.Metrics) > telemetryMaxBytes:
 		resp.ErrorCode = kerr.TelemetryTooLarge.Code
 		return resp
-	case !slices.Contains([]record.Compression{record.None, record.Zstd, record.LZ4, record.Gzip, record.Snappy}, record.Compression(r.CompressionType)):
+	case r.CompressionType != int8(record.None) && !slices.Contains(telemetryCodecs, record.Compression(r.CompressionType)):
 		resp.ErrorCode = kerr.UnsupportedCompressionType.Code
 		return resp
 	}
@@ -155,8 +160,7 @@ func (b *Broker) pushTelemetry(_ context.Context, _ header, r *kmsg.PushTelemetr
 	}
 	if c = t.clients[r.ClientInstanceID]; c == nil {
 		if len(t.clients) >= telemetryMaxClients {
-			t.dropped += int64(len(points))
-			return resp
+			return resp // (its metrics are not kept)
 		}
 		c = &clientMetrics{series: map[string]*pushedSeries{}}
 		t.clients[r.ClientInstanceID] = c
@@ -165,7 +169,6 @@ func (b *Broker) pushTelemetry(_ context.Context, _ header, r *kmsg.PushTelemetr
 	for _, p := range points {
 		key := p.name + "\x00" + strings.Join(p.labels, "\x00") + "\x00" + strings.Join(p.values, "\x00")
 		if c.series[key] == nil && len(c.series) >= telemetryMaxSeries {
-			t.dropped++
 			continue
 		}
 		c.series[key] = p
@@ -198,32 +201,45 @@ func telemetryName(name string) string {
 	return sb.String()
 }
 
-// Describe and Collect make the pushed metrics a Prometheus collector: a
-// family's label names are those of its first series (a series of the
-// same name with others is left out, as Prometheus needs).
+// Describe and Collect make the pushed metrics a Prometheus collector. A
+// family is what its first series makes it — gauge or counter, its label
+// names — and a series that does not fit it, or repeats one (two pushed
+// names become one Prometheus name), is left out: a client cannot make a
+// scrape fail.
 func (t *telemetry) Describe(chan<- *prometheus.Desc) {} // unchecked: the families come and go
 
 func (t *telemetry) Collect(ch chan<- prometheus.Metric) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expireLocked(t.now())
-	labelsOf := map[string][]string{}
+	type family struct {
+		desc    *prometheus.Desc
+		keys    []string
+		counter bool
+	}
+	families := map[string]family{}
+	seen := map[string]bool{}
 	for id, c := range t.clients {
 		instance := uuidString(id)
 		for _, s := range c.series {
 			name := telemetryName(s.name)
 			keys := append([]string{"client_instance_id"}, sanitizedKeys(s.labels)...)
-			if have, ok := labelsOf[name]; ok && !slices.Equal(have, keys) {
+			f, ok := families[name]
+			if !ok {
+				f = family{desc: prometheus.NewDesc(name, "Pushed by clients (KIP-714).", keys, nil), keys: keys, counter: s.counter}
+				families[name] = f
+			}
+			values := append([]string{instance}, s.values...)
+			series := name + "\x00" + strings.Join(values, "\x00")
+			if !slices.Equal(f.keys, keys) || f.counter != s.counter || seen[series] {
 				continue
 			}
-			labelsOf[name] = keys
+			seen[series] = true
 			typ := prometheus.GaugeValue
 			if s.counter {
 				typ = prometheus.CounterValue
 			}
-			desc := prometheus.NewDesc(name, "Pushed by clients (KIP-714): "+s.name+".", keys, nil)
-			m, err := prometheus.NewConstMetric(desc, typ, s.value, append([]string{instance}, s.values...)...)
-			if err == nil {
+			if m, err := prometheus.NewConstMetric(f.desc, typ, s.value, values...); err == nil {
 				ch <- m
 			}
 		}
@@ -284,38 +300,32 @@ func decodeOTLP(b []byte) ([]*pushedSeries, error) {
 // decodeMetric reads one Metric's gauge or sum data points.
 func decodeMetric(b []byte, resource map[string]string, out *[]*pushedSeries) error {
 	var name string
-	type data struct {
-		points  [][]byte
-		counter bool
-	}
-	var d data
+	var points [][]byte
+	counter := false
 	err := eachField(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			name = string(v)
-		case 5, 7: // gauge, sum
-			monotonic := false
-			err := eachField(v, func(n protowire.Number, pv []byte) error {
-				if n == 1 {
-					d.points = append(d.points, pv)
+		case 5, 7: // gauge, sum: their data points, and a sum's is_monotonic
+			return eachFieldWire(v, func(n protowire.Number, typ protowire.Type, pv []byte, x uint64) error {
+				switch {
+				case n == 1 && typ == protowire.BytesType:
+					points = append(points, pv)
+				case num == 7 && n == 3 && typ == protowire.VarintType:
+					counter = x != 0
 				}
 				return nil
 			})
-			if num == 7 {
-				_ = eachVarint(v, 3, func(x uint64) { monotonic = x != 0 })
-			}
-			d.counter = monotonic
-			return err
 		}
 		return nil
 	})
 	if err != nil || name == "" {
 		return err
 	}
-	for _, p := range d.points {
-		attrs := map[string]string{}
-		for k, v := range resource {
-			attrs[k] = v
+	for _, p := range points {
+		attrs := maps.Clone(resource)
+		if attrs == nil {
+			attrs = map[string]string{}
 		}
 		var value float64
 		var has bool
@@ -336,7 +346,7 @@ func decodeMetric(b []byte, resource map[string]string, out *[]*pushedSeries) er
 		if !has {
 			continue
 		}
-		s := &pushedSeries{name: name, value: value, counter: d.counter}
+		s := &pushedSeries{name: name, value: value, counter: counter}
 		for _, k := range slices.Sorted(maps.Keys(attrs)) {
 			s.labels, s.values = append(s.labels, k), append(s.values, attrs[k])
 		}
@@ -380,16 +390,6 @@ func eachField(b []byte, fn func(protowire.Number, []byte) error) error {
 	return eachFieldWire(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ == protowire.BytesType {
 			return fn(num, v)
-		}
-		return nil
-	})
-}
-
-// eachVarint calls fn with the varint field num of a message.
-func eachVarint(b []byte, want protowire.Number, fn func(uint64)) error {
-	return eachFieldWire(b, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
-		if num == want && typ == protowire.VarintType {
-			fn(x)
 		}
 		return nil
 	})

@@ -158,3 +158,31 @@ func TestClientTelemetry(t *testing.T) {
 	dialRaw(t, offAddr).do(kmsg.NewPtrGetTelemetrySubscriptionsRequest(), 0, off)
 	require.Empty(t, off.RequestedMetrics, "no metric asked for")
 }
+
+// Pushed names that become one Prometheus name (a.b and a_b), or one name
+// pushed as a gauge by a client and a counter by another, do not break a
+// scrape: the family keeps its first kind and label names.
+func TestClientTelemetryNamesThatCollide(t *testing.T) {
+	b, _, addr := testBroker(t, Options{})
+	c := dialRaw(t, addr)
+	push := func(id byte, gauges, sums map[string][]otlpPoint) {
+		r := kmsg.NewPtrPushTelemetryRequest()
+		r.ClientInstanceID, r.SubscriptionID, r.Metrics = [16]byte{id}, telemetrySubscription, otlpMetrics(gauges, sums)
+		resp := kmsg.NewPtrPushTelemetryResponse()
+		c.do(r, 0, resp)
+		require.Zero(t, resp.ErrorCode)
+	}
+	push(1, map[string][]otlpPoint{"a.b": {{value: 1}}, "a_b": {{value: 2}}}, nil)
+	push(2, nil, map[string][]otlpPoint{"a.b": {{value: 3}}})
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(b.Collector()))
+	families, err := reg.Gather()
+	require.NoError(t, err, "a scrape succeeds")
+	n := 0
+	for _, f := range families {
+		if f.GetName() == "seglog_client_a_b" {
+			n += len(f.GetMetric())
+		}
+	}
+	require.Positive(t, n)
+}
