@@ -157,6 +157,10 @@ func (b *Broker) describeBrokerConfig() []describedConfig {
 	static := func(name, value string, typ kmsg.ConfigType) describedConfig {
 		return describedConfig{name: name, value: value, source: kmsg.ConfigSourceStaticBrokerConfig, typ: typ, readOnly: true}
 	}
+	authorizerName := "" // Kafka's default: none
+	if b.opts.Authorizer {
+		authorizerName = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+	}
 	out := []describedConfig{
 		static("node.id", strconv.Itoa(int(b.opts.NodeID)), kmsg.ConfigTypeInt),
 		static("broker.id", strconv.Itoa(int(b.opts.NodeID)), kmsg.ConfigTypeInt),
@@ -178,8 +182,7 @@ func (b *Broker) describeBrokerConfig() []describedConfig {
 		static("max.connections", strconv.Itoa(b.opts.MaxConnections), kmsg.ConfigTypeInt),
 		static("seglog.durable.acks", strconv.FormatBool(b.opts.DurableAcks), kmsg.ConfigTypeBoolean),
 		static("connections.max.reauth.ms", strconv.FormatInt(b.opts.ReauthInterval.Milliseconds(), 10), kmsg.ConfigTypeLong),
-		static("authorizer.class.name", map[bool]string{true: "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}[b.opts.Authorizer],
-			kmsg.ConfigTypeString),
+		static("authorizer.class.name", authorizerName, kmsg.ConfigTypeString),
 	}
 	for _, name := range slices.Sorted(maps.Keys(b.opts.Configs)) {
 		if slices.ContainsFunc(out, func(d describedConfig) bool { return d.name == name }) {
@@ -247,26 +250,21 @@ type configChange struct {
 	list kmsg.IncrementalAlterConfigOp
 }
 
-// listConfigs are the topic configs whose value is a list, which APPEND
-// and SUBTRACT change item by item.
-var listConfigs = map[string]bool{"cleanup.policy": true}
-
 // listChange is the value a list config takes when items are appended to
 // it (those not in it yet, in order) or subtracted from it.
 func listChange(current string, items *string, op kmsg.IncrementalAlterConfigOp) string {
-	var have []string
-	for _, v := range strings.Split(current, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			have = append(have, v)
-		}
-	}
-	var change []string
-	if items != nil {
-		for _, v := range strings.Split(*items, ",") {
+	split := func(s string) []string {
+		var out []string
+		for _, v := range strings.Split(s, ",") {
 			if v = strings.TrimSpace(v); v != "" {
-				change = append(change, v)
+				out = append(out, v)
 			}
 		}
+		return out
+	}
+	have, change := split(current), []string(nil)
+	if items != nil {
+		change = split(*items)
 	}
 	if op == kmsg.IncrementalAlterConfigOpAppend {
 		for _, v := range change {
@@ -340,7 +338,7 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 			case kmsg.IncrementalAlterConfigOpDelete:
 				changes = append(changes, configChange{key: c.Name, reset: true})
 			case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-				if !listConfigs[c.Name] {
+				if configTypes[c.Name] != kmsg.ConfigTypeList { // APPEND and SUBTRACT change a list item by item
 					// Kafka's words: the operation is for list configs.
 					sr.ErrorCode, sr.ErrorMessage = kerr.InvalidConfig.Code, errText("Config value %s is not allowed for config key: %s",
 						strings.ToLower(c.Op.String()), c.Name)
