@@ -186,12 +186,13 @@ func (t *telemetry) expireLocked(now time.Time) {
 }
 
 // telemetryName is an OTLP metric name as a Prometheus one:
-// seglog_client_ and the name with every character outside [a-zA-Z0-9_]
-// an underscore.
-func telemetryName(name string) string {
+// seglog_client_ and the name, sanitized.
+func telemetryName(name string) string { return "seglog_client_" + sanitized(name) }
+
+// sanitized is s with every character outside [a-zA-Z0-9_] an underscore.
+func sanitized(s string) string {
 	var sb strings.Builder
-	sb.WriteString("seglog_client_")
-	for _, r := range name {
+	for _, r := range s {
 		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
 			sb.WriteRune(r)
 		} else {
@@ -249,7 +250,7 @@ func (t *telemetry) Collect(ch chan<- prometheus.Metric) {
 func sanitizedKeys(keys []string) []string {
 	out := make([]string, len(keys))
 	for i, k := range keys {
-		out[i] = strings.TrimPrefix(telemetryName(k), "seglog_client_")
+		out[i] = sanitized(k)
 	}
 	return out
 }
