@@ -514,3 +514,24 @@ func TestCompressionTypeTopic(t *testing.T) {
 	}
 	require.Equal(t, 20, n)
 }
+
+// With an authorizer on, a DescribeTopicPartitions of every topic lists
+// only what the principal may describe, and its cursor names no other.
+func TestDescribeTopicPartitionsAuthorized(t *testing.T) {
+	b, m, _ := testBroker(t, Options{Authorizer: true, SuperUsers: []string{"User:admin"}})
+	for _, topic := range []string{"a", "b"} {
+		_, err := m.Create(checkpoint.TopicPartition{Topic: topic}, nil)
+		require.NoError(t, err)
+	}
+	listed := func(who string, limit int32) *kmsg.DescribeTopicPartitionsResponse {
+		r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		r.ResponsePartitionLimit = limit
+		return handleAs(t, b, who, r, 0).(*kmsg.DescribeTopicPartitionsResponse)
+	}
+	admin := listed("User:admin", 1)
+	require.Len(t, admin.Topics, 1)
+	require.Equal(t, "b", admin.NextCursor.Topic, "one partition a page")
+	nobody := listed("User:nobody", 1)
+	require.Empty(t, nobody.Topics)
+	require.Nil(t, nobody.NextCursor, "no cursor to a topic it may not describe")
+}

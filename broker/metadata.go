@@ -42,10 +42,8 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 	var names []string
 	all := len(r.Topics) == 0
 	if all {
-		seen := map[string]bool{}
-		for _, t := range b.m.Tablets() {
-			if n := t.TopicPartition().Topic; !seen[n] && b.may(h, opDescribe, resTopic, n) {
-				seen[n] = true
+		for _, t := range b.m.Tablets() { // sorted: a topic's partitions together
+			if n := t.TopicPartition().Topic; len(names) == 0 || names[len(names)-1] != n {
 				names = append(names, n)
 			}
 		}
@@ -76,9 +74,21 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 	}
 	count := 0
 	for i, name := range names {
+		allowed := b.may(h, opDescribe, resTopic, name)
+		if !allowed && all {
+			continue // a listing of every topic leaves it out, a cursor never names it
+		}
+		first := 0
+		if i == 0 {
+			first = from
+		}
+		if count == limit {
+			resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: int32(first)}
+			break
+		}
 		topic := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		topic.Topic, topic.IsInternal = kmsg.StringPtr(name), internalTopics[name]
-		if !b.may(h, opDescribe, resTopic, name) {
+		if !allowed { // asked for by name
 			topic.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, topic)
 			continue
@@ -90,10 +100,6 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 			continue
 		}
 		topic.TopicID, _ = b.m.TopicID(name)
-		first := 0
-		if i == 0 {
-			first = from
-		}
 		for _, t := range parts {
 			p := t.TopicPartition().Partition
 			if int(p) < first {
@@ -115,10 +121,6 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 			resp.Topics = append(resp.Topics, topic)
 		}
 		if resp.NextCursor != nil {
-			break
-		}
-		if count == limit && i+1 < len(names) {
-			resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: names[i+1], Partition: 0}
 			break
 		}
 	}
