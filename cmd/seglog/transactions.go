@@ -64,15 +64,21 @@ the open transaction is aborted at a new epoch, fencing its producer.`,
 				if dataDir != "" {
 					return errors.New("give --data-dir or --bootstrap-server, not both")
 				}
-				switch {
-				case producers:
-					return remoteProducers(cmd, client, checkpoint.TopicPartition{Topic: topic, Partition: partition}, asJSON)
-				case abort:
-					return remoteAbort(cmd, client, id)
-				case describe && id == "":
+				if describe && id == "" {
 					return errors.New("--transactional-id is required")
 				}
-				infos, err := remoteTransactions(client, id)
+				c, err := client.dial()
+				if err != nil {
+					return err
+				}
+				defer c.close()
+				switch {
+				case producers:
+					return remoteProducers(cmd, c, checkpoint.TopicPartition{Topic: topic, Partition: partition}, asJSON)
+				case abort:
+					return remoteAbort(cmd, c, id)
+				}
+				infos, err := remoteTransactions(c, id)
 				if err != nil {
 					return err
 				}
@@ -252,12 +258,7 @@ func printTxnDescribe(out io.Writer, in txn.Info, asJSON bool) error {
 
 // remoteTransactions describes one transactional id, or every one, through
 // a running broker.
-func remoteTransactions(f clientFlags, id string) ([]txn.Info, error) {
-	c, err := f.dial()
-	if err != nil {
-		return nil, err
-	}
-	defer c.close()
+func remoteTransactions(c *adminConn, id string) ([]txn.Info, error) {
 	var ids []string
 	if id != "" {
 		ids = []string{id}
@@ -291,15 +292,10 @@ func remoteTransactions(f clientFlags, id string) ([]txn.Info, error) {
 
 // remoteProducers describes a partition's active producers through a
 // running broker (DescribeProducers, sent to the partition's leader).
-func remoteProducers(cmd *cobra.Command, f clientFlags, tp checkpoint.TopicPartition, asJSON bool) error {
+func remoteProducers(cmd *cobra.Command, c *adminConn, tp checkpoint.TopicPartition, asJSON bool) error {
 	if tp.Topic == "" {
 		return errors.New("--topic is required")
 	}
-	c, err := f.dial()
-	if err != nil {
-		return err
-	}
-	defer c.close()
 	described, err := c.adm.DescribeProducers(c.ctx, kadm.TopicsSet{tp.Topic: {tp.Partition: {}}})
 	if err != nil {
 		return err
@@ -324,22 +320,17 @@ func remoteProducers(cmd *cobra.Command, f clientFlags, tp checkpoint.TopicParti
 // InitProducerId makes the coordinator abort the open transaction at a new
 // epoch (the old producer is fenced), and answers once the markers are
 // written. It keeps the transaction timeout the id had.
-func remoteAbort(cmd *cobra.Command, f clientFlags, id string) error {
+func remoteAbort(cmd *cobra.Command, c *adminConn, id string) error {
 	if id == "" {
 		return errors.New("--transactional-id is required")
 	}
-	infos, err := remoteTransactions(f, id)
+	infos, err := remoteTransactions(c, id)
 	if err != nil {
 		return err
 	}
 	if infos[0].State != "Ongoing" {
 		return fmt.Errorf("transactional id %q has no open transaction (it is %s)", id, infos[0].State)
 	}
-	c, err := f.dial()
-	if err != nil {
-		return err
-	}
-	defer c.close()
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = &id
 	req.TransactionTimeoutMillis = int32(infos[0].TimeoutMs)
