@@ -35,7 +35,8 @@ type memWaiter struct {
 
 // acquire reserves n bytes (at most the limit), waiting while there is no
 // room or others wait before it, with onWait (if set) called as the wait
-// begins; false if ctx ends first.
+// begins, under the budget's lock (it must be quick); false if ctx ends
+// first.
 func (m *memBudget) acquire(ctx context.Context, n int64, onWait func()) bool {
 	if m == nil || m.limit <= 0 || n <= 0 {
 		return true
@@ -49,11 +50,11 @@ func (m *memBudget) acquire(ctx context.Context, n int64, onWait func()) bool {
 	}
 	w := &memWaiter{n: n, ready: make(chan struct{})}
 	m.waiters = append(m.waiters, w)
+	if onWait != nil {
+		onWait() // counted before an observer hears of the wait
+	}
 	m.changedLocked()
 	m.mu.Unlock()
-	if onWait != nil {
-		onWait()
-	}
 	select {
 	case <-w.ready:
 		return true
