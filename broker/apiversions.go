@@ -40,12 +40,10 @@ func (b *Broker) apiVersions(_ context.Context, h header, r *kmsg.ApiVersionsReq
 	}
 	resp.ApiKeys = servedVersions()
 	if h.version >= 3 {
-		// The features the broker finalizes, as Kafka 4 reports them:
-		// transactions v2 (KIP-890 part 2: an epoch bump per
-		// transaction, no AddPartitionsToTxn from Produce v12 on).
+		// The features the broker finalizes, as Kafka 4.1 reports them.
 		for _, f := range finalizedFeatures {
 			resp.SupportedFeatures = append(resp.SupportedFeatures,
-				kmsg.ApiVersionsResponseSupportedFeature{Name: f.name, MinVersion: 0, MaxVersion: f.level})
+				kmsg.ApiVersionsResponseSupportedFeature{Name: f.name, MinVersion: f.min, MaxVersion: f.level})
 			resp.FinalizedFeatures = append(resp.FinalizedFeatures,
 				kmsg.ApiVersionsResponseFinalizedFeature{Name: f.name, MinVersionLevel: f.level, MaxVersionLevel: f.level})
 		}
@@ -54,17 +52,21 @@ func (b *Broker) apiVersions(_ context.Context, h header, r *kmsg.ApiVersionsReq
 	return resp
 }
 
-// finalizedFeatures are the feature levels every client is told; a
-// feature at level 0 (group.version: KIP-848 groups are not served yet)
-// is not listed, as Kafka leaves it out.
+// finalizedFeatures are the feature levels every client is told, with the
+// lowest level supported:
+//   - group.version 1: KIP-848 consumer groups (ConsumerGroupHeartbeat);
+//   - metadata.version 27, Kafka 4.1-IV1's, whose APIs this broker serves
+//     (7, 3.3-IV3, is the lowest Kafka 4 supports);
+//   - transaction.version 2: transactions v2 (KIP-890 part 2: an epoch
+//     bump per transaction, no AddPartitionsToTxn from Produce v12 on).
 var finalizedFeatures = []struct {
-	name  string
-	level int16
-}{{"transaction.version", 2}}
+	name       string
+	min, level int16
+}{{"group.version", 0, 1}, {"metadata.version", 7, 27}, {"transaction.version", 0, 2}}
 
 // finalizedFeaturesEpoch is the epoch of finalizedFeatures: it changes
 // only with a release of seglog that changes them.
-const finalizedFeaturesEpoch = 1
+const finalizedFeaturesEpoch = 2
 
 // servedVersions is the registry's APIs with their version ranges.
 func servedVersions() []kmsg.ApiVersionsResponseApiKey {

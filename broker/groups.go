@@ -63,10 +63,61 @@ func init() {
 		api{key: 16, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListGroupsRequest) kmsg.Response {
 			return b.groups.ListGroups(r)
 		}), rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeListGroups)},
+		api{key: 68, min: 0, max: 1, handle: handler(func(b *Broker, _ context.Context, h header, r *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
+			return b.groups.ConsumerGroupHeartbeat(b.groupClient(h), r)
+		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeConsumerGroupHeartbeat)},
+		api{key: 69, min: 0, max: 1, handle: handler((*Broker).consumerGroupDescribe),
+			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeConsumerGroupDescribe)},
 		api{key: 42, min: 0, max: 2, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DeleteGroupsRequest) kmsg.Response {
 			return b.groups.DeleteGroups(r)
 		}), rule: ruleFor(ruleGroup, opDelete, (*Broker).authorizeDeleteGroups)},
 	)
+}
+
+// groupClient is who sent a group request, with what it may describe (a
+// consumer group's regular expressions resolve only to those topics).
+func (b *Broker) groupClient(h header) group.Client {
+	cl := group.Client{ID: h.clientID, Host: h.host}
+	if b.authz != nil {
+		cl.MayDescribe = func(topic string) bool { return b.may(h, opDescribe, resTopic, topic) }
+	}
+	return cl
+}
+
+// authorizeConsumerGroupHeartbeat: Read on the group.
+func (b *Broker) authorizeConsumerGroupHeartbeat(h header, r *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !b.may(h, opRead, resGroup, r.Group) {
+		resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = groupErr
+		return resp, nil
+	}
+	return nil, nil
+}
+
+// authorizeConsumerGroupDescribe: Describe on each group.
+func (b *Broker) authorizeConsumerGroupDescribe(h header, r *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Groups, func(g string) int16 {
+		return b.refusal(h, opDescribe, resGroup, g, groupErr)
+	}, func(g string, code int16) kmsg.ConsumerGroupDescribeResponseGroup {
+		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		return rg
+	})
+	return nil, func(resp kmsg.Response) {
+		d := resp.(*kmsg.ConsumerGroupDescribeResponse)
+		d.Groups = append(d.Groups, denied...)
+	}
+}
+
+// consumerGroupDescribe describes consumer groups, with their
+// AuthorizedOperations when asked for.
+func (b *Broker) consumerGroupDescribe(_ context.Context, h header, r *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
+	resp := b.groups.ConsumerGroupDescribe(r)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		g.AuthorizedOperations = b.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
+	}
+	return resp
 }
 
 // groupContext bounds a wait for a rebalance by the fuzz test's groupWait,
@@ -331,6 +382,11 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 		var after func(kmsg.Response)
 		if b.authz != nil {
 			answer, after = b.authorizeOffsetFetch(h, one)
+		}
+		if answer == nil && r.GetVersion() >= 9 {
+			if code := b.groups.ValidateFetchMember(g.Group, g.MemberID, g.MemberEpoch); code != 0 {
+				answer = &kmsg.OffsetFetchResponse{ErrorCode: code}
+			}
 		}
 		if answer == nil {
 			answer = b.groups.OffsetFetch(one)

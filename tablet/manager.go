@@ -530,6 +530,30 @@ func (m *Manager) TopicByID(id checkpoint.TopicID) (string, bool) {
 	return name, ok
 }
 
+// TopicPartitions returns a topic's id and its number of partitions
+// (tablets); false if it has none.
+func (m *Manager) TopicPartitions(topic string) (checkpoint.TopicID, int32, bool) {
+	v := m.view.Load()
+	id, ok := v.topics[topic]
+	return id, int32(v.counts[topic]), ok
+}
+
+// TopicNames returns every topic's name, sorted.
+func (m *Manager) TopicNames() []string {
+	v := m.view.Load()
+	out := make([]string, 0, len(v.topics))
+	for name := range v.topics {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TopicsVersion changes whenever a tablet is created or deleted: a
+// caller that resolved topics at one version need not look again while
+// it stays the same.
+func (m *Manager) TopicsVersion() uint64 { return m.view.Load().seq }
+
 // Tablets returns every tablet, sorted by topic and partition.
 func (m *Manager) Tablets() []*Tablet {
 	v := m.view.Load()
@@ -548,6 +572,7 @@ type tabletView struct {
 	topics map[string]checkpoint.TopicID // each topic's id, which its partitions share
 	names  map[checkpoint.TopicID]string // each id's topic
 	counts map[string]int                // each topic's tablets
+	seq    uint64                        // TopicsVersion: one more each publish
 }
 
 func newTabletView() *tabletView {
@@ -574,7 +599,8 @@ func (v *tabletView) remove(tp checkpoint.TopicPartition) {
 // publishLocked replaces the view with a copy that change has changed.
 func (m *Manager) publishLocked(change func(*tabletView)) {
 	old := m.view.Load()
-	v := &tabletView{byTP: maps.Clone(old.byTP), topics: maps.Clone(old.topics), names: maps.Clone(old.names), counts: maps.Clone(old.counts)}
+	v := &tabletView{byTP: maps.Clone(old.byTP), topics: maps.Clone(old.topics), names: maps.Clone(old.names),
+		counts: maps.Clone(old.counts), seq: old.seq + 1}
 	change(v)
 	m.view.Store(v)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/internal/nearest"
 	"github.com/seglog/seglog/server"
 	"github.com/seglog/seglog/tablet"
@@ -366,6 +367,20 @@ var serveConfigs = []serveConfig{
 	}),
 	intConfig("group.max.size", "the most members a group may have (default 2147483647)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.Groups.MaxSize = int(n)
+	}),
+	msConfig("group.consumer.session.timeout.ms", "how long a consumer group (KIP-848) member may go without a heartbeat (default 45000)", func(s *serveSettings, d time.Duration) {
+		s.broker.Groups.ConsumerSessionTimeout = d
+	}),
+	msConfig("group.consumer.heartbeat.interval.ms", "how often consumer group (KIP-848) members are told to heartbeat (default 5000)", func(s *serveSettings, d time.Duration) {
+		s.broker.Groups.ConsumerHeartbeatInterval = d
+	}),
+	{name: "group.consumer.assignors", doc: "the server-side assignors of consumer groups (KIP-848), the first the default: uniform, range (default uniform,range)", set: func(s *serveSettings, v string) error {
+		names, err := group.ParseAssignors(v)
+		s.broker.Groups.ConsumerAssignors = names
+		return err
+	}},
+	intConfig("group.consumer.max.size", "the most members a consumer group (KIP-848) may have (default 2147483647)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.broker.Groups.ConsumerMaxSize = int(n)
 	}),
 	intConfig("offsets.retention.minutes", "how long an empty group keeps its committed offsets (default 10080, 7 days)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.Groups.Retention = time.Duration(n) * time.Minute

@@ -30,6 +30,16 @@ func (c *Coordinator) DescribeGroups(r *kmsg.DescribeGroupsRequest) *kmsg.Descri
 			// not a Dead group.
 			dg.ErrorCode = kerr.GroupIDNotFound.Code
 			dg.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Group %s not found.", id))
+		case g != nil && g.cg != nil:
+			// A consumer group, in the classic shape (as Kafka shows it).
+			dg.State, dg.ProtocolType, dg.Protocol = g.cg.stateName(), "consumer", c.assignorOf(g.cg)
+			for _, mid := range sortedKeys(g.cg.members) {
+				m := g.cg.members[mid]
+				dm := kmsg.DescribeGroupsResponseGroupMember{MemberID: m.id, InstanceID: optional(m.instanceID), ClientID: m.clientID, ClientHost: m.clientHost}
+				dm.ProtocolMetadata, dm.MemberAssignment = c.classicView(g.cg, m)
+				dg.Members = append(dg.Members, dm)
+			}
+			g.mu.Unlock()
 		case g != nil:
 			dg.State, dg.ProtocolType = g.state.String(), g.protocolType
 			stable := g.state == Stable
@@ -56,18 +66,21 @@ func (c *Coordinator) DescribeGroups(r *kmsg.DescribeGroupsRequest) *kmsg.Descri
 }
 
 // ListGroups lists the groups, those in the given states from v4 and of
-// the given types from v5 (every group here is a classic one).
+// the given types (classic, consumer) from v5.
 func (c *Coordinator) ListGroups(r *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
-		state, typ := g.state, g.protocolType
+		dead, state, protocolType, kind := g.state == Dead, g.state.String(), g.protocolType, "classic"
+		if g.cg != nil {
+			state, kind = g.cg.stateName(), "consumer"
+		}
 		g.mu.Unlock()
-		if state == Dead || len(r.StatesFilter) > 0 && !containsFold(r.StatesFilter, state.String()) ||
-			len(r.TypesFilter) > 0 && !containsFold(r.TypesFilter, "classic") {
+		if dead || len(r.StatesFilter) > 0 && !containsFold(r.StatesFilter, state) ||
+			len(r.TypesFilter) > 0 && !containsFold(r.TypesFilter, kind) {
 			continue
 		}
-		resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.id, ProtocolType: typ, GroupState: state.String(), GroupType: "classic"})
+		resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.id, ProtocolType: protocolType, GroupState: state, GroupType: kind})
 	}
 	return resp
 }
@@ -120,6 +133,9 @@ func (c *Coordinator) removeGroup(g *group) error {
 		recs = append(recs, store.KV{Key: offsetKey(g.id, tp.topic, tp.partition), Value: nil})
 	}
 	recs = append(recs, store.KV{Key: groupKey(g.id), Value: nil})
+	if g.cg != nil {
+		recs = append(recs, consumerTombstones(g.id, g.cg)...)
+	}
 	if err := c.log.Append(g.partition, c.opts.clock.Now(), recs...); err != nil {
 		return err
 	}

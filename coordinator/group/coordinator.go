@@ -17,6 +17,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"sort"
@@ -63,6 +64,24 @@ type Options struct {
 	// ReadOnly loads the groups for inspection only (a read-only data
 	// directory): no session timers, no expiry, nothing written.
 	ReadOnly bool
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a
+	// consumer group member without a heartbeat for this long is removed.
+	// The default is 45 s.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms,
+	// which consumer group members are told to heartbeat at. The default
+	// is 5 s.
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors, the first the default. The default is uniform, range.
+	ConsumerAssignors []string
+	// ConsumerMaxSize is group.consumer.max.size. The default is
+	// MaxInt32.
+	ConsumerMaxSize int
+	// IsInternal says a topic is internal: no regular expression
+	// subscribes to it. The default is this package's Topic and
+	// __transaction_state.
+	IsInternal func(topic string) bool
 	// Logger receives load and expiry reports. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -104,6 +123,21 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 	if o.TopicExists == nil {
 		o.TopicExists = store.TopicExists(m)
 	}
+	if o.ConsumerSessionTimeout <= 0 {
+		o.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if o.ConsumerHeartbeatInterval <= 0 {
+		o.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if len(o.ConsumerAssignors) == 0 {
+		o.ConsumerAssignors = []string{"uniform", "range"}
+	}
+	if o.ConsumerMaxSize <= 0 {
+		o.ConsumerMaxSize = math.MaxInt32
+	}
+	if o.IsInternal == nil {
+		o.IsInternal = func(t string) bool { return t == Topic || t == "__transaction_state" }
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -137,6 +171,11 @@ var ErrClosed = seglog.NewKafkaError("group: coordinator closed", 15)
 // by the first request that needs it, as Kafka does).
 func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	opts.ensureDefaults(m)
+	for _, a := range opts.ConsumerAssignors {
+		if _, ok := assignors[a]; !ok {
+			return nil, fmt.Errorf("group: %q is not an assignor (uniform, range)", a)
+		}
+	}
 	c := &Coordinator{m: m, opts: opts, groups: map[string]*group{}, txnGroups: map[int64]map[*group]bool{}}
 	c.log = store.Open(m, Topic, opts.Partitions, opts.SegmentBytes)
 	if err := c.load(); err != nil {

@@ -24,7 +24,19 @@ func Format(key, value []byte) (string, string, error) {
 	}
 	var k keyJSON
 	payload := any(nil)
-	if d.IsOffset {
+	if rec := d.Consumer; rec != nil {
+		key := map[string]string{"groupId": d.Group}
+		switch rec.Type {
+		case keyConsumerMember, keyConsumerTargetMember, keyConsumerCurrentAssigment:
+			key["memberId"] = rec.MemberID
+		case keyConsumerRegex:
+			key["regularExpression"] = rec.Regex
+		}
+		k = keyJSON{Type: fmt.Sprint(rec.Type), Data: key}
+		if rec.Value {
+			payload = valueJSON{Version: "0", Data: consumerJSON(rec)}
+		}
+	} else if d.IsOffset {
 		k = keyJSON{Type: fmt.Sprint(int16(key[0])<<8 | int16(key[1])), Data: struct {
 			Group     string `json:"group"`
 			Topic     string `json:"topic"`
@@ -86,4 +98,44 @@ func Format(key, value []byte) (string, string, error) {
 	}
 	vb, err := json.Marshal(payload)
 	return string(kb), string(vb), err
+}
+
+// consumerJSON is a consumer group record's value with Kafka's field
+// names: the fields of its type.
+func consumerJSON(rec *ConsumerRecord) any {
+	tps := func(ts []TopicPartitions) []map[string]any {
+		out := []map[string]any{}
+		for _, t := range ts {
+			m := map[string]any{"topicId": t.TopicID.String(), "partitions": t.Partitions}
+			if t.AssignmentEpochs != nil {
+				m["assignmentEpochs"] = t.AssignmentEpochs
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	switch rec.Type {
+	case keyConsumerGroup:
+		return map[string]any{"epoch": rec.Epoch, "metadataHash": rec.MetadataHash, "creationTimeMs": rec.CreationTimeMs}
+	case keyConsumerMember:
+		m := map[string]any{"instanceId": rec.InstanceID, "rackId": rec.RackID, "clientId": rec.ClientID,
+			"clientHost": rec.ClientHost, "subscribedTopicNames": rec.SubscribedTopicNames,
+			"subscribedTopicRegex": rec.SubscribedTopicRegex, "rebalanceTimeoutMs": rec.RebalanceTimeoutMs,
+			"serverAssignor": rec.ServerAssignor}
+		if rec.Classic != nil {
+			m["classicMemberMetadata"] = rec.Classic
+		}
+		return m
+	case keyConsumerTargetEpoch:
+		return map[string]any{"assignmentEpoch": rec.AssignmentEpoch}
+	case keyConsumerTargetMember:
+		return map[string]any{"topicPartitions": tps(rec.TopicPartitions)}
+	case keyConsumerCurrentAssigment:
+		return map[string]any{"memberEpoch": rec.MemberEpoch, "previousMemberEpoch": rec.PreviousMemberEpoch,
+			"state": rec.State, "assignedPartitions": tps(rec.AssignedPartitions),
+			"partitionsPendingRevocation": tps(rec.PartitionsPendingRevocation)}
+	case keyConsumerRegex:
+		return map[string]any{"topics": rec.Topics, "version": rec.Version, "timestamp": rec.Timestamp}
+	}
+	return map[string]any{} // ConsumerGroupPartitionMetadata: not decoded
 }

@@ -119,6 +119,12 @@ type group struct {
 	joinSeq        int     // invalidates a stale join timer
 	syncTimer      stopper
 
+	// cg is the group's state under the consumer protocol (KIP-848); nil
+	// for a classic group. A consumer group's state above is Empty or
+	// Stable (it has members), its protocolType "consumer" and its
+	// protocol the server assignor.
+	cg *consumerGroup
+
 	offsets map[topicPartition]Offset
 	// pendingTxn are transactional commits (TxnOffsetCommit) by producer
 	// id, applied when their transaction commits.

@@ -15,6 +15,7 @@ import (
 // Info describes a group, for commands and tools.
 type Info struct {
 	ID           string       `json:"group"`
+	Type         string       `json:"type"` // classic or consumer (KIP-848)
 	State        string       `json:"state"`
 	ProtocolType string       `json:"protocolType"`
 	Protocol     string       `json:"protocol"`
@@ -31,6 +32,7 @@ type MemberInfo struct {
 	ID         string                      `json:"memberId"`
 	InstanceID string                      `json:"groupInstanceId,omitempty"`
 	ClientID   string                      `json:"clientId"`
+	Epoch      int32                       `json:"memberEpoch,omitempty"` // a consumer group member's
 	Host       string                      `json:"host"`
 	Assigned   []checkpoint.TopicPartition `json:"assigned"`
 }
@@ -47,7 +49,7 @@ func (c *Coordinator) Groups() []Info {
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
 		if g.state != Dead {
-			out = append(out, g.info())
+			out = append(out, c.info(g))
 		}
 		g.mu.Unlock()
 	}
@@ -61,11 +63,14 @@ func (c *Coordinator) Describe(id string) (Info, bool) {
 		return Info{}, false
 	}
 	defer g.mu.Unlock()
-	return g.info(), true
+	return c.info(g), true
 }
 
-func (g *group) info() Info {
-	in := Info{ID: g.id, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol,
+func (c *Coordinator) info(g *group) Info {
+	if g.cg != nil {
+		return c.consumerInfo(g)
+	}
+	in := Info{ID: g.id, Type: "classic", State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol,
 		Generation: g.generation, Leader: g.leader, Partition: g.partition, Members: []MemberInfo{}, Offsets: []OffsetInfo{}}
 	for _, id := range g.order {
 		m := g.members[id]
@@ -80,14 +85,36 @@ func (g *group) info() Info {
 		}
 		in.Members = append(in.Members, mi)
 	}
-	for tp, o := range g.offsets {
-		in.Offsets = append(in.Offsets, OffsetInfo{checkpoint.TopicPartition{Topic: tp.topic, Partition: tp.partition}, o})
+	in.Offsets = g.offsetInfo()
+	return in
+}
+
+// consumerInfo describes a consumer group: its epoch as the generation,
+// its assignor as the protocol.
+func (c *Coordinator) consumerInfo(g *group) Info {
+	cg := g.cg
+	in := Info{ID: g.id, Type: "consumer", State: cg.stateName(), ProtocolType: "consumer", Protocol: c.assignorOf(cg),
+		Generation: cg.epoch, Partition: g.partition, Members: []MemberInfo{}}
+	for _, id := range sortedKeys(cg.members) {
+		m := cg.members[id]
+		in.Members = append(in.Members, MemberInfo{ID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, Host: m.clientHost,
+			Epoch: m.epoch, Assigned: c.assignedPartitions(m.assigned)})
 	}
-	sort.Slice(in.Offsets, func(i, j int) bool {
-		a, b := in.Offsets[i], in.Offsets[j]
+	in.Offsets = g.offsetInfo()
+	return in
+}
+
+// offsetInfo lists the group's committed offsets, by topic and partition.
+func (g *group) offsetInfo() []OffsetInfo {
+	out := []OffsetInfo{}
+	for tp, o := range g.offsets {
+		out = append(out, OffsetInfo{checkpoint.TopicPartition{Topic: tp.topic, Partition: tp.partition}, o})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
-	return in
+	return out
 }
 
 // ErrGroupNotFound and ErrGroupNotEmpty are DeleteGroup's and

@@ -13,6 +13,10 @@ import (
 // keeps with each member.
 type Client struct {
 	ID, Host string
+	// MayDescribe says whether the client may describe a topic: a
+	// consumer group's regular expressions resolve only to those (nil:
+	// every topic).
+	MayDescribe func(topic string) bool
 }
 
 // joining is a JoinGroup request's member fields.
@@ -84,6 +88,16 @@ func (c *Coordinator) join(cl Client, r *kmsg.JoinGroupRequest) (*kmsg.JoinGroup
 		return joinError(kerr.UnknownMemberID.Code, r.MemberID), nil
 	}
 	defer g.mu.Unlock()
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			return joinError(kerr.InconsistentGroupProtocol.Code, r.MemberID), nil
+		}
+		// An empty consumer group becomes a classic one.
+		if err := c.log.Append(g.partition, c.opts.clock.Now(), consumerTombstones(g.id, g.cg)...); err != nil {
+			return joinError(storeErrorCode(err), r.MemberID), nil
+		}
+		g.cg, g.protocolType, g.protocol, g.generation = nil, "", "", 0
+	}
 	if !g.supports(j.protocolType, j.protocols) {
 		return joinError(kerr.InconsistentGroupProtocol.Code, r.MemberID), nil
 	}

@@ -21,6 +21,7 @@ func (c *Coordinator) load() error {
 		offsets map[topicPartition]Offset
 		meta    *Decoded
 		pending map[int64]map[topicPartition]Offset // open transactions' commits, by producer
+		cg      *consumerGroup                      // a consumer group's state
 	}
 	all := map[string]*loaded{}
 	get := func(id string) *loaded {
@@ -47,6 +48,10 @@ func (c *Coordinator) load() error {
 			}
 			l := get(d.Group)
 			switch {
+			case d.Consumer != nil:
+				if l.cg != nil || d.Consumer.Value {
+					l.cg = l.cg.replay(d.Consumer)
+				}
 			case d.IsOffset && d.Offset == nil:
 				delete(l.offsets, topicPartition{d.Topic, d.Partition})
 			case d.IsOffset:
@@ -71,7 +76,7 @@ func (c *Coordinator) load() error {
 				open[pid][d.Group] = true
 			case d.Metadata == nil:
 				l.meta = nil
-				if len(l.offsets) == 0 && len(l.pending) == 0 {
+				if len(l.offsets) == 0 && len(l.pending) == 0 && l.cg == nil {
 					delete(all, d.Group)
 				}
 			default:
@@ -98,7 +103,7 @@ func (c *Coordinator) load() error {
 		}
 	}
 	for id, l := range all {
-		if len(l.offsets) == 0 && l.meta == nil && len(l.pending) == 0 {
+		if len(l.offsets) == 0 && l.meta == nil && len(l.pending) == 0 && l.cg == nil {
 			continue
 		}
 		g := newGroup(id, PartitionFor(id, c.log.Partitions()), now)
@@ -130,6 +135,9 @@ func (c *Coordinator) load() error {
 			for _, m := range g.members {
 				c.heartbeat(g, m)
 			}
+		}
+		if l.cg != nil {
+			c.loadConsumer(g, l.cg)
 		}
 		c.groups[id] = g
 	}

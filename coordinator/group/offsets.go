@@ -51,7 +51,16 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 		return RefuseOffsetCommit(r, kerr.IllegalGeneration.Code)
 	}
 	defer g.mu.Unlock()
-	if !simple || g.state != Empty {
+	var stale map[topicPartition]bool
+	if g.cg != nil {
+		var code int16
+		if code, stale = c.validateConsumerCommit(g.cg, r.MemberID, r.Generation, r.GetVersion() < 9, offsetCommitTPs(r)); code != 0 {
+			return RefuseOffsetCommit(r, code)
+		}
+		if r.MemberID != "" {
+			c.consumerHeartbeat(g, r.MemberID)
+		}
+	} else if !simple || g.state != Empty {
 		if code := g.validate(r.MemberID, deref(r.InstanceID), r.Generation); code != 0 {
 			return RefuseOffsetCommit(r, code)
 		}
@@ -82,6 +91,8 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case len(o.Metadata) > c.opts.MaxMetadataBytes:
 				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			case stale[topicPartition{t.Topic, p.Partition}]:
+				rp.ErrorCode = kerr.StaleMemberEpoch.Code
 			default:
 				tp := topicPartition{t.Topic, p.Partition}
 				i := int64(len(recs))
@@ -131,7 +142,20 @@ func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnO
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}
 	defer g.mu.Unlock()
-	if r.GetVersion() >= 3 && (r.MemberID != "" || r.Generation >= 0) {
+	var stale map[topicPartition]bool
+	switch {
+	case g.cg != nil && r.GetVersion() >= 3:
+		var tps []topicPartition
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				tps = append(tps, topicPartition{t.Topic, p.Partition})
+			}
+		}
+		var code int16
+		if code, stale = c.validateConsumerCommit(g.cg, r.MemberID, r.Generation, false, tps); code != 0 {
+			return fail(code)
+		}
+	case r.GetVersion() >= 3 && (r.MemberID != "" || r.Generation >= 0):
 		if code := g.validate(r.MemberID, deref(r.InstanceID), r.Generation); code != 0 {
 			return fail(code)
 		}
@@ -153,6 +177,8 @@ func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnO
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case len(o.Metadata) > c.opts.MaxMetadataBytes:
 				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			case stale[topicPartition{t.Topic, p.Partition}]:
+				rp.ErrorCode = kerr.StaleMemberEpoch.Code
 			default:
 				recs = append(recs, store.KV{Key: offsetKey(g.id, t.Topic, p.Partition), Value: offsetValue(o)})
 				tps, offs = append(tps, topicPartition{t.Topic, p.Partition}), append(offs, o)
@@ -389,6 +415,9 @@ func (c *Coordinator) OffsetDelete(r *kmsg.OffsetDeleteRequest) *kmsg.OffsetDele
 // subscribedTopics are the topics the members of a consumer group
 // subscribe to, from their metadata for the group's protocol.
 func (g *group) subscribedTopics() map[string]bool {
+	if g.cg != nil {
+		return g.cg.subscribedTopics()
+	}
 	out := map[string]bool{}
 	for _, m := range g.members {
 		var meta kmsg.ConsumerMemberMetadata
@@ -441,4 +470,14 @@ func (c *Coordinator) RemoveTopicOffsets(topic string) error {
 		g.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+func offsetCommitTPs(r *kmsg.OffsetCommitRequest) []topicPartition {
+	var out []topicPartition
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, topicPartition{t.Topic, p.Partition})
+		}
+	}
+	return out
 }

@@ -97,6 +97,8 @@ type Decoded struct {
 	Offset    *kmsg.OffsetCommitValue
 	// Group metadata, unless deleted.
 	Metadata *kmsg.GroupMetadataValue
+	// A consumer group's record (KIP-848), or its tombstone.
+	Consumer *ConsumerRecord
 }
 
 // Decode decodes a __consumer_offsets record; a nil value is a deletion
@@ -138,6 +140,13 @@ func Decode(key, value []byte) (Decoded, error) {
 			d.Metadata = &v
 		}
 		return d, nil
+	case keyConsumerGroup, keyConsumerPartitions, keyConsumerMember, keyConsumerTargetEpoch, keyConsumerTargetMember,
+		keyConsumerCurrentAssigment, keyConsumerRegex:
+		group, rec, err := decodeConsumer(typ, key, value)
+		if err != nil {
+			return Decoded{}, err
+		}
+		return Decoded{Group: group, Consumer: rec}, nil
 	default:
 		return Decoded{}, fmt.Errorf("group: unknown record type %d", typ)
 	}
