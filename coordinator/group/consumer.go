@@ -556,9 +556,9 @@ func (c *Coordinator) metadataHash(topics map[string]bool) int64 {
 }
 
 // refreshRegexes resolves the members' regular expressions against the
-// topics (not the internal ones, and only those cl may describe) when the
-// topics changed since they were last resolved, and forgets the ones no
-// member uses.
+// topics (only those cl may describe; internal ones too, as Kafka's do)
+// when the topics changed since they were last resolved, and forgets the
+// ones no member uses.
 func (c *Coordinator) refreshRegexes(cg *consumerGroup, cl Client) {
 	used := map[string]bool{}
 	for _, m := range cg.members {
@@ -582,7 +582,7 @@ func (c *Coordinator) refreshRegexes(cg *consumerGroup, cl Client) {
 		}
 		var topics []string
 		for _, t := range c.m.TopicNames() {
-			if rx.MatchString(t) && !c.opts.IsInternal(t) && (cl.MayDescribe == nil || cl.MayDescribe(t)) {
+			if rx.MatchString(t) && (cl.MayDescribe == nil || cl.MayDescribe(t)) {
 				topics = append(topics, t)
 			}
 		}

@@ -78,10 +78,6 @@ type Options struct {
 	// ConsumerMaxSize is group.consumer.max.size. The default is
 	// MaxInt32.
 	ConsumerMaxSize int
-	// IsInternal says a topic is internal: no regular expression
-	// subscribes to it. The default is this package's Topic and
-	// __transaction_state.
-	IsInternal func(topic string) bool
 	// Logger receives load and expiry reports. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -134,9 +130,6 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 	}
 	if o.ConsumerMaxSize <= 0 {
 		o.ConsumerMaxSize = math.MaxInt32
-	}
-	if o.IsInternal == nil {
-		o.IsInternal = func(t string) bool { return t == Topic || t == "__transaction_state" }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
