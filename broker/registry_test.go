@@ -105,6 +105,13 @@ var probes = map[int16]probe{
 	13: {req: func() kmsg.Request { r := kmsg.NewPtrLeaveGroupRequest(); r.Group = "g"; return r }},
 	14: {req: func() kmsg.Request { r := kmsg.NewPtrSyncGroupRequest(); r.Group = "g"; return r }},
 	15: {req: func() kmsg.Request { r := kmsg.NewPtrDescribeGroupsRequest(); r.Groups = []string{"g"}; return r }},
+	68: {req: func() kmsg.Request {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Group, r.MemberID, r.RebalanceTimeoutMillis = "g", "m", 10000
+		r.SubscribedTopicNames, r.Topics = []string{"secret"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return r
+	}},
+	69: {req: func() kmsg.Request { r := kmsg.NewPtrConsumerGroupDescribeRequest(); r.Groups = []string{"g"}; return r }},
 	16: {req: func() kmsg.Request { return kmsg.NewPtrListGroupsRequest() }, listed: func(resp kmsg.Response) int {
 		return len(resp.(*kmsg.ListGroupsResponse).Groups)
 	}},
