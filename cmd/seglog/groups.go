@@ -23,6 +23,7 @@ type groupsFlags struct {
 	groups                     []string
 	all                        bool
 	members, state             bool
+	types                      string // --type: "any" when given bare
 	topics                     []string
 	allTopics                  bool
 	toEarliest, toLatest       bool
@@ -40,7 +41,9 @@ func newGroupsCmd() *cobra.Command {
 		Long: `groups reads the consumer groups a broker keeps in the data directory's
 __consumer_offsets (seglog serve writes them there, in Kafka's record format):
 
-  --list                    the groups (with --state, each one's state)
+  --list                    the groups (with --state, each one's state; with
+                            --type, each one's type, classic or consumer, and
+                            with --type classic|consumer only those)
   --describe --group G      each partition's committed offset, log end offset and
                             lag, and the member it is assigned to; with --members,
                             the members; with --state, the group's state
@@ -58,7 +61,19 @@ an executed reset take the writer's lock). With --bootstrap-server (and
 serves), --delete (DeleteGroups) and --reset-offsets (ListOffsets, then
 OffsetCommit, which the broker accepts only while the group is empty).
 --group may be repeated, or --all-groups given.`,
-		Args: cobra.NoArgs,
+		// --type's value may follow it as the next argument (--type
+		// consumer), as kafka-consumer-groups.sh takes it; bare, it is
+		// "any".
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return nil
+			case len(args) == 1 && f.types == "any":
+				f.types = args[0]
+				return nil
+			}
+			return cobra.NoArgs(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			actions := 0
 			for _, a := range []bool{f.list, f.describe, f.del, f.reset} {
@@ -127,6 +142,8 @@ OffsetCommit, which the broker accepts only while the group is empty).
 	fl.BoolVar(&f.all, "all-groups", false, "every group")
 	fl.BoolVar(&f.members, "members", false, "with --describe: the members")
 	fl.BoolVar(&f.state, "state", false, "with --list or --describe: the state")
+	fl.StringVar(&f.types, "type", "", "with --list: each group's type (classic: JoinGroup; consumer: KIP-848), and with a value (classic, consumer, comma-separated) only groups of those types")
+	fl.Lookup("type").NoOptDefVal = "any"
 	fl.StringArrayVar(&f.topics, "topic", nil, "with --reset-offsets: a topic, or topic:partition,partition (repeatable)")
 	fl.BoolVar(&f.allTopics, "all-topics", false, "with --reset-offsets: every topic the group has offsets for")
 	fl.BoolVar(&f.toEarliest, "to-earliest", false, "reset to the log start offset")
@@ -142,21 +159,42 @@ func listGroups(cmd *cobra.Command, c *group.Coordinator, f groupsFlags) error {
 	return printGroupList(cmd, c.Groups(), f)
 }
 
-// printGroupList prints --list: the groups, with --state their states.
+// printGroupList prints --list: the groups, with --type their types (and
+// only those of the types it names), with --state their states.
 func printGroupList(cmd *cobra.Command, infos []group.Info, f groupsFlags) error {
+	if f.types != "" && f.types != "any" {
+		want := strings.Split(strings.ToLower(f.types), ",")
+		for _, typ := range want {
+			if typ != "classic" && typ != "consumer" {
+				return fmt.Errorf("--type %s: the types are classic and consumer", typ)
+			}
+		}
+		infos = slices.DeleteFunc(infos, func(g group.Info) bool { return !slices.Contains(want, strings.ToLower(g.Type)) })
+	}
 	if f.asJSON {
 		return printJSON(cmd.OutOrStdout(), infos)
 	}
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	header := []string{"GROUP"}
+	if f.types != "" {
+		header = append(header, "TYPE")
+	}
 	if f.state {
-		fmt.Fprintln(w, "GROUP\tSTATE")
+		header = append(header, "STATE")
+	}
+	if len(header) > 1 {
+		fmt.Fprintln(w, strings.Join(header, "\t"))
 	}
 	for _, g := range infos {
-		if f.state {
-			fmt.Fprintf(w, "%s\t%s\n", g.ID, g.State)
-		} else {
-			fmt.Fprintln(w, g.ID)
+		row := []string{g.ID}
+		if f.types != "" && g.Type != "" {
+			// Kafka's tool prints Classic and Consumer.
+			row = append(row, strings.ToUpper(g.Type[:1])+g.Type[1:])
 		}
+		if f.state {
+			row = append(row, g.State)
+		}
+		fmt.Fprintln(w, strings.Join(row, "\t"))
 	}
 	return w.Flush()
 }
@@ -302,7 +340,11 @@ func remoteGroups(cmd *cobra.Command, f groupsFlags) error {
 		if f.list {
 			var infos []group.Info
 			for _, g := range listed.Sorted() {
-				infos = append(infos, group.Info{ID: g.Group, State: g.State})
+				typ := strings.ToLower(g.GroupType)
+				if typ == "" {
+					typ = "classic" // a broker before ListGroups v5
+				}
+				infos = append(infos, group.Info{ID: g.Group, State: g.State, Type: typ})
 			}
 			return printGroupList(cmd, infos, f)
 		}
