@@ -21,10 +21,7 @@ func init() {
 	register(
 		api{key: 22, min: 0, max: 5, handle: handler((*Broker).initProducerID), null: nullInitProducerID,
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeInitProducerID)},
-		api{key: 24, min: 0, max: 3, // v4+ is the brokers' verification
-			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
-				return b.txns.AddPartitionsToTxn(r)
-			}),
+		api{key: 24, min: 0, max: 5, handle: handler((*Broker).addPartitionsToTxn),
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddPartitionsToTxn)},
 		api{key: 25, min: 0, max: 4, handle: handler((*Broker).addOffsetsToTxn),
 			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddOffsetsToTxn)},
@@ -48,6 +45,47 @@ func init() {
 		api{key: 61, min: 0, max: 0, handle: handler((*Broker).describeProducers),
 			rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeDescribeProducers)},
 	)
+}
+
+// addPartitionsToTxn adds partitions to a transaction (v0–3, a
+// producer's), or, from v4, to several (a broker's batch, which may only
+// verify that each partition is in its transaction already: KIP-890).
+func (b *Broker) addPartitionsToTxn(_ context.Context, _ header, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+	if r.GetVersion() < 4 {
+		return b.txns.AddPartitionsToTxn(r)
+	}
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	for _, t := range r.Transactions {
+		rt := kmsg.AddPartitionsToTxnResponseTransaction{TransactionalID: t.TransactionalID}
+		add := func(topic string, p int32, code int16) {
+			if n := len(rt.Topics); n == 0 || rt.Topics[n-1].Topic != topic {
+				rt.Topics = append(rt.Topics, kmsg.AddPartitionsToTxnResponseTransactionTopic{Topic: topic})
+			}
+			last := &rt.Topics[len(rt.Topics)-1]
+			last.Partitions = append(last.Partitions, kmsg.AddPartitionsToTxnResponseTransactionTopicPartition{Partition: p, ErrorCode: code})
+		}
+		if t.VerifyOnly {
+			for _, tt := range t.Topics {
+				for _, p := range tt.Partitions {
+					add(tt.Topic, p, b.txns.Verify(t.ProducerID, t.ProducerEpoch, checkpoint.TopicPartition{Topic: tt.Topic, Partition: p}))
+				}
+			}
+		} else {
+			one := kmsg.NewPtrAddPartitionsToTxnRequest()
+			one.SetVersion(3)
+			one.TransactionalID, one.ProducerID, one.ProducerEpoch = t.TransactionalID, t.ProducerID, t.ProducerEpoch
+			for _, tt := range t.Topics {
+				one.Topics = append(one.Topics, kmsg.AddPartitionsToTxnRequestTopic{Topic: tt.Topic, Partitions: tt.Partitions})
+			}
+			for _, st := range b.txns.AddPartitionsToTxn(one).Topics {
+				for _, p := range st.Partitions {
+					add(st.Topic, p.Partition, p.ErrorCode)
+				}
+			}
+		}
+		resp.Transactions = append(resp.Transactions, rt)
+	}
+	return resp
 }
 
 // nullInitProducerID counts producer ids in memory.
@@ -105,7 +143,17 @@ func (b *Broker) initProducerID(_ context.Context, _ header, r *kmsg.InitProduce
 // with any topic refused nothing is added: the refused are
 // TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED, as
 // Kafka answers.
+// From v4 (a broker's batch) it is ClusterAction on the cluster instead.
 func (b *Broker) authorizeAddPartitionsToTxn(h header, r *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
+	if r.GetVersion() >= 4 {
+		// A broker's request: ClusterAction on the cluster, as Kafka's.
+		if !b.mayCluster(h, kmsg.ACLOperationClusterAction) {
+			resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp, nil
+		}
+		return nil, nil
+	}
 	txnOK := b.may(h, opWrite, resTxnID, r.TransactionalID)
 	codes := make([]int16, len(r.Topics))
 	refused := !txnOK

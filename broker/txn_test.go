@@ -286,3 +286,46 @@ func TestFranzGoTransactionsV2(t *testing.T) {
 	require.Equal(t, []int16{epochs[1], epochs[1] + 1, epochs[1] + 2}, epochs[1:], "an epoch bump per transaction")
 	require.Len(t, readCommitted(t, ctx, addr, "fg-tv2", 20), 20)
 }
+
+// AddPartitionsToTxn v4 and v5, a broker's batch: partitions added, or
+// only verified to be in the transaction (KIP-890).
+func TestAddPartitionsToTxnBatched(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	for p := range int32(2) {
+		_, err := m.Create(checkpoint.TopicPartition{Topic: "tb", Partition: p}, nil)
+		require.NoError(t, err)
+	}
+	c := dialRaw(t, addr)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorType = "tx", 1
+	c.do(fc, 3, kmsg.NewPtrFindCoordinatorResponse())
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr("tx"), 60000
+	ip.ProducerID, ip.ProducerEpoch = -1, -1
+	ipResp := kmsg.NewPtrInitProducerIDResponse()
+	c.do(ip, 5, ipResp)
+	require.Zero(t, ipResp.ErrorCode)
+
+	batch := func(v int16, verify bool, parts ...int32) *kmsg.AddPartitionsToTxnResponse {
+		r := kmsg.NewPtrAddPartitionsToTxnRequest()
+		r.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "tx", ProducerID: ipResp.ProducerID,
+			ProducerEpoch: ipResp.ProducerEpoch, VerifyOnly: verify,
+			Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "tb", Partitions: parts}}}}
+		resp := kmsg.NewPtrAddPartitionsToTxnResponse()
+		c.do(r, v, resp)
+		return resp
+	}
+	codes := func(resp *kmsg.AddPartitionsToTxnResponse) []int16 {
+		require.Zero(t, resp.ErrorCode)
+		require.Len(t, resp.Transactions, 1)
+		var out []int16
+		for _, p := range resp.Transactions[0].Topics[0].Partitions {
+			out = append(out, p.ErrorCode)
+		}
+		return out
+	}
+	require.Equal(t, []int16{kerr.InvalidTxnState.Code}, codes(batch(5, true, 0)), "not in the transaction yet")
+	require.Equal(t, []int16{0}, codes(batch(4, false, 0)))
+	require.Equal(t, []int16{0, kerr.InvalidTxnState.Code}, codes(batch(5, true, 0, 1)))
+	// Without ClusterAction it is refused whole: TestRegistryRefusesWithoutACLs.
+}
