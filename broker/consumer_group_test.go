@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -88,4 +89,94 @@ func TestFranzGoConsumerGroup848(t *testing.T) {
 		}
 	}
 	require.Len(t, owned, 3)
+}
+
+// OffsetCommit and OffsetFetch v10 name topics by id: committed and
+// fetched back by id, an unknown id UNKNOWN_TOPIC_ID; franz-go's kadm (which
+// sends v10 to a broker that serves it) commits and fetches by name.
+func TestOffsetsByTopicID(t *testing.T) {
+	_, m, addr := testBroker(t, groupOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "ids", 0, 3)
+	id, ok := m.TopicID("ids")
+	require.True(t, ok)
+	c := dialRaw(t, addr)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = "g10"
+	c.do(fc, 3, kmsg.NewPtrFindCoordinatorResponse())
+
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "g10", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{
+		{TopicID: id, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 1, Offset: 1, LeaderEpoch: -1}}},
+		{TopicID: [16]byte{9}, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}},
+	}
+	ocResp := kmsg.NewPtrOffsetCommitResponse()
+	c.do(oc, 10, ocResp)
+	require.Len(t, ocResp.Topics, 2)
+	require.Equal(t, [16]byte(id), ocResp.Topics[0].TopicID)
+	require.Zero(t, ocResp.Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, [16]byte{9}, ocResp.Topics[1].TopicID)
+	require.Equal(t, kerr.UnknownTopicID.Code, ocResp.Topics[1].Partitions[0].ErrorCode)
+
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g10", Topics: []kmsg.OffsetFetchRequestGroupTopic{
+		{TopicID: id, Partitions: []int32{1}}, {TopicID: [16]byte{9}, Partitions: []int32{0}}}}, {Group: "g10"}}
+	ofResp := kmsg.NewPtrOffsetFetchResponse()
+	c.do(of, 10, ofResp)
+	require.Len(t, ofResp.Groups, 2)
+	byID := ofResp.Groups[0].Topics
+	require.Len(t, byID, 2)
+	require.Equal(t, [16]byte(id), byID[0].TopicID)
+	require.Equal(t, int64(1), byID[0].Partitions[0].Offset)
+	require.Equal(t, kerr.UnknownTopicID.Code, byID[1].Partitions[0].ErrorCode)
+	all := ofResp.Groups[1].Topics
+	require.Len(t, all, 1, "every topic of the group")
+	require.Equal(t, [16]byte(id), all[0].TopicID)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "ids", Partition: 2, At: 2, LeaderEpoch: -1})
+	committed, err := adm.CommitOffsets(ctx, "g10", offs)
+	require.NoError(t, err)
+	require.NoError(t, committed.Error())
+	fetched, err := adm.FetchOffsets(ctx, "g10")
+	require.NoError(t, err)
+	require.NoError(t, fetched.Error())
+	got, ok := fetched.Lookup("ids", 2)
+	require.True(t, ok)
+	require.Equal(t, int64(2), got.At)
+	got, ok = fetched.Lookup("ids", 1)
+	require.True(t, ok)
+	require.Equal(t, int64(1), got.At)
+}
+
+// Metadata v10+ by topic id (how franz-go names the topics of a response
+// by id): a known id gets its topic's name, an unknown one
+// UNKNOWN_TOPIC_ID.
+func TestMetadataByTopicID(t *testing.T) {
+	_, m, addr := testBroker(t, groupOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "named", 0, 1)
+	id, _ := m.TopicID("named")
+	c := dialRaw(t, addr)
+	r := kmsg.NewPtrMetadataRequest()
+	r.Topics = []kmsg.MetadataRequestTopic{{TopicID: id}, {TopicID: [16]byte{7}}}
+	resp := kmsg.NewPtrMetadataResponse()
+	c.do(r, 12, resp)
+	require.Len(t, resp.Topics, 2)
+	byID := map[[16]byte]kmsg.MetadataResponseTopic{}
+	for _, t := range resp.Topics {
+		byID[t.TopicID] = t
+	}
+	require.Equal(t, "named", *byID[id].Topic)
+	require.Zero(t, byID[id].ErrorCode)
+	require.Len(t, byID[id].Partitions, 3)
+	require.Nil(t, byID[[16]byte{7}].Topic)
+	require.Equal(t, kerr.UnknownTopicID.Code, byID[[16]byte{7}].ErrorCode)
 }

@@ -50,10 +50,9 @@ func init() {
 		api{key: 13, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.LeaveGroupRequest) kmsg.Response {
 			return b.groups.LeaveGroup(r)
 		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeLeaveGroup)},
-		api{key: 8, min: 0, max: 9, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetCommitRequest) kmsg.Response {
-			return b.groups.OffsetCommit(r)
-		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeOffsetCommit)},
-		api{key: 9, min: 0, max: 9, handle: handler((*Broker).offsetFetch),
+		api{key: 8, min: 0, max: 10, handle: handler((*Broker).offsetCommit), topicIDs: offsetCommitTopicIDs,
+			rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeOffsetCommit)},
+		api{key: 9, min: 0, max: 10, handle: handler((*Broker).offsetFetch),
 			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeOffsetFetch)},
 		api{key: 47, min: 0, max: 0, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetDeleteRequest) kmsg.Response {
 			return b.groups.OffsetDelete(r)
@@ -117,6 +116,44 @@ func (b *Broker) consumerGroupDescribe(_ context.Context, h header, r *kmsg.Cons
 		g := &resp.Groups[i]
 		g.AuthorizedOperations = b.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
 	}
+	return resp
+}
+
+// offsetCommitTopicIDs names the topics of an OffsetCommit v10+, which
+// gives their ids (KIP-848's topic ids); an unknown id is left unnamed.
+func offsetCommitTopicIDs(b *Broker, h header, req kmsg.Request) {
+	if h.version < 10 {
+		return
+	}
+	r := req.(*kmsg.OffsetCommitRequest)
+	for i := range r.Topics {
+		r.Topics[i].Topic, _ = b.m.TopicByID(r.Topics[i].TopicID)
+	}
+}
+
+// offsetCommit commits a group's offsets; from v10 a topic is given and
+// answered by its id, an unknown one UNKNOWN_TOPIC_ID.
+func (b *Broker) offsetCommit(_ context.Context, h header, r *kmsg.OffsetCommitRequest) kmsg.Response {
+	if h.version < 10 {
+		return b.groups.OffsetCommit(r)
+	}
+	var unknown []kmsg.OffsetCommitResponseTopic
+	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool {
+		if t.Topic != "" {
+			return false
+		}
+		rt := kmsg.OffsetCommitResponseTopic{TopicID: t.TopicID}
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: kerr.UnknownTopicID.Code})
+		}
+		unknown = append(unknown, rt)
+		return true
+	})
+	resp := b.groups.OffsetCommit(r)
+	for i := range resp.Topics {
+		resp.Topics[i].TopicID, _ = b.m.TopicID(resp.Topics[i].Topic)
+	}
+	resp.Topics = append(resp.Topics, unknown...)
 	return resp
 }
 
@@ -347,9 +384,12 @@ func (b *Broker) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (k
 		return group.RefuseOffsetCommit(r, code), nil
 	}
 	denied := takeOut(&r.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
+		if t.Topic == "" && r.GetVersion() >= 10 {
+			return 0 // an unknown topic id: UNKNOWN_TOPIC_ID, from the handler
+		}
 		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
-		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic}
+		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 		for _, p := range t.Partitions {
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
 		}
@@ -372,9 +412,24 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 		one := kmsg.NewPtrOffsetFetchRequest()
 		one.SetVersion(7)
 		one.Group, one.RequireStable = g.Group, r.RequireStable
+		var unknown []kmsg.OffsetFetchResponseGroupTopic
 		if g.Topics != nil { // null: every topic the group has offsets for
 			one.Topics = []kmsg.OffsetFetchRequestTopic{}
 			for _, t := range g.Topics {
+				if r.GetVersion() >= 10 { // by id
+					name, ok := b.m.TopicByID(t.TopicID)
+					if !ok {
+						rt := kmsg.OffsetFetchResponseGroupTopic{TopicID: t.TopicID}
+						for _, p := range t.Partitions {
+							rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+							rp.Partition, rp.Offset, rp.ErrorCode = p, -1, kerr.UnknownTopicID.Code
+							rt.Partitions = append(rt.Partitions, rp)
+						}
+						unknown = append(unknown, rt)
+						continue
+					}
+					t.Topic = name
+				}
 				one.Topics = append(one.Topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 			}
 		}
@@ -398,12 +453,19 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 		rg := kmsg.OffsetFetchResponseGroup{Group: g.Group, ErrorCode: got.ErrorCode}
 		for _, t := range got.Topics {
 			rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.Topic}
+			if r.GetVersion() >= 10 {
+				var ok bool
+				if rt.TopicID, ok = b.m.TopicID(t.Topic); !ok && g.Topics == nil {
+					continue // offsets of a topic gone: it has no id to answer with
+				}
+			}
 			for _, p := range t.Partitions {
 				rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{Partition: p.Partition,
 					Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, ErrorCode: p.ErrorCode})
 			}
 			rg.Topics = append(rg.Topics, rt)
 		}
+		rg.Topics = append(rg.Topics, unknown...)
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp

@@ -297,8 +297,17 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 		}
 	} else {
 		for _, t := range r.Topics {
-			if t.Topic != nil {
+			switch {
+			case t.Topic != nil:
 				names = append(names, *t.Topic)
+			case t.TopicID != [16]byte{}: // by id (v10+): a topic that exists, or UNKNOWN_TOPIC_ID
+				if name, ok := b.m.TopicByID(t.TopicID); ok {
+					names = append(names, name)
+				} else {
+					rt := kmsg.NewMetadataResponseTopic()
+					rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+					resp.Topics = append(resp.Topics, rt)
+				}
 			}
 		}
 	}
@@ -346,7 +355,12 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 	resp.AuthorizedOperations = b.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
-		t.AuthorizedOperations = b.authorizedOpsIf(r.IncludeTopicAuthorizedOperations && t.ErrorCode == 0, h, resTopic, *t.Topic)
+		ask := r.IncludeTopicAuthorizedOperations && t.ErrorCode == 0
+		name := ""
+		if ask {
+			name = *t.Topic // a topic without error has its name
+		}
+		t.AuthorizedOperations = b.authorizedOpsIf(ask, h, resTopic, name)
 	}
 	return resp
 }
@@ -368,6 +382,11 @@ func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) (kmsg.Resp
 	createCluster := b.mayCluster(h, opCreate)
 	denied := takeOut(&r.Topics, func(t kmsg.MetadataRequestTopic) int16 {
 		if t.Topic == nil {
+			// By id: one the principal may not describe is answered as
+			// unknown, so its existence does not show.
+			if name, ok := b.m.TopicByID(t.TopicID); ok && !b.may(h, opDescribe, resTopic, name) {
+				return kerr.UnknownTopicID.Code
+			}
 			return 0
 		}
 		name := *t.Topic
@@ -381,7 +400,10 @@ func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) (kmsg.Resp
 		return topicRefused
 	}, func(t kmsg.MetadataRequestTopic, code int16) kmsg.MetadataResponseTopic {
 		rt := kmsg.NewMetadataResponseTopic()
-		rt.Topic, rt.ErrorCode, rt.IsInternal = t.Topic, code, internalTopics[*t.Topic]
+		rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
+		if t.Topic != nil {
+			rt.IsInternal = internalTopics[*t.Topic]
+		}
 		return rt
 	})
 	return nil, func(resp kmsg.Response) {

@@ -263,6 +263,18 @@ func withTopicIDs(m *tablet.Manager, req kmsg.Request) kmsg.Request {
 			id, _ := m.TopicID(r.Topics[i].Topic)
 			r.Topics[i].TopicID = id
 		}
+	case *kmsg.OffsetCommitRequest:
+		for i := range r.Topics {
+			id, _ := m.TopicID(r.Topics[i].Topic)
+			r.Topics[i].TopicID = id
+		}
+	case *kmsg.OffsetFetchRequest:
+		for i := range r.Groups {
+			for j := range r.Groups[i].Topics {
+				id, _ := m.TopicID(r.Groups[i].Topics[j].Topic)
+				r.Groups[i].Topics[j].TopicID = id
+			}
+		}
 	}
 	return req
 }
