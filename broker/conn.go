@@ -12,7 +12,9 @@ import (
 	"math"
 	"math/bits"
 	"net"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -354,6 +356,25 @@ func (b *Broker) answer(ctx context.Context, c net.Conn, queue <-chan pending, a
 	}
 }
 
+// recoveredPanics counts the requests whose handler panicked (a bug):
+// the broker package's TestMain fails if any did.
+var recoveredPanics atomic.Int64
+
+// handleRecovering is handle, with a panic of the handler (a bug in
+// seglog, whatever the client sent) taken as an error that closes the
+// connection, logged with its stack, instead of the broker's end.
+func (b *Broker) handleRecovering(ctx context.Context, h header, req kmsg.Request, body []byte, log *slog.Logger) (resp kmsg.Response, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			recoveredPanics.Add(1)
+			log.Error("a request's handler failed: closing the connection", "api", kmsg.NameForKey(h.key), "version", h.version,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			resp, err = nil, fmt.Errorf("%s v%d: the handler failed: %v", kmsg.NameForKey(h.key), h.version, v)
+		}
+	}()
+	return b.handle(ctx, h, req, body)
+}
+
 // answerOne handles one request and writes its response; false closes the
 // connection.
 func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog.Logger) bool {
@@ -372,7 +393,7 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 	}
 	b.waitMuted(p.h.sess)
 	begin := time.Now()
-	resp, err := b.handle(ctx, p.h, p.req, p.body)
+	resp, err := b.handleRecovering(ctx, p.h, p.req, p.body, log)
 	handled := time.Now()
 	if errors.Is(err, errUnauthenticated) {
 		log.Info("closing the connection", "api", kmsg.NameForKey(p.h.key), "err", err)

@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -191,4 +194,21 @@ func TestUnknownCodesGoOutAsUnknownServerError(t *testing.T) {
 	require.Equal(t, kerr.UnknownServerError.Code, resp.Topics[0].ErrorCode)
 	require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[1].ErrorCode)
 	unknownCodes.Add(before - unknownCodes.Load()) // this test's own is no failure
+}
+
+// A handler that panics (a bug) fails its request with an error that
+// closes the connection; the broker goes on.
+func TestHandlerPanicIsRecovered(t *testing.T) {
+	var logged bytes.Buffer
+	b := &Broker{} // no data directory: Metadata's handler dereferences nil
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	before := recoveredPanics.Load()
+	resp, err := b.handleRecovering(context.Background(), header{key: 3, version: 12}, req, req.AppendTo(nil),
+		slog.New(slog.NewTextHandler(&logged, nil)))
+	require.Nil(t, resp)
+	require.ErrorContains(t, err, "Metadata v12: the handler failed")
+	require.Equal(t, before+1, recoveredPanics.Load())
+	require.Contains(t, logged.String(), "a request's handler failed")
+	recoveredPanics.Add(-1) // this test's own is no failure
 }
