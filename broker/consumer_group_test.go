@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -179,4 +181,110 @@ func TestMetadataByTopicID(t *testing.T) {
 	require.Len(t, byID[id].Partitions, 3)
 	require.Nil(t, byID[[16]byte{7}].Topic)
 	require.Equal(t, kerr.UnknownTopicID.Code, byID[[16]byte{7}].ErrorCode)
+}
+
+// A classic group migrates online (KIP-848): two franz-go consumers on the
+// classic protocol (cooperative-sticky) consume; a third joins with the
+// consumer protocol and the group becomes a consumer group with the
+// classic members in it, every partition owned once and every record
+// consumed; when the consumer protocol member leaves, the group is
+// classic again and its members rebalance.
+func TestGroupMigratesBetweenProtocols(t *testing.T) {
+	opts := groupOptions()
+	opts.NumPartitions = 6
+	opts.Groups.ConsumerHeartbeatInterval = 100 * time.Millisecond
+	b, _, addr := testBroker(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "mig", 0, 600)
+
+	base := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup("mg"), kgo.ConsumeTopics("mig"),
+		kgo.FetchMaxWait(50 * time.Millisecond), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.FetchMaxPartitionBytes(1 << 10)}
+	var clients []*kgo.Client
+	add := func(extra ...kgo.Opt) *kgo.Client {
+		c, err := kgo.NewClient(append(slices.Clone(base), extra...)...)
+		require.NoError(t, err)
+		clients = append(clients, c)
+		return c
+	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	seen := map[string]int{}
+	poll := func() {
+		for _, c := range clients {
+			pctx, pcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			fs := c.PollRecords(pctx, 20)
+			pcancel()
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+			// A commit racing a member's rejoin is refused, as in any
+			// rebalance; its records may come again (at least once).
+			if err := c.CommitUncommittedOffsets(ctx); err != nil {
+				require.True(t, errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress) ||
+					errors.Is(err, kerr.StaleMemberEpoch) || errors.Is(err, kerr.UnknownMemberID), "%v", err)
+			}
+		}
+		require.NoError(t, ctx.Err())
+	}
+	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
+		r := kmsg.NewPtrConsumerGroupDescribeRequest()
+		r.Groups = []string{"mg"}
+		return b.groups.ConsumerGroupDescribe(r).Groups[0]
+	}
+	add()
+	add()
+	for len(seen) < 100 {
+		poll()
+	}
+	require.Equal(t, kerr.GroupIDNotFound.Code, describe().ErrorCode, "classic so far")
+
+	upgraded := add(kgo.ServerSideBalancer())
+	for {
+		poll()
+		d := describe()
+		if d.ErrorCode == 0 && d.State == "Stable" && len(d.Members) == 3 {
+			types := map[int8]int{}
+			owned := map[int32]bool{}
+			for _, m := range d.Members {
+				types[m.MemberType]++
+				for _, tp := range m.Assignment.TopicPartitions {
+					for _, p := range tp.Partitions {
+						require.False(t, owned[p], "partition %d owned twice", p)
+						owned[p] = true
+					}
+				}
+			}
+			require.Equal(t, map[int8]int{0: 2, 1: 1}, types, "two classic members, one consumer member")
+			if len(owned) == 6 {
+				break
+			}
+		}
+	}
+	for len(seen) < 400 {
+		poll()
+	}
+
+	// The consumer protocol member leaves: the group is classic again.
+	upgraded.Close()
+	clients = slices.DeleteFunc(clients, func(c *kgo.Client) bool { return c == upgraded })
+	for len(seen) < 600 {
+		poll()
+	}
+	require.Equal(t, kerr.GroupIDNotFound.Code, describe().ErrorCode, "classic again")
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"mg"}
+	for {
+		poll()
+		if d := b.groups.DescribeGroups(dg).Groups[0]; d.State == "Stable" && len(d.Members) == 2 {
+			break
+		}
+	}
+	again := 0
+	for _, n := range seen {
+		again += n - 1
+	}
+	t.Logf("600 records, %d consumed again after a refused commit", again)
 }

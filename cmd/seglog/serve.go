@@ -379,6 +379,14 @@ var serveConfigs = []serveConfig{
 		s.broker.Groups.ConsumerAssignors = names
 		return err
 	}},
+	{name: "group.consumer.migration.policy", doc: "whether groups move between the classic and consumer protocols as their members upgrade or downgrade: bidirectional, upgrade, downgrade, disabled (default bidirectional)", set: func(s *serveSettings, v string) error {
+		switch p := strings.ToLower(v); p {
+		case group.MigrationBidirectional, group.MigrationUpgrade, group.MigrationDowngrade, group.MigrationDisabled:
+			s.broker.Groups.MigrationPolicy = p
+			return nil
+		}
+		return fmt.Errorf("group.consumer.migration.policy: %q is not bidirectional, upgrade, downgrade or disabled", v)
+	}},
 	intConfig("group.consumer.max.size", "the most members a consumer group (KIP-848) may have (default 2147483647)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.Groups.ConsumerMaxSize = int(n)
 	}),

@@ -59,6 +59,11 @@ type cmember struct {
 
 	deadline, revokeDeadline time.Time // the session's end; the revocation's
 	timer, revokeTimer       stopper
+
+	// classic is set for a member using the classic protocol (JoinGroup,
+	// SyncGroup) in a consumer group: a group migrating between the two.
+	// Never changed in place: replaced.
+	classic *ClassicMemberMetadata
 }
 
 // regexTopics is a regular expression's topics, as resolved when the
@@ -224,13 +229,24 @@ func (c *Coordinator) ConsumerGroupHeartbeat(cl Client, r *kmsg.ConsumerGroupHea
 	}
 	defer g.mu.Unlock()
 	var extra []store.KV
-	cg := g.cg
+	cg, base, upgraded := g.cg, g.cg, false
 	if cg == nil {
-		if len(g.members) > 0 || g.state != Empty {
+		switch {
+		case len(g.members) == 0 && g.state == Empty:
+			// An empty classic group (offsets only) becomes a consumer group.
+			cg = newConsumerGroup(c.opts.clock.Now())
+		case r.MemberEpoch == joinEpoch && g.protocolType == "consumer" && c.mayUpgrade() && len(g.members) < c.opts.ConsumerMaxSize:
+			// Its first member to upgrade makes a classic group a
+			// consumer group, its classic members in it.
+			var err error
+			if cg, err = c.fromClassic(g); err != nil {
+				return fail(kerr.GroupIDNotFound, fmt.Sprintf("Cannot upgrade the classic group %s: %v.", r.Group, err))
+			}
+			upgraded = true
+		default:
 			return fail(kerr.GroupIDNotFound, fmt.Sprintf("Group %s is not a consumer group.", r.Group))
 		}
-		// An empty classic group (offsets only) becomes a consumer group.
-		cg = newConsumerGroup(c.opts.clock.Now())
+		base = newConsumerGroup(c.opts.clock.Now()) // everything is written
 		if g.generation > 0 || g.protocolType != "" {
 			extra = append(extra, store.KV{Key: groupKey(g.id)})
 		}
@@ -240,10 +256,16 @@ func (c *Coordinator) ConsumerGroupHeartbeat(cl Client, r *kmsg.ConsumerGroupHea
 	if code, msg := h.run(); code != nil {
 		return fail(code, msg)
 	}
-	if err := c.commitConsumer(g, cg, next, extra); err != nil {
+	if upgraded {
+		g.dropClassic() // before the commit sets Stable, so the classic state is gone
+	}
+	if err := c.commitConsumer(g, base, next, extra); err != nil {
 		c.opts.Logger.Error("storing a consumer group", "group", g.id, "err", err)
 		resp.ErrorCode = storeErrorCode(err)
 		return resp
+	}
+	if r.MemberEpoch == leaveEpoch || r.MemberEpoch == staticLeaveEpoch && h.m == nil {
+		c.maybeDowngrade(g)
 	}
 	m := h.m
 	resp.MemberID = kmsg.StringPtr(h.memberID)
@@ -369,6 +391,9 @@ func (h *heartbeat) join() (e *kerr.Error, msg string, isNew bool) {
 		m = &cmember{id: h.memberID, state: memberStable, assigned: assignment{}, revoking: assignment{}, assignedAt: map[tpKey]int32{}}
 		cg.members[m.id] = m
 		isNew = true
+	}
+	if m.classic != nil {
+		m.classic, isNew = nil, true // a classic member upgrading in place
 	}
 	h.m, h.before = m, m.assigned
 	changed, e, msg := h.update(m)
@@ -659,9 +684,13 @@ func (c *Coordinator) consumerHeartbeat(g *group, id string) {
 	if m.timer != nil {
 		m.timer.Stop()
 	}
-	deadline := c.opts.clock.Now().Add(c.opts.ConsumerSessionTimeout)
+	session := c.opts.ConsumerSessionTimeout
+	if m.classic != nil {
+		session = ms(m.classic.SessionTimeoutMs) // a classic member's own
+	}
+	deadline := c.opts.clock.Now().Add(session)
 	m.deadline = deadline
-	m.timer = c.after(c.opts.ConsumerSessionTimeout, func() {
+	m.timer = c.after(session, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.cg == nil || g.state == Dead {
@@ -717,6 +746,9 @@ func (c *Coordinator) fenceConsumer(g *group, id, reason string) {
 		return
 	}
 	c.opts.Logger.Debug("removed a consumer group member", "group", g.id, "member", id, "reason", reason)
+	if cur.members[id].classic == nil {
+		c.maybeDowngrade(g)
+	}
 }
 
 // validateConsumerCommit checks an offset commit to a consumer group, as
@@ -734,7 +766,9 @@ func (c *Coordinator) validateConsumerCommit(cg *consumerGroup, memberID string,
 	switch {
 	case m == nil:
 		return kerr.UnknownMemberID.Code, nil
-	case oldAPI:
+	case m.classic != nil && epoch != m.epoch: // a classic member: its generation
+		return kerr.IllegalGeneration.Code, nil
+	case oldAPI && m.classic == nil:
 		return kerr.UnsupportedVersion.Code, nil
 	case epoch == m.epoch:
 		return 0, nil

@@ -38,6 +38,9 @@ func (c *Coordinator) ConsumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequest
 				}
 				dm.Assignment, dm.TargetAssignment = c.describedAssignment(m.assigned), c.describedAssignment(cg.target[mid])
 				dm.MemberType = 1 // the consumer protocol
+				if m.classic != nil {
+					dm.MemberType = 0 // the classic protocol, in a migrating group
+				}
 				dg.Members = append(dg.Members, dm)
 			}
 		}

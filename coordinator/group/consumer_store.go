@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 
@@ -53,13 +54,21 @@ func memberRecord(m *cmember) *ConsumerRecord {
 	return &ConsumerRecord{Type: keyConsumerMember, MemberID: m.id, Value: true, InstanceID: optional(m.instanceID),
 		RackID: optional(m.rackID), ClientID: m.clientID, ClientHost: m.clientHost, SubscribedTopicNames: m.subscribed,
 		SubscribedTopicRegex: optional(m.regex), RebalanceTimeoutMs: int32(m.rebalanceTimeout.Milliseconds()),
-		ServerAssignor: optional(m.assignor)}
+		ServerAssignor: optional(m.assignor), Classic: m.classic}
 }
 
 func sameMetadata(a, b *cmember) bool {
 	return a.instanceID == b.instanceID && a.rackID == b.rackID && a.clientID == b.clientID && a.clientHost == b.clientHost &&
 		slices.Equal(a.subscribed, b.subscribed) && a.regex == b.regex && a.rebalanceTimeout == b.rebalanceTimeout &&
-		a.assignor == b.assignor
+		a.assignor == b.assignor && sameClassic(a.classic, b.classic)
+}
+
+func sameClassic(a, b *ClassicMemberMetadata) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SessionTimeoutMs == b.SessionTimeoutMs && slices.EqualFunc(a.SupportedProtocols, b.SupportedProtocols,
+		func(x, y ClassicProtocol) bool { return x.Name == y.Name && bytes.Equal(x.Metadata, y.Metadata) })
 }
 
 func sameCurrent(a, b *cmember) bool {
@@ -168,7 +177,7 @@ func (cg *consumerGroup) replay(rec *ConsumerRecord) *consumerGroup {
 		m := member()
 		m.instanceID, m.rackID, m.clientID, m.clientHost = deref(rec.InstanceID), deref(rec.RackID), rec.ClientID, rec.ClientHost
 		m.subscribed, m.regex = rec.SubscribedTopicNames, deref(rec.SubscribedTopicRegex)
-		m.rebalanceTimeout, m.assignor = ms(rec.RebalanceTimeoutMs), deref(rec.ServerAssignor)
+		m.rebalanceTimeout, m.assignor, m.classic = ms(rec.RebalanceTimeoutMs), deref(rec.ServerAssignor), rec.Classic
 		if m.instanceID != "" {
 			cg.static[m.instanceID] = m.id
 		}

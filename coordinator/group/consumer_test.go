@@ -433,3 +433,77 @@ func TestConsumerGroupTypes(t *testing.T) {
 	_, ok = e.c.Describe("h")
 	require.False(t, ok)
 }
+
+// A classic group upgraded by a consumer protocol member keeps its classic
+// member (at its generation, with its partitions) across a restart: the
+// classic member's heartbeat is told to rejoin, its join gets its epoch,
+// its sync its partitions; when the consumer member leaves, the group is
+// classic again, rebalancing.
+func TestConsumerGroupUpgradeAndDowngrade(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true})
+	sub := kmsg.NewConsumerMemberMetadata()
+	sub.Topics = []string{"t"}
+	s := &simMember{name: "solo"}
+	jr := s.joinRequest()
+	jr.Group, jr.Protocols[0].Metadata = "g", sub.AppendTo(nil)
+	first := e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
+	jr.MemberID = first.MemberID
+	joined := e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
+	require.Zero(t, joined.ErrorCode)
+	classicID, gen := joined.MemberID, joined.Generation
+	all := kmsg.NewConsumerMemberAssignment()
+	all.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: []int32{0, 1, 2}}}
+	sr := kmsg.NewPtrSyncGroupRequest()
+	sr.Group, sr.MemberID, sr.Generation = "g", classicID, gen
+	sr.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: classicID, MemberAssignment: all.AppendTo(nil)}}
+	require.Zero(t, e.c.SyncGroup(context.Background(), sr).ErrorCode)
+
+	// A member upgrades: the group is a consumer group, the classic member
+	// in it with its three partitions, which the new one waits for.
+	r := hb848("new", joinEpoch, "t")
+	resp := e.beat(r)
+	require.Zero(t, resp.ErrorCode)
+	require.Equal(t, gen+1, resp.MemberEpoch)
+	require.Zero(t, count(resp.Assignment))
+	e.restart()
+	d := describe848(e)
+	require.Zero(t, d.ErrorCode)
+	require.Len(t, d.Members, 2)
+
+	hr := kmsg.NewPtrHeartbeatRequest()
+	hr.Group, hr.MemberID, hr.Generation = "g", classicID, gen
+	require.Equal(t, kerr.RebalanceInProgress.Code, e.c.Heartbeat(hr).ErrorCode, "a new epoch to catch up on")
+
+	// It rejoins reporting no partitions owned (an eager consumer revoked
+	// them all), reaches the new epoch and syncs its share.
+	joined = e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
+	require.Zero(t, joined.ErrorCode)
+	require.Equal(t, gen+1, joined.Generation)
+	require.Empty(t, joined.LeaderID)
+	sr.Generation, sr.GroupAssignment = joined.Generation, nil
+	synced := e.c.SyncGroup(context.Background(), sr)
+	require.Zero(t, synced.ErrorCode)
+	var as kmsg.ConsumerMemberAssignment
+	require.NoError(t, as.ReadFrom(synced.MemberAssignment))
+	classicParts := 0
+	for _, t := range as.Topics {
+		classicParts += len(t.Partitions)
+	}
+	require.Positive(t, classicParts)
+	require.Less(t, classicParts, 3)
+	hr.Generation = joined.Generation
+	require.Zero(t, e.c.Heartbeat(hr).ErrorCode)
+	newer := e.beat(hb848("new", resp.MemberEpoch))
+	require.Equal(t, 3-classicParts, count(newer.Assignment), "the new member gets the rest once released")
+
+	// The consumer member leaves: classic again, and rebalancing.
+	require.Zero(t, e.beat(hb848("new", leaveEpoch)).ErrorCode)
+	require.Equal(t, kerr.GroupIDNotFound.Code, describe848(e).ErrorCode)
+	info, _ := e.c.Describe("g")
+	require.Equal(t, "classic", info.Type)
+	require.Equal(t, "PreparingRebalance", info.State)
+	require.Equal(t, kerr.RebalanceInProgress.Code, e.c.Heartbeat(hr).ErrorCode)
+	e.restart()
+	info, _ = e.c.Describe("g")
+	require.Equal(t, "classic", info.Type, "after a restart too")
+}

@@ -78,6 +78,12 @@ type Options struct {
 	// ConsumerMaxSize is group.consumer.max.size. The default is
 	// MaxInt32.
 	ConsumerMaxSize int
+	// MigrationPolicy is group.consumer.migration.policy: whether a
+	// classic group may become a consumer group when a member upgrades
+	// (upgrade), a consumer group of classic members a classic group again
+	// (downgrade), both (bidirectional, the default) or neither
+	// (disabled).
+	MigrationPolicy string
 	// Logger receives load and expiry reports. The default is
 	// slog.Default().
 	Logger *slog.Logger
@@ -127,6 +133,9 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 	}
 	if len(o.ConsumerAssignors) == 0 {
 		o.ConsumerAssignors = []string{"uniform", "range"}
+	}
+	if o.MigrationPolicy == "" {
+		o.MigrationPolicy = MigrationBidirectional
 	}
 	if o.ConsumerMaxSize <= 0 {
 		o.ConsumerMaxSize = math.MaxInt32

@@ -90,7 +90,7 @@ func (c *Coordinator) join(cl Client, r *kmsg.JoinGroupRequest) (*kmsg.JoinGroup
 	defer g.mu.Unlock()
 	if g.cg != nil {
 		if len(g.cg.members) > 0 {
-			return joinError(kerr.InconsistentGroupProtocol.Code, r.MemberID), nil
+			return c.classicJoin(g, j, r), nil
 		}
 		// An empty consumer group becomes a classic one.
 		if err := c.log.Append(g.partition, c.opts.clock.Now(), consumerTombstones(g.id, g.cg)...); err != nil {
@@ -218,6 +218,9 @@ func (c *Coordinator) sync(r *kmsg.SyncGroupRequest) (*kmsg.SyncGroupResponse, c
 		return syncError(kerr.UnknownMemberID.Code), nil
 	}
 	defer g.mu.Unlock()
+	if g.cg != nil {
+		return c.classicSync(g, r), nil
+	}
 	if code := g.validate(r.MemberID, deref(r.InstanceID), r.Generation); code != 0 {
 		return syncError(code), nil
 	}
@@ -307,6 +310,10 @@ func (c *Coordinator) Heartbeat(r *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespons
 		return resp
 	}
 	defer g.mu.Unlock()
+	if g.cg != nil {
+		resp.ErrorCode = c.classicHeartbeat(g, r)
+		return resp
+	}
 	if resp.ErrorCode = g.validate(r.MemberID, deref(r.InstanceID), r.Generation); resp.ErrorCode != 0 {
 		return resp
 	}
@@ -337,6 +344,9 @@ func (c *Coordinator) LeaveGroup(r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResp
 		return resp
 	}
 	defer g.mu.Unlock()
+	if g.cg != nil {
+		return c.classicLeave(g, r, leaving)
+	}
 	for _, l := range leaving {
 		out := kmsg.LeaveGroupResponseMember{MemberID: l.MemberID, InstanceID: l.InstanceID}
 		id, instance := l.MemberID, deref(l.InstanceID)
