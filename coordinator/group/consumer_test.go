@@ -507,3 +507,45 @@ func TestConsumerGroupUpgradeAndDowngrade(t *testing.T) {
 	info, _ = e.c.Describe("g")
 	require.Equal(t, "classic", info.Type, "after a restart too")
 }
+
+// upgradedGroup makes "g" a classic group of one member holding t's three
+// partitions, then upgrades it with consumer member "new": it returns the
+// classic member's id and generation.
+func upgradedGroup(t *testing.T, e *testEnv) (string, int32, *kmsg.JoinGroupRequest) {
+	sub := kmsg.NewConsumerMemberMetadata()
+	sub.Topics = []string{"t"}
+	jr := (&simMember{name: "solo"}).joinRequest()
+	jr.Group, jr.Protocols[0].Metadata = "g", sub.AppendTo(nil)
+	jr.MemberID = e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr).MemberID
+	joined := e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
+	require.Zero(t, joined.ErrorCode)
+	all := kmsg.NewConsumerMemberAssignment()
+	all.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: []int32{0, 1, 2}}}
+	sr := kmsg.NewPtrSyncGroupRequest()
+	sr.Group, sr.MemberID, sr.Generation = "g", joined.MemberID, joined.Generation
+	sr.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: joined.MemberID, MemberAssignment: all.AppendTo(nil)}}
+	require.Zero(t, e.c.SyncGroup(context.Background(), sr).ErrorCode)
+	require.Zero(t, e.beat(hb848("new", joinEpoch, "t")).ErrorCode)
+	return joined.MemberID, joined.Generation, jr
+}
+
+// A classic member told to rejoin that keeps heartbeating but never
+// rejoins is removed after its rebalance timeout; its partitions go to
+// the consumer member.
+func TestConsumerGroupClassicMemberMustRejoin(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true})
+	id, gen, _ := upgradedGroup(t, e)
+	hr := kmsg.NewPtrHeartbeatRequest()
+	hr.Group, hr.MemberID, hr.Generation = "g", id, gen
+	codes := map[int16]bool{}
+	for range 4 {
+		codes[e.c.Heartbeat(hr).ErrorCode] = true
+		e.clock.Advance(4 * time.Second)
+	}
+	require.True(t, codes[kerr.RebalanceInProgress.Code])
+	require.Equal(t, kerr.UnknownMemberID.Code, e.c.Heartbeat(hr).ErrorCode)
+	d := describe848(e)
+	require.Len(t, d.Members, 1)
+	require.Equal(t, "new", d.Members[0].MemberID)
+	require.Len(t, d.Members[0].TargetAssignment.TopicPartitions[0].Partitions, 3)
+}

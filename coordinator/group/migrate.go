@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -203,6 +204,10 @@ func (c *Coordinator) classicJoin(g *group, j joining, r *kmsg.JoinGroupRequest)
 	} else if m.classic == nil {
 		return joinError(kerr.UnknownMemberID.Code, r.MemberID) // a consumer protocol member
 	}
+	if m.rejoinTimer != nil { // it rejoined
+		m.rejoinTimer.Stop()
+		m.rejoinTimer = nil
+	}
 	m.clientID, m.clientHost, m.rebalanceTimeout = j.clientID, j.clientHost, j.rebalance
 	if j.instanceID != "" {
 		m.instanceID = j.instanceID
@@ -316,9 +321,31 @@ func (c *Coordinator) classicHeartbeat(g *group, r *kmsg.HeartbeatRequest) int16
 	}
 	c.consumerHeartbeat(g, m.id)
 	if m.epoch < cg.epoch || m.state == memberUnrevoked || m.state == memberUnreleased && !cg.waitingOnUnreleased(m) {
+		c.armRejoin(g, m)
 		return kerr.RebalanceInProgress.Code
 	}
 	return 0
+}
+
+// armRejoin gives a classic member told to rejoin its rebalance timeout
+// to do so; one that does not is removed, as Kafka's join timeout does.
+func (c *Coordinator) armRejoin(g *group, m *cmember) {
+	if m.rejoinTimer != nil || c.opts.ReadOnly {
+		return
+	}
+	id := m.id
+	var t stopper
+	t = c.after(cmp.Or(m.rebalanceTimeout, c.opts.ConsumerSessionTimeout), func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.cg == nil || g.state == Dead {
+			return
+		}
+		if m := g.cg.members[id]; m != nil && m.rejoinTimer == t {
+			c.fenceConsumer(g, id, "a classic member did not rejoin within its rebalance timeout")
+		}
+	})
+	m.rejoinTimer = t
 }
 
 // waitingOnUnreleased says some partition of the member's target is still
