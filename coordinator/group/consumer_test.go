@@ -441,27 +441,10 @@ func TestConsumerGroupTypes(t *testing.T) {
 // classic again, rebalancing.
 func TestConsumerGroupUpgradeAndDowngrade(t *testing.T) {
 	e := newTestEnv(t, Options{NoInitialDelay: true})
-	sub := kmsg.NewConsumerMemberMetadata()
-	sub.Topics = []string{"t"}
-	s := &simMember{name: "solo"}
-	jr := s.joinRequest()
-	jr.Group, jr.Protocols[0].Metadata = "g", sub.AppendTo(nil)
-	first := e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
-	jr.MemberID = first.MemberID
-	joined := e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
-	require.Zero(t, joined.ErrorCode)
-	classicID, gen := joined.MemberID, joined.Generation
-	all := kmsg.NewConsumerMemberAssignment()
-	all.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: []int32{0, 1, 2}}}
-	sr := kmsg.NewPtrSyncGroupRequest()
-	sr.Group, sr.MemberID, sr.Generation = "g", classicID, gen
-	sr.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: classicID, MemberAssignment: all.AppendTo(nil)}}
-	require.Zero(t, e.c.SyncGroup(context.Background(), sr).ErrorCode)
-
-	// A member upgrades: the group is a consumer group, the classic member
-	// in it with its three partitions, which the new one waits for.
-	r := hb848("new", joinEpoch, "t")
-	resp := e.beat(r)
+	classicID, gen, jr := upgradedGroup(t, e)
+	// The new member is at the next epoch, waiting for the classic
+	// member's partitions.
+	resp := e.beat(hb848("new", gen+1))
 	require.Zero(t, resp.ErrorCode)
 	require.Equal(t, gen+1, resp.MemberEpoch)
 	require.Zero(t, count(resp.Assignment))
@@ -476,11 +459,12 @@ func TestConsumerGroupUpgradeAndDowngrade(t *testing.T) {
 
 	// It rejoins reporting no partitions owned (an eager consumer revoked
 	// them all), reaches the new epoch and syncs its share.
-	joined = e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
+	joined := e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
 	require.Zero(t, joined.ErrorCode)
 	require.Equal(t, gen+1, joined.Generation)
 	require.Empty(t, joined.LeaderID)
-	sr.Generation, sr.GroupAssignment = joined.Generation, nil
+	sr := kmsg.NewPtrSyncGroupRequest()
+	sr.Group, sr.MemberID, sr.Generation = "g", classicID, joined.Generation
 	synced := e.c.SyncGroup(context.Background(), sr)
 	require.Zero(t, synced.ErrorCode)
 	var as kmsg.ConsumerMemberAssignment
