@@ -8,6 +8,9 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // sarama, another independent client, produces (idempotently, acks=all)
@@ -113,5 +116,113 @@ func TestSaramaConsumerGroup(t *testing.T) {
 	got := consume(30)
 	for i := 90; i < 120; i++ {
 		require.True(t, got[fmt.Sprintf("v%d", i)], "v%d after the committed offsets", i)
+	}
+}
+
+// sarama's ConsumerGroup, on the classic protocol, in a group that a
+// franz-go consumer on the consumer protocol (KIP-848) joins: the group
+// migrates to a consumer group with sarama's member in it, assigned by the
+// coordinator through its JoinGroup and SyncGroup; the two share the
+// partitions, every record is consumed; when franz-go's member leaves,
+// sarama's gets every partition again in a classic group.
+func TestSaramaInMigratingGroup(t *testing.T) {
+	opts := groupOptions()
+	opts.Groups.ConsumerHeartbeatInterval = 100 * time.Millisecond
+	b, _, addr := testBroker(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "sm", 0, 300)
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	cfg.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	g, err := sarama.NewConsumerGroup([]string{addr}, "smg", cfg)
+	require.NoError(t, err)
+	h := saramaHandler{got: make(chan string, 1024), gens: make(chan map[string][]int32, 16)}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for cctx.Err() == nil {
+			if err := g.Consume(cctx, []string{"sm"}, h); err != nil && cctx.Err() == nil {
+				t.Errorf("sarama: %v", err)
+				return
+			}
+		}
+	}()
+	defer func() {
+		stop()
+		<-done
+		require.NoError(t, g.Close())
+	}()
+	require.Len(t, (<-h.gens)["sm"], 3, "sarama alone has every partition")
+	seen := map[string]bool{}
+	drain := func() {
+		for {
+			select {
+			case v := <-h.got:
+				seen[v] = true
+			default:
+				return
+			}
+		}
+	}
+	for len(seen) < 100 {
+		select {
+		case v := <-h.got:
+			seen[v] = true
+		case <-ctx.Done():
+			t.Fatal("sarama consumed nothing")
+		}
+	}
+
+	fg, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("smg"), kgo.ConsumeTopics("sm"), kgo.ServerSideBalancer(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.FetchMaxWait(50*time.Millisecond))
+	require.NoError(t, err)
+	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
+		r := kmsg.NewPtrConsumerGroupDescribeRequest()
+		r.Groups = []string{"smg"}
+		return b.groups.ConsumerGroupDescribe(r).Groups[0]
+	}
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		fg.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		pcancel()
+		drain()
+		require.NoError(t, ctx.Err(), "consumed %d", len(seen))
+		d := describe()
+		if d.ErrorCode != 0 || d.State != "Stable" || len(d.Members) != 2 {
+			continue
+		}
+		owned, types := map[int32]bool{}, map[int8]int{}
+		for _, m := range d.Members {
+			types[m.MemberType]++
+			for _, tp := range m.Assignment.TopicPartitions {
+				for _, p := range tp.Partitions {
+					require.False(t, owned[p], "partition %d owned twice", p)
+					owned[p] = true
+				}
+			}
+		}
+		if len(owned) == 3 && len(seen) == 300 {
+			require.Equal(t, map[int8]int{0: 1, 1: 1}, types, "sarama's classic member and franz-go's consumer member")
+			break
+		}
+	}
+	require.NoError(t, fg.CommitUncommittedOffsets(ctx))
+	fg.Close() // leaves: the group is classic again, and sarama's member gets every partition
+	for {
+		select {
+		case claims := <-h.gens:
+			if len(claims["sm"]) == 3 {
+				require.Equal(t, kerr.GroupIDNotFound.Code, describe().ErrorCode, "a classic group again")
+				return
+			}
+		case v := <-h.got:
+			seen[v] = true
+		case <-ctx.Done():
+			t.Fatal("sarama never got every partition back")
+		}
 	}
 }
