@@ -252,6 +252,7 @@ func (o *Options) ensureDefaults() {
 // Broker serves the Kafka protocol on a data directory's tablets.
 type Broker struct {
 	m       *tablet.Manager
+	dyn     *dynamicConfigs // the dynamic broker configs
 	opts    Options
 	pids    *producerIDs
 	metrics *metrics
@@ -322,6 +323,18 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The dynamic broker configs, over the static topic defaults, before
+	// anything (the coordinators' topics) is created.
+	dyn, err := openDynamicConfigs(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(dyn.cluster)+len(dyn.broker) > 0 {
+		eff, _ := dyn.effective(dyn.cluster, dyn.broker) // checked by the open
+		if err := m.SetDefaults(eff); err != nil {
+			opts.Logger.Warn("applying the dynamic broker configs to topics", "err", err)
+		}
+	}
 	var authz *auth.Authorizer
 	if opts.Authorizer {
 		authz = &auth.Authorizer{ACLs: acls, SuperUsers: opts.SuperUsers, AllowIfNoACL: opts.AllowEveryoneIfNoACL}
@@ -347,7 +360,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		groups.Close()
 		return nil, err
 	}
-	b := &Broker{m: m, opts: opts, pids: pids, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
+	b := &Broker{m: m, opts: opts, pids: pids, dyn: dyn, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
 		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}

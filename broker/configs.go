@@ -113,6 +113,10 @@ type describedConfig struct {
 	typ         kmsg.ConfigType
 	readOnly    bool
 	sensitive   bool // its value is not told (null), as Kafka hides passwords
+	// synonyms are the config's values by precedence (this broker's
+	// dynamic one, the cluster's, the static one) when more than one
+	// is set; none: just its own.
+	synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
 }
 
 // sortedConfigs sorts configs by name, as Kafka lists them.
@@ -136,9 +140,11 @@ func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
 		if t, ok := configTypes[k]; ok {
 			d.typ = t
 		}
-		switch {
+		switch src := b.dyn.source(k); {
 		case v != bv || c.IsSet(k):
 			d.source = kmsg.ConfigSourceDynamicTopicConfig
+		case src != 0: // a dynamic broker config's
+			d.source = src
 		case bv != kv:
 			d.source = kmsg.ConfigSourceStaticBrokerConfig
 		}
@@ -150,9 +156,20 @@ func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
 	return sortedConfigs(out)
 }
 
-// describeBrokerConfig lists the broker's own configs (all static).
-func (b *Broker) describeBrokerConfig() []describedConfig {
-	def := b.m.DefaultConfig()
+// describeBrokerConfig lists the broker's configs: with cluster, the
+// dynamic cluster-wide defaults (resource ""); else every one with its
+// value and source (this broker's dynamic value, the cluster's, the static
+// one), the topic defaults dynamic (not read-only), the others static.
+func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
+	if cluster {
+		var out []describedConfig
+		for _, name := range b.dyn.names(true) {
+			v, _ := b.dyn.valueAt(name, true)
+			out = append(out, describedConfig{name: name, value: v, source: kmsg.ConfigSourceDynamicDefaultBrokerConfig, typ: brokerConfigType(name)})
+		}
+		return out
+	}
+	def := b.dyn.static
 	get := func(k string) string { v, _ := def.Get(k); return v }
 	static := func(name, value string, typ kmsg.ConfigType) describedConfig {
 		return describedConfig{name: name, value: value, source: kmsg.ConfigSourceStaticBrokerConfig, typ: typ, readOnly: true}
@@ -184,6 +201,46 @@ func (b *Broker) describeBrokerConfig() []describedConfig {
 		static("connections.max.reauth.ms", strconv.FormatInt(b.opts.ReauthInterval.Milliseconds(), 10), kmsg.ConfigTypeLong),
 		static("authorizer.class.name", authorizerName, kmsg.ConfigTypeString),
 	}
+	// The topic defaults are dynamic: each one's value is the highest
+	// level's that sets it, its synonyms the levels below.
+	for _, name := range append(b.dyn.names(false), b.dyn.names(true)...) {
+		if !slices.ContainsFunc(out, func(d describedConfig) bool { return d.name == name }) {
+			syn, _ := tablet.BrokerSynonymOf(name)
+			v, _ := def.Get(syn.Topic)
+			if syn.Scale > 1 {
+				v = "" // the static value is the ms one's
+			}
+			out = append(out, static(name, v, brokerConfigType(name)))
+		}
+	}
+	for i := range out {
+		d := &out[i]
+		if _, ok := tablet.BrokerSynonymOf(d.name); !ok {
+			continue
+		}
+		d.readOnly = false
+		levels := []describedConfig{}
+		for _, lv := range []bool{false, true} {
+			if v, ok := b.dyn.valueAt(d.name, lv); ok {
+				src := kmsg.ConfigSourceDynamicBrokerConfig
+				if lv {
+					src = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+				}
+				levels = append(levels, describedConfig{name: d.name, value: v, source: src})
+			}
+		}
+		if d.value != "" {
+			levels = append(levels, *d) // the static one
+		}
+		if len(levels) > 0 {
+			d.value, d.source = levels[0].value, levels[0].source
+		}
+		for _, l := range levels {
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = l.name, kmsg.StringPtr(l.value), l.source
+			d.synonyms = append(d.synonyms, syn)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(b.opts.Configs)) {
 		if slices.ContainsFunc(out, func(d describedConfig) bool { return d.name == name }) {
 			continue // listed with its effective value
@@ -210,11 +267,12 @@ func (b *Broker) describeConfigs(_ context.Context, _ header, r *kmsg.DescribeCo
 			}
 			configs = b.describeTopicConfig(c)
 		case kmsg.ConfigResourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.opts.NodeID)) {
-				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("this broker is node %d", b.opts.NodeID)
+			cluster, code, msg := b.brokerLevel(rr.ResourceName)
+			if code != 0 {
+				sr.ErrorCode, sr.ErrorMessage = code, msg
 				break
 			}
-			configs = b.describeBrokerConfig()
+			configs = b.describeBrokerConfig(cluster)
 		default:
 			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("configs of resource type %s are not served", rr.ResourceType)
 		}
@@ -228,7 +286,9 @@ func (b *Broker) describeConfigs(_ context.Context, _ header, r *kmsg.DescribeCo
 			if d.sensitive {
 				c.Value = nil
 			}
-			if r.IncludeSynonyms {
+			if r.IncludeSynonyms && len(d.synonyms) > 0 {
+				c.ConfigSynonyms = d.synonyms
+			} else if r.IncludeSynonyms {
 				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 				syn.Name, syn.Value, syn.Source = d.name, c.Value, d.source
 				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
@@ -325,8 +385,8 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 	for _, rr := range r.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("only topic configs are altered here; the broker's are static")
+		if rr.ResourceType != kmsg.ConfigResourceTypeTopic && rr.ResourceType != kmsg.ConfigResourceTypeBroker {
+			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("configs of resource type %s are not altered here", rr.ResourceType)
 			resp.Resources = append(resp.Resources, sr)
 			continue
 		}
@@ -338,7 +398,7 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 			case kmsg.IncrementalAlterConfigOpDelete:
 				changes = append(changes, configChange{key: c.Name, reset: true})
 			case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-				if configTypes[c.Name] != kmsg.ConfigTypeList { // APPEND and SUBTRACT change a list item by item
+				if configTypes[c.Name] != kmsg.ConfigTypeList && brokerConfigType(c.Name) != kmsg.ConfigTypeList { // APPEND and SUBTRACT change a list item by item
 					// Kafka's words: the operation is for list configs.
 					sr.ErrorCode, sr.ErrorMessage = kerr.InvalidConfig.Code, errText("Config value %s is not allowed for config key: %s",
 						strings.ToLower(c.Op.String()), c.Name)
@@ -349,7 +409,11 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("%s: unknown operation %d", c.Name, c.Op)
 			}
 		}
-		if sr.ErrorCode == 0 {
+		switch {
+		case sr.ErrorCode != 0:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
+			sr.ErrorCode, sr.ErrorMessage = b.alterBrokerConfig(rr.ResourceName, changes, false, r.ValidateOnly)
+		default:
 			sr.ErrorCode, sr.ErrorMessage = b.alterTopicConfig(rr.ResourceName, changes, false, r.ValidateOnly)
 		}
 		resp.Resources = append(resp.Resources, sr)
@@ -362,16 +426,18 @@ func (b *Broker) alterConfigs(_ context.Context, _ header, r *kmsg.AlterConfigsR
 	for _, rr := range r.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("only topic configs are altered here; the broker's are static")
-			resp.Resources = append(resp.Resources, sr)
-			continue
-		}
 		changes := make([]configChange, 0, len(rr.Configs))
 		for _, c := range rr.Configs {
 			changes = append(changes, configChange{key: c.Name, value: c.Value})
 		}
-		sr.ErrorCode, sr.ErrorMessage = b.alterTopicConfig(rr.ResourceName, changes, true, r.ValidateOnly)
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			sr.ErrorCode, sr.ErrorMessage = b.alterTopicConfig(rr.ResourceName, changes, true, r.ValidateOnly)
+		case kmsg.ConfigResourceTypeBroker:
+			sr.ErrorCode, sr.ErrorMessage = b.alterBrokerConfig(rr.ResourceName, changes, true, r.ValidateOnly)
+		default:
+			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("configs of resource type %s are not altered here", rr.ResourceType)
+		}
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp

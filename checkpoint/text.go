@@ -32,6 +32,9 @@ const (
 	ScramCredentialsFile = "seglog-scram-credentials"
 	ACLFile              = "seglog-acls"
 	ClientQuotasFile     = "seglog-client-quotas"
+	// DynamicBrokerConfigFile is seglog's own: the dynamic broker configs
+	// (AlterConfigs on the BROKER resource), JSON; package broker keeps it.
+	DynamicBrokerConfigFile = "seglog-dynamic-broker-configs"
 	// version is the version of every offset and epoch checkpoint.
 	version = 0
 )

@@ -224,7 +224,7 @@ func Load(fsys vfs.FS, dataDir string, opts Options) (*Result, error) {
 // directory: only their temporary files are removed by recovery.
 var dataDirFiles = []string{checkpoint.MetaPropertiesFile, checkpoint.RecoveryPointFile, checkpoint.LogStartOffsetFile,
 	checkpoint.ReplicationOffsetFile, checkpoint.CleanerOffsetFile, checkpoint.CleanShutdownFile, checkpoint.ProducerIDBlockFile,
-	checkpoint.ScramCredentialsFile, checkpoint.ACLFile, checkpoint.ClientQuotasFile}
+	checkpoint.ScramCredentialsFile, checkpoint.ACLFile, checkpoint.ClientQuotasFile, checkpoint.DynamicBrokerConfigFile}
 
 // tabletFiles are the files besides segment files that seglog and Kafka
 // write in a tablet directory (seglog.properties is the tablet's config).

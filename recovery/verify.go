@@ -134,8 +134,9 @@ func Verify(fsys vfs.FS, dataDir string, opts VerifyOptions) (*VerifyReport, err
 			continue
 		case ".lock":
 			continue
-		case checkpoint.ScramCredentialsFile, checkpoint.ACLFile, checkpoint.ClientQuotasFile:
-			// The broker's security state (broker/auth checks it as it loads).
+		case checkpoint.ScramCredentialsFile, checkpoint.ACLFile, checkpoint.ClientQuotasFile, checkpoint.DynamicBrokerConfigFile:
+			// The broker's security state and dynamic configs (the broker
+			// checks them as it loads).
 			if data, err := vfs.ReadFile(fsys, path); err != nil {
 				problem(path, -1, "%v", err)
 			} else if !json.Valid(data) {

@@ -309,7 +309,10 @@ type Manager struct {
 	// replaced whole by a writer (under mu) once its change is on disk.
 	// Lookups take no lock and never wait for a tablet being created.
 	view atomic.Pointer[tabletView]
-	mu   struct {
+	// defaults is the configuration of tablets created without one:
+	// opts.Config, then what SetDefaults makes it.
+	defaults atomic.Pointer[Config]
+	mu       struct {
 		sync.Mutex
 		closed bool
 		// creating are the tablets being created (their directories
@@ -353,6 +356,7 @@ func OpenManager(fsys vfs.FS, dir string, opts ManagerOptions) (*Manager, error)
 		opts.Tablet.ReadOnly = true
 	}
 	m := &Manager{fsys: fsys, dir: dir, opts: opts, lock: lock, stop: make(chan struct{})}
+	m.defaults.Store(opts.Config)
 	m.view.Store(newTabletView())
 	m.mu.creating = map[checkpoint.TopicPartition]chan struct{}{}
 	m.mu.pendingIDs = map[string]*pendingID{}
@@ -514,7 +518,54 @@ func (m *Manager) FS() vfs.FS { return m.fsys }
 
 // DefaultConfig is the configuration of tablets created without one
 // (ManagerOptions.Config).
-func (m *Manager) DefaultConfig() Config { return *m.opts.Config }
+func (m *Manager) DefaultConfig() Config { return *m.defaults.Load() }
+
+// SetDefaults makes c the configuration of tablets created without one
+// (a broker's dynamic defaults) and moves every tablet that follows the
+// defaults with it: a key a tablet does not set itself (Config.IsSet) and
+// whose value is the old default's takes the new default's value (still
+// not set by the tablet). It returns the tablets' errors, joined; those
+// that failed keep their config.
+func (m *Manager) SetDefaults(c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	c = c.Defaults()
+	old := *m.defaults.Swap(&c)
+	var changed []string
+	for _, k := range ConfigKeys() {
+		ov, _ := old.Get(k)
+		if nv, _ := c.Get(k); nv != ov {
+			changed = append(changed, k)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, t := range m.Tablets() {
+		cfg, moved := t.Config(), false
+		for _, k := range changed {
+			ov, _ := old.Get(k)
+			if v, _ := cfg.Get(k); cfg.IsSet(k) || v != ov {
+				continue // the tablet's own
+			}
+			nv, _ := c.Get(k)
+			if err := cfg.Set(k, nv); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			cfg.Unset(k)
+			moved = true
+		}
+		if moved && cfg.Validate() == nil {
+			if err := t.SetConfig(cfg); err != nil {
+				errs = append(errs, fmt.Errorf("tablet: %s: %w", t.TopicPartition(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // TopicID returns a topic's id (its partitions' partition.metadata, read
 // when they were loaded or written when created); false if it has no
@@ -625,7 +676,7 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	if tp.Partition < 0 {
 		return nil, fmt.Errorf("tablet: negative partition %d", tp.Partition)
 	}
-	c := *m.opts.Config
+	c := m.DefaultConfig()
 	if cfg != nil {
 		c = *cfg
 	}

@@ -121,3 +121,43 @@ func TestConcurrentCreatesOfOneTablet(t *testing.T) {
 		require.Same(t, first, tb)
 	}
 }
+
+// SetDefaults moves the tablets that follow the defaults (a key they do
+// not set, at the old default's value) and no other; a tablet created
+// after takes the new defaults; a reopened tablet still follows them.
+func TestSetDefaults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	m, err := OpenManager(nil, dir, ManagerOptions{Tablet: Options{Logger: quiet}})
+	require.NoError(t, err)
+	follows, err := m.Create(checkpoint.TopicPartition{Topic: "follows"}, nil)
+	require.NoError(t, err)
+	own := m.DefaultConfig()
+	require.NoError(t, own.Set("retention.ms", "5000"))
+	mine, err := m.Create(checkpoint.TopicPartition{Topic: "own"}, &own)
+	require.NoError(t, err)
+
+	next := m.DefaultConfig()
+	require.NoError(t, next.Set("retention.ms", "60000"))
+	require.NoError(t, next.Set("segment.bytes", "1048576"))
+	require.NoError(t, m.SetDefaults(next))
+	require.Equal(t, int64(60000), follows.Config().RetentionMs)
+	require.False(t, follows.Config().IsSet("retention.ms"))
+	require.Equal(t, int64(5000), mine.Config().RetentionMs, "its own")
+	require.Equal(t, int64(1048576), mine.Config().SegmentBytes, "follows the key it does not set")
+	later, err := m.Create(checkpoint.TopicPartition{Topic: "later"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(60000), later.Config().RetentionMs)
+	require.NoError(t, m.Close())
+
+	m, err = OpenManager(nil, dir, ManagerOptions{Tablet: Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.SetDefaults(next)) // as a broker does at start
+	back := m.DefaultConfig()
+	require.NoError(t, m.SetDefaults(DefaultConfig()))
+	tb, _ := m.Get(checkpoint.TopicPartition{Topic: "follows"})
+	require.Equal(t, DefaultConfig().RetentionMs, tb.Config().RetentionMs, "back to the defaults")
+	tb, _ = m.Get(checkpoint.TopicPartition{Topic: "own"})
+	require.Equal(t, int64(5000), tb.Config().RetentionMs)
+	require.Equal(t, int64(60000), back.RetentionMs)
+}

@@ -18,10 +18,10 @@ func newConfigsCmd() *cobra.Command {
 		entityType      string
 		entityName      string
 		add, remove     []string
-		all             bool
+		all, defaults   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "configs --bootstrap-server H:P --entity-type topics|brokers --entity-name N (--describe [--all] | --alter [--add-config k=v,...] [--delete-config k,...])",
+		Use:   "configs --bootstrap-server H:P --entity-type topics|brokers (--entity-name N | --entity-default) (--describe [--all] | --alter [--add-config k=v,...] [--delete-config k,...])",
 		Short: "Describe and alter topic and broker configs on a running broker, like kafka-configs.sh",
 		Long: `configs describes and alters the configs of a topic or a broker, as
 kafka-configs.sh does (DescribeConfigs, IncrementalAlterConfigs), with
@@ -32,8 +32,13 @@ kafka-configs.sh does (DescribeConfigs, IncrementalAlterConfigs), with
   --alter      --add-config k=v,k=v sets them, --delete-config k,k returns
                them to their defaults; a bad one changes nothing
 
-A broker's configs are static (server.properties): they are described, and
-an alter of one is refused as Kafka refuses a read-only config.`,
+A broker's topic defaults (log.retention.ms, log.cleanup.policy,
+message.max.bytes, ...) are dynamic, as Kafka's: --alter of a broker
+(--entity-name its node id) or of every broker's default (--entity-default)
+changes them at once for every topic that does not set the config itself,
+and they are kept in the data directory. A broker's other configs are
+static (server.properties): an alter of one is refused, as Kafka refuses
+it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -43,14 +48,16 @@ an alter of one is refused as Kafka refuses a read-only config.`,
 				return errors.New("--bootstrap-server is required: configs asks a running broker")
 			case entityType != "topics" && entityType != "brokers" && entityType != "topic" && entityType != "broker":
 				return fmt.Errorf("--entity-type %q is not topics or brokers", entityType)
-			case entityName == "":
-				return errors.New("--entity-name is required")
+			case defaults && (entityName != "" || !strings.HasPrefix(entityType, "broker")):
+				return errors.New("--entity-default is every broker's: with --entity-type brokers, without --entity-name")
+			case entityName == "" && !defaults:
+				return errors.New("--entity-name (or, for brokers, --entity-default) is required")
 			case alter && len(add) == 0 && len(remove) == 0:
 				return errors.New("--alter needs --add-config or --delete-config")
 			}
 			broker := strings.HasPrefix(entityType, "broker")
 			var brokerID int32
-			if broker {
+			if broker && !defaults {
 				n, err := strconv.ParseInt(entityName, 10, 32)
 				if err != nil {
 					return fmt.Errorf("--entity-name %q: a broker is named by its node id", entityName)
@@ -65,9 +72,12 @@ an alter of one is refused as Kafka refuses a read-only config.`,
 			out := cmd.OutOrStdout()
 			if describe {
 				var rcs kadm.ResourceConfigs
-				if broker {
+				switch {
+				case defaults: // every broker's dynamic default
+					rcs, err = c.adm.DescribeBrokerConfigs(c.ctx)
+				case broker:
 					rcs, err = c.adm.DescribeBrokerConfigs(c.ctx, brokerID)
-				} else {
+				default:
 					rcs, err = c.adm.DescribeTopicConfigs(c.ctx, entityName)
 				}
 				if err != nil {
@@ -85,19 +95,32 @@ an alter of one is refused as Kafka refuses a read-only config.`,
 					if broker {
 						kind = "broker"
 					}
-					fmt.Fprintf(out, "%s for %s %s are:\n", what, kind, rc.Name)
+					if defaults {
+						fmt.Fprintln(out, "Default configs for brokers in the cluster are:")
+					} else {
+						fmt.Fprintf(out, "%s for %s %s are:\n", what, kind, rc.Name)
+					}
 					for _, cf := range rc.Configs {
-						if !all && cf.Source != kmsg.ConfigSourceDynamicTopicConfig && cf.Source != kmsg.ConfigSourceDynamicBrokerConfig {
+						dynamic := cf.Source == kmsg.ConfigSourceDynamicTopicConfig || cf.Source == kmsg.ConfigSourceDynamicBrokerConfig ||
+							cf.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig && defaults
+						if !all && !dynamic {
 							continue
 						}
-						v := "null"
-						if cf.Value != nil {
-							v = *cf.Value
+						shown := func(v *string) string {
+							if v == nil || cf.Sensitive {
+								return "null"
+							}
+							return *v
 						}
-						if cf.Sensitive {
-							v = "null"
+						// Kafka's synonyms: the value at each level, highest first.
+						syns := []string{fmt.Sprintf("%s:%s=%s", cf.Source, cf.Key, shown(cf.Value))}
+						if len(cf.Synonyms) > 0 {
+							syns = syns[:0]
+							for _, s := range cf.Synonyms {
+								syns = append(syns, fmt.Sprintf("%s:%s=%s", s.Source, s.Key, shown(s.Value)))
+							}
 						}
-						fmt.Fprintf(out, "  %s=%s sensitive=%t synonyms={%s:%s=%s}\n", cf.Key, v, cf.Sensitive, cf.Source, cf.Key, v)
+						fmt.Fprintf(out, "  %s=%s sensitive=%t synonyms={%s}\n", cf.Key, shown(cf.Value), cf.Sensitive, strings.Join(syns, ", "))
 					}
 				}
 				return nil
@@ -118,9 +141,12 @@ an alter of one is refused as Kafka refuses a read-only config.`,
 				}
 			}
 			var res kadm.AlterConfigsResponses
-			if broker {
+			switch {
+			case defaults:
+				res, err = c.adm.AlterBrokerConfigs(c.ctx, ops)
+			case broker:
 				res, err = c.adm.AlterBrokerConfigs(c.ctx, ops, brokerID)
-			} else {
+			default:
 				res, err = c.adm.AlterTopicConfigs(c.ctx, ops, entityName)
 			}
 			if err != nil {
@@ -135,7 +161,11 @@ an alter of one is refused as Kafka refuses a read-only config.`,
 					return fmt.Errorf("altering %s %s: %s", entityType, r.Name, msg)
 				}
 			}
-			fmt.Fprintf(out, "Completed updating config for %s %s.\n", strings.TrimSuffix(entityType, "s"), entityName)
+			if defaults {
+				fmt.Fprintln(out, "Completed updating default config for brokers in the cluster.")
+			} else {
+				fmt.Fprintf(out, "Completed updating config for %s %s.\n", strings.TrimSuffix(entityType, "s"), entityName)
+			}
 			return nil
 		},
 	}
@@ -146,6 +176,7 @@ an alter of one is refused as Kafka refuses a read-only config.`,
 	fl.BoolVar(&all, "all", false, "--describe: every config, not only those set")
 	fl.StringVar(&entityType, "entity-type", "", "topics or brokers")
 	fl.StringVar(&entityName, "entity-name", "", "the topic, or the broker's node id")
+	fl.BoolVar(&defaults, "entity-default", false, "with --entity-type brokers: every broker's dynamic default")
 	fl.StringArrayVar(&add, "add-config", nil, "k=v,k=v to set (repeatable)")
 	fl.StringArrayVar(&remove, "delete-config", nil, "k,k to return to their defaults (repeatable)")
 	return cmd

@@ -51,20 +51,15 @@ type serveConfig struct {
 }
 
 // topicDefault is a broker config that is the default of a topic config
-// (log.segment.bytes → segment.bytes), scaled (hours to ms) if scale > 1.
-func topicDefault(broker, topic string, scale int64) serveConfig {
-	return serveConfig{name: broker, doc: "the default " + topic, set: func(s *serveSettings, v string) error {
-		if scale > 1 {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				n *= scale
-			}
-			v = strconv.FormatInt(n, 10)
-		}
-		return s.topic.Set(topic, v)
+// (log.segment.bytes → segment.bytes), scaled (hours to ms) as
+// tablet.BrokerSynonyms says.
+func topicDefault(broker string) serveConfig {
+	syn, ok := tablet.BrokerSynonymOf(broker)
+	if !ok {
+		panic("serve: " + broker + " is not a topic default") // a programming error, at init
+	}
+	return serveConfig{name: broker, doc: "the default " + syn.Topic, set: func(s *serveSettings, v string) error {
+		return syn.SetFrom(&s.topic, v)
 	}}
 }
 
@@ -297,27 +292,27 @@ var serveConfigs = []serveConfig{
 	boolConfig("seglog.durable.acks", "answer every acks=-1 produce after the fsync that covers it (default false; the topic config of the same name does it per topic)", func(s *serveSettings, b bool) {
 		s.broker.DurableAcks = b
 	}),
-	topicDefault("log.segment.bytes", "segment.bytes", 1),
-	topicDefault("log.roll.ms", "segment.ms", 1),
-	topicDefault("log.roll.hours", "segment.ms", 3600_000),
-	topicDefault("log.roll.jitter.ms", "segment.jitter.ms", 1),
-	topicDefault("log.index.size.max.bytes", "segment.index.bytes", 1),
-	topicDefault("log.index.interval.bytes", "index.interval.bytes", 1),
-	topicDefault("log.retention.ms", "retention.ms", 1),
-	topicDefault("log.retention.minutes", "retention.ms", 60_000),
-	topicDefault("log.retention.hours", "retention.ms", 3600_000),
-	topicDefault("log.retention.bytes", "retention.bytes", 1),
-	topicDefault("log.flush.interval.messages", "flush.messages", 1),
-	topicDefault("log.flush.interval.ms", "flush.ms", 1),
-	topicDefault("message.max.bytes", "max.message.bytes", 1),
-	topicDefault("log.message.timestamp.type", "message.timestamp.type", 1),
-	topicDefault("log.preallocate", "preallocate", 1),
-	topicDefault("log.segment.delete.delay.ms", "file.delete.delay.ms", 1),
-	topicDefault("log.cleanup.policy", "cleanup.policy", 1),
-	topicDefault("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", 1),
-	topicDefault("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", 1),
-	topicDefault("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", 1),
-	topicDefault("log.cleaner.delete.retention.ms", "delete.retention.ms", 1),
+	topicDefault("log.segment.bytes"),
+	topicDefault("log.roll.ms"),
+	topicDefault("log.roll.hours"),
+	topicDefault("log.roll.jitter.ms"),
+	topicDefault("log.index.size.max.bytes"),
+	topicDefault("log.index.interval.bytes"),
+	topicDefault("log.retention.ms"),
+	topicDefault("log.retention.minutes"),
+	topicDefault("log.retention.hours"),
+	topicDefault("log.retention.bytes"),
+	topicDefault("log.flush.interval.messages"),
+	topicDefault("log.flush.interval.ms"),
+	topicDefault("message.max.bytes"),
+	topicDefault("log.message.timestamp.type"),
+	topicDefault("log.preallocate"),
+	topicDefault("log.segment.delete.delay.ms"),
+	topicDefault("log.cleanup.policy"),
+	topicDefault("log.cleaner.min.cleanable.ratio"),
+	topicDefault("log.cleaner.min.compaction.lag.ms"),
+	topicDefault("log.cleaner.max.compaction.lag.ms"),
+	topicDefault("log.cleaner.delete.retention.ms"),
 	boolConfig("log.cleaner.enable", "run the log cleaner of compacted topics (default true)", func(s *serveSettings, b bool) {
 		s.manager.Cleaner.Disable = !b
 	}),

@@ -80,8 +80,28 @@ func TestTopicsAndConfigsCommands(t *testing.T) {
 	require.Contains(t, out, "  num.partitions=1 sensitive=false")
 	require.Contains(t, out, "  connections.max.reauth.ms=600000 sensitive=false", "every config the broker was given")
 	require.Contains(t, out, "  listeners=PLAINTEXT://127.0.0.1:0 sensitive=false")
-	code, _, _ = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.partitions=3")
-	require.NotZero(t, code, "a broker's configs are static")
+	code, _, errOut = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "num.partitions=3")
+	require.NotZero(t, code, "num.partitions is static")
+	require.Contains(t, errOut, "Cannot update these configs dynamically")
+
+	// A dynamic topic default, every broker's, then this one's.
+	code, out, errOut = configs("--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "log.retention.ms=3600000")
+	require.Zero(t, code, errOut)
+	require.Equal(t, "Completed updating default config for brokers in the cluster.\n", out)
+	code, _, errOut = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.retention.ms=7200000,log.segment.bytes=1048576")
+	require.Zero(t, code, errOut)
+	code, out, _ = configs("--entity-type", "brokers", "--entity-default", "--describe")
+	require.Zero(t, code)
+	require.Equal(t, "Default configs for brokers in the cluster are:\n"+
+		"  log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}\n", out)
+	code, out, _ = configs("--entity-type", "brokers", "--entity-name", "0", "--describe")
+	require.Zero(t, code)
+	require.Contains(t, out, "  log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=7200000, "+
+		"DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000, STATIC_BROKER_CONFIG:log.retention.ms=604800000}\n")
+	code, out, _ = configs("--entity-type", "topics", "--entity-name", "orders", "--describe", "--all")
+	require.Zero(t, code)
+	require.Contains(t, out, "  retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}\n", "the topic's own")
+	require.Contains(t, out, "  segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:segment.bytes=1048576}\n", "the broker's")
 
 	code, out, errOut = topics("--delete", "--topic", "orders")
 	require.Zero(t, code, errOut)
