@@ -273,8 +273,8 @@ func TestAdminConfigs(t *testing.T) {
 	require.Equal(t, "2000000", valueOf(configOf(t, ctx, adm, "cfg", "max.message.bytes")))
 	require.Equal(t, "-1", valueOf(configOf(t, ctx, adm, "cfg", "retention.bytes")), "unnamed configs return to the defaults")
 
-	// The broker's configs are listed (and static).
-	brs, err := adm.DescribeBrokerConfigs(ctx)
+	// The broker's configs are listed (num.partitions static).
+	brs, err := adm.DescribeBrokerConfigs(ctx, 0)
 	require.NoError(t, err)
 	require.NoError(t, brs[0].Err)
 	found := map[string]string{}
@@ -472,7 +472,7 @@ func TestDescribeBrokerConfigsListsWhatWasSet(t *testing.T) {
 	_, _, addr := testBroker(t, Options{ReauthInterval: time.Minute,
 		Configs: map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "sasl.test.password": "hush"}})
 	adm, _, ctx := adminClient(t, addr)
-	brs, err := adm.DescribeBrokerConfigs(ctx)
+	brs, err := adm.DescribeBrokerConfigs(ctx, 0)
 	require.NoError(t, err)
 	require.NoError(t, brs[0].Err)
 	found := map[string]*kadm.Config{}
