@@ -165,7 +165,7 @@ func describe848(e *testEnv) kmsg.ConsumerGroupDescribeResponseGroup {
 // members settle, every subscribed partition is owned exactly once, the
 // counts are even, and the group is Stable.
 func TestConsumerGroupModel(t *testing.T) {
-	for seed := range uint64(12) {
+	for seed := range uint64(8) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 848))
 			e := newTestEnv(t, Options{ConsumerSessionTimeout: sessionMs * time.Millisecond})
