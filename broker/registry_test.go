@@ -111,7 +111,11 @@ var probes = map[int16]probe{
 		r.SubscribedTopicNames, r.Topics = []string{"secret"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		return r
 	}},
-	69: {req: func() kmsg.Request { r := kmsg.NewPtrConsumerGroupDescribeRequest(); r.Groups = []string{"g"}; return r }},
+	69: {req: func() kmsg.Request {
+		r := kmsg.NewPtrConsumerGroupDescribeRequest()
+		r.Groups = []string{"g"}
+		return r
+	}},
 	16: {req: func() kmsg.Request { return kmsg.NewPtrListGroupsRequest() }, listed: func(resp kmsg.Response) int {
 		return len(resp.(*kmsg.ListGroupsResponse).Groups)
 	}},
