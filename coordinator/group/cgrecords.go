@@ -54,33 +54,33 @@ type ConsumerRecord struct {
 	Value    bool
 
 	// 3
-	Epoch          int32 `json:"epoch"`
-	MetadataHash   int64 `json:"metadataHash"`
-	CreationTimeMs int64 `json:"creationTimeMs"`
+	Epoch          int32
+	MetadataHash   int64
+	CreationTimeMs int64
 	// 5
-	InstanceID           *string                `json:"instanceId"`
-	RackID               *string                `json:"rackId"`
-	ClientID             string                 `json:"clientId"`
-	ClientHost           string                 `json:"clientHost"`
-	SubscribedTopicNames []string               `json:"subscribedTopicNames"`
-	SubscribedTopicRegex *string                `json:"subscribedTopicRegex"`
-	RebalanceTimeoutMs   int32                  `json:"rebalanceTimeoutMs"`
-	ServerAssignor       *string                `json:"serverAssignor"`
-	Classic              *ClassicMemberMetadata `json:"classicMemberMetadata,omitempty"`
+	InstanceID           *string
+	RackID               *string
+	ClientID             string
+	ClientHost           string
+	SubscribedTopicNames []string
+	SubscribedTopicRegex *string
+	RebalanceTimeoutMs   int32
+	ServerAssignor       *string
+	Classic              *ClassicMemberMetadata
 	// 6
-	AssignmentEpoch int32 `json:"assignmentEpoch"`
+	AssignmentEpoch int32
 	// 7
-	TopicPartitions []TopicPartitions `json:"topicPartitions"`
+	TopicPartitions []TopicPartitions
 	// 8
-	MemberEpoch                 int32             `json:"memberEpoch"`
-	PreviousMemberEpoch         int32             `json:"previousMemberEpoch"`
-	State                       int8              `json:"state"`
-	AssignedPartitions          []TopicPartitions `json:"assignedPartitions"`
-	PartitionsPendingRevocation []TopicPartitions `json:"partitionsPendingRevocation"`
+	MemberEpoch                 int32
+	PreviousMemberEpoch         int32
+	State                       int8
+	AssignedPartitions          []TopicPartitions
+	PartitionsPendingRevocation []TopicPartitions
 	// 16
-	Topics    []string `json:"topics"`
-	Version   int64    `json:"version"`
-	Timestamp int64    `json:"timestamp"`
+	Topics    []string
+	Version   int64
+	Timestamp int64
 }
 
 // wire is an encoder of Kafka's primitive types.

@@ -86,7 +86,6 @@ type consumerGroup struct {
 	static                 map[string]string // instance id → member id
 	target                 map[string]assignment
 	regexes                map[string]regexTopics
-	assignor               string // the one the last target assignment used
 }
 
 func newConsumerGroup(now time.Time) *consumerGroup {
@@ -357,7 +356,7 @@ func (h *heartbeat) run() (*kerr.Error, string) {
 		h.c.assignTarget(cg)
 	}
 	if h.m != nil {
-		reconcile(cg, h.m, h.r.Topics, h.c.opts.clock.Now())
+		reconcile(cg, h.m, h.r.Topics)
 	}
 	return nil, ""
 }
@@ -479,7 +478,7 @@ func ownsAny(owned []kmsg.ConsumerGroupHeartbeatRequestTopic, a assignment) bool
 // takes away first revokes them (staying at its epoch); then it moves to
 // the target epoch with what it kept and every target partition nobody
 // else holds (waiting, UNRELEASED, for the rest).
-func reconcile(cg *consumerGroup, m *cmember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic, now time.Time) {
+func reconcile(cg *consumerGroup, m *cmember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) {
 	if m.epoch == staticLeaveEpoch {
 		return
 	}
@@ -562,7 +561,6 @@ func (c *Coordinator) assignTarget(cg *consumerGroup) {
 		}
 	}
 	cg.target = assignors[name](in)
-	cg.assignor = name
 	cg.assignmentEpoch = cg.epoch
 }
 
@@ -652,7 +650,7 @@ func (c *Coordinator) commitConsumer(g *group, cur, next *consumerGroup, extra [
 		}
 	}
 	g.cg = next
-	g.protocolType, g.protocol = "consumer", next.assignor
+	g.protocolType, g.protocol = "consumer", c.assignorOf(next)
 	state := Stable
 	if len(next.members) == 0 {
 		state = Empty
@@ -787,7 +785,7 @@ func (c *Coordinator) validateConsumerCommit(cg *consumerGroup, memberID string,
 	return 0, stale
 }
 
-// validateConsumerFetch checks an OffsetFetch v9+ that names a member of a
+// validateFetch checks an OffsetFetch v9+ that names a member of a
 // consumer group: it must be one, at its epoch.
 func (cg *consumerGroup) validateFetch(memberID string, epoch int32) int16 {
 	m := cg.members[memberID]

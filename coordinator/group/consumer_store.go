@@ -224,8 +224,7 @@ func (c *Coordinator) loadConsumer(g *group, cg *consumerGroup) {
 			delete(cg.members, id) // left only an empty current assignment behind
 		}
 	}
-	cg.assignor = c.assignorOf(cg)
-	g.cg, g.protocolType, g.protocol = cg, "consumer", cg.assignor
+	g.cg, g.protocolType, g.protocol = cg, "consumer", c.assignorOf(cg)
 	g.state = Empty
 	if len(cg.members) > 0 {
 		g.state = Stable

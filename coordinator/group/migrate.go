@@ -234,7 +234,7 @@ func (c *Coordinator) classicJoin(g *group, j joining, r *kmsg.JoinGroupRequest)
 	for _, o := range sub.OwnedPartitions {
 		named[o.Topic] = append(named[o.Topic], o.Partitions...)
 	}
-	reconcile(next, m, c.owned(named), c.opts.clock.Now())
+	reconcile(next, m, c.owned(named))
 	if err := c.commitConsumer(g, cur, next, nil); err != nil {
 		c.opts.Logger.Error("storing a consumer group", "group", g.id, "err", err)
 		return joinError(storeErrorCode(err), r.MemberID)
@@ -360,10 +360,9 @@ func (cg *consumerGroup) waitingOnUnreleased(m *cmember) bool {
 	return false
 }
 
-// classicLeave takes classic members out of a consumer group; the
-// group gets a new epoch (and becomes classic again when only classic
-// members are left... which it already is: a downgrade happens when a
-// consumer protocol member leaves).
+// classicLeave takes classic members out of a consumer group, which gets
+// a new epoch and target. (A downgrade follows a consumer protocol
+// member's leave, not a classic one's.)
 func (c *Coordinator) classicLeave(g *group, r *kmsg.LeaveGroupRequest, leaving []kmsg.LeaveGroupRequestMember) *kmsg.LeaveGroupResponse {
 	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
 	cur := g.cg
