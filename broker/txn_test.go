@@ -196,17 +196,7 @@ func TestTransactionsV2(t *testing.T) {
 	require.Contains(t, avResp.FinalizedFeatures, kmsg.ApiVersionsResponseFinalizedFeature{Name: "transaction.version", MinVersionLevel: 2, MaxVersionLevel: 2})
 	require.Contains(t, avResp.FinalizedFeatures, kmsg.ApiVersionsResponseFinalizedFeature{Name: "group.version", MinVersionLevel: 1, MaxVersionLevel: 1})
 
-	// A transaction needs its coordinator: FindCoordinator creates it.
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorKey, fc.CoordinatorType = "tx", 1
-	c.do(fc, 3, kmsg.NewPtrFindCoordinatorResponse())
-	ip := kmsg.NewPtrInitProducerIDRequest()
-	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr("tx"), 60000
-	ip.ProducerID, ip.ProducerEpoch = -1, -1
-	ipResp := kmsg.NewPtrInitProducerIDResponse()
-	c.do(ip, 5, ipResp)
-	require.Zero(t, ipResp.ErrorCode)
-	pid, epoch := ipResp.ProducerID, ipResp.ProducerEpoch
+	pid, epoch := initTxn(t, c)
 
 	produce := func(v int16, p int32, e int16, seq int32) int16 {
 		bl := record.NewBuilder(record.None)
@@ -296,20 +286,12 @@ func TestAddPartitionsToTxnBatched(t *testing.T) {
 		require.NoError(t, err)
 	}
 	c := dialRaw(t, addr)
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorKey, fc.CoordinatorType = "tx", 1
-	c.do(fc, 3, kmsg.NewPtrFindCoordinatorResponse())
-	ip := kmsg.NewPtrInitProducerIDRequest()
-	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr("tx"), 60000
-	ip.ProducerID, ip.ProducerEpoch = -1, -1
-	ipResp := kmsg.NewPtrInitProducerIDResponse()
-	c.do(ip, 5, ipResp)
-	require.Zero(t, ipResp.ErrorCode)
+	pid, epoch := initTxn(t, c)
 
 	batch := func(v int16, verify bool, parts ...int32) *kmsg.AddPartitionsToTxnResponse {
 		r := kmsg.NewPtrAddPartitionsToTxnRequest()
-		r.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "tx", ProducerID: ipResp.ProducerID,
-			ProducerEpoch: ipResp.ProducerEpoch, VerifyOnly: verify,
+		r.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "tx", ProducerID: pid,
+			ProducerEpoch: epoch, VerifyOnly: verify,
 			Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "tb", Partitions: parts}}}}
 		resp := kmsg.NewPtrAddPartitionsToTxnResponse()
 		c.do(r, v, resp)
@@ -328,4 +310,20 @@ func TestAddPartitionsToTxnBatched(t *testing.T) {
 	require.Equal(t, []int16{0}, codes(batch(4, false, 0)))
 	require.Equal(t, []int16{0, kerr.InvalidTxnState.Code}, codes(batch(5, true, 0, 1)))
 	// Without ClusterAction it is refused whole: TestRegistryRefusesWithoutACLs.
+}
+
+// initTxn gives transactional id "tx" its producer id and epoch
+// (InitProducerId v5), after FindCoordinator creates its coordinator.
+func initTxn(t *testing.T, c *rawConn) (int64, int16) {
+	t.Helper()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorType = "tx", 1
+	c.do(fc, 3, kmsg.NewPtrFindCoordinatorResponse())
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr("tx"), 60000
+	ip.ProducerID, ip.ProducerEpoch = -1, -1
+	ipResp := kmsg.NewPtrInitProducerIDResponse()
+	c.do(ip, 5, ipResp)
+	require.Zero(t, ipResp.ErrorCode)
+	return ipResp.ProducerID, ipResp.ProducerEpoch
 }
