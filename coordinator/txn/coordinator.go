@@ -192,9 +192,11 @@ func (c *Coordinator) load() error {
 				return true
 			}
 			v := d.Value
-			c.txns[d.TransactionalID] = &txnMeta{id: d.TransactionalID, partition: int32(p), pid: v.ProducerID, epoch: v.ProducerEpoch,
+			t := &txnMeta{id: d.TransactionalID, partition: int32(p), pid: v.ProducerID, epoch: v.ProducerEpoch,
 				timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: v.State, parts: partitionsOf(v),
 				start: v.StartTimestamp, updated: v.LastUpdateTimestamp, prevEpoch: -1}
+			t.prevPID, t.prevEpoch = previous(v)
+			c.txns[d.TransactionalID] = t
 			return true
 		})
 		if derr != nil {
@@ -509,6 +511,20 @@ func (c *Coordinator) retried(r *kmsg.EndTxnRequest) (int64, int16, bool) {
 	return r.ProducerID, r.ProducerEpoch, false
 }
 
+// previous returns the producer id and epoch a transactions-v2 EndTxn
+// moved a producer from, as value stored them (epoch -1: none).
+func previous(v *kmsg.TxnMetadataValue) (int64, int16) {
+	switch {
+	case v.ClientTransactionVersion < 2:
+		return -1, -1
+	case v.PreviousProducerID >= 0 && v.PreviousProducerID != v.ProducerID:
+		return v.PreviousProducerID, math.MaxInt16 - 2 // endV2 moves to a new id after that epoch
+	case v.ProducerEpoch > 0:
+		return v.ProducerID, v.ProducerEpoch - 1
+	}
+	return -1, -1
+}
+
 // ended reports that t's last transaction ended with that outcome.
 func (t *txnMeta) ended(commit bool) bool {
 	return t.state == kmsg.TransactionStateCompleteCommit && commit || t.state == kmsg.TransactionStateCompleteAbort && !commit
@@ -519,15 +535,15 @@ func (t *txnMeta) ended(commit bool) bool {
 // no epoch is left after it the producer gets a new id once the
 // transaction is complete.
 func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
-	prevEpoch, prevPID, prevState := t.epoch, t.pid, t.state
-	t.epoch++ // below MaxInt16: InitProducerId and endV2 move to a new id before it
+	epoch, prevPID, prevEpoch, state := t.epoch, t.prevPID, t.prevEpoch, t.state
+	t.prevPID, t.prevEpoch = t.pid, t.epoch // logged with the new state: a retry is known after a restart
+	t.epoch++                                // below MaxInt16: InitProducerId and endV2 move to a new id before it
 	if err := c.end(t, commit); err != nil {
-		if t.state == prevState { // nothing logged: as it was
-			t.epoch = prevEpoch
+		if t.state == state { // nothing logged: as it was
+			t.epoch, t.prevPID, t.prevEpoch = epoch, prevPID, prevEpoch
 		}
 		return err
 	}
-	t.prevPID, t.prevEpoch = prevPID, prevEpoch
 	if t.epoch == math.MaxInt16-1 {
 		if err := c.newProducerID(t); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/record"
@@ -133,4 +134,71 @@ func TestEndTxnV2RunsOutOfEpochs(t *testing.T) {
 	require.Zero(t, retry.ErrorCode, "a retry of the EndTxn")
 	require.Equal(t, resp.ProducerID, retry.ProducerID)
 	require.Equal(t, int16(0), retry.ProducerEpoch)
+}
+
+// A retry of a transactions-v2 EndTxn is recognised after a restart too:
+// the records of its end carry ClientTransactionVersion 2 (and
+// PreviousProducerId once the producer moved to a new id), so the retry
+// at the epoch before gets the answer it missed, also across a new
+// producer id; once InitProducerId has fenced the producer, the same
+// retry is fenced.
+func TestEndTxnV2RetryAfterRestart(t *testing.T) {
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	fsys := vfs.NewMem()
+	m := openManager(t, fsys)
+	opts := testOptions(&now) // one producer id counter across the restarts
+	c, err := New(m, opts)
+	require.NoError(t, err)
+	restart := func() {
+		c.Close()
+		require.NoError(t, m.Close())
+		m = openManager(t, fsys)
+		c, err = New(m, opts)
+		require.NoError(t, err)
+	}
+	defer func() { c.Close(); m.Close() }()
+	pid, epoch := openTxn(t, m, c)
+	end := kmsg.NewPtrEndTxnRequest()
+	end.SetVersion(5)
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "t", pid, epoch, true
+	resp := c.EndTxn(end)
+	require.Zero(t, resp.ErrorCode)
+	require.Equal(t, epoch+1, resp.ProducerEpoch)
+
+	restart()
+	retry := c.EndTxn(end)
+	require.Zero(t, retry.ErrorCode, "a retry after a restart: %s", kerr.ErrorForCode(retry.ErrorCode))
+	require.Equal(t, pid, retry.ProducerID)
+	require.Equal(t, epoch+1, retry.ProducerEpoch)
+	end.Commit = false
+	require.NotZero(t, c.EndTxn(end).ErrorCode, "an abort is no retry of a commit")
+	end.Commit = true
+
+	// The next transaction ends at the last epoch: a new producer id.
+	tx := c.txns["t"]
+	tx.mu.Lock()
+	tx.epoch = math.MaxInt16 - 2
+	tx.mu.Unlock()
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "t", pid, math.MaxInt16-2
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "a", Partitions: []int32{0}}}
+	require.Zero(t, c.AddPartitionsToTxn(add).Topics[0].Partitions[0].ErrorCode)
+	end.ProducerEpoch = math.MaxInt16 - 2
+	resp = c.EndTxn(end)
+	require.Zero(t, resp.ErrorCode)
+	require.NotEqual(t, pid, resp.ProducerID)
+	restart()
+	retry = c.EndTxn(end)
+	require.Zero(t, retry.ErrorCode, "a retry across the new id after a restart: %s", kerr.ErrorForCode(retry.ErrorCode))
+	require.Equal(t, resp.ProducerID, retry.ProducerID)
+	require.Equal(t, int16(0), retry.ProducerEpoch)
+
+	// InitProducerId fences the producer: the retry is refused from then on.
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr("t"), 60_000
+	require.Zero(t, c.InitProducerID(init).ErrorCode)
+	restart()
+	end.ProducerID, end.ProducerEpoch = pid, math.MaxInt16-2
+	require.NotZero(t, c.EndTxn(end).ErrorCode, "a retry from before the fence")
 }

@@ -19,11 +19,21 @@ func key(id string) []byte {
 	return k.AppendTo(nil)
 }
 
-// value encodes a transaction's state (TransactionLogValue v0), as Kafka
-// writes it: the partitions only while the transaction holds them.
+// value encodes a transaction's state as Kafka writes it: the partitions
+// only while the transaction holds them. After a transactions-v2 EndTxn it
+// is TransactionLogValue v1, whose tagged fields carry what a retry of
+// that EndTxn is recognised by after a restart: ClientTransactionVersion 2
+// (the epoch before is the current one less one) and PreviousProducerId
+// when the producer moved to a new id; v0 otherwise.
 func (t *txnMeta) value() []byte {
 	v := kmsg.NewTxnMetadataValue()
 	v.Version = 0
+	if t.prevEpoch >= 0 {
+		v.Version, v.ClientTransactionVersion = 1, 2
+		if t.prevPID != t.pid {
+			v.PreviousProducerID = t.prevPID
+		}
+	}
 	v.ProducerID, v.ProducerEpoch = t.pid, t.epoch
 	v.TimeoutMillis = int32(t.timeout.Milliseconds())
 	v.State = t.state
