@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -287,4 +288,55 @@ func TestGroupMigratesBetweenProtocols(t *testing.T) {
 		again += n - 1
 	}
 	t.Logf("600 records, %d consumed again after a refused commit", again)
+}
+
+// With the authorizer on, a consumer group's topics are checked as on
+// Kafka 4.1: a heartbeat subscribing to a topic the member may not
+// describe is TOPIC_AUTHORIZATION_FAILED (and joins nothing), and
+// ConsumerGroupDescribe of a group using such a topic is
+// TOPIC_AUTHORIZATION_FAILED with no members shown, while a principal
+// allowed the topics sees the group.
+func TestConsumerGroupTopicAuthorization(t *testing.T) {
+	opts := groupOptions()
+	opts.Authorizer, opts.SuperUsers = true, []string{"User:admin"}
+	b, m, _ := testBroker(t, opts)
+	for _, topic := range []string{"open", "secret"} {
+		_, err := m.Create(checkpoint.TopicPartition{Topic: topic}, nil)
+		require.NoError(t, err)
+	}
+	acls := kmsg.NewPtrCreateACLsRequest()
+	for _, c := range []struct {
+		rt   kmsg.ACLResourceType
+		name string
+	}{{kmsg.ACLResourceTypeGroup, "g"}, {kmsg.ACLResourceTypeTopic, "open"}} {
+		acls.Creations = append(acls.Creations, kmsg.CreateACLsRequestCreation{ResourceType: c.rt, ResourceName: c.name,
+			ResourcePatternType: kmsg.ACLResourcePatternTypeLiteral, Principal: "User:bob", Host: "*",
+			Operation: kmsg.ACLOperationAll, PermissionType: kmsg.ACLPermissionTypeAllow})
+	}
+	for _, r := range handleAs(t, b, "User:admin", acls, 3).(*kmsg.CreateACLsResponse).Results {
+		require.Zero(t, r.ErrorCode)
+	}
+	heartbeat := func(principal string, topics ...string) *kmsg.ConsumerGroupHeartbeatResponse {
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = "g", "m-"+principal, 0, 30_000
+		hb.SubscribedTopicNames, hb.Topics = topics, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return handleAs(t, b, principal, hb, 1).(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	refused := heartbeat("User:bob", "open", "secret")
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, refused.ErrorCode)
+	require.Contains(t, *refused.ErrorMessage, "secret")
+	require.Zero(t, heartbeat("User:bob", "open").ErrorCode, "bob's topics only")
+	require.Zero(t, heartbeat("User:admin", "open", "secret").ErrorCode, "admin's member subscribes to both")
+
+	describe := func(principal string) kmsg.ConsumerGroupDescribeResponseGroup {
+		d := kmsg.NewPtrConsumerGroupDescribeRequest()
+		d.Groups = []string{"g"}
+		return handleAs(t, b, principal, d, 1).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	}
+	g := describe("User:bob")
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, g.ErrorCode, "the group uses secret")
+	require.Empty(t, g.Members)
+	g = describe("User:admin")
+	require.Zero(t, g.ErrorCode)
+	require.Len(t, g.Members, 2)
 }

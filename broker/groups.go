@@ -2,8 +2,10 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,14 +85,32 @@ func (b *Broker) groupClient(h header) group.Client {
 	return cl
 }
 
-// authorizeConsumerGroupHeartbeat: Read on the group.
+// authorizeConsumerGroupHeartbeat: Read on the group, and Describe on
+// every topic it subscribes to by name (Kafka 4.1's check: a member may
+// not learn the partitions of a topic it may not describe).
 func (b *Broker) authorizeConsumerGroupHeartbeat(h header, r *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, func(kmsg.Response)) {
+	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	if !b.may(h, opRead, resGroup, r.Group) {
-		resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 		resp.ErrorCode = groupErr
 		return resp, nil
 	}
+	if denied := b.undescribable(h, r.SubscribedTopicNames); len(denied) > 0 {
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("The group subscribes to topics the client may not describe: %s", strings.Join(denied, ", ")))
+		return resp, nil
+	}
 	return nil, nil
+}
+
+// undescribable returns the topics among names h may not describe.
+func (b *Broker) undescribable(h header, names []string) []string {
+	var denied []string
+	for _, t := range names {
+		if !b.may(h, opDescribe, resTopic, t) {
+			denied = append(denied, t)
+		}
+	}
+	return denied
 }
 
 // authorizeConsumerGroupDescribe: Describe on each group.
@@ -109,14 +129,46 @@ func (b *Broker) authorizeConsumerGroupDescribe(h header, r *kmsg.ConsumerGroupD
 }
 
 // consumerGroupDescribe describes consumer groups, with their
-// AuthorizedOperations when asked for.
+// AuthorizedOperations when asked for. A group using a topic (subscribed
+// to by a member, or assigned) the client may not describe is
+// TOPIC_AUTHORIZATION_FAILED, its members not shown, as on Kafka 4.1.
 func (b *Broker) consumerGroupDescribe(_ context.Context, h header, r *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
 	resp := b.groups.ConsumerGroupDescribe(r)
 	for i := range resp.Groups {
 		g := &resp.Groups[i]
+		if g.ErrorCode == 0 && b.authz != nil && len(b.undescribable(h, topicsOfDescribed(g))) > 0 {
+			*g = kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = resp.Groups[i].Group, kerr.TopicAuthorizationFailed.Code
+			g.ErrorMessage = kmsg.StringPtr("The described group uses topics that the client is not authorized to describe.")
+			continue
+		}
 		g.AuthorizedOperations = b.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
 	}
 	return resp
+}
+
+// topicsOfDescribed is every topic a described consumer group's members
+// subscribe to by name or are assigned (now or in the target).
+func topicsOfDescribed(g *kmsg.ConsumerGroupDescribeResponseGroup) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(t string) {
+		if t != "" && !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	for _, m := range g.Members {
+		for _, t := range m.SubscribedTopics {
+			add(t)
+		}
+		for _, a := range [][]kmsg.AssignmentTopicPartition{m.Assignment.TopicPartitions, m.TargetAssignment.TopicPartitions} {
+			for _, t := range a {
+				add(t.Topic)
+			}
+		}
+	}
+	return out
 }
 
 // offsetCommitTopicIDs names the topics of an OffsetCommit v10+, which
