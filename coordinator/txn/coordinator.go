@@ -537,7 +537,7 @@ func (t *txnMeta) ended(commit bool) bool {
 func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
 	epoch, prevPID, prevEpoch, state := t.epoch, t.prevPID, t.prevEpoch, t.state
 	t.prevPID, t.prevEpoch = t.pid, t.epoch // logged with the new state: a retry is known after a restart
-	t.epoch++                                // below MaxInt16: InitProducerId and endV2 move to a new id before it
+	t.epoch++                               // below MaxInt16: InitProducerId and endV2 move to a new id before it
 	if err := c.end(t, commit); err != nil {
 		if t.state == state { // nothing logged: as it was
 			t.epoch, t.prevPID, t.prevEpoch = epoch, prevPID, prevEpoch
