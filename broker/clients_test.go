@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
@@ -31,17 +35,26 @@ func tool(t *testing.T, name string) string {
 // broker at args[0] (and the script's other arguments), requiring it to end well and print "ok", or skips saying
 // why it cannot.
 func kafkajs(t *testing.T) func(script string, args ...string) string {
+	node := kafkajsNode(t)
+	return func(script string, args ...string) string {
+		t.Helper()
+		out, err := node(script, args...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "ok\n")
+		return string(out)
+	}
+}
+
+// kafkajsNode returns what makes the command running a script of
+// testdata/kafkajs with node, or skips saying why it cannot.
+func kafkajsNode(t *testing.T) func(script string, args ...string) *exec.Cmd {
 	node := tool(t, "node")
 	dir := filepath.Join("testdata", "kafkajs")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
 		t.Skipf("kafkajs is not installed (make test runs npm ci in %s): %v", dir, err)
 	}
-	return func(script string, args ...string) string {
-		t.Helper()
-		out, err := exec.Command(node, append([]string{filepath.Join(dir, script)}, args...)...).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		require.Contains(t, string(out), "ok\n")
-		return string(out)
+	return func(script string, args ...string) *exec.Cmd {
+		return exec.Command(node, append([]string{filepath.Join(dir, script)}, args...)...)
 	}
 }
 
@@ -196,6 +209,96 @@ func TestKafkajsConsumerGroup(t *testing.T) {
 	_, _, addr := testBroker(t, groupOptions())
 	out := runJS("group.js", addr)
 	require.Contains(t, out, `"consumed":300`)
+}
+
+// kafkajs, which has only the classic protocol, in a group that a
+// franz-go consumer on the consumer protocol (KIP-848) joins
+// (testdata/kafkajs/migrate.js): the group migrates with kafkajs's member
+// in it, the two share the partitions and consume every record; when
+// franz-go's member leaves, kafkajs's gets every partition back in a
+// classic group.
+func TestKafkajsInMigratingGroup(t *testing.T) {
+	node := kafkajsNode(t)
+	opts := groupOptions()
+	opts.Groups.ConsumerHeartbeatInterval = 100 * time.Millisecond
+	b, _, addr := testBroker(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	produceN(t, ctx, addr, "jm", 0, 300, kgo.ProducerBatchCompression(kgo.NoCompression())) // (kafkajs has no snappy)
+	cmd := node("migrate.js", addr, "jm", "jmg")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	defer func() { // (the process ends when its stdin closes, or with the test's context)
+		stdin.Close()
+		if cmd.ProcessState == nil && ctx.Err() != nil {
+			cmd.Process.Kill()
+		}
+	}()
+	seen := map[string]bool{}
+	// line handles one line of kafkajs's and reports whether it was an
+	// assignment of every partition.
+	line := func(l string) bool {
+		if v, ok := strings.CutPrefix(l, "record "); ok {
+			seen[v] = true
+		}
+		require.NotContains(t, l, "crash", "kafkajs: %s", stderr.String())
+		return l == "join [0,1,2]"
+	}
+	untilAll := func(why string) {
+		for {
+			select {
+			case l, ok := <-lines:
+				require.True(t, ok, "kafkajs ended: %s", stderr.String())
+				if line(l) {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("%s: %s", why, stderr.String())
+			}
+		}
+	}
+	untilAll("kafkajs never had every partition")
+
+	fg, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("jmg"), kgo.ConsumeTopics("jm"), kgo.ServerSideBalancer(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.FetchMaxWait(50*time.Millisecond))
+	require.NoError(t, err)
+	untilShared(t, ctx, b, "jmg", func() {
+		pctx, pcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		fg.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		pcancel()
+		for drained := false; !drained; {
+			select {
+			case l := <-lines:
+				line(l)
+			default:
+				drained = true
+			}
+		}
+	}, map[int8]int{0: 1, 1: 1}, 3, func() bool { return len(seen) == 300 })
+	require.NoError(t, fg.CommitUncommittedOffsets(ctx))
+	fg.Close() // leaves: the group is classic again, and kafkajs's member gets every partition
+	untilAll("kafkajs never got every partition back")
+	require.Equal(t, kerr.GroupIDNotFound.Code, describeConsumerGroup(b, "jmg").ErrorCode, "a classic group again")
+	require.NoError(t, stdin.Close())
+	var rest []string
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	require.NoError(t, cmd.Wait(), "%s", stderr.String())
+	require.Contains(t, rest, "ok")
 }
 
 // kcat -G (librdkafka's balanced consumer) reads a topic and commits; after

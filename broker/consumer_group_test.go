@@ -230,40 +230,15 @@ func TestGroupMigratesBetweenProtocols(t *testing.T) {
 		}
 		require.NoError(t, ctx.Err())
 	}
-	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
-		r := kmsg.NewPtrConsumerGroupDescribeRequest()
-		r.Groups = []string{"mg"}
-		return b.groups.ConsumerGroupDescribe(r).Groups[0]
-	}
 	add()
 	add()
 	for len(seen) < 100 {
 		poll()
 	}
-	require.Equal(t, kerr.GroupIDNotFound.Code, describe().ErrorCode, "classic so far")
+	require.Equal(t, kerr.GroupIDNotFound.Code, describeConsumerGroup(b, "mg").ErrorCode, "classic so far")
 
 	upgraded := add(kgo.ServerSideBalancer())
-	for {
-		poll()
-		d := describe()
-		if d.ErrorCode == 0 && d.State == "Stable" && len(d.Members) == 3 {
-			types := map[int8]int{}
-			owned := map[int32]bool{}
-			for _, m := range d.Members {
-				types[m.MemberType]++
-				for _, tp := range m.Assignment.TopicPartitions {
-					for _, p := range tp.Partitions {
-						require.False(t, owned[p], "partition %d owned twice", p)
-						owned[p] = true
-					}
-				}
-			}
-			require.Equal(t, map[int8]int{0: 2, 1: 1}, types, "two classic members, one consumer member")
-			if len(owned) == 6 {
-				break
-			}
-		}
-	}
+	untilShared(t, ctx, b, "mg", poll, map[int8]int{0: 2, 1: 1}, 6, func() bool { return true })
 	for len(seen) < 400 {
 		poll()
 	}
@@ -274,7 +249,7 @@ func TestGroupMigratesBetweenProtocols(t *testing.T) {
 	for len(seen) < 600 {
 		poll()
 	}
-	require.Equal(t, kerr.GroupIDNotFound.Code, describe().ErrorCode, "classic again")
+	require.Equal(t, kerr.GroupIDNotFound.Code, describeConsumerGroup(b, "mg").ErrorCode, "classic again")
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Groups = []string{"mg"}
 	for {
@@ -339,4 +314,44 @@ func TestConsumerGroupTopicAuthorization(t *testing.T) {
 	g = describe("User:admin")
 	require.Zero(t, g.ErrorCode)
 	require.Len(t, g.Members, 2)
+}
+
+// describeConsumerGroup is group as ConsumerGroupDescribe shows it.
+func describeConsumerGroup(b *Broker, group string) kmsg.ConsumerGroupDescribeResponseGroup {
+	r := kmsg.NewPtrConsumerGroupDescribeRequest()
+	r.Groups = []string{group}
+	return b.groups.ConsumerGroupDescribe(r).Groups[0]
+}
+
+// untilShared calls poll (which consumes for a moment) until a migrated
+// group is stable with members of the types given (0 classic, 1
+// consumer) that own its topic's partitions once each, and done.
+func untilShared(t *testing.T, ctx context.Context, b *Broker, group string, poll func(), types map[int8]int, partitions int, done func() bool) {
+	t.Helper()
+	members := 0
+	for _, n := range types {
+		members += n
+	}
+	for {
+		poll()
+		require.NoError(t, ctx.Err())
+		d := describeConsumerGroup(b, group)
+		if d.ErrorCode != 0 || d.State != "Stable" || len(d.Members) != members {
+			continue
+		}
+		owned, have := map[int32]bool{}, map[int8]int{}
+		for _, m := range d.Members {
+			have[m.MemberType]++
+			for _, tp := range m.Assignment.TopicPartitions {
+				for _, p := range tp.Partitions {
+					require.False(t, owned[p], "partition %d owned twice", p)
+					owned[p] = true
+				}
+			}
+		}
+		require.Equal(t, types, have, "the members' protocols")
+		if len(owned) == partitions && done() {
+			return
+		}
+	}
 }

@@ -26,10 +26,11 @@ func groupOptions() Options {
 	return Options{NumPartitions: 3, Groups: group.Options{NoInitialDelay: true}}
 }
 
-// produceN produces n records to topic, round robin over its partitions.
-func produceN(t *testing.T, ctx context.Context, addr, topic string, from, n int) {
+// produceN produces n records to topic, round robin over its partitions
+// (with opts added to the producer's).
+func produceN(t *testing.T, ctx context.Context, addr, topic string, from, n int, opts ...kgo.Opt) {
 	t.Helper()
-	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	p, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, opts...)...)
 	require.NoError(t, err)
 	defer p.Close()
 	var recs []*kgo.Record

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // sarama, another independent client, produces (idempotently, acks=all)
@@ -180,43 +179,19 @@ func TestSaramaInMigratingGroup(t *testing.T) {
 	fg, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("smg"), kgo.ConsumeTopics("sm"), kgo.ServerSideBalancer(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.FetchMaxWait(50*time.Millisecond))
 	require.NoError(t, err)
-	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
-		r := kmsg.NewPtrConsumerGroupDescribeRequest()
-		r.Groups = []string{"smg"}
-		return b.groups.ConsumerGroupDescribe(r).Groups[0]
-	}
-	for {
+	untilShared(t, ctx, b, "smg", func() {
 		pctx, pcancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		fg.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
 		pcancel()
 		drain()
-		require.NoError(t, ctx.Err(), "consumed %d", len(seen))
-		d := describe()
-		if d.ErrorCode != 0 || d.State != "Stable" || len(d.Members) != 2 {
-			continue
-		}
-		owned, types := map[int32]bool{}, map[int8]int{}
-		for _, m := range d.Members {
-			types[m.MemberType]++
-			for _, tp := range m.Assignment.TopicPartitions {
-				for _, p := range tp.Partitions {
-					require.False(t, owned[p], "partition %d owned twice", p)
-					owned[p] = true
-				}
-			}
-		}
-		if len(owned) == 3 && len(seen) == 300 {
-			require.Equal(t, map[int8]int{0: 1, 1: 1}, types, "sarama's classic member and franz-go's consumer member")
-			break
-		}
-	}
+	}, map[int8]int{0: 1, 1: 1}, 3, func() bool { return len(seen) == 300 })
 	require.NoError(t, fg.CommitUncommittedOffsets(ctx))
 	fg.Close() // leaves: the group is classic again, and sarama's member gets every partition
 	for {
 		select {
 		case claims := <-h.gens:
 			if len(claims["sm"]) == 3 {
-				require.Equal(t, kerr.GroupIDNotFound.Code, describe().ErrorCode, "a classic group again")
+				require.Equal(t, kerr.GroupIDNotFound.Code, describeConsumerGroup(b, "smg").ErrorCode, "a classic group again")
 				return
 			}
 		case v := <-h.got:
