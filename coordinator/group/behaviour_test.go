@@ -203,3 +203,43 @@ func TestMemberBytesOutliveTheRequest(t *testing.T) {
 	described := e.c.DescribeGroups(&kmsg.DescribeGroupsRequest{Groups: []string{"g"}})
 	require.Equal(t, "subscription", string(described.Groups[0].Members[0].ProtocolMetadata))
 }
+
+// A static leader rejoining a stable group whose protocol does not change
+// (KIP-345) keeps the generation. From JoinGroup v9 (KIP-814) it is told
+// it leads, with the members, and to skip the assignment; before v9 it
+// gets the leader as it was (its old id) and no members, so it does not
+// think it must assign. Either way its SyncGroup returns its assignment.
+func TestStaticLeaderRejoinSkipsAssignment(t *testing.T) {
+	e := newTestEnv(t, Options{NoInitialDelay: true})
+	s := &simMember{name: "static", instance: "inst"}
+	r := s.joinRequest()
+	r.SetVersion(9)
+	first := e.c.JoinGroup(context.Background(), Client{ID: "c"}, r)
+	require.Zero(t, first.ErrorCode)
+	require.Equal(t, first.MemberID, first.LeaderID)
+	require.False(t, first.SkipAssignment, "a first join assigns")
+	sr := kmsg.NewPtrSyncGroupRequest()
+	sr.Group, sr.MemberID, sr.Generation = "g", first.MemberID, first.Generation
+	sr.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: first.MemberID, MemberAssignment: []byte("mine")}}
+	require.Zero(t, e.c.SyncGroup(context.Background(), sr).ErrorCode)
+
+	again := e.c.JoinGroup(context.Background(), Client{ID: "c"}, r) // v9, no member id: a restart
+	require.Zero(t, again.ErrorCode)
+	require.Equal(t, first.Generation, again.Generation, "no rebalance")
+	require.NotEqual(t, first.MemberID, again.MemberID)
+	require.Equal(t, again.MemberID, again.LeaderID, "told it leads")
+	require.True(t, again.SkipAssignment)
+	require.Len(t, again.Members, 1)
+
+	r.SetVersion(8)
+	old := e.c.JoinGroup(context.Background(), Client{ID: "c"}, r)
+	require.Zero(t, old.ErrorCode)
+	require.Equal(t, again.MemberID, old.LeaderID, "the leader as it was")
+	require.NotEqual(t, old.MemberID, old.LeaderID)
+	require.Empty(t, old.Members)
+	require.False(t, old.SkipAssignment)
+	sr.MemberID, sr.GroupAssignment = old.MemberID, nil
+	synced := e.c.SyncGroup(context.Background(), sr)
+	require.Zero(t, synced.ErrorCode)
+	require.Equal(t, []byte("mine"), synced.MemberAssignment)
+}

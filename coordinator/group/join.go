@@ -26,6 +26,7 @@ type joining struct {
 	session, rebalance   time.Duration
 	protocolType         string
 	protocols            []protocol
+	version              int16 // of the JoinGroup request
 }
 
 func (j joining) member(id string) *member {
@@ -64,7 +65,8 @@ func (c *Coordinator) JoinGroup(ctx context.Context, cl Client, r *kmsg.JoinGrou
 
 func (c *Coordinator) join(cl Client, r *kmsg.JoinGroupRequest) (*kmsg.JoinGroupResponse, chan *kmsg.JoinGroupResponse) {
 	j := joining{instanceID: deref(r.InstanceID), clientID: cl.ID, clientHost: cl.Host,
-		session: ms(r.SessionTimeoutMillis), rebalance: ms(r.RebalanceTimeoutMillis), protocolType: r.ProtocolType}
+		session: ms(r.SessionTimeoutMillis), rebalance: ms(r.RebalanceTimeoutMillis), protocolType: r.ProtocolType,
+		version: r.GetVersion()}
 	if r.GetVersion() == 0 {
 		j.rebalance = j.session
 	}
@@ -185,14 +187,20 @@ func (c *Coordinator) joinStatic(g *group, j joining) (*kmsg.JoinGroupResponse, 
 	}
 	if g.state == Stable && g.selectProtocol() == g.protocol {
 		// Kafka's answer: the member's place is stored, and it gets the
-		// generation with the leader as it was and no members, so even a
-		// returning leader only syncs to get its assignment back.
+		// generation. From v9 (KIP-814) a returning leader is told it
+		// leads, with the members, and to skip the assignment; before,
+		// it gets the leader as it was and no members, so it only syncs
+		// to get its assignment back.
 		if err := c.storeGroup(g); err != nil {
 			return joinError(storeErrorCode(err), ""), nil
 		}
 		c.heartbeat(g, m)
 		resp := g.joinResponse(m)
-		resp.LeaderID, resp.Members = prevLeader, nil
+		if j.version >= 9 {
+			resp.SkipAssignment = g.leader == id
+		} else {
+			resp.LeaderID, resp.Members = prevLeader, nil
+		}
 		return resp, nil
 	}
 	return nil, c.updateAndRebalance(g, m, j)
