@@ -59,7 +59,7 @@ type cmember struct {
 
 	deadline, revokeDeadline time.Time // the session's end; the revocation's
 	timer, revokeTimer       stopper
-	rejoinTimer              stopper // a classic member told to rejoin must, within its rebalance timeout
+	owedTimer                stopper // a classic member owes a JoinGroup (told to rejoin) or a SyncGroup (after its join), within its rebalance timeout
 
 	// classic is set for a member using the classic protocol (JoinGroup,
 	// SyncGroup) in a consumer group: a group migrating between the two.
@@ -667,7 +667,7 @@ func (c *Coordinator) commitConsumer(g *group, cur, next *consumerGroup, extra [
 }
 
 func stopTimers(m *cmember) {
-	for _, t := range []stopper{m.timer, m.revokeTimer, m.rejoinTimer} {
+	for _, t := range []stopper{m.timer, m.revokeTimer, m.owedTimer} {
 		if t != nil {
 			t.Stop()
 		}

@@ -533,3 +533,36 @@ func TestConsumerGroupClassicMemberMustRejoin(t *testing.T) {
 	require.Equal(t, "new", d.Members[0].MemberID)
 	require.Len(t, d.Members[0].TargetAssignment.TopicPartitions[0].Partitions, 3)
 }
+
+// A classic member that joins a consumer group owes a SyncGroup within
+// its rebalance timeout (Kafka's sync timeout): one that syncs stays; one
+// that only heartbeats after its join is removed, and its partitions go
+// to the consumer member.
+func TestConsumerGroupClassicMemberMustSync(t *testing.T) {
+	for _, syncs := range []bool{true, false} {
+		e := newTestEnv(t, Options{NoInitialDelay: true})
+		id, _, jr := upgradedGroup(t, e)
+		joined := e.c.JoinGroup(context.Background(), Client{ID: "c"}, jr)
+		require.Zero(t, joined.ErrorCode)
+		if syncs {
+			sr := kmsg.NewPtrSyncGroupRequest()
+			sr.Group, sr.MemberID, sr.Generation = "g", id, joined.Generation
+			require.Zero(t, e.c.SyncGroup(context.Background(), sr).ErrorCode)
+		}
+		hr := kmsg.NewPtrHeartbeatRequest()
+		hr.Group, hr.MemberID, hr.Generation = "g", id, joined.Generation
+		for range 4 {
+			e.c.Heartbeat(hr)
+			e.beat(hb848("new", joined.Generation))
+			e.clock.Advance(4 * time.Second)
+		}
+		d := describe848(e)
+		if syncs {
+			require.Len(t, d.Members, 2, "it synced")
+			continue
+		}
+		require.Equal(t, kerr.UnknownMemberID.Code, e.c.Heartbeat(hr).ErrorCode)
+		require.Len(t, d.Members, 1)
+		require.Equal(t, "new", d.Members[0].MemberID)
+	}
+}

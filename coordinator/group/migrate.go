@@ -186,7 +186,7 @@ func (c *Coordinator) classicJoin(g *group, j joining, r *kmsg.JoinGroupRequest)
 			// A static member back with a new id takes its old place.
 			old := next.members[prev]
 			nm := *old
-			nm.id, nm.timer, nm.revokeTimer = id, nil, nil
+			nm.id, nm.timer, nm.revokeTimer, nm.owedTimer = id, nil, nil, nil
 			next.target[id] = next.target[prev]
 			next.remove(prev)
 			next.members[id] = &nm
@@ -203,10 +203,6 @@ func (c *Coordinator) classicJoin(g *group, j joining, r *kmsg.JoinGroupRequest)
 		bump = true
 	} else if m.classic == nil {
 		return joinError(kerr.UnknownMemberID.Code, r.MemberID) // a consumer protocol member
-	}
-	if m.rejoinTimer != nil { // it rejoined
-		m.rejoinTimer.Stop()
-		m.rejoinTimer = nil
 	}
 	m.clientID, m.clientHost, m.rebalanceTimeout = j.clientID, j.clientHost, j.rebalance
 	if j.instanceID != "" {
@@ -243,6 +239,9 @@ func (c *Coordinator) classicJoin(g *group, j joining, r *kmsg.JoinGroupRequest)
 	resp.MemberID, resp.Generation = id, m.epoch
 	resp.ProtocolType, resp.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr(m.classic.SupportedProtocols[0].Name)
 	c.consumerHeartbeat(g, id)
+	joined := g.cg.members[id]
+	joined.paid() // (a rejoin it owed)
+	c.owe(g, joined, "a classic member did not sync within its rebalance timeout after joining")
 	return resp
 }
 
@@ -282,8 +281,11 @@ func (c *Coordinator) classicSync(g *group, r *kmsg.SyncGroupRequest) *kmsg.Sync
 		r.Protocol != nil && *r.Protocol != m.classic.SupportedProtocols[0].Name:
 		return syncError(kerr.InconsistentGroupProtocol.Code)
 	case g.cg.epoch > m.epoch && m.state != memberUnrevoked:
+		m.paid()
+		c.owe(g, m, rejoinOwed)
 		return syncError(kerr.RebalanceInProgress.Code) // rejoin to catch up
 	}
+	m.paid()
 	c.consumerHeartbeat(g, m.id)
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.ProtocolType, resp.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr(m.classic.SupportedProtocols[0].Name)
@@ -321,16 +323,20 @@ func (c *Coordinator) classicHeartbeat(g *group, r *kmsg.HeartbeatRequest) int16
 	}
 	c.consumerHeartbeat(g, m.id)
 	if m.epoch < cg.epoch || m.state == memberUnrevoked || m.state == memberUnreleased && !cg.waitingOnUnreleased(m) {
-		c.armRejoin(g, m)
+		c.owe(g, m, rejoinOwed)
 		return kerr.RebalanceInProgress.Code
 	}
 	return 0
 }
 
-// armRejoin gives a classic member told to rejoin its rebalance timeout
-// to do so; one that does not is removed, as Kafka's join timeout does.
-func (c *Coordinator) armRejoin(g *group, m *cmember) {
-	if m.rejoinTimer != nil || c.opts.ReadOnly {
+const rejoinOwed = "a classic member did not rejoin within its rebalance timeout"
+
+// owe gives a classic member its rebalance timeout to send what it owes:
+// the JoinGroup it was told to send (REBALANCE_IN_PROGRESS), or the
+// SyncGroup after its join. One that does not is removed, as Kafka's join
+// and sync timeouts do. A debt already running keeps its deadline.
+func (c *Coordinator) owe(g *group, m *cmember, why string) {
+	if m.owedTimer != nil || c.opts.ReadOnly {
 		return
 	}
 	id := m.id
@@ -341,11 +347,19 @@ func (c *Coordinator) armRejoin(g *group, m *cmember) {
 		if g.cg == nil || g.state == Dead {
 			return
 		}
-		if m := g.cg.members[id]; m != nil && m.rejoinTimer == t {
-			c.fenceConsumer(g, id, "a classic member did not rejoin within its rebalance timeout")
+		if m := g.cg.members[id]; m != nil && m.owedTimer == t {
+			c.fenceConsumer(g, id, why)
 		}
 	})
-	m.rejoinTimer = t
+	m.owedTimer = t
+}
+
+// paid ends what a classic member owed: it sent it.
+func (m *cmember) paid() {
+	if m.owedTimer != nil {
+		m.owedTimer.Stop()
+		m.owedTimer = nil
+	}
 }
 
 // waitingOnUnreleased says some partition of the member's target is still
