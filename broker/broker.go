@@ -325,7 +325,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	}
 	// The dynamic broker configs, over the static topic defaults, before
 	// anything (the coordinators' topics) is created.
-	dyn, err := openDynamicConfigs(m)
+	dyn, err := openDynamicConfigs(m, opts.Configs)
 	if err != nil {
 		return nil, err
 	}

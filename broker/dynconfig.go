@@ -41,6 +41,7 @@ type dynamicConfigs struct {
 	cluster map[string]string // resource "": every broker's default
 	broker  map[string]string // this broker's
 	static  tablet.Config     // the topic defaults of the static configs
+	set     map[string]string // the static configs the operator set, by Kafka name
 }
 
 // dynamicFile is the file's JSON.
@@ -51,10 +52,11 @@ type dynamicFile struct {
 }
 
 // openDynamicConfigs reads the data directory's dynamic configs (none if
-// the file is missing) over the static topic defaults.
-func openDynamicConfigs(m *tablet.Manager) (*dynamicConfigs, error) {
+// the file is missing) over the static topic defaults, which come from
+// the static configs set.
+func openDynamicConfigs(m *tablet.Manager, set map[string]string) (*dynamicConfigs, error) {
 	d := &dynamicConfigs{fsys: m.FS(), path: filepath.Join(m.Dir(), checkpoint.DynamicBrokerConfigFile),
-		cluster: map[string]string{}, broker: map[string]string{}, static: m.DefaultConfig()}
+		cluster: map[string]string{}, broker: map[string]string{}, static: m.DefaultConfig(), set: set}
 	data, err := vfs.ReadFile(d.fsys, d.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return d, nil
@@ -89,21 +91,20 @@ func openDynamicConfigs(m *tablet.Manager) (*dynamicConfigs, error) {
 }
 
 // effective is the topic defaults with the dynamic configs of both levels
-// over the static ones: for each topic config, the first of its synonyms
-// this broker sets, else the first the cluster default sets.
+// over the static ones, merged as Kafka merges them: each broker config
+// takes this broker's dynamic value, else the cluster's, else the static
+// one; then a topic config takes the first of its synonyms that has a
+// value (log.retention.ms before .minutes before .hours), so a static
+// log.retention.ms still beats a dynamic log.retention.hours.
 func (d *dynamicConfigs) effective(cluster, broker map[string]string) (tablet.Config, error) {
 	c := d.static
-	done := map[string]bool{}
-	for _, level := range []map[string]string{broker, cluster} {
-		for _, s := range tablet.BrokerSynonyms {
-			v, ok := level[s.Broker]
-			if !ok || done[s.Topic] {
-				continue
-			}
-			if err := s.SetFrom(&c, v); err != nil {
-				return c, err
-			}
-			done[s.Topic] = true
+	for _, topicKey := range topicKeysOfSynonyms() {
+		s, src, v := d.winner(topicKey, cluster, broker)
+		if src == 0 { // static or unset: the static default already
+			continue
+		}
+		if err := s.SetFrom(&c, v); err != nil {
+			return c, err
 		}
 	}
 	if err := c.Validate(); err != nil {
@@ -112,23 +113,47 @@ func (d *dynamicConfigs) effective(cluster, broker map[string]string) (tablet.Co
 	return c.Defaults(), nil
 }
 
+// topicKeysOfSynonyms lists the topic configs broker configs set, once
+// each.
+func topicKeysOfSynonyms() []string {
+	var keys []string
+	for _, s := range tablet.BrokerSynonyms {
+		if !slices.Contains(keys, s.Topic) {
+			keys = append(keys, s.Topic)
+		}
+	}
+	return keys
+}
+
+// winner is the broker config that sets a topic config's default, where
+// its value comes from (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+// or 0: static or unset) and the value.
+func (d *dynamicConfigs) winner(topicKey string, cluster, broker map[string]string) (tablet.BrokerSynonym, kmsg.ConfigSource, string) {
+	for _, s := range tablet.BrokerSynonyms {
+		if s.Topic != topicKey {
+			continue
+		}
+		if v, ok := broker[s.Broker]; ok {
+			return s, kmsg.ConfigSourceDynamicBrokerConfig, v
+		}
+		if v, ok := cluster[s.Broker]; ok {
+			return s, kmsg.ConfigSourceDynamicDefaultBrokerConfig, v
+		}
+		if v, ok := d.set[s.Broker]; ok {
+			return s, 0, v
+		}
+	}
+	return tablet.BrokerSynonym{}, 0, ""
+}
+
 // source is where a topic config's default comes from when a dynamic
 // config sets it (DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG),
 // else 0.
 func (d *dynamicConfigs) source(topicKey string) kmsg.ConfigSource {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, level := range []struct {
-		m   map[string]string
-		src kmsg.ConfigSource
-	}{{d.broker, kmsg.ConfigSourceDynamicBrokerConfig}, {d.cluster, kmsg.ConfigSourceDynamicDefaultBrokerConfig}} {
-		for _, s := range tablet.BrokerSynonyms {
-			if _, ok := level.m[s.Broker]; ok && s.Topic == topicKey {
-				return level.src
-			}
-		}
-	}
-	return 0
+	_, src, _ := d.winner(topicKey, d.cluster, d.broker)
+	return src
 }
 
 // valueAt is a broker config's value at one level (cluster, or this

@@ -143,3 +143,32 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	require.Equal(t, "delete", valueOf(configOf(t, ctx, adm, "follows", "cleanup.policy")), "replaced: the append is gone")
 	require.Equal(t, "1048576", valueOf(configOf(t, ctx, adm, "follows", "segment.bytes")))
 }
+
+// Dynamic and static broker configs merge as on Kafka: each key takes
+// its dynamic value over its static one first, then a topic config takes
+// the first synonym that has a value. A static log.retention.ms beats a
+// dynamic log.retention.hours; a dynamic log.retention.ms beats it.
+func TestDynamicConfigsMergeByKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	static := tablet.DefaultConfig()
+	require.NoError(t, static.Set("retention.ms", "7200000"))
+	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Config: &static, Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer m.Close()
+	b, err := New(m, Options{Logger: quiet, Configs: map[string]string{"log.retention.ms": "7200000"}})
+	require.NoError(t, err)
+	defer b.Close()
+	alter := func(name, value string) {
+		code, msg := b.alterBrokerConfig("", []configChange{{key: name, value: kmsg.StringPtr(value)}}, false, false)
+		require.Zero(t, code, "%v", msg)
+	}
+	alter("log.retention.hours", "1")
+	require.Equal(t, int64(7200000), m.DefaultConfig().RetentionMs, "the static log.retention.ms wins")
+	alter("log.retention.ms", "60000")
+	require.Equal(t, int64(60000), m.DefaultConfig().RetentionMs, "the dynamic log.retention.ms wins")
+	require.Equal(t, kmsg.ConfigSourceDynamicDefaultBrokerConfig, b.dyn.source("retention.ms"))
+	code, _ := b.alterBrokerConfig("", []configChange{{key: "log.retention.ms", reset: true}}, false, false)
+	require.Zero(t, code)
+	require.Equal(t, int64(7200000), m.DefaultConfig().RetentionMs)
+	require.Zero(t, b.dyn.source("retention.ms"), "the static value's")
+}
