@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -230,7 +229,7 @@ func TestKafkajsInMigratingGroup(t *testing.T) {
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer // (exec copies into it while the test reads it)
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	lines := make(chan string, 1024)
