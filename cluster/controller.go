@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// maxTxnOps bounds the operations of one etcd transaction (etcd's
+// default --max-txn-ops is 128): a compare and a put for each partition.
+const maxTxnOps = 128
+
+// runController keeps every partition's leadership right while this
+// broker holds the election e: at each change of the snapshot it computes
+// what the live brokers imply (elect) and writes it, each partition's
+// write comparing the state it read and the election it holds.
+func (m *Member) runController(ctx context.Context, e *concurrency.Election) {
+	for ctx.Err() == nil {
+		ch := m.Changed()
+		snap := m.Snapshot()
+		changes := m.elect(snap)
+		if len(changes) > 0 {
+			if err := m.writeStates(ctx, e, changes); err != nil && ctx.Err() == nil {
+				m.log.Warn("cluster: the controller's partition changes failed; retrying", "err", err, "partitions", len(changes))
+				m.pause(100 * time.Millisecond)
+				continue
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// change is a partition's new state, to be written over the one read.
+type change struct {
+	topic     string
+	partition int32
+	from, to  PartitionState
+}
+
+// elect computes the partition changes the snapshot calls for (KRaft's
+// rules): a broker gone or shutting down leaves every ISR but is never
+// the last one out (the ISR is never empty: its last member may come
+// back); a partition whose leader is not live gets the first replica of
+// its assignment that is live and in the ISR, at the next leader epoch;
+// with none, it has no leader (NoLeader), unless unclean leader election
+// is on for its topic and a replica outside the ISR is live.
+func (m *Member) elect(s *Snapshot) []change {
+	var out []change
+	names := make([]string, 0, len(s.Topics))
+	for n := range s.Topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := s.Topics[name]
+		unclean := m.opts.UncleanLeaderElection
+		if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
+			unclean = v == "true"
+		}
+		for p, st := range t.Partitions {
+			if st.rev == 0 {
+				continue // (no state yet)
+			}
+			to, ok := electOne(s, t.Replicas[p], st, unclean)
+			if ok {
+				out = append(out, change{topic: name, partition: int32(p), from: st, to: to})
+			}
+		}
+	}
+	return out
+}
+
+// electOne returns a partition's next state, and whether it changes.
+func electOne(s *Snapshot, replicas []int32, st PartitionState, unclean bool) (PartitionState, bool) {
+	var isr []int32
+	for _, r := range st.ISR {
+		if s.Live(r) {
+			isr = append(isr, r)
+		}
+	}
+	if _, registered := s.Brokers[st.Leader]; len(isr) == 0 && registered {
+		return st, false // (a leader shutting down keeps what nobody else can take)
+	}
+	to := PartitionState{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, ISR: isr, PartitionEpoch: st.PartitionEpoch + 1}
+	if len(isr) == 0 {
+		to.ISR = st.ISR // (never empty: whoever was last in it may come back)
+	}
+	if !s.Live(st.Leader) || !slices.Contains(to.ISR, st.Leader) {
+		to.Leader = NoLeader
+		for _, r := range replicas {
+			if s.Live(r) && slices.Contains(isr, r) {
+				to.Leader = r
+				break
+			}
+		}
+		if to.Leader == NoLeader && unclean {
+			for _, r := range replicas {
+				if s.Live(r) {
+					to.Leader, to.ISR = r, []int32{r}
+					break
+				}
+			}
+		}
+		if to.Leader != st.Leader {
+			to.LeaderEpoch++
+		}
+	}
+	if to.Leader == st.Leader && to.LeaderEpoch == st.LeaderEpoch && slices.Equal(to.ISR, st.ISR) {
+		return st, false
+	}
+	return to, true
+}
+
+// writeStates writes the changes in transactions of up to maxTxnOps
+// operations, each comparing every partition's state and the election; a
+// transaction that fails its compares is left to the next round, which
+// reads the snapshot again.
+func (m *Member) writeStates(ctx context.Context, e *concurrency.Election, changes []change) error {
+	for len(changes) > 0 {
+		n := min(len(changes), maxTxnOps/2-1)
+		batch := changes[:n]
+		changes = changes[n:]
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())}
+		var ops []clientv3.Op
+		for _, c := range batch {
+			key := m.prefix + partitionKey(c.topic, c.partition)
+			val, err := json.Marshal(c.to)
+			if err != nil {
+				return err
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.from.rev))
+			ops = append(ops, clientv3.OpPut(key, string(val)))
+		}
+		resp, err := m.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			for _, c := range batch {
+				if c.to.Leader != c.from.Leader {
+					m.log.Info("cluster: leader elected", "topic", c.topic, "partition", c.partition,
+						"leader", c.to.Leader, "leader_epoch", c.to.LeaderEpoch, "isr", c.to.ISR)
+				}
+			}
+			if err := m.Await(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,523 @@
+// Package cluster keeps a seglog cluster's metadata in etcd (docs/cluster.md):
+// the registered brokers, bound to their session leases; the topics, their
+// replica assignments and each partition's leadership; the controller,
+// elected through etcd; producer-id blocks. Each broker holds a Member: a
+// watched in-memory copy of the metadata (Snapshot), its registration and
+// lease, and, while it holds the election, the controller's loop. It
+// imports no engine package: it is metadata only.
+package cluster
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+)
+
+// Options configure a broker's membership, under Kafka's config names.
+type Options struct {
+	// Endpoints are etcd's client URLs (seglog.etcd.endpoints). Required.
+	Endpoints []string
+	// ClusterID names the cluster; Prefix defaults to /seglog/<ClusterID>/.
+	ClusterID string
+	// Prefix is where the cluster's keys live (seglog.etcd.prefix).
+	Prefix string
+	// NodeID is this broker's id (node.id); Rack its rack (broker.rack).
+	NodeID int32
+	Rack   string
+	// Endpoints are the listeners clients reach this broker on
+	// (advertised.listeners).
+	Listeners []Endpoint
+	// SessionTimeout is the lease's time to live
+	// (broker.session.timeout.ms, default 9 s): a broker silent this long
+	// is taken as dead. It is rounded up to whole seconds (etcd's leases).
+	SessionTimeout time.Duration
+	// HeartbeatInterval is how often the lease is renewed
+	// (broker.heartbeat.interval.ms, default 2 s).
+	HeartbeatInterval time.Duration
+	// UncleanLeaderElection lets the controller elect a replica outside
+	// the ISR when the ISR has no live broker
+	// (unclean.leader.election.enable, default false), for topics that do
+	// not set it.
+	UncleanLeaderElection bool
+	// Logger receives the member's logs. The default is slog.Default().
+	Logger *slog.Logger
+	// Now is the clock (tests). The default is time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() error {
+	if len(o.Endpoints) == 0 {
+		return errors.New("cluster: no etcd endpoints (seglog.etcd.endpoints)")
+	}
+	if o.Prefix == "" {
+		if o.ClusterID == "" {
+			return errors.New("cluster: neither a prefix nor a cluster id")
+		}
+		o.Prefix = "/seglog/" + o.ClusterID + "/"
+	}
+	if o.Prefix[len(o.Prefix)-1] != '/' {
+		o.Prefix += "/"
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = 9 * time.Second
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = 2 * time.Second
+	}
+	if o.HeartbeatInterval >= o.SessionTimeout {
+		return fmt.Errorf("cluster: broker.heartbeat.interval.ms (%v) must be below broker.session.timeout.ms (%v)", o.HeartbeatInterval, o.SessionTimeout)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Member is one broker's membership in the cluster.
+type Member struct {
+	opts   Options
+	cli    *clientv3.Client
+	log    *slog.Logger
+	prefix string
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	snap    atomic.Pointer[Snapshot]
+	mu      sync.Mutex
+	changed chan struct{}
+
+	// lease is the registration's lease; leaseUntil (unix nanoseconds)
+	// is when it may have expired at the earliest, as this broker knows:
+	// the send time of the last renewal etcd answered, plus its TTL.
+	lease      atomic.Int64
+	leaseUntil atomic.Int64
+	// leaseLost is closed when the lease is found gone (a new one is
+	// made by the next registration).
+	leaseMu    sync.Mutex
+	leaseLost  chan struct{}
+	shutdown   atomic.Bool
+	controller atomic.Pointer[concurrency.Election]
+	stopped    chan struct{}
+}
+
+// ErrClosed is returned by a Member's calls after Close.
+var ErrClosed = errors.New("cluster: member closed")
+
+// Join connects to etcd, loads the metadata, registers this broker under
+// a new session lease (waiting while an earlier incarnation's lease
+// lives) and starts the watch, the lease renewals and the controller
+// election. It returns once the broker is registered and its snapshot
+// shows it.
+func Join(ctx context.Context, opts Options) (*Member, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: opts.Endpoints, DialTimeout: 5 * time.Second,
+		Logger: zap.NewNop(), Context: context.Background()})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: etcd client: %w", err)
+	}
+	m := &Member{opts: opts, cli: cli, log: opts.Logger.With("node", opts.NodeID), prefix: opts.Prefix,
+		changed: make(chan struct{}), stopped: make(chan struct{})}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.snap.Store(emptySnapshot())
+	loaded := make(chan error, 1)
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.watch(loaded) }()
+	select {
+	case err = <-loaded:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = m.register(ctx)
+	}
+	if err != nil {
+		m.cancel()
+		m.wg.Wait()
+		cli.Close()
+		return nil, err
+	}
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.keepAlive() }()
+	return m, nil
+}
+
+// NodeID is this broker's id.
+func (m *Member) NodeID() int32 { return m.opts.NodeID }
+
+// Snapshot returns the metadata as this broker last saw it.
+func (m *Member) Snapshot() *Snapshot { return m.snap.Load() }
+
+// Changed returns a channel closed at the next change of the snapshot
+// or of IsController.
+func (m *Member) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// publish installs s (nil: keeps the snapshot) and wakes Changed's
+// waiters.
+func (m *Member) publish(s *Snapshot) {
+	m.mu.Lock()
+	if s != nil {
+		m.snap.Store(s)
+	}
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+}
+
+// Await returns once the snapshot reflects etcd revision rev.
+func (m *Member) Await(ctx context.Context, rev int64) error {
+	for {
+		ch := m.Changed()
+		if m.Snapshot().Revision >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+// watch keeps the snapshot: a Get of the prefix, then a watch from the
+// revision after it; when the watch fails (its revision compacted, etcd
+// gone), it loads again. The first load's result goes to loaded.
+func (m *Member) watch(loaded chan<- error) {
+	first := true
+	for m.ctx.Err() == nil {
+		resp, err := m.cli.Get(m.ctx, m.prefix, clientv3.WithPrefix())
+		if err != nil {
+			if first {
+				loaded <- fmt.Errorf("cluster: loading %s from etcd: %w", m.prefix, err)
+				return
+			}
+			m.log.Warn("cluster: loading the metadata failed", "err", err)
+			m.pause(time.Second)
+			continue
+		}
+		events := make([]event, len(resp.Kvs))
+		for i, kv := range resp.Kvs {
+			events[i] = event{kv: kv}
+		}
+		snap, errs := emptySnapshot().apply(m.prefix, resp.Header.Revision, events)
+		m.logBad(errs)
+		m.publish(snap)
+		if first {
+			loaded <- nil
+			first = false
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(m.ctx))
+		for wr := range m.cli.Watch(wctx, m.prefix, clientv3.WithPrefix(), clientv3.WithRev(snap.Revision+1)) {
+			if err := wr.Err(); err != nil {
+				m.log.Warn("cluster: the metadata watch failed; loading again", "err", err)
+				break
+			}
+			if len(wr.Events) == 0 {
+				continue
+			}
+			events := make([]event, len(wr.Events))
+			rev := snap.Revision
+			for i, e := range wr.Events {
+				events[i] = event{delete: e.Type == clientv3.EventTypeDelete, kv: e.Kv}
+				rev = max(rev, e.Kv.ModRevision)
+			}
+			var errs []error
+			snap, errs = snap.apply(m.prefix, rev, events)
+			m.logBad(errs)
+			m.publish(snap)
+		}
+		cancel()
+	}
+}
+
+func (m *Member) logBad(errs []error) {
+	for _, err := range errs {
+		m.log.Error("cluster: a metadata key is not understood; it is ignored", "err", err)
+	}
+}
+
+// pause waits d or until the member closes.
+func (m *Member) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-m.ctx.Done():
+	}
+}
+
+// register grants a new lease and puts this broker's key under it, if no
+// other registration holds the node id (an earlier incarnation's, until
+// its lease expires: it is retried until ctx ends); then it starts the
+// controller election on the lease.
+func (m *Member) register(ctx context.Context) error {
+	ttl := int64((m.opts.SessionTimeout + time.Second - 1) / time.Second)
+	key := m.prefix + keyBrokers + strconv.Itoa(int(m.opts.NodeID))
+	val, err := json.Marshal(Broker{ID: m.opts.NodeID, Rack: m.opts.Rack, Endpoints: m.opts.Listeners, Incarnation: hex.EncodeToString(func() []byte { id := NewTopicID(); return id[:8] }())})
+	if err != nil {
+		return err
+	}
+	for {
+		sent := m.opts.Now()
+		g, err := m.cli.Grant(ctx, ttl)
+		if err != nil {
+			return fmt.Errorf("cluster: granting a lease: %w", err)
+		}
+		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(g.ID))).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return fmt.Errorf("cluster: registering node %d: %w", m.opts.NodeID, err)
+		}
+		if resp.Succeeded {
+			m.lease.Store(int64(g.ID))
+			m.leaseUntil.Store(sent.Add(time.Duration(g.TTL) * time.Second).UnixNano())
+			m.leaseMu.Lock()
+			m.leaseLost = make(chan struct{})
+			m.leaseMu.Unlock()
+			if err := m.Await(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+			m.log.Info("cluster: registered", "lease", fmt.Sprintf("%x", g.ID), "ttl_s", g.TTL)
+			m.wg.Add(1)
+			go func() { defer m.wg.Done(); m.campaign(clientv3.LeaseID(g.ID)) }()
+			return nil
+		}
+		_, _ = m.cli.Revoke(ctx, g.ID)
+		// Another registration holds the id: wait for its key to go.
+		held := resp.Responses[0].GetResponseRange().Kvs
+		if len(held) == 0 {
+			continue
+		}
+		m.log.Info("cluster: node id registered by another incarnation; waiting for its session to end", "lease", fmt.Sprintf("%x", held[0].Lease))
+		wctx, cancel := context.WithCancel(ctx)
+		for wr := range m.cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+			if wr.Err() != nil || len(wr.Events) > 0 && wr.Events[0].Type == clientv3.EventTypeDelete {
+				break
+			}
+		}
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cluster: node id %d is registered by another broker: %w", m.opts.NodeID, err)
+		}
+	}
+}
+
+// keepAlive renews the lease every heartbeat interval. A renewal answered
+// moves leaseUntil; a lease found gone (this broker was silent past its
+// session) closes leaseLost and registers again with a new lease.
+func (m *Member) keepAlive() {
+	t := time.NewTicker(m.opts.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-m.ctx.Done():
+			return
+		}
+		id := clientv3.LeaseID(m.lease.Load())
+		sent := m.opts.Now()
+		rctx, cancel := context.WithTimeout(m.ctx, m.opts.HeartbeatInterval)
+		resp, err := m.cli.KeepAliveOnce(rctx, id)
+		cancel()
+		switch {
+		case err == nil:
+			m.leaseUntil.Store(max(m.leaseUntil.Load(), sent.Add(time.Duration(resp.TTL)*time.Second).UnixNano()))
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			if m.shutdown.Load() {
+				return
+			}
+			m.log.Warn("cluster: the session lease expired; registering again", "lease", fmt.Sprintf("%x", id))
+			m.loseLease()
+			for m.ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(m.ctx, m.opts.SessionTimeout)
+				err := m.register(rctx)
+				cancel()
+				if err == nil {
+					break
+				}
+				m.log.Warn("cluster: registering again failed", "err", err)
+				m.pause(m.opts.HeartbeatInterval)
+			}
+		default:
+			if m.ctx.Err() == nil {
+				m.log.Warn("cluster: renewing the session lease failed", "err", err, "valid_for", time.Until(time.Unix(0, m.leaseUntil.Load())))
+			}
+		}
+	}
+}
+
+func (m *Member) loseLease() {
+	m.leaseUntil.Store(0)
+	m.leaseMu.Lock()
+	if m.leaseLost != nil {
+		close(m.leaseLost)
+		m.leaseLost = nil
+	}
+	m.leaseMu.Unlock()
+}
+
+// Leased reports whether this broker's session is certainly alive: etcd
+// answered a renewal sent less than its TTL ago. A broker that is not
+// leased acts as no partition's leader (it fences itself), because its
+// lease may have expired and its leaderships been given to others.
+func (m *Member) Leased() bool {
+	return m.opts.Now().UnixNano() < m.leaseUntil.Load()
+}
+
+// Epoch is this broker's epoch: its current session lease.
+func (m *Member) Epoch() int64 { return m.lease.Load() }
+
+// campaign runs for controller on the lease until the lease is lost or
+// the member closes, running the controller while it wins.
+func (m *Member) campaign(lease clientv3.LeaseID) {
+	sess, err := concurrency.NewSession(m.cli, concurrency.WithLease(lease), concurrency.WithContext(m.ctx))
+	if err != nil {
+		m.log.Warn("cluster: no election session", "err", err)
+		return
+	}
+	defer sess.Orphan() // (the lease is the registration's: not revoked here)
+	e := concurrency.NewElection(sess, m.prefix+keyController)
+	cctx, cancel := context.WithCancel(m.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sess.Done():
+		case <-cctx.Done():
+		}
+		cancel()
+	}()
+	if err := e.Campaign(cctx, strconv.Itoa(int(m.opts.NodeID))); err != nil {
+		if cctx.Err() == nil {
+			m.log.Warn("cluster: controller election failed", "err", err)
+		}
+		return
+	}
+	m.log.Info("cluster: this broker is the controller", "epoch", e.Rev())
+	m.controller.Store(e)
+	m.publish(nil) // (wakes whoever waits for IsController)
+	defer m.controller.Store(nil)
+	m.runController(cctx, e)
+}
+
+// IsController reports whether this broker holds the controller election.
+func (m *Member) IsController() bool { return m.controller.Load() != nil }
+
+// Close ends the membership: with a controlled shutdown first (the broker
+// marks itself shutting down and waits, until ctx ends, for the
+// controller to move its leaderships away), then the lease is revoked,
+// so its key goes at once.
+func (m *Member) Close(ctx context.Context) error {
+	if m.shutdown.Swap(true) {
+		return nil
+	}
+	var errs []error
+	if err := m.controlledShutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if e := m.controller.Load(); e != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = e.Resign(rctx)
+		cancel()
+	}
+	m.cancel()
+	m.wg.Wait()
+	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, err := m.cli.Revoke(rctx, clientv3.LeaseID(m.lease.Load()))
+	cancel()
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		errs = append(errs, fmt.Errorf("cluster: revoking the session lease: %w", err))
+	}
+	m.loseLease()
+	errs = append(errs, m.cli.Close())
+	close(m.stopped)
+	return errors.Join(errs...)
+}
+
+// halt stops the member as a crash would: no controlled shutdown, the
+// lease left to expire (tests).
+func (m *Member) halt() {
+	if m.shutdown.Swap(true) {
+		return
+	}
+	m.cancel()
+	m.wg.Wait()
+	m.leaseUntil.Store(0)
+	m.cli.Close()
+}
+
+// controlledShutdown marks the broker shutting down and waits until no
+// partition has it as leader or in its ISR with another live broker
+// there (Kafka's controlled shutdown).
+func (m *Member) controlledShutdown(ctx context.Context) error {
+	key := m.prefix + keyBrokers + strconv.Itoa(int(m.opts.NodeID))
+	lease := clientv3.LeaseID(m.lease.Load())
+	if lease == 0 || !m.Leased() {
+		return nil
+	}
+	b, ok := m.Snapshot().Brokers[m.opts.NodeID]
+	if !ok {
+		return nil
+	}
+	b.ShuttingDown = true
+	val, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+	if err != nil || !resp.Succeeded {
+		return err
+	}
+	for {
+		ch := m.Changed()
+		if !m.leadsAny(m.Snapshot()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil // (the lease's revocation moves the rest)
+		}
+	}
+}
+
+// leadsAny reports whether this broker still leads a partition that a
+// live broker could lead instead.
+func (m *Member) leadsAny(s *Snapshot) bool {
+	for _, t := range s.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader != m.opts.NodeID {
+				continue
+			}
+			for _, r := range p.ISR {
+				if r != m.opts.NodeID && s.Live(r) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

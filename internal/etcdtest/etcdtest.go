@@ -1,0 +1,129 @@
+// Package etcdtest runs etcd members in the test's process, on loopback,
+// for the cluster's tests: a real etcd (go.etcd.io/etcd/server/v3/embed),
+// with its data in the test's temporary directory.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Cluster is a set of etcd members started by Start.
+type Cluster struct {
+	t       testing.TB
+	members []*member
+}
+
+type member struct {
+	name         string
+	dir          string
+	client, peer url.URL
+	e            *embed.Etcd
+}
+
+// Start starts n members forming one etcd cluster and waits until it
+// serves; they are closed when the test ends.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	var initial []string
+	for i := range n {
+		m := &member{name: fmt.Sprintf("m%d", i), dir: t.TempDir(), client: freeURL(t), peer: freeURL(t)}
+		c.members = append(c.members, m)
+		initial = append(initial, m.name+"="+m.peer.String())
+	}
+	errs := make(chan error, n)
+	for _, m := range c.members {
+		go func() { errs <- c.start(m, strings.Join(initial, ","), embed.ClusterStateFlagNew) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for i := range c.members {
+			c.Stop(i)
+		}
+	})
+	return c
+}
+
+// freeURL is an http URL on a loopback port free when it was asked for.
+func freeURL(t testing.TB) url.URL {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return url.URL{Scheme: "http", Host: ln.Addr().String()}
+}
+
+func (c *Cluster) start(m *member, initial, state string) error {
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = m.name, m.dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{m.client}, []url.URL{m.client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{m.peer}, []url.URL{m.peer}
+	cfg.InitialCluster, cfg.ClusterState = initial, state
+	cfg.InitialClusterToken = "seglog-test"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop()) // (its close logs errors that are none)
+	// Tests lose nothing by not syncing etcd's files (a member's crash is
+	// Stop, which closes it), and gain its speed.
+	cfg.UnsafeNoFsync = true
+	cfg.TickMs, cfg.ElectionMs = 50, 500
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("etcdtest: starting %s: %w", m.name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("etcdtest: %s: %w", m.name, err)
+	case <-time.After(time.Minute):
+		e.Close()
+		return fmt.Errorf("etcdtest: %s did not become ready in a minute", m.name)
+	}
+	m.e = e
+	return nil
+}
+
+// Endpoints are the members' client URLs.
+func (c *Cluster) Endpoints() []string {
+	var out []string
+	for _, m := range c.members {
+		out = append(out, m.client.String())
+	}
+	return out
+}
+
+// Stop closes member i (a no-op if it is stopped).
+func (c *Cluster) Stop(i int) {
+	if m := c.members[i]; m.e != nil {
+		m.e.Close()
+		m.e = nil
+	}
+}
+
+// Restart starts member i again on its data and ports.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	m := c.members[i]
+	if m.e != nil {
+		return
+	}
+	var initial []string
+	for _, o := range c.members {
+		initial = append(initial, o.name+"="+o.peer.String())
+	}
+	if err := c.start(m, strings.Join(initial, ","), embed.ClusterStateFlagExisting); err != nil {
+		c.t.Fatal(err)
+	}
+}
