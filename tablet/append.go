@@ -198,7 +198,7 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 
 	end := mark{offset: last + 1, base: active.base, pos: active.Size()}
 	pub.leo = end
-	if !t.opts.ManualHighWatermark {
+	if !t.manualHW.Load() {
 		pub.hw = end
 		t.mu.state.OnHighWatermarkUpdated(end.offset)
 	}
@@ -336,6 +336,16 @@ func (t *Tablet) SetLeaderEpoch(epoch int32) error {
 	}
 	t.mu.epoch = epoch
 	return nil
+}
+
+// SetManualHighWatermark leaves the high watermark to SetHighWatermark
+// from now on (on), as a replicated partition's, or makes it follow the
+// log end again (off), moving it there at once.
+func (t *Tablet) SetManualHighWatermark(on bool) error {
+	if t.manualHW.Swap(on) == on || on {
+		return nil
+	}
+	return t.SetHighWatermark(t.Offsets().LogEndOffset)
 }
 
 // SetHighWatermark moves the high watermark (with ManualHighWatermark);

@@ -667,6 +667,17 @@ type pendingID struct {
 // Its directory gets partition.metadata (a new topic id) and its config
 // file before the first segment.
 func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, error) {
+	return m.create(tp, cfg, nil)
+}
+
+// CreateWithID creates a tablet as Create does, of the topic with the
+// given id (a cluster's, from its metadata): ErrExists if a tablet of the
+// topic with another id is here.
+func (m *Manager) CreateWithID(tp checkpoint.TopicPartition, cfg *Config, id checkpoint.TopicID) (*Tablet, error) {
+	return m.create(tp, cfg, &id)
+}
+
+func (m *Manager) create(tp checkpoint.TopicPartition, cfg *Config, want *checkpoint.TopicID) (*Tablet, error) {
 	if m.opts.ReadOnly {
 		return nil, fmt.Errorf("%w: cannot create %s in %s", ErrReadOnly, tp.DirName(), m.dir)
 	}
@@ -683,7 +694,7 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	id, err := m.reserve(tp)
+	id, err := m.reserve(tp, want)
 	if err != nil {
 		return nil, err
 	}
@@ -712,7 +723,7 @@ func (m *Manager) Create(tp checkpoint.TopicPartition, cfg *Config) (*Tablet, er
 // reserve takes tp for a Create: ErrExists if it exists, after a Create
 // of it under way ends; its topic's id (a new one for a new topic, shared
 // by its partitions created at the same time).
-func (m *Manager) reserve(tp checkpoint.TopicPartition) (checkpoint.TopicID, error) {
+func (m *Manager) reserve(tp checkpoint.TopicPartition, want *checkpoint.TopicID) (checkpoint.TopicID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
@@ -730,13 +741,22 @@ func (m *Manager) reserve(tp checkpoint.TopicPartition) (checkpoint.TopicID, err
 		<-busy
 		m.mu.Lock()
 	}
+	id, ok := m.view.Load().topics[tp.Topic]
+	if p := m.mu.pendingIDs[tp.Topic]; !ok && p != nil {
+		id = p.id
+	}
+	if want != nil && id != (checkpoint.TopicID{}) && id != *want {
+		return checkpoint.TopicID{}, fmt.Errorf("%w: %s has topic id %s here, not %s", ErrExists, tp.Topic, id, *want)
+	}
 	m.mu.creating[tp] = make(chan struct{})
 	m.creates.Add(1)
-	id, ok := m.view.Load().topics[tp.Topic]
 	if !ok {
 		p := m.mu.pendingIDs[tp.Topic]
 		if p == nil {
 			p = &pendingID{id: checkpoint.NewTopicID()}
+			if want != nil {
+				p.id = *want
+			}
 			m.mu.pendingIDs[tp.Topic] = p
 		}
 		p.n++

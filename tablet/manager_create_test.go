@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -160,4 +161,41 @@ func TestSetDefaults(t *testing.T) {
 	tb, _ = m.Get(checkpoint.TopicPartition{Topic: "own"})
 	require.Equal(t, int64(5000), tb.Config().RetentionMs)
 	require.Equal(t, int64(60000), back.RetentionMs)
+}
+
+// CreateWithID gives a new topic the id asked for, and refuses a
+// partition of a topic that is here under another id (a cluster's topic
+// deleted and recreated while this broker was away).
+func TestCreateWithID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	m, err := OpenManager(nil, dir, ManagerOptions{Tablet: Options{Logger: quiet}})
+	require.NoError(t, err)
+	id := checkpoint.NewTopicID()
+	tb, err := m.CreateWithID(checkpoint.TopicPartition{Topic: "c"}, nil, id)
+	require.NoError(t, err)
+	got, ok := m.TopicID("c")
+	require.True(t, ok)
+	require.Equal(t, id, got)
+	_, err = m.CreateWithID(checkpoint.TopicPartition{Topic: "c", Partition: 1}, nil, id)
+	require.NoError(t, err)
+	_, err = m.CreateWithID(checkpoint.TopicPartition{Topic: "c", Partition: 2}, nil, checkpoint.NewTopicID())
+	require.ErrorIs(t, err, ErrExists)
+
+	// A manual high watermark stays where it is set; switching back moves
+	// it to the log end.
+	require.NoError(t, tb.SetManualHighWatermark(true))
+	_, err = tb.AppendRecords([]record.Record{{Value: []byte("a")}, {Value: []byte("b")}}, record.None, AppendOptions{})
+	require.NoError(t, err)
+	require.Zero(t, tb.Offsets().HighWatermark)
+	require.NoError(t, tb.SetHighWatermark(1))
+	require.Equal(t, int64(1), tb.Offsets().HighWatermark)
+	require.NoError(t, tb.SetManualHighWatermark(false))
+	require.Equal(t, int64(2), tb.Offsets().HighWatermark)
+	require.NoError(t, m.Close())
+
+	m, err = OpenManager(nil, dir, ManagerOptions{Tablet: Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer m.Close()
+	got, _ = m.TopicID("c")
+	require.Equal(t, id, got, "the id is the tablet's, kept in partition.metadata")
 }

@@ -255,6 +255,9 @@ type Tablet struct {
 	afterTruncation func() error
 	// topicID is the id in partition.metadata, kept by its manager.
 	topicID checkpoint.TopicID
+	// manualHW: the high watermark is SetHighWatermark's (Options'
+	// ManualHighWatermark, or SetManualHighWatermark's).
+	manualHW atomic.Bool
 
 	pub struct {
 		sync.RWMutex
@@ -414,6 +417,7 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 		return nil, err
 	}
 	t := &Tablet{fsys: fsys, dir: r.Dir, tp: r.TopicPartition, opts: opts}
+	t.manualHW.Store(opts.ManualHighWatermark)
 	t.flush.cond = sync.NewCond(&t.flush.mu)
 	t.cleanedTo.Store(-1)
 	t.lru.l, t.lru.elems = list.New(), map[*seg]*list.Element{}
