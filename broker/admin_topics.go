@@ -56,7 +56,7 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 				fail(kerr.InvalidRequest.Code, errText("a replica assignment comes with partitions and replication factor -1"))
 				continue
 			}
-			if msg := b.checkAssignment(rt.ReplicaAssignment); msg != nil {
+			if msg := b.checkAssignment(rt.ReplicaAssignment); msg != nil && !b.clustered() {
 				fail(kerr.InvalidReplicaAssignment.Code, msg)
 				continue
 			}
@@ -69,13 +69,19 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 			fail(kerr.InvalidPartitions.Code, errText("number of partitions %d is not in [1, %d]", partitions, b.opts.MaxTopicPartitions))
 			continue
 		}
-		if rf := rt.ReplicationFactor; rf != -1 && rf != 1 && len(rt.ReplicaAssignment) == 0 {
+		if rf := rt.ReplicationFactor; rf != -1 && rf != 1 && len(rt.ReplicaAssignment) == 0 && !b.clustered() {
 			fail(kerr.InvalidReplicationFactor.Code, errText("replication factor %d is larger than the 1 broker available", rf))
 			continue
 		}
 		cfg := b.m.DefaultConfig()
 		var cfgErr error
 		for _, c := range rt.Configs {
+			if b.clustered() && replicationConfigs[c.Name] != nil {
+				if cfgErr = replicationConfigs[c.Name](c.Value); cfgErr != nil {
+					break
+				}
+				continue
+			}
 			if cfgErr = setTopicConfig(&cfg, c.Name, c.Value); cfgErr != nil {
 				break
 			}
@@ -84,11 +90,30 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 			fail(kerr.InvalidConfig.Code, errText("%v", cfgErr))
 			continue
 		}
-		if code, msg := b.createTopicChecked(rt.Topic, partitions, &cfg, r.ValidateOnly, mut); code != 0 {
+		create := func() (int16, *string) { return b.createTopicChecked(rt.Topic, partitions, &cfg, r.ValidateOnly, mut) }
+		rf := int16(1)
+		if b.clustered() {
+			if rf = rt.ReplicationFactor; rf == -1 {
+				rf = b.opts.Cluster.DefaultReplicationFactor
+			}
+			var assignment [][]int32
+			for _, a := range rt.ReplicaAssignment {
+				assignment = append(assignment, a.Replicas)
+				rf = int16(len(a.Replicas))
+			}
+			configs := map[string]string{}
+			for _, c := range rt.Configs {
+				configs[c.Name] = *c.Value // (set above: a nil value failed)
+			}
+			create = func() (int16, *string) {
+				return b.clusterCreateTopic(rt.Topic, partitions, rf, assignment, configs, r.ValidateOnly, mut)
+			}
+		}
+		if code, msg := create(); code != 0 {
 			fail(code, msg)
 			continue
 		}
-		st.NumPartitions, st.ReplicationFactor = partitions, 1
+		st.NumPartitions, st.ReplicationFactor = partitions, rf
 		if id, ok := b.m.TopicID(rt.Topic); ok {
 			st.TopicID = id
 		}
@@ -121,6 +146,9 @@ func (b *Broker) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssign
 // partitions it made (no half-created topic).
 func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.Config, validateOnly bool,
 	mut *mutations) (int16, *string) {
+	if b.clustered() { // (auto-creation: the defaults)
+		return b.clusterCreateTopic(topic, partitions, -1, nil, nil, validateOnly, mut)
+	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	if len(b.partitionsOf(topic)) > 0 {
@@ -205,6 +233,9 @@ func (b *Broker) deleteTopic(topic string, mut *mutations) (int16, *string) {
 		// The coordinators' own log: deleting it would drop every group.
 		return kerr.InvalidTopicException.Code, errText("%s is an internal topic", topic)
 	}
+	if b.clustered() {
+		return b.clusterDeleteTopic(topic, mut)
+	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	parts := b.partitionsOf(topic)
@@ -248,6 +279,9 @@ func (b *Broker) createPartitions(_ context.Context, h header, r *kmsg.CreatePar
 // growTopic adds partitions to a topic, with its config, drawn from the
 // request's mutation quota.
 func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool, mut *mutations) (int16, *string) {
+	if b.clustered() {
+		return b.clusterGrowTopic(rt, validateOnly, mut)
+	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	parts := b.partitionsOf(rt.Topic)

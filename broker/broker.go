@@ -45,6 +45,9 @@ import (
 // Options configure a broker, under Kafka's broker config names where they
 // have one.
 type Options struct {
+	// Cluster, if set, makes the broker one of a cluster
+	// (docs/cluster.md). The default is nil: a single node.
+	Cluster *ClusterOptions
 	// NodeID is node.id, for NewNull: New takes the data directory's
 	// (meta.properties), as Kafka refuses a node.id other than the one
 	// stored.
@@ -310,6 +313,15 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	pids, err := openProducerIDs(m.FS(), filepath.Join(m.Dir(), producerIDFile))
 	if err != nil {
 		return nil, err
+	}
+	if c := opts.Cluster; c != nil {
+		// The cluster's blocks: no two brokers hand out one id.
+		pids.next, pids.end = 0, 0
+		pids.reserve = func(n int64) (int64, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return c.Member.ProducerIDs(ctx, n)
+		}
 	}
 	creds, err := auth.OpenCredentials(nil, filepath.Join(m.Dir(), auth.CredentialsFile))
 	if err != nil {

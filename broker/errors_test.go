@@ -20,6 +20,7 @@ import (
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cleaner"
+	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/logfile"
@@ -117,6 +118,13 @@ var kafkaCodes = []struct {
 	{auth.ErrInvalidQuota, kerr.InvalidRequest},
 	{auth.ErrAuthentication, kerr.SaslAuthenticationFailed},
 	{auth.ErrBadCredentials, kerr.SaslAuthenticationFailed},
+	{cluster.ErrTopicExists, kerr.TopicAlreadyExists},
+	{cluster.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{cluster.ErrInvalidAssignment, kerr.InvalidReplicaAssignment},
+	{cluster.ErrStaleState, kerr.InvalidUpdateVersion},
+	{cluster.ErrPlacement, kerr.InvalidReplicationFactor},
+	{cluster.ErrClosed, kerr.UnknownServerError},
+	{cluster.ErrInconsistentClusterID, kerr.InconsistentClusterID},
 }
 
 // Every sentinel carries its Kafka code, found through any wrapping, the

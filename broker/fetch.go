@@ -168,7 +168,10 @@ func (fr *fetchReply) writeTo(w io.Writer, chunks [][]byte) error {
 // remote.fetch.max.wait.ms.
 func (b *Broker) fetch(ctx context.Context, _ header, r *kmsg.FetchRequest) *fetchReply {
 	iso := tablet.ReadHighWatermark
-	if r.IsolationLevel == 1 {
+	switch {
+	case b.clustered() && fetchReplica(r) >= 0:
+		iso = tablet.ReadLogEnd // a follower's: everything the leader has
+	case r.IsolationLevel == 1:
 		iso = tablet.ReadCommitted
 	}
 	wait := min(time.Duration(max(r.MaxWaitMillis, 0))*time.Millisecond, b.opts.MaxFetchWait)
@@ -247,9 +250,9 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.RecordBatches = []byte{} // empty, not null: Kafka sends no records as a 0-length set (librdkafka rejects null)
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			t, code := b.fetchTablet(r, rt.Topic, rp)
+			if code != 0 {
+				sp.ErrorCode = code
 				if unknownTopicID(r.GetVersion(), rt.Topic) {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}
@@ -297,6 +300,12 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 // max wait like any fetch with nothing to read (a client retrying at once
 // cannot make the broker answer thousands of refusals a second).
 func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	if fetchReplica(r) >= 0 && !b.mayCluster(h, kmsg.ACLOperationClusterAction) {
+		// A follower's fetch is replication: ClusterAction, as Kafka.
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	denied := takeOut(&r.Topics, func(t kmsg.FetchRequestTopic) int16 {
 		if unknownTopicID(h.version, t.Topic) {
 			return 0 // UNKNOWN_TOPIC_ID, from the handler

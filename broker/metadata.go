@@ -160,6 +160,9 @@ func (b *Broker) describeCluster(_ context.Context, h header, r *kmsg.DescribeCl
 	host, port := b.advertised(h)
 	resp.ClusterID, resp.ControllerID = b.clusterID, b.opts.NodeID
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
+	if b.clustered() {
+		b.clusterDescribeCluster(h, resp)
+	}
 	resp.ClusterAuthorizedOperations = b.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
 	return resp
 }
@@ -189,6 +192,9 @@ var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_
 // tabletFor returns a partition's tablet, creating its topic (with
 // num.partitions partitions) when auto-creation allows.
 func (b *Broker) tabletFor(topic string, partition int32, ac *autoCreation) (*tablet.Tablet, int16) {
+	if b.clustered() {
+		return b.clusterTabletFor(topic, partition, ac)
+	}
 	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
 	if t, ok := b.m.Get(tp); ok {
 		return t, 0
@@ -280,6 +286,9 @@ func (b *Broker) advertised(h header) (string, int32) {
 }
 
 func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	if b.clustered() {
+		return b.clusterMetadata(h, r)
+	}
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	host, port := b.advertised(h)
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
@@ -352,6 +361,13 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 		}
 		resp.Topics = append(resp.Topics, topic)
 	}
+	b.metadataAuthorizedOps(h, r, resp)
+	return resp
+}
+
+// metadataAuthorizedOps fills the cluster's and each topic's authorized
+// operations when the request asks for them.
+func (b *Broker) metadataAuthorizedOps(h header, r *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
 	resp.AuthorizedOperations = b.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
@@ -362,7 +378,6 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 		}
 		t.AuthorizedOperations = b.authorizedOpsIf(ask, h, resTopic, name)
 	}
-	return resp
 }
 
 // authorizeMetadata: a topic the principal may not describe is

@@ -27,6 +27,9 @@ type producerIDs struct {
 	mu   sync.Mutex
 	next int64 // the next id to hand out
 	end  int64 // the end of the reserved block (durable)
+	// reserve, if set, reserves blocks instead of the file: a cluster's,
+	// so that no two brokers hand out one id.
+	reserve func(n int64) (int64, error)
 }
 
 func openProducerIDs(fsys vfs.FS, path string) (*producerIDs, error) {
@@ -51,6 +54,13 @@ func openProducerIDs(fsys vfs.FS, path string) (*producerIDs, error) {
 func (p *producerIDs) allocate() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.next == p.end && p.reserve != nil {
+		first, err := p.reserve(producerIDBlock)
+		if err != nil {
+			return 0, fmt.Errorf("broker: reserving producer ids: %w", err)
+		}
+		p.next, p.end = first, first+producerIDBlock
+	}
 	if p.next == p.end {
 		end := p.end + producerIDBlock
 		if err := vfs.WriteAtomic(p.fsys, p.path, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {

@@ -76,7 +76,7 @@ func nullProduce(b *Broker, _ header, req kmsg.Request) kmsg.Response {
 	return resp
 }
 
-func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) kmsg.Response {
+func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	ac := b.autoCreation(h)
 	defer ac.finish(resp)
@@ -107,12 +107,16 @@ func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) km
 				sp.ErrorCode = code
 				continue
 			}
+			if code := b.checkAppend(t, r.Acks); code != 0 {
+				sp.ErrorCode = code
+				continue
+			}
 			tp := t.TopicPartition()
 			parallel = parallel && !seen[tp] // a partition twice: its batches in order, one by one
 			seen[tp] = true
 			o := opts
 			o.Sync = o.Sync || r.Acks == -1 && t.Config().DurableAcks
-			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp, txnV2: h.version >= 12})
+			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp, txnV2: h.version >= 12, end: ptrTo(int64(-1))})
 			total += len(rp.Records)
 		}
 	}
@@ -135,6 +139,9 @@ func (b *Broker) produce(_ context.Context, h header, r *kmsg.ProduceRequest) km
 			b.appendPartition(jb)
 		}
 	}
+	if b.clustered() {
+		b.awaitAcks(ctx, r.Acks, r.TimeoutMillis, jobs)
+	}
 	if r.Acks == 0 {
 		return nil
 	}
@@ -155,6 +162,8 @@ type appendJob struct {
 	// KIP-890 part 2) sends no AddPartitionsToTxn: its batch adds the
 	// partition to its transaction.
 	txnV2 bool
+	// end is set to the offset after the last batch appended.
+	end *int64
 }
 
 // appendPartition appends a partition's batches, one by one (a client
@@ -198,6 +207,7 @@ func (b *Broker) appendPartition(jb appendJob) {
 			return
 		}
 		b.metrics.topicIn.WithLabelValues(t.TopicPartition().Topic).Add(float64(n))
+		*jb.end = res.LastOffset + 1
 		if first {
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.FirstOffset, res.LogAppendTime, res.LogStartOffset
 			first = false
@@ -234,3 +244,5 @@ func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Respon
 		}
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -23,6 +23,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/seglog/seglog"
 )
 
 // Options configure a broker's membership, under Kafka's config names.
@@ -117,7 +119,7 @@ type Member struct {
 }
 
 // ErrClosed is returned by a Member's calls after Close.
-var ErrClosed = errors.New("cluster: member closed")
+var ErrClosed = seglog.NewKafkaError("cluster: member closed", -1)
 
 // Join connects to etcd, loads the metadata, registers this broker under
 // a new session lease (waiting while an earlier incarnation's lease
@@ -145,6 +147,9 @@ func Join(ctx context.Context, opts Options) (*Member, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	if err == nil && opts.ClusterID != "" {
+		err = m.claimClusterID(ctx)
+	}
 	if err == nil {
 		err = m.register(ctx)
 	}
@@ -158,6 +163,55 @@ func Join(ctx context.Context, opts Options) (*Member, error) {
 	go func() { defer m.wg.Done(); m.keepAlive() }()
 	return m, nil
 }
+
+// ErrInconsistentClusterID is returned by Join for a broker whose data
+// directory belongs to another cluster than the prefix's.
+var ErrInconsistentClusterID = seglog.NewKafkaError("cluster: inconsistent cluster id", 104) // INCONSISTENT_CLUSTER_ID
+
+// claimClusterID stores the cluster id under the prefix if none is there,
+// and refuses a broker of another cluster.
+func (m *Member) claimClusterID(ctx context.Context) error {
+	key := m.prefix + keyClusterID
+	resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, m.opts.ClusterID)).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: storing the cluster id: %w", err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && string(kvs[0].Value) != m.opts.ClusterID {
+		return fmt.Errorf("%w: the data directory is of cluster %s, %s holds cluster %s", ErrInconsistentClusterID,
+			m.opts.ClusterID, m.prefix, kvs[0].Value)
+	}
+	return nil
+}
+
+// ClusterIDAt returns the cluster id stored under prefix ("" if none), so
+// that a new data directory is made for the cluster it joins.
+func ClusterIDAt(ctx context.Context, endpoints []string, prefix string) (string, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return "", fmt.Errorf("cluster: etcd client: %w", err)
+	}
+	defer cli.Close()
+	if prefix != "" && prefix[len(prefix)-1] != '/' {
+		prefix += "/"
+	}
+	resp, err := cli.Get(ctx, prefix+keyClusterID)
+	if err != nil {
+		return "", fmt.Errorf("cluster: reading the cluster id: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+// ShutDown is the first half of Close, while the broker still serves: it
+// marks the broker shutting down and waits, until ctx ends, for the
+// controller to move its leaderships away (Kafka's controlled shutdown).
+func (m *Member) ShutDown(ctx context.Context) error { return m.controlledShutdown(ctx) }
 
 // NodeID is this broker's id.
 func (m *Member) NodeID() int32 { return m.opts.NodeID }

@@ -180,6 +180,7 @@ const (
 	keyTopics      = "topics/"
 	keyPartitions  = "partitions/"
 	keyProducerIDs = "producer-ids"
+	keyClusterID   = "cluster-id"
 )
 
 func partitionKey(topic string, p int32) string {

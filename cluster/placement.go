@@ -1,16 +1,17 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
+
+	"github.com/seglog/seglog"
 )
 
 // ErrPlacement is returned when replicas cannot be placed: a replication
 // factor above the live brokers, or racks on some brokers but not all.
-var ErrPlacement = errors.New("cluster: cannot place replicas")
+var ErrPlacement = seglog.NewKafkaError("cluster: cannot place replicas", 38) // INVALID_REPLICATION_FACTOR
 
 // Placed is one broker as the placement sees it.
 type Placed struct {

@@ -3,28 +3,29 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/seglog/seglog"
 )
 
 var (
 	// ErrTopicExists is returned by CreateTopic for a name taken.
-	ErrTopicExists = errors.New("cluster: topic already exists")
+	ErrTopicExists = seglog.NewKafkaError("cluster: topic already exists", 36) // TOPIC_ALREADY_EXISTS
 	// ErrUnknownTopic is returned for a topic (or id) the metadata lacks.
-	ErrUnknownTopic = errors.New("cluster: unknown topic")
+	ErrUnknownTopic = seglog.NewKafkaError("cluster: unknown topic", 3) // UNKNOWN_TOPIC_OR_PARTITION
 	// ErrInvalidAssignment is returned for an explicit assignment that
 	// names an unregistered broker, a broker twice, or partitions of
 	// different sizes.
-	ErrInvalidAssignment = errors.New("cluster: invalid replica assignment")
+	ErrInvalidAssignment = seglog.NewKafkaError("cluster: invalid replica assignment", 39) // INVALID_REPLICA_ASSIGNMENT
 	// ErrStaleState is returned by AlterPartition when the partition's
 	// state is not the one the caller read (another change won), or the
 	// caller's session is not the one registered.
-	ErrStaleState = errors.New("cluster: the partition state changed")
+	ErrStaleState = seglog.NewKafkaError("cluster: the partition state changed", 95) // INVALID_UPDATE_VERSION
 )
 
 // TopicSpec is a topic to create.

@@ -16,6 +16,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -34,7 +36,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/ratelog"
+	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
 	"github.com/seglog/seglog/vfs"
@@ -87,6 +91,44 @@ type Config struct {
 	// Logger receives the server's logs, at most ten lines a second of
 	// each message (internal/ratelog). The default is slog.Default().
 	Logger *slog.Logger
+	// Cluster, if set, makes the broker one of a cluster over etcd
+	// (docs/cluster.md). The default is nil: a single node.
+	Cluster *ClusterConfig
+}
+
+// ClusterConfig is a broker's cluster settings, under Kafka's names.
+type ClusterConfig struct {
+	// Endpoints are etcd's client URLs (seglog.etcd.endpoints).
+	Endpoints []string
+	// Prefix is the cluster's etcd prefix (seglog.etcd.prefix). The
+	// default is /seglog/<cluster id>/, the data directory's cluster id;
+	// with a prefix set, a new data directory takes the cluster id stored
+	// under it.
+	Prefix string
+	// Rack is broker.rack.
+	Rack string
+	// InterBrokerListener is inter.broker.listener.name: the listener
+	// followers fetch on. The default is the first listener.
+	InterBrokerListener string
+	// SessionTimeout and HeartbeatInterval are broker.session.timeout.ms
+	// and broker.heartbeat.interval.ms (cluster.Options' defaults).
+	SessionTimeout, HeartbeatInterval time.Duration
+	// DefaultReplicationFactor is default.replication.factor (default 1).
+	DefaultReplicationFactor int16
+	// MinInsyncReplicas is min.insync.replicas (default 1).
+	MinInsyncReplicas int
+	// UncleanLeaderElection is unclean.leader.election.enable.
+	UncleanLeaderElection bool
+	// LagTime is replica.lag.time.max.ms; FetchMaxBytes
+	// replica.fetch.max.bytes; FetchWait replica.fetch.wait.max.ms
+	// (replica.Options' defaults).
+	LagTime       time.Duration
+	FetchMaxBytes int32
+	FetchWait     time.Duration
+	// FetchBackoff is replica.fetch.backoff.ms.
+	FetchBackoff time.Duration
+	// ShutdownTimeout bounds the controlled shutdown (default 30 s).
+	ShutdownTimeout time.Duration
 }
 
 // Listener is one listener of the Kafka protocol.
@@ -111,6 +153,8 @@ type Server struct {
 	log       *slog.Logger
 	m         *tablet.Manager
 	b         *broker.Broker
+	member    *cluster.Member
+	replicas  *replica.Manager
 	tls       *broker.TLS
 	listeners []bound
 	metrics   *http.Server
@@ -187,10 +231,24 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if bopts.Logger == nil {
 		bopts.Logger = cfg.Logger
 	}
+	if cfg.Cluster != nil {
+		if bopts.Cluster, err = s.joinCluster(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if s.b, err = broker.New(s.m, bopts); err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, s.b.Close)
+	if s.member != nil {
+		// Closed first: the controlled shutdown moves the leaderships away
+		// while the broker still serves its followers.
+		s.closers = append(s.closers, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cfg.Cluster.ShutdownTimeout, 30*time.Second))
+			defer cancel()
+			return s.member.ShutDown(ctx)
+		})
+	}
 	if cfg.MetricsAddr != "" {
 		if err := s.openMetrics(tierCollector); err != nil {
 			return nil, err
@@ -198,6 +256,70 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	return s, nil
 }
+
+// joinCluster joins the cluster as the data directory's node and starts
+// following its metadata: the member and the replicas close after the
+// broker (in Close's reverse order).
+func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error) {
+	c := s.cfg.Cluster
+	meta := s.m.Meta()
+	var listeners []cluster.Endpoint
+	for _, l := range s.listeners {
+		host, port := l.spec.AdvertisedHost, l.spec.AdvertisedPort
+		if host == "" {
+			if a, ok := l.ln.Addr().(*net.TCPAddr); ok {
+				host, port = a.IP.String(), int32(a.Port)
+			}
+		}
+		if port == 0 {
+			if a, ok := l.ln.Addr().(*net.TCPAddr); ok {
+				port = int32(a.Port)
+			}
+		}
+		listeners = append(listeners, cluster.Endpoint{Listener: l.spec.Name, SecurityProtocol: l.spec.SecurityProtocol, Host: host, Port: port})
+	}
+	jctx, cancel := context.WithTimeout(ctx, max(2*cmp.Or(c.SessionTimeout, 9*time.Second), 30*time.Second))
+	defer cancel()
+	m, err := cluster.Join(jctx, cluster.Options{Endpoints: c.Endpoints, Prefix: c.Prefix, ClusterID: meta.ClusterID,
+		NodeID: meta.NodeID, Rack: c.Rack, Listeners: listeners, SessionTimeout: c.SessionTimeout,
+		HeartbeatInterval: c.HeartbeatInterval, UncleanLeaderElection: c.UncleanLeaderElection, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	s.member = m
+	s.closers = append(s.closers, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return m.Close(ctx)
+	})
+	defaults := s.m.DefaultConfig()
+	r, err := replica.New(replica.Options{Member: m, Tablets: s.m, Listener: c.InterBrokerListener, LagTime: c.LagTime,
+		FetchMaxBytes: c.FetchMaxBytes, FetchWait: c.FetchWait, FetchBackoff: c.FetchBackoff, MinInsyncReplicas: c.MinInsyncReplicas, Logger: s.log,
+		Config: func(configs map[string]string) (*tablet.Config, error) {
+			cfg := defaults
+			for k, v := range configs {
+				if k == "min.insync.replicas" || k == "unclean.leader.election.enable" {
+					continue // (the cluster's, not the tablet's)
+				}
+				if err := cfg.Set(k, v); err != nil {
+					return nil, err
+				}
+			}
+			return &cfg, nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	s.replicas = r
+	s.closers = append(s.closers, func() error { r.Close(); return nil })
+	return &broker.ClusterOptions{Member: m, Replicas: r, DefaultReplicationFactor: cmp.Or(c.DefaultReplicationFactor, 1)}, nil
+}
+
+// Member is the broker's cluster membership (nil for a single node).
+func (s *Server) Member() *cluster.Member { return s.member }
+
+// Replicas are the broker's replicas (nil for a single node).
+func (s *Server) Replicas() *replica.Manager { return s.replicas }
 
 // openTLS loads the TLS files if a listener needs them.
 func (s *Server) openTLS() error {
@@ -228,6 +350,19 @@ func (s *Server) openDataDir() error {
 		// typo in its name does not pass for an empty broker.
 		s.log.Info("creating the data directory: it does not exist", "dir", s.cfg.DataDir)
 		s.createdDir = true
+	}
+	_, metaErr := os.Stat(filepath.Join(s.cfg.DataDir, "meta.properties"))
+	if c := s.cfg.Cluster; c != nil && c.Prefix != "" && errors.Is(metaErr, fs.ErrNotExist) {
+		// A new data directory joins its cluster under the cluster's id.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		id, err := cluster.ClusterIDAt(ctx, c.Endpoints, c.Prefix)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if id != "" {
+			mopts.ClusterID = id
+		}
 	}
 	m, err := tablet.OpenManager(vfs.OS, s.cfg.DataDir, mopts)
 	if err != nil {

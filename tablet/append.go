@@ -338,6 +338,30 @@ func (t *Tablet) SetLeaderEpoch(epoch int32) error {
 	return nil
 }
 
+// BecomeLeader makes epoch the leader epoch stamped on appended batches
+// and records in the leader-epoch cache that it starts at the log end,
+// as Kafka's new leader does before its first append: a follower asking
+// where an older epoch ends (OffsetForLeaderEpoch) is answered at once.
+// The epoch may not go down.
+func (t *Tablet) BecomeLeader(epoch int32) error {
+	if err := t.readOnlyErr(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return err
+	}
+	if latest, ok := t.mu.epochs.LatestEpoch(); epoch < t.mu.epoch || ok && epoch < latest {
+		return fmt.Errorf("tablet: leader epoch %d is below the current %d", epoch, max(t.mu.epoch, latest))
+	}
+	if err := t.mu.epochs.Assign(epoch, t.view().leo.offset); err != nil {
+		return t.failLocked(err)
+	}
+	t.mu.epoch = epoch
+	return nil
+}
+
 // SetManualHighWatermark leaves the high watermark to SetHighWatermark
 // from now on (on), as a replicated partition's, or makes it follow the
 // log end again (off), moving it there at once.

@@ -42,6 +42,9 @@ type serveSettings struct {
 	tierStep   time.Duration
 	// nodeIDSet says node.id was given: it must match meta.properties.
 	nodeIDSet bool
+	// cluster is the cluster settings (seglog.etcd.endpoints and the
+	// replication configs); it is used once endpoints are given.
+	cluster server.ClusterConfig
 }
 
 // serveConfig is one broker config serve takes, under Kafka's name.
@@ -237,6 +240,55 @@ var serveConfigs = []serveConfig{
 	intConfig("broker.id", "Kafka's older name of node.id (the same rules)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.manager.NodeID, s.nodeIDSet = int32(n), true
 	}),
+	{name: "seglog.etcd.endpoints", doc: "etcd's client URLs, http://h1:2379,...: the broker joins the cluster whose metadata is there (docs/cluster.md); absent, a single node", set: func(s *serveSettings, v string) error {
+		s.cluster.Endpoints = nil
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				s.cluster.Endpoints = append(s.cluster.Endpoints, e)
+			}
+		}
+		return nil
+	}},
+	{name: "seglog.etcd.prefix", doc: "the cluster's etcd prefix (default /seglog/<cluster id>/); a new data directory takes the cluster id stored there", set: func(s *serveSettings, v string) error {
+		s.cluster.Prefix = v
+		return nil
+	}},
+	{name: "broker.rack", doc: "the broker's rack, for the placement of replicas", set: func(s *serveSettings, v string) error {
+		s.cluster.Rack = v
+		return nil
+	}},
+	{name: "inter.broker.listener.name", doc: "the listener followers fetch from their leaders on (default the first)", set: func(s *serveSettings, v string) error {
+		s.cluster.InterBrokerListener = v
+		return nil
+	}},
+	intConfig("default.replication.factor", "the replicas of a topic created without a replication factor (default 1)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+		s.cluster.DefaultReplicationFactor = int16(n)
+	}),
+	intConfig("min.insync.replicas", "the ISR size an acks=all produce needs (default 1), of topics that do not set it", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+		s.cluster.MinInsyncReplicas = int(n)
+	}),
+	msConfig("replica.lag.time.max.ms", "a follower not caught up for this long leaves the ISR (default 30000)", func(s *serveSettings, d time.Duration) {
+		s.cluster.LagTime = d
+	}),
+	msConfig("broker.session.timeout.ms", "a broker silent this long is taken as dead (default 9000)", func(s *serveSettings, d time.Duration) {
+		s.cluster.SessionTimeout = d
+	}),
+	msConfig("broker.heartbeat.interval.ms", "how often a broker renews its session (default 2000)", func(s *serveSettings, d time.Duration) {
+		s.cluster.HeartbeatInterval = d
+	}),
+	boolConfig("unclean.leader.election.enable", "elect a replica outside the ISR when the whole ISR is gone (default false: may lose acknowledged records)", func(s *serveSettings, b bool) {
+		s.cluster.UncleanLeaderElection = b
+	}),
+	intConfig("replica.fetch.max.bytes", "a partition's bytes in a follower's fetch (default 1048576)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.cluster.FetchMaxBytes = int32(n)
+	}),
+	msConfig("replica.fetch.wait.max.ms", "how long a follower's fetch waits for records (default 500)", func(s *serveSettings, d time.Duration) {
+		s.cluster.FetchWait = d
+	}),
+	msConfig("replica.fetch.backoff.ms", "how long a partition its leader refused waits before it is fetched again (default 1000)", func(s *serveSettings, d time.Duration) {
+		s.cluster.FetchBackoff = d
+	}),
+	intConfig("num.replica.fetchers", "accepted for Kafka's configs; seglog fetches with one fetcher per leader", 1, 1<<10, func(*serveSettings, int64) {}),
 	intConfig("num.partitions", "the partitions of an auto-created topic (default 1)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.NumPartitions = int32(n)
 	}),
@@ -650,6 +702,10 @@ func (set *serveSettings) serverConfig() (server.Config, error) {
 		TLS: set.tls, TierInterval: set.tierStep}
 	if set.nodeIDSet {
 		cfg.NodeID = &set.manager.NodeID
+	}
+	if len(set.cluster.Endpoints) > 0 {
+		c := set.cluster
+		cfg.Cluster = &c
 	}
 	for _, l := range listeners {
 		sl := server.Listener{Name: l.name, SecurityProtocol: l.protocol, Address: l.addr}

@@ -1,0 +1,379 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/replica"
+	"github.com/seglog/seglog/tablet"
+)
+
+// A broker in a cluster (Options.Cluster set, docs/cluster.md) answers
+// from the cluster's metadata: Metadata lists every live broker and each
+// partition's leader, epoch, replicas and ISR; topics are created and
+// deleted in etcd; produce and fetch are served by a partition's leader
+// only (a follower's fetch is replication), and acks=all waits for the
+// ISR.
+
+// clustered reports whether the broker is one of a cluster.
+func (b *Broker) clustered() bool { return b.opts.Cluster != nil }
+
+// ClusterOptions make a broker one of a cluster.
+type ClusterOptions struct {
+	// Member is the broker's membership (metadata, leases); Replicas its
+	// partitions' leadership and replication. Both are required.
+	Member   *cluster.Member
+	Replicas *replica.Manager
+	// DefaultReplicationFactor is default.replication.factor, of topics
+	// created without one (and auto-created ones). The default is 1.
+	DefaultReplicationFactor int16
+}
+
+// clusterBrokers lists the live brokers, each at its endpoint on the
+// listener the client connected through (Kafka: a broker without that
+// listener is left out).
+func (b *Broker) clusterBrokers(h header, s *cluster.Snapshot) []kmsg.MetadataResponseBroker {
+	name := ""
+	if h.listener != nil {
+		name = h.listener.Name
+	}
+	var out []kmsg.MetadataResponseBroker
+	for _, id := range s.BrokerIDs() {
+		br := s.Brokers[id]
+		e, ok := br.Endpoint(name)
+		if !ok {
+			if name != "" || len(br.Endpoints) == 0 {
+				continue
+			}
+			e = br.Endpoints[0]
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = id, e.Host, e.Port
+		if br.Rack != "" {
+			mb.Rack = kmsg.StringPtr(br.Rack)
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// clusterMetadata answers Metadata from the cluster's snapshot.
+func (b *Broker) clusterMetadata(h header, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	s := b.opts.Cluster.Member.Snapshot()
+	resp.Brokers = b.clusterBrokers(h, s)
+	resp.ControllerID = s.Controller
+	resp.ClusterID = kmsg.StringPtr(b.clusterID)
+	var names []string
+	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
+	if all {
+		for n := range s.Topics {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	for _, t := range r.Topics {
+		switch {
+		case t.Topic != nil:
+			names = append(names, *t.Topic)
+		case t.TopicID != [16]byte{}:
+			if ts, ok := s.TopicByID(t.TopicID); ok {
+				names = append(names, ts.Name)
+			} else {
+				rt := kmsg.NewMetadataResponseTopic()
+				rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+	}
+	autoCreate := !all && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) && !b.opts.NoAutoCreate
+	ac := b.autoCreation(h)
+	defer ac.finish(resp)
+	for _, name := range names {
+		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
+		ts, ok := s.Topics[name]
+		if !ok && autoCreate && !internalTopics[name] {
+			if checkpoint.ValidateTopic(name) != nil {
+				topic.ErrorCode = kerr.InvalidTopicException.Code
+				resp.Topics = append(resp.Topics, topic)
+				continue
+			}
+			ac.create(name)
+			s = b.opts.Cluster.Member.Snapshot()
+			ts, ok = s.Topics[name]
+		}
+		if !ok {
+			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, topic)
+			continue
+		}
+		if r.GetVersion() >= 10 {
+			topic.TopicID = ts.ID
+		}
+		for i, st := range ts.Partitions {
+			p := kmsg.NewMetadataResponseTopicPartition()
+			p.Partition, p.Leader, p.LeaderEpoch = int32(i), st.Leader, st.LeaderEpoch
+			p.Replicas, p.ISR = slices.Clone(ts.Replicas[i]), slices.Clone(st.ISR)
+			p.OfflineReplicas = []int32{}
+			for _, r := range ts.Replicas[i] {
+				if _, live := s.Brokers[r]; !live {
+					p.OfflineReplicas = append(p.OfflineReplicas, r)
+				}
+			}
+			if st.Leader == cluster.NoLeader {
+				p.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			topic.Partitions = append(topic.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, topic)
+	}
+	b.metadataAuthorizedOps(h, r, resp)
+	return resp
+}
+
+// clusterDescribeCluster lists the live brokers and the controller.
+func (b *Broker) clusterDescribeCluster(h header, resp *kmsg.DescribeClusterResponse) {
+	s := b.opts.Cluster.Member.Snapshot()
+	resp.ControllerID = s.Controller
+	resp.Brokers = nil
+	for _, mb := range b.clusterBrokers(h, s) {
+		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
+	}
+}
+
+// clusterTabletFor is tabletFor in a cluster: the partition's tablet if
+// this broker leads it, else NOT_LEADER_OR_FOLLOWER (or Kafka's answer
+// for a partition that does not exist, after auto-creation).
+func (b *Broker) clusterTabletFor(topic string, partition int32, ac *autoCreation) (*tablet.Tablet, int16) {
+	s := b.opts.Cluster.Member.Snapshot()
+	ts, ok := s.Topics[topic]
+	if !ok && ac != nil && !b.opts.NoAutoCreate && !internalTopics[topic] {
+		if err := checkpoint.ValidateTopic(topic); err != nil {
+			return nil, kerr.InvalidTopicException.Code
+		}
+		ac.create(topic)
+		ts, ok = b.opts.Cluster.Member.Snapshot().Topics[topic]
+	}
+	if !ok || partition < 0 || int(partition) >= len(ts.Partitions) {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	p, ok := b.opts.Cluster.Replicas.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
+	if !ok {
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	if code := p.CheckLeader(-1); code != 0 {
+		return nil, code
+	}
+	return p.Tablet(), 0
+}
+
+// fetchTablet returns the tablet a fetch reads for a partition: on a
+// leader, for a consumer at its current leader epoch, or for a follower
+// (whose fetch offset is its progress).
+func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) (*tablet.Tablet, int16) {
+	tp := checkpoint.TopicPartition{Topic: topic, Partition: rp.Partition}
+	if !b.clustered() {
+		if t, ok := b.m.Get(tp); ok {
+			return t, 0
+		}
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	p, ok := b.opts.Cluster.Replicas.Get(tp)
+	if !ok {
+		if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, rp.Partition); exists {
+			return nil, kerr.NotLeaderForPartition.Code
+		}
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	if id := fetchReplica(r); id >= 0 {
+		if code := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset); code != 0 {
+			return nil, code
+		}
+		return p.Tablet(), 0
+	}
+	if code := p.CheckLeader(rp.CurrentLeaderEpoch); code != 0 {
+		return nil, code
+	}
+	return p.Tablet(), 0
+}
+
+// fetchReplica is the replica id of a follower's fetch (-1: a consumer's).
+func fetchReplica(r *kmsg.FetchRequest) int32 {
+	if r.GetVersion() >= 15 {
+		return r.ReplicaState.ID
+	}
+	return r.ReplicaID
+}
+
+// clusterCreateTopic creates a topic in the cluster and waits until this
+// broker holds its replicas.
+func (b *Broker) clusterCreateTopic(topic string, partitions int32, rf int16, assignment [][]int32, configs map[string]string,
+	validateOnly bool, mut *mutations) (int16, *string) {
+	c := b.opts.Cluster
+	if rf == -1 {
+		rf = c.DefaultReplicationFactor
+	}
+	spec := cluster.TopicSpec{Name: topic, Partitions: int(partitions), ReplicationFactor: int(rf), Assignment: assignment, Configs: configs}
+	s := c.Member.Snapshot()
+	if _, ok := s.Topics[topic]; ok {
+		return kerr.TopicAlreadyExists.Code, errText("topic %q already exists", topic)
+	}
+	if _, err := s.Placement(spec, 0, -1); err != nil {
+		return clusterCode(err), errMessage(err)
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	if !mut.take(int(partitions)) {
+		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.Member.CreateTopic(ctx, spec); err != nil {
+		return clusterCode(err), errMessage(err)
+	}
+	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
+		return kerr.RequestTimedOut.Code, errMessage(err)
+	}
+	b.opts.Logger.Info("created a topic", "topic", topic, "partitions", partitions, "replication_factor", rf)
+	return 0, nil
+}
+
+// clusterCode is Kafka's code for a cluster metadata error (a wait
+// that ran out is REQUEST_TIMED_OUT).
+func clusterCode(err error) int16 {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return kerr.RequestTimedOut.Code
+	}
+	return errorCode(err)
+}
+
+// clusterDeleteTopic deletes a topic from the cluster (the replicas go
+// with it on every broker).
+func (b *Broker) clusterDeleteTopic(topic string, mut *mutations) (int16, *string) {
+	c := b.opts.Cluster
+	ts, ok := c.Member.Snapshot().Topics[topic]
+	if !ok {
+		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
+	}
+	if !mut.take(len(ts.Partitions)) {
+		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := c.Member.DeleteTopic(ctx, topic, ts.ID); err != nil {
+		return clusterCode(err), errMessage(err)
+	}
+	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
+		return kerr.RequestTimedOut.Code, errMessage(err)
+	}
+	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(ts.Partitions))
+	return 0, nil
+}
+
+// clusterGrowTopic adds partitions to a topic of the cluster.
+func (b *Broker) clusterGrowTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool, mut *mutations) (int16, *string) {
+	c := b.opts.Cluster
+	ts, ok := c.Member.Snapshot().Topics[rt.Topic]
+	if !ok {
+		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rt.Topic)
+	}
+	have := int32(len(ts.Partitions))
+	if rt.Count <= have || rt.Count > b.opts.MaxTopicPartitions {
+		return kerr.InvalidPartitions.Code, errText("topic %q has %d partitions; the count must grow, to at most %d", rt.Topic,
+			have, b.opts.MaxTopicPartitions)
+	}
+	var assignment [][]int32
+	for _, a := range rt.Assignment {
+		assignment = append(assignment, a.Replicas)
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	if !mut.take(int(rt.Count - have)) {
+		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.Member.CreatePartitions(ctx, rt.Topic, int(rt.Count), assignment); err != nil {
+		return clusterCode(err), errMessage(err)
+	}
+	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
+		return kerr.RequestTimedOut.Code, errMessage(err)
+	}
+	return 0, nil
+}
+
+// awaitAcks completes a produce in a cluster: each partition appended
+// tells its leadership (the high watermark may move), then acks=all waits
+// for the high watermark to cover what was appended, within the request's
+// timeout; acks=1 is answered only by a broker still certain it leads.
+func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, jobs []appendJob) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(timeoutMs, 0))*time.Millisecond)
+	defer cancel()
+	for _, jb := range jobs {
+		if jb.sp.ErrorCode != 0 || *jb.end < 0 {
+			continue
+		}
+		p, ok := b.opts.Cluster.Replicas.Get(jb.t.TopicPartition())
+		if !ok {
+			jb.sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			continue
+		}
+		p.Appended()
+		switch {
+		case acks == 0:
+		case acks == -1:
+			jb.sp.ErrorCode = p.AwaitAcks(ctx, *jb.end)
+		case !p.Leads():
+			jb.sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		}
+	}
+}
+
+// checkAppend refuses a produce the partition's leadership cannot take
+// (acks=all with an ISR below min.insync.replicas).
+func (b *Broker) checkAppend(t *tablet.Tablet, acks int16) int16 {
+	if !b.clustered() {
+		return 0
+	}
+	p, ok := b.opts.Cluster.Replicas.Get(t.TopicPartition())
+	if !ok {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return p.CheckAppend(acks)
+}
+
+// replicationConfigs are the topic configs a cluster's replication
+// takes (kept in the topic's metadata), with their checks.
+var replicationConfigs = map[string]func(*string) error{
+	"min.insync.replicas": func(v *string) error {
+		if n, err := strconv.Atoi(deref(v)); err != nil || n < 1 {
+			return fmt.Errorf("%w: min.insync.replicas=%s is not a number of 1 or more", tablet.ErrConfig, deref(v))
+		}
+		return nil
+	},
+	"unclean.leader.election.enable": func(v *string) error {
+		if s := deref(v); s != "true" && s != "false" {
+			return fmt.Errorf("%w: unclean.leader.election.enable=%s is not true or false", tablet.ErrConfig, s)
+		}
+		return nil
+	},
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

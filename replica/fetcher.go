@@ -1,0 +1,416 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/leaderepoch"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// fetcher fetches, for every partition this broker follows on one
+// leader, what the leader has beyond the local log end (Kafka's replica
+// fetcher thread).
+type fetcher struct {
+	m      *Manager
+	leader int32
+
+	mu    sync.Mutex
+	parts map[checkpoint.TopicPartition]*fetchState
+	wake  chan struct{}
+
+	cl   *kgo.Client
+	addr string
+}
+
+// fetchState is one followed partition.
+type fetchState struct {
+	p     *Partition
+	epoch int32 // the leader epoch it follows at
+	// truncate: it must truncate to the leader before fetching.
+	truncate bool
+	// pausedUntil: the leader refused it (not leader yet, an epoch ahead
+	// or behind); it is fetched again after replica.fetch.backoff.ms, or
+	// at the next metadata change.
+	pausedUntil time.Time
+}
+
+func newFetcher(m *Manager, leader int32) *fetcher {
+	return &fetcher{m: m, leader: leader, parts: map[checkpoint.TopicPartition]*fetchState{}, wake: make(chan struct{}, 1)}
+}
+
+func (f *fetcher) add(p *Partition, epoch int32) {
+	f.mu.Lock()
+	f.parts[p.tp] = &fetchState{p: p, epoch: epoch, truncate: true}
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *fetcher) remove(tp checkpoint.TopicPartition) {
+	f.mu.Lock()
+	delete(f.parts, tp)
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run fetches until the manager closes.
+func (f *fetcher) run() {
+	defer func() {
+		if f.cl != nil {
+			f.cl.Close()
+		}
+	}()
+	ctx := f.m.ctx
+	backoff := func(d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-f.wake:
+		case <-ctx.Done():
+		}
+	}
+	for ctx.Err() == nil {
+		changed := f.m.opts.Member.Changed()
+		now := f.m.opts.Now()
+		var next time.Time
+		f.mu.Lock()
+		var active []*fetchState
+		for _, fs := range f.parts {
+			if !fs.pausedUntil.After(now) {
+				c := *fs
+				active = append(active, &c)
+			} else if next.IsZero() || fs.pausedUntil.Before(next) {
+				next = fs.pausedUntil
+			}
+		}
+		f.mu.Unlock()
+		if len(active) == 0 {
+			var timer <-chan time.Time
+			var t *time.Timer
+			if !next.IsZero() {
+				t = time.NewTimer(next.Sub(now))
+				timer = t.C
+			}
+			select {
+			case <-f.wake:
+			case <-changed:
+				f.resume()
+			case <-timer:
+			case <-ctx.Done():
+			}
+			if t != nil {
+				t.Stop()
+			}
+			continue
+		}
+		if err := f.connect(); err != nil {
+			f.m.log.Warn("replica: no address for the leader", "leader", f.leader, "err", err)
+			backoff(time.Second)
+			continue
+		}
+		if err := f.truncate(ctx, active); err != nil {
+			if ctx.Err() == nil {
+				f.m.log.Warn("replica: truncating to the leader failed", "leader", f.leader, "err", err)
+			}
+			backoff(200 * time.Millisecond)
+			continue
+		}
+		if err := f.fetch(ctx, active); err != nil {
+			if ctx.Err() == nil {
+				f.m.log.Warn("replica: fetching from the leader failed", "leader", f.leader, "err", err)
+			}
+			backoff(200 * time.Millisecond)
+		}
+	}
+}
+
+// resume unpauses every partition (the metadata changed).
+func (f *fetcher) resume() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fs := range f.parts {
+		fs.pausedUntil = time.Time{}
+	}
+}
+
+// set updates a followed partition's fetch state if it is still the one
+// followed at that epoch.
+func (f *fetcher) set(fs *fetchState, change func(*fetchState)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur, ok := f.parts[fs.p.tp]; ok && cur.p == fs.p && cur.epoch == fs.epoch {
+		change(cur)
+	}
+}
+
+// connect makes the client for the leader's inter-broker endpoint.
+func (f *fetcher) connect() error {
+	b, ok := f.m.opts.Member.Snapshot().Brokers[f.leader]
+	if !ok || len(b.Endpoints) == 0 {
+		return errors.New("the leader is not registered")
+	}
+	e := b.Endpoints[0]
+	if f.m.opts.Listener != "" {
+		if e, ok = b.Endpoint(f.m.opts.Listener); !ok {
+			return errors.New("the leader has no listener " + f.m.opts.Listener)
+		}
+	}
+	addr := net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+	if f.cl != nil && f.addr == addr {
+		return nil
+	}
+	if f.cl != nil {
+		f.cl.Close()
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("seglog-replica-fetcher-" + strconv.Itoa(int(f.m.me))),
+		kgo.RequestTimeoutOverhead(10 * time.Second), kgo.RequestRetries(0)}, f.m.opts.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	f.cl, f.addr = cl, addr
+	return nil
+}
+
+func (f *fetcher) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	seeds := f.cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, errors.New("no broker")
+	}
+	return seeds[0].Request(ctx, req)
+}
+
+// truncate brings each partition that must truncate to where its log
+// agrees with the leader's (KIP-101, KIP-279): it asks the leader where
+// its own latest epoch ends, and truncates to the lower of that and
+// where that epoch ends locally.
+func (f *fetcher) truncate(ctx context.Context, active []*fetchState) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = f.m.me
+	byTopic := map[string]int{}
+	var asked []*fetchState
+	for _, fs := range active {
+		if !fs.truncate {
+			continue
+		}
+		epochs := fs.p.t.LeaderEpochs()
+		o := fs.p.t.Offsets()
+		if len(epochs) == 0 || o.LogEndOffset == o.LogStartOffset {
+			f.set(fs, func(c *fetchState) { c.truncate = false }) // (nothing to disagree on)
+			fs.truncate = false
+			continue
+		}
+		i, ok := byTopic[fs.p.tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[fs.p.tp.Topic] = i
+			req.Topics = append(req.Topics, kmsg.OffsetForLeaderEpochRequestTopic{Topic: fs.p.tp.Topic})
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = fs.p.tp.Partition, fs.epoch, epochs[len(epochs)-1].Epoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		asked = append(asked, fs)
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	kr, err := f.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	resp := kr.(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			fs := find(asked, rt.Topic, rp.Partition)
+			if fs == nil {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				f.refused(fs, rp.ErrorCode)
+				continue
+			}
+			if err := truncateTo(fs.p, rp.LeaderEpoch, rp.EndOffset); err != nil {
+				return err
+			}
+			f.set(fs, func(c *fetchState) { c.truncate = false })
+			fs.truncate = false
+		}
+	}
+	return nil
+}
+
+func find(in []*fetchState, topic string, p int32) *fetchState {
+	for _, fs := range in {
+		if fs.p.tp.Topic == topic && fs.p.tp.Partition == p {
+			return fs
+		}
+	}
+	return nil
+}
+
+// truncateTo truncates a follower's log given the leader's answer for
+// its latest epoch: (epoch, end). An undefined answer truncates to the
+// high watermark (the leader knows nothing of the epoch: what is above
+// the high watermark is not committed).
+func truncateTo(p *Partition, epoch int32, end int64) error {
+	o := p.t.Offsets()
+	target := o.HighWatermark
+	if epoch >= 0 && end >= 0 {
+		target = min(end, localEnd(p.t.LeaderEpochs(), epoch, o.LogEndOffset))
+	}
+	if target >= o.LogEndOffset {
+		return nil
+	}
+	p.m.log.Info("replica: truncating to the leader", "partition", p.tp.String(), "from", o.LogEndOffset, "to", target)
+	return p.t.TruncateTo(target)
+}
+
+// localEnd is where epoch ends in the local log: the log end if it is
+// the latest, else where the first later epoch starts.
+func localEnd(epochs []leaderEpoch, epoch int32, logEnd int64) int64 {
+	for _, e := range epochs {
+		if e.Epoch > epoch {
+			return e.StartOffset
+		}
+	}
+	return logEnd
+}
+
+// refused handles a leader's error for a partition: a stale or future
+// epoch, or a broker that does not lead it (yet), pauses it until the
+// metadata changes; a fetch offset out of range truncates.
+func (f *fetcher) refused(fs *fetchState, code int16) {
+	switch code {
+	case kerr.OffsetOutOfRange.Code:
+		f.set(fs, func(c *fetchState) { c.truncate = true })
+	default:
+		until := f.m.opts.Now().Add(f.m.opts.FetchBackoff)
+		f.set(fs, func(c *fetchState) { c.pausedUntil = until })
+	}
+}
+
+// fetch sends one fetch for the partitions and appends what comes back.
+func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = f.m.me
+	req.ReplicaState.ID, req.ReplicaState.Epoch = f.m.me, f.m.opts.Member.Epoch()
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(f.m.opts.FetchWait/time.Millisecond), 1, f.m.opts.FetchResponseMaxBytes
+	req.SessionID, req.SessionEpoch = 0, -1 // (a full fetch, no session)
+	byTopic := map[string]int{}
+	var asked []*fetchState
+	for _, fs := range active {
+		if fs.truncate {
+			continue
+		}
+		i, ok := byTopic[fs.p.tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[fs.p.tp.Topic] = i
+			req.Topics = append(req.Topics, kmsg.FetchRequestTopic{Topic: fs.p.tp.Topic, TopicID: fs.p.id})
+		}
+		o := fs.p.t.Offsets()
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset = fs.p.tp.Partition, fs.epoch, o.LogEndOffset
+		rp.LogStartOffset, rp.PartitionMaxBytes = o.LogStartOffset, f.m.opts.FetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		asked = append(asked, fs)
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	kr, err := f.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	resp := kr.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 {
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			var fs *fetchState
+			for _, a := range asked {
+				if (a.p.tp.Topic == rt.Topic || a.p.id == cluster.TopicID(rt.TopicID)) && a.p.tp.Partition == rp.Partition {
+					fs = a
+				}
+			}
+			if fs == nil {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				if rp.ErrorCode == kerr.OffsetOutOfRange.Code && rp.LogStartOffset > fs.p.t.Offsets().LogEndOffset {
+					// Behind the leader's log start: start over from it.
+					if err := fs.p.t.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
+						return err
+					}
+					continue
+				}
+				f.refused(fs, rp.ErrorCode)
+				continue
+			}
+			if err := f.appendFetched(fs, rp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// appendFetched appends a partition's fetched batches as they are (their
+// offsets and leader epochs kept), then moves the high watermark to the
+// leader's (not past the local log end) and the log start to the
+// leader's.
+func (f *fetcher) appendFetched(fs *fetchState, rp kmsg.FetchResponseTopicPartition) error {
+	t := fs.p.t
+	data := rp.RecordBatches
+	for len(data) > 0 {
+		_, n, err := record.ParseHeader(data)
+		if err != nil || n > int64(len(data)) {
+			break // (a partial batch at the end of the response)
+		}
+		if _, err := t.Append(data[:n], tablet.AppendOptions{Origin: record.OriginReplication}); err != nil {
+			if errors.Is(err, tablet.ErrUnexpectedAppendOffset) {
+				f.set(fs, func(c *fetchState) { c.truncate = true })
+				return nil
+			}
+			return err
+		}
+		data = data[n:]
+	}
+	o := t.Offsets()
+	if hw := min(rp.HighWatermark, o.LogEndOffset); hw > o.HighWatermark {
+		if err := t.SetHighWatermark(hw); err != nil {
+			return err
+		}
+		fs.p.mu.Lock()
+		fs.p.notifyLocked()
+		fs.p.mu.Unlock()
+	}
+	if start := min(rp.LogStartOffset, t.Offsets().HighWatermark); start > o.LogStartOffset {
+		if _, err := t.DeleteRecordsBefore(start); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type leaderEpoch = leaderepoch.Entry

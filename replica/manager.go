@@ -1,0 +1,425 @@
+// Package replica is partition leadership on this broker, with Kafka's
+// replication protocol (docs/cluster.md): the Manager follows the
+// cluster's metadata (cluster.Member's snapshot) and, for each partition
+// this broker holds a replica of, keeps its tablet and its role. As
+// leader it tracks each follower's log end from their fetches, moves the
+// high watermark to the least log end over the ISR, shrinks and expands
+// the ISR, and completes acks=all produces when the high watermark covers
+// them. As follower it truncates to the leader (OffsetForLeaderEpoch)
+// and fetches from it, one fetcher per leader.
+package replica
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/tablet"
+)
+
+// Options configure a Manager, under Kafka's config names.
+type Options struct {
+	// Member is this broker's membership; Tablets its data directory.
+	// Both are required.
+	Member  *cluster.Member
+	Tablets *tablet.Manager
+	// Config makes a topic's tablet config from the configs set on it in
+	// the cluster (nil: the data directory's defaults).
+	Config func(configs map[string]string) (*tablet.Config, error)
+	// Listener is the listener followers fetch on
+	// (inter.broker.listener.name). The default is the first of a
+	// broker's endpoints.
+	Listener string
+	// ClientOpts are added to the followers' Kafka clients (TLS, SASL).
+	ClientOpts []kgo.Opt
+	// LagTime is replica.lag.time.max.ms (default 30 s): a follower not
+	// caught up for longer leaves the ISR.
+	LagTime time.Duration
+	// FetchMaxBytes is replica.fetch.max.bytes (default 1 MiB), a
+	// partition's bound in a follower's fetch; FetchResponseMaxBytes
+	// replica.fetch.response.max.bytes (default 10 MiB).
+	FetchMaxBytes         int32
+	FetchResponseMaxBytes int32
+	// FetchWait is replica.fetch.wait.max.ms (default 500 ms).
+	FetchWait time.Duration
+	// FetchBackoff is replica.fetch.backoff.ms (default 1 s): how long a
+	// partition the leader refused waits before it is fetched again.
+	FetchBackoff time.Duration
+	// MinInsyncReplicas is min.insync.replicas for topics that do not set
+	// it (default 1).
+	MinInsyncReplicas int
+	// Logger receives the manager's logs. The default is slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. The default is time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() error {
+	if o.Member == nil || o.Tablets == nil {
+		return errors.New("replica: a member and a data directory are required")
+	}
+	if o.LagTime <= 0 {
+		o.LagTime = 30 * time.Second
+	}
+	if o.FetchMaxBytes <= 0 {
+		o.FetchMaxBytes = 1 << 20
+	}
+	if o.FetchResponseMaxBytes <= 0 {
+		o.FetchResponseMaxBytes = 10 << 20
+	}
+	if o.FetchWait <= 0 {
+		o.FetchWait = 500 * time.Millisecond
+	}
+	if o.FetchBackoff <= 0 {
+		o.FetchBackoff = time.Second
+	}
+	if o.MinInsyncReplicas <= 0 {
+		o.MinInsyncReplicas = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Manager holds this broker's replicas.
+type Manager struct {
+	opts    Options
+	me      int32
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	metrics Metrics
+
+	mu       sync.Mutex
+	parts    map[checkpoint.TopicPartition]*Partition
+	fetchers map[int32]*fetcher
+	// applied is the snapshot revision the replicas reflect.
+	applied atomic.Int64
+	// appliedCh is closed when applied moves.
+	appliedCh chan struct{}
+}
+
+// New starts following the cluster's metadata: it returns once the
+// replicas reflect the member's current snapshot.
+func New(opts Options) (*Manager, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts, me: opts.Member.NodeID(), log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
+		fetchers: map[int32]*fetcher{}, appliedCh: make(chan struct{})}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.reconcile(opts.Member.Snapshot())
+	m.wg.Add(2)
+	go func() { defer m.wg.Done(); m.follow() }()
+	go func() { defer m.wg.Done(); m.shrinkLoop() }()
+	return m, nil
+}
+
+// Close stops the fetchers and the loops; the tablets stay open (they
+// are the data directory's).
+func (m *Manager) Close() {
+	m.cancel()
+	m.wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.parts {
+		p.mu.Lock()
+		p.leading = false
+		p.notifyLocked()
+		p.mu.Unlock()
+	}
+}
+
+// Get returns the partition's replica on this broker.
+func (m *Manager) Get(tp checkpoint.TopicPartition) (*Partition, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.parts[tp]
+	return p, ok
+}
+
+// Await returns once the replicas reflect etcd revision rev (a topic
+// just created has its tablets here).
+func (m *Manager) Await(ctx context.Context, rev int64) error {
+	for {
+		m.mu.Lock()
+		ch := m.appliedCh
+		m.mu.Unlock()
+		if m.applied.Load() >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.ctx.Done():
+			return context.Canceled
+		}
+	}
+}
+
+// follow applies each new snapshot.
+func (m *Manager) follow() {
+	for {
+		ch := m.opts.Member.Changed()
+		m.reconcile(m.opts.Member.Snapshot())
+		select {
+		case <-ch:
+		case <-m.ctx.Done():
+			return
+		}
+	}
+}
+
+// shrinkLoop takes lagging followers out of the ISRs this broker leads,
+// checking every half of replica.lag.time.max.ms (as Kafka).
+func (m *Manager) shrinkLoop() {
+	t := time.NewTicker(m.opts.LagTime / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-m.ctx.Done():
+			return
+		}
+		now := m.opts.Now()
+		m.mu.Lock()
+		parts := make([]*Partition, 0, len(m.parts))
+		for _, p := range m.parts {
+			parts = append(parts, p)
+		}
+		m.mu.Unlock()
+		for _, p := range parts {
+			p.mu.Lock()
+			p.shrinkLocked(now, m.opts.LagTime)
+			p.mu.Unlock()
+		}
+	}
+}
+
+// reconcile makes the replicas what the snapshot says: a tablet for each
+// partition assigned here (created with the topic's id), each one's role
+// and leader; a partition no longer here (its topic deleted, or moved)
+// is dropped and its tablet deleted.
+func (m *Manager) reconcile(s *cluster.Snapshot) {
+	seen := map[checkpoint.TopicPartition]bool{}
+	for name, t := range s.Topics {
+		minISR := m.opts.MinInsyncReplicas
+		if v, err := parsePositive(t.Configs["min.insync.replicas"]); err == nil {
+			minISR = v
+		}
+		for i, reps := range t.Replicas {
+			if !slices.Contains(reps, m.me) || i >= len(t.Partitions) {
+				continue
+			}
+			tp := checkpoint.TopicPartition{Topic: name, Partition: int32(i)}
+			seen[tp] = true
+			m.mu.Lock()
+			p := m.parts[tp]
+			m.mu.Unlock()
+			if p != nil && p.id != t.ID {
+				m.drop(p) // (the topic was recreated)
+				p = nil
+			}
+			if p == nil {
+				var err error
+				if p, err = m.open(tp, t); err != nil {
+					m.log.Error("replica: opening a replica failed", "partition", tp.String(), "err", err)
+					continue
+				}
+			}
+			m.apply(p, t.Partitions[i], reps, minISR)
+		}
+	}
+	m.mu.Lock()
+	var gone []*Partition
+	for tp, p := range m.parts {
+		if !seen[tp] {
+			gone = append(gone, p)
+		}
+	}
+	m.mu.Unlock()
+	for _, p := range gone {
+		m.drop(p)
+	}
+	m.mu.Lock()
+	m.applied.Store(s.Revision)
+	close(m.appliedCh)
+	m.appliedCh = make(chan struct{})
+	m.mu.Unlock()
+}
+
+func parsePositive(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && n <= 0 {
+		err = errors.New("not positive")
+	}
+	return n, err
+}
+
+// open gets or creates the partition's tablet, with the topic's id: a
+// tablet here of the topic under another id (deleted and recreated while
+// this broker was away) is deleted first.
+func (m *Manager) open(tp checkpoint.TopicPartition, t *cluster.TopicState) (*Partition, error) {
+	id := checkpoint.TopicID(t.ID)
+	if have, ok := m.opts.Tablets.TopicID(tp.Topic); ok && have != id {
+		for _, old := range m.opts.Tablets.Tablets() {
+			if old.TopicPartition().Topic == tp.Topic {
+				m.log.Warn("replica: deleting a replica of an older topic of the name", "partition", old.TopicPartition().String(), "topic_id", have.String())
+				if err := m.opts.Tablets.Delete(old.TopicPartition()); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	tb, ok := m.opts.Tablets.Get(tp)
+	if !ok {
+		var cfg *tablet.Config
+		if m.opts.Config != nil {
+			var err error
+			if cfg, err = m.opts.Config(t.Configs); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		if tb, err = m.opts.Tablets.CreateWithID(tp, cfg, id); err != nil {
+			return nil, err
+		}
+	}
+	if err := tb.SetManualHighWatermark(true); err != nil {
+		return nil, err
+	}
+	p := &Partition{tp: tp, id: t.ID, t: tb, m: m, changed: make(chan struct{}), following: cluster.NoLeader,
+		st: cluster.PartitionState{Leader: cluster.NoLeader, LeaderEpoch: -1, PartitionEpoch: -1}}
+	m.mu.Lock()
+	m.parts[tp] = p
+	m.mu.Unlock()
+	return p, nil
+}
+
+// drop stops a replica and deletes its tablet.
+func (m *Manager) drop(p *Partition) {
+	m.unfollow(p)
+	m.mu.Lock()
+	delete(m.parts, p.tp)
+	m.mu.Unlock()
+	p.mu.Lock()
+	p.leading = false
+	p.notifyLocked()
+	p.mu.Unlock()
+	if err := m.opts.Tablets.Delete(p.tp); err != nil && !errors.Is(err, tablet.ErrNotFound) {
+		m.log.Error("replica: deleting a replica failed", "partition", p.tp.String(), "err", err)
+	}
+}
+
+// apply takes a partition's new state: leader (at a new epoch: its
+// followers start unknown), or follower of its leader.
+func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int32, minISR int) {
+	p.mu.Lock()
+	if st.PartitionEpoch < p.st.PartitionEpoch {
+		p.mu.Unlock()
+		return // (older than what an ISR change of ours wrote)
+	}
+	wasLeading, oldEpoch := p.leading, p.st.LeaderEpoch
+	p.st, p.replicas, p.minISR = st, replicas, minISR
+	follow := cluster.NoLeader
+	switch {
+	case st.Leader == m.me && (!wasLeading || st.LeaderEpoch != oldEpoch):
+		if err := p.t.BecomeLeader(st.LeaderEpoch); err != nil {
+			m.log.Error("replica: becoming leader failed", "partition", p.tp.String(), "err", err)
+			p.mu.Unlock()
+			return
+		}
+		now := m.opts.Now()
+		p.followers = map[int32]*follower{}
+		for _, r := range replicas {
+			if r != m.me {
+				p.followers[r] = &follower{leo: -1, lastCaughtUp: now}
+			}
+		}
+		p.leading = true
+		m.metrics.LeaderElections.Add(1)
+		m.log.Info("replica: leading", "partition", p.tp.String(), "leader_epoch", st.LeaderEpoch, "isr", isrString(st.ISR))
+	case st.Leader == m.me:
+	default:
+		p.leading, p.followers = false, nil
+		follow = st.Leader
+	}
+	p.advanceLocked()
+	p.notifyLocked()
+	following, epochChanged := p.following, st.LeaderEpoch != oldEpoch
+	p.mu.Unlock()
+	switch {
+	case follow == cluster.NoLeader:
+		m.unfollow(p)
+	case follow != following || epochChanged:
+		m.startFollowing(p, follow, st.LeaderEpoch)
+	}
+}
+
+// startFollowing moves the partition to the fetcher of its leader, to be
+// truncated first.
+func (m *Manager) startFollowing(p *Partition, leader, epoch int32) {
+	m.unfollow(p)
+	m.mu.Lock()
+	f := m.fetchers[leader]
+	if f == nil {
+		f = newFetcher(m, leader)
+		m.fetchers[leader] = f
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); f.run() }()
+	}
+	m.mu.Unlock()
+	p.mu.Lock()
+	p.following = leader
+	p.mu.Unlock()
+	f.add(p, epoch)
+}
+
+func (m *Manager) unfollow(p *Partition) {
+	p.mu.Lock()
+	leader := p.following
+	p.following = cluster.NoLeader
+	p.mu.Unlock()
+	if leader == cluster.NoLeader {
+		return
+	}
+	m.mu.Lock()
+	f := m.fetchers[leader]
+	m.mu.Unlock()
+	if f != nil {
+		f.remove(p.tp)
+	}
+}
+
+// Metrics are the replication counters.
+type Metrics struct {
+	LeaderElections atomic.Int64
+	ISRShrinks      atomic.Int64
+	ISRExpands      atomic.Int64
+}
+
+// Metrics returns the counters.
+func (m *Manager) Metrics() *Metrics { return &m.metrics }
+
+func (mt *Metrics) isrChange(why string) {
+	if why == "shrink" {
+		mt.ISRShrinks.Add(1)
+	} else {
+		mt.ISRExpands.Add(1)
+	}
+}

@@ -1,0 +1,296 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/tablet"
+)
+
+// Partition is one partition this broker holds a replica of: its tablet
+// and, while it leads it, its followers' progress.
+type Partition struct {
+	tp checkpoint.TopicPartition
+	id cluster.TopicID
+	t  *tablet.Tablet
+	m  *Manager
+
+	mu       sync.Mutex
+	st       cluster.PartitionState
+	replicas []int32
+	minISR   int
+	leading  bool
+	// followers are the other replicas' progress while leading.
+	followers map[int32]*follower
+	// changed is closed when the high watermark moves or the leadership
+	// or the ISR changes (and made again).
+	changed chan struct{}
+	// altering: an ISR change is on its way to etcd.
+	altering bool
+	// following is the leader this replica fetches from (-1: none).
+	following int32
+}
+
+// follower is a follower's progress as its leader sees it (Kafka's
+// replica state): its log end (what it fetches next), when it was last
+// caught up with the leader's log end.
+type follower struct {
+	leo          int64
+	lastCaughtUp time.Time
+	// lastFetch and lastFetchLEO: when it last fetched, and the leader's
+	// log end then (a fetch reaching that later means it was caught up at
+	// that time).
+	lastFetch    time.Time
+	lastFetchLEO int64
+}
+
+// TopicPartition is the partition's name.
+func (p *Partition) TopicPartition() checkpoint.TopicPartition { return p.tp }
+
+// Tablet is the partition's local log.
+func (p *Partition) Tablet() *tablet.Tablet { return p.t }
+
+// State is the partition's state as this broker last applied it.
+func (p *Partition) State() cluster.PartitionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st
+}
+
+// Replicas are the partition's assigned replicas.
+func (p *Partition) Replicas() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.replicas
+}
+
+// notifyLocked wakes whoever waits on the partition.
+func (p *Partition) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Leads reports whether this broker leads the partition and may act as
+// its leader now (its session lease certainly alive).
+func (p *Partition) Leads() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leading && p.m.opts.Member.Leased()
+}
+
+// CheckLeader answers a client request for the partition at
+// currentEpoch (-1: unknown): 0 when this broker leads it at that epoch,
+// else Kafka's error: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH (the
+// client's epoch is older), UNKNOWN_LEADER_EPOCH (newer).
+func (p *Partition) CheckLeader(currentEpoch int32) int16 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checkLeaderLocked(currentEpoch)
+}
+
+func (p *Partition) checkLeaderLocked(currentEpoch int32) int16 {
+	switch {
+	case currentEpoch >= 0 && currentEpoch < p.st.LeaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	case currentEpoch > p.st.LeaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	case !p.leading || !p.m.opts.Member.Leased():
+		return kerr.NotLeaderForPartition.Code
+	}
+	return 0
+}
+
+// CheckAppend answers whether a produce with acks may append: this broker
+// leads, and for acks=all the ISR has min.insync.replicas members.
+func (p *Partition) CheckAppend(acks int16) int16 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.checkLeaderLocked(-1); c != 0 {
+		return c
+	}
+	if acks == -1 && len(p.st.ISR) < p.minISR {
+		return kerr.NotEnoughReplicas.Code
+	}
+	return 0
+}
+
+// Appended is called after an append as leader: the high watermark may
+// move (an ISR of the leader alone).
+func (p *Partition) Appended() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.advanceLocked()
+}
+
+// AwaitAcks waits until the high watermark covers end (the offset after
+// the batch), for acks=all: 0 then, or NOT_LEADER_OR_FOLLOWER when the
+// leadership is lost, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell
+// below min.insync.replicas, REQUEST_TIMED_OUT when ctx ends. A broker
+// that is not certainly leased acknowledges nothing.
+func (p *Partition) AwaitAcks(ctx context.Context, end int64) int16 {
+	for {
+		p.mu.Lock()
+		ch := p.changed
+		code := p.checkLeaderLocked(-1)
+		hw := p.t.Offsets().HighWatermark
+		short := len(p.st.ISR) < p.minISR
+		p.mu.Unlock()
+		switch {
+		case code != 0:
+			return code
+		case hw >= end && short: // (Kafka's answer once the high watermark covers it)
+			return kerr.NotEnoughReplicasAfterAppend.Code
+		case hw >= end:
+			return 0
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return kerr.RequestTimedOut.Code
+		}
+	}
+}
+
+// Changed returns a channel closed at the next change of the high
+// watermark, the ISR or the leadership.
+func (p *Partition) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// FollowerFetch records that follower replica fetches from fetchOffset
+// (it holds everything below): its progress, whether it is caught up,
+// the ISR's expansion and the high watermark. It answers Kafka's error
+// for a fetch this broker cannot serve as leader.
+func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset int64) int16 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.checkLeaderLocked(currentEpoch); c != 0 {
+		return c
+	}
+	f, ok := p.followers[replica]
+	if !ok {
+		return kerr.NotLeaderForPartition.Code // (not a replica of it: Kafka's answer to an unknown follower)
+	}
+	now := p.m.opts.Now()
+	leo := p.t.Offsets().LogEndOffset
+	switch {
+	case fetchOffset >= leo:
+		f.lastCaughtUp = now
+	case fetchOffset >= f.lastFetchLEO && !f.lastFetch.IsZero():
+		f.lastCaughtUp = f.lastFetch
+	}
+	f.lastFetch, f.lastFetchLEO, f.leo = now, leo, fetchOffset
+	p.advanceLocked()
+	if !p.st.InISR(replica) && fetchOffset >= p.t.Offsets().HighWatermark && fetchOffset >= p.epochStartLocked() {
+		isr := append(slices.Clone(p.st.ISR), replica)
+		p.alterLocked(isr, "expand")
+	}
+	return 0
+}
+
+// epochStartLocked is where the leader's current epoch starts in its
+// log: a follower joins the ISR only once it has the leader's epoch.
+func (p *Partition) epochStartLocked() int64 {
+	es := p.t.LeaderEpochs()
+	for i := len(es) - 1; i >= 0; i-- {
+		if es[i].Epoch == p.st.LeaderEpoch {
+			return es[i].StartOffset
+		}
+	}
+	return 0
+}
+
+// advanceLocked moves the high watermark to the least log end over the
+// ISR (the leader's own included), if that is higher.
+func (p *Partition) advanceLocked() {
+	if !p.leading {
+		return
+	}
+	o := p.t.Offsets()
+	hw := o.LogEndOffset
+	for _, r := range p.st.ISR {
+		if r == p.m.me {
+			continue
+		}
+		f, ok := p.followers[r]
+		if !ok || f.leo < 0 {
+			return // (a follower not heard from since the leadership began)
+		}
+		hw = min(hw, f.leo)
+	}
+	if hw > o.HighWatermark {
+		if err := p.t.SetHighWatermark(hw); err != nil {
+			p.m.log.Warn("replica: moving the high watermark failed", "partition", p.tp.String(), "err", err)
+			return
+		}
+		p.notifyLocked()
+	}
+}
+
+// shrinkLocked takes out of the ISR the followers not caught up within
+// lag (replica.lag.time.max.ms).
+func (p *Partition) shrinkLocked(now time.Time, lag time.Duration) {
+	if !p.leading {
+		return
+	}
+	isr := slices.DeleteFunc(slices.Clone(p.st.ISR), func(r int32) bool {
+		f, ok := p.followers[r]
+		return r != p.m.me && (!ok || now.Sub(f.lastCaughtUp) > lag)
+	})
+	if len(isr) < len(p.st.ISR) {
+		p.alterLocked(isr, "shrink")
+	}
+}
+
+// alterLocked writes a new ISR to etcd, one change at a time, in the
+// background; the partition takes the new state when it is written (or
+// from the snapshot when another change won).
+func (p *Partition) alterLocked(isr []int32, why string) {
+	if p.altering || !p.m.opts.Member.Leased() {
+		return
+	}
+	p.altering = true
+	from := p.st
+	go func() {
+		ctx, cancel := context.WithTimeout(p.m.ctx, 10*time.Second)
+		defer cancel()
+		to, err := p.m.opts.Member.AlterPartition(ctx, p.tp.Topic, p.tp.Partition, from, isr)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.altering = false
+		if err != nil {
+			if !errors.Is(err, cluster.ErrStaleState) && p.m.ctx.Err() == nil {
+				p.m.log.Warn("replica: changing the ISR failed", "partition", p.tp.String(), "err", err)
+			}
+			return
+		}
+		p.m.metrics.isrChange(why)
+		p.m.log.Info("replica: ISR "+why, "partition", p.tp.String(), "isr", isrString(to.ISR), "partition_epoch", to.PartitionEpoch)
+		if to.PartitionEpoch > p.st.PartitionEpoch {
+			p.st = to
+			p.advanceLocked()
+			p.notifyLocked()
+		}
+	}()
+}
+
+func isrString(isr []int32) string {
+	s := "["
+	for i, r := range isr {
+		if i > 0 {
+			s += ","
+		}
+		s += strconv.Itoa(int(r))
+	}
+	return s + "]"
+}

@@ -1,0 +1,245 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/internal/etcdtest"
+	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
+)
+
+// testCluster is brokers in this process over an in-process etcd.
+type testCluster struct {
+	t       *testing.T
+	etcd    *etcdtest.Cluster
+	dir     string
+	servers map[int32]*Server
+	done    map[int32]chan error
+}
+
+func newTestCluster(t *testing.T, n int) *testCluster {
+	c := &testCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), servers: map[int32]*Server{}, done: map[int32]chan error{}}
+	for id := range int32(n) {
+		c.start(id + 1)
+	}
+	t.Cleanup(func() {
+		for id := range c.servers {
+			c.stop(id)
+		}
+	})
+	for _, s := range c.servers {
+		until(t, s.Member(), fmt.Sprintf("sees %d brokers", n), func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == n })
+	}
+	return c
+}
+
+func (c *testCluster) start(id int32) *Server {
+	cfg := config(filepath.Join(c.dir, fmt.Sprint(id)))
+	cfg.MetricsAddr = ""
+	cfg.Manager.NodeID = id
+	cfg.Cluster = &ClusterConfig{Endpoints: c.etcd.Endpoints(), Prefix: "/seglog/test/", SessionTimeout: 2 * time.Second,
+		HeartbeatInterval: 200 * time.Millisecond, DefaultReplicationFactor: 3, MinInsyncReplicas: 2, FetchWait: 100 * time.Millisecond,
+		FetchBackoff: 50 * time.Millisecond}
+	s, err := New(context.Background(), cfg)
+	require.NoError(c.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	c.servers[id] = s
+	c.done[id] = make(chan error, 1)
+	go func() { err := <-done; cancel(); c.done[id] <- err }()
+	_ = cancel
+	return s
+}
+
+// stop closes a broker (a controlled shutdown).
+func (c *testCluster) stop(id int32) {
+	s := c.servers[id]
+	require.NoError(c.t, s.Close())
+	require.NoError(c.t, <-c.done[id])
+	delete(c.servers, id)
+}
+
+func (c *testCluster) seeds() []string {
+	var out []string
+	for _, s := range c.servers {
+		out = append(out, s.Listeners()[0].Addr.String())
+	}
+	return out
+}
+
+// until waits on m's snapshot changes for cond (failing after a minute).
+func until(t *testing.T, m *cluster.Member, what string, cond func(*cluster.Snapshot) bool) *cluster.Snapshot {
+	t.Helper()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for {
+		ch := m.Changed()
+		if s := m.Snapshot(); cond(s) {
+			return s
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("node %d: never %s", m.NodeID(), what)
+		}
+	}
+}
+
+// acked is a record's acknowledged place.
+type acked struct {
+	partition int32
+	offset    int64
+}
+
+// produceAcked produces n records with acks=all and returns where each
+// was acknowledged, by value.
+func produceAcked(t *testing.T, cl *kgo.Client, topic string, from, n int) map[string]acked {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := map[string]acked{}
+	for i := from; i < from+n; i++ {
+		r := &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i)}
+		res := cl.ProduceSync(ctx, r)
+		require.NoError(t, res.FirstErr())
+		out[string(r.Value)] = acked{r.Partition, r.Offset}
+	}
+	return out
+}
+
+// checkAcked reads every partition from the start and checks that each
+// acknowledged record is there exactly once at its offset.
+func checkAcked(t *testing.T, seeds []string, topic string, partitions int32, want map[string]acked) {
+	offsets := map[int32]kgo.Offset{}
+	for p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seen := map[string]int{}
+	for len(seen) < len(want) {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of %d acknowledged records", len(seen), len(want))
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			seen[v]++
+			a, ok := want[v]
+			require.True(t, ok, "a record never acknowledged: %s", v)
+			require.Equal(t, a, acked{r.Partition, r.Offset}, "record %s", v)
+			require.Equal(t, 1, seen[v], "record %s read twice", v)
+		})
+	}
+}
+
+// Three brokers with replication factor 3: every acknowledged record is
+// read back once at its offset; the followers hold the leader's bytes
+// below the high watermark; a controlled shutdown of a leader moves its
+// partitions and produce goes on, losing nothing.
+func TestClusterReplicatesAndFailsOver(t *testing.T) {
+	c := newTestCluster(t, 3)
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(t, err)
+	defer adm.Close()
+	ctx := context.Background()
+	res, err := kadm.NewClient(adm).CreateTopic(ctx, 3, -1, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "r")
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+
+	md, err := kadm.NewClient(adm).Metadata(ctx, "r")
+	require.NoError(t, err)
+	require.Len(t, md.Brokers, 3)
+	for _, p := range md.Topics["r"].Partitions {
+		require.Len(t, p.Replicas, 3)
+		require.Len(t, p.ISR, 3)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	want := produceAcked(t, cl, "r", 0, 300)
+	checkAcked(t, c.seeds(), "r", 3, want)
+
+	// Below the high watermark every replica holds the same bytes.
+	for p := range int32(3) {
+		sameBytes(t, c, checkpoint.TopicPartition{Topic: "r", Partition: p})
+	}
+
+	// The leader of partition 0 shuts down: its partitions move, and
+	// produce goes on with the two left (min.insync.replicas=2).
+	st, _ := c.servers[1].Member().Snapshot().Partition("r", 0)
+	c.stop(st.Leader)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees the leader gone", func(sn *cluster.Snapshot) bool { _, ok := sn.Brokers[st.Leader]; return !ok })
+	}
+	for k, v := range produceAcked(t, cl, "r", 300, 300) {
+		want[k] = v
+	}
+	checkAcked(t, c.seeds(), "r", 3, want)
+}
+
+// sameBytes checks that the live replicas of a partition hold the same
+// batches below the least high watermark among them.
+func sameBytes(t *testing.T, c *testCluster, tp checkpoint.TopicPartition) {
+	var ref []byte
+	var hw int64 = -1
+	var tablets []*tablet.Tablet
+	for _, s := range c.servers {
+		tb, ok := s.Manager().Get(tp)
+		require.True(t, ok)
+		tablets = append(tablets, tb)
+		if o := tb.Offsets(); hw < 0 || o.HighWatermark < hw {
+			hw = o.HighWatermark
+		}
+	}
+	require.Positive(t, hw)
+	for i, tb := range tablets {
+		var got bytes.Buffer
+		for off := int64(0); off < hw; {
+			res, err := tb.Read(off, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd})
+			require.NoError(t, err)
+			_, err = res.Records.WriteTo(&got)
+			require.NoError(t, err)
+			res.Close()
+			next := lastOffset(t, got.Bytes()) + 1
+			require.Greater(t, next, off)
+			off = next
+		}
+		if i == 0 {
+			ref = got.Bytes()
+			continue
+		}
+		n := min(len(ref), got.Len())
+		require.True(t, bytes.Equal(ref[:n], got.Bytes()[:n]), "%s: replica %d differs below the high watermark", tp, i)
+	}
+}
+
+// lastOffset is the last offset of the last whole batch in b.
+func lastOffset(t *testing.T, b []byte) int64 {
+	last := int64(-1)
+	for len(b) > 0 {
+		h, n, err := record.ParseHeader(b)
+		if err != nil || n > int64(len(b)) {
+			break
+		}
+		last = h.BaseOffset + int64(h.LastOffsetDelta)
+		b = b[n:]
+	}
+	require.GreaterOrEqual(t, last, int64(0))
+	return last
+}
