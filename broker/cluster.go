@@ -377,3 +377,48 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// leaderHint is KIP-951's current leader of a partition, for a client
+// told NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH: it moves there
+// without asking Metadata. ok is false when there is none to tell.
+func (b *Broker) leaderHint(code int16, topic string, partition int32) (leader, epoch int32, ok bool) {
+	if !b.clustered() || code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code {
+		return -1, -1, false
+	}
+	st, ok := b.opts.Cluster.Member.Snapshot().Partition(topic, partition)
+	if !ok || st.Leader == cluster.NoLeader {
+		return -1, -1, false
+	}
+	return st.Leader, st.LeaderEpoch, true
+}
+
+// hintedBrokers are the endpoints (KIP-951's NodeEndpoints) of the
+// leaders hinted in a response, on the client's listener.
+func (b *Broker) hintedBrokers(h header, leaders map[int32]bool) []kmsg.MetadataResponseBroker {
+	if len(leaders) == 0 {
+		return nil
+	}
+	return slices.DeleteFunc(b.clusterBrokers(h, b.opts.Cluster.Member.Snapshot()), func(mb kmsg.MetadataResponseBroker) bool {
+		return !leaders[mb.NodeID]
+	})
+}
+
+// hintProduceLeaders tells, for each partition this broker does not
+// lead, its current leader and that leader's endpoint (KIP-951, Produce
+// v10+).
+func (b *Broker) hintProduceLeaders(h header, resp *kmsg.ProduceResponse) {
+	leaders := map[int32]bool{}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if id, epoch, ok := b.leaderHint(rp.ErrorCode, rt.Topic, rp.Partition); ok {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = id, epoch
+				leaders[id] = true
+			}
+		}
+	}
+	for _, mb := range b.hintedBrokers(h, leaders) {
+		resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
+	}
+}

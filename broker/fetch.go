@@ -166,7 +166,7 @@ func (fr *fetchReply) writeTo(w io.Writer, chunks [][]byte) error {
 // (ctx); appends to any of its partitions wake it. A read from the tier's
 // store is bounded by the fetch's own wait, and at least
 // remote.fetch.max.wait.ms.
-func (b *Broker) fetch(ctx context.Context, _ header, r *kmsg.FetchRequest) *fetchReply {
+func (b *Broker) fetch(ctx context.Context, h header, r *kmsg.FetchRequest) *fetchReply {
 	iso := tablet.ReadHighWatermark
 	switch {
 	case b.clustered() && fetchReplica(r) >= 0:
@@ -190,6 +190,7 @@ func (b *Broker) fetch(ctx context.Context, _ header, r *kmsg.FetchRequest) *fet
 			}
 		}
 		reply, n := b.fetchOnce(remote, r, iso)
+		b.hintFetchLeaders(h, reply)
 		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 && len(r.Topics) > 0 {
 			// (A fetch of no partition — all refused, or an incremental
 			// session's with nothing changed — waits out its wait, as in
@@ -210,6 +211,28 @@ func (b *Broker) fetch(ctx context.Context, _ header, r *kmsg.FetchRequest) *fet
 			return reply
 		}
 		reply.close()
+	}
+}
+
+// hintFetchLeaders tells, for each partition this broker does not lead,
+// its current leader and that leader's endpoint (KIP-951, Fetch v16+).
+func (b *Broker) hintFetchLeaders(h header, reply *fetchReply) {
+	if !b.clustered() {
+		return
+	}
+	leaders := map[int32]bool{}
+	for i := range reply.Topics {
+		rt := &reply.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if id, epoch, ok := b.leaderHint(rp.ErrorCode, rt.Topic, rp.Partition); ok {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = id, epoch
+				leaders[id] = true
+			}
+		}
+	}
+	for _, mb := range b.hintedBrokers(h, leaders) {
+		reply.Brokers = append(reply.Brokers, kmsg.FetchResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
 	}
 }
 

@@ -141,6 +141,7 @@ func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) 
 	}
 	if b.clustered() {
 		b.awaitAcks(ctx, r.Acks, r.TimeoutMillis, jobs)
+		b.hintProduceLeaders(h, resp)
 	}
 	if r.Acks == 0 {
 		return nil

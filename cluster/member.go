@@ -57,6 +57,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (tests). The default is time.Now.
 	Now func() time.Time
+	// Observe makes a member that only watches the metadata: no
+	// registration, no lease, no election (a command or a test looking at
+	// the cluster).
+	Observe bool
 }
 
 func (o *Options) defaults() error {
@@ -147,10 +151,10 @@ func Join(ctx context.Context, opts Options) (*Member, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if err == nil && opts.ClusterID != "" {
+	if err == nil && opts.ClusterID != "" && !opts.Observe {
 		err = m.claimClusterID(ctx)
 	}
-	if err == nil {
+	if err == nil && !opts.Observe {
 		err = m.register(ctx)
 	}
 	if err != nil {
@@ -159,8 +163,10 @@ func Join(ctx context.Context, opts Options) (*Member, error) {
 		cli.Close()
 		return nil, err
 	}
-	m.wg.Add(1)
-	go func() { defer m.wg.Done(); m.keepAlive() }()
+	if !opts.Observe {
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.keepAlive() }()
+	}
 	return m, nil
 }
 
@@ -488,6 +494,11 @@ func (m *Member) Close(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	if m.opts.Observe {
+		m.cancel()
+		m.wg.Wait()
+		return m.cli.Close()
+	}
 	if err := m.controlledShutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}

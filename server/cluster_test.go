@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
@@ -242,4 +245,64 @@ func lastOffset(t *testing.T, b []byte) int64 {
 	}
 	require.GreaterOrEqual(t, last, int64(0))
 	return last
+}
+
+// A broker that does not lead a partition answers produce and fetch with
+// NOT_LEADER_OR_FOLLOWER and KIP-951's hint: the current leader, its
+// epoch and its endpoint.
+func TestClusterLeaderHints(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := context.Background()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(t, err)
+	defer adm.Close()
+	_, err = kadm.NewClient(adm).CreateTopic(ctx, 1, 3, nil, "h")
+	require.NoError(t, err)
+	st, _ := c.servers[1].Member().Snapshot().Partition("h", 0)
+	follower := st.ISR[1]
+	if follower == st.Leader {
+		follower = st.ISR[0]
+	}
+	for _, s := range c.servers { // every broker has applied the topic
+		require.NoError(t, s.Replicas().Await(ctx, c.servers[1].Member().Snapshot().Revision))
+	}
+	leaderAddr := c.servers[st.Leader].Listeners()[0].Addr.(*net.TCPAddr)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.servers[follower].Listeners()[0].Addr.String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	b := record.NewBuilder(record.None)
+	require.NoError(t, b.Append(record.Record{Value: []byte("x"), Timestamp: time.Now().UnixMilli()}))
+	batch, err := b.Build()
+	require.NoError(t, err)
+
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(11)
+	produce.Acks, produce.TimeoutMillis = -1, 5000
+	ts := c.servers[1].Member().Snapshot().Topics["h"]
+	produce.Topics = []kmsg.ProduceRequestTopic{{Topic: "h", TopicID: ts.ID, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch.Bytes()}}}}
+	kr, err := cl.SeedBrokers()[0].Request(ctx, produce)
+	require.NoError(t, err)
+	pr := kr.(*kmsg.ProduceResponse)
+	pp := pr.Topics[0].Partitions[0]
+	require.Equal(t, kerr.NotLeaderForPartition.Code, pp.ErrorCode)
+	require.Equal(t, st.Leader, pp.CurrentLeader.LeaderID)
+	require.Equal(t, st.LeaderEpoch, pp.CurrentLeader.LeaderEpoch)
+	require.Len(t, pr.Brokers, 1)
+	require.Equal(t, st.Leader, pr.Brokers[0].NodeID)
+	require.Equal(t, int32(leaderAddr.Port), pr.Brokers[0].Port)
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(16)
+	fetch.ReplicaID, fetch.MaxWaitMillis, fetch.SessionEpoch = -1, 0, -1
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 0, 1<<20
+	fetch.Topics = []kmsg.FetchRequestTopic{{Topic: "h", TopicID: ts.ID, Partitions: []kmsg.FetchRequestTopicPartition{rp}}}
+	kr, err = cl.SeedBrokers()[0].Request(ctx, fetch)
+	require.NoError(t, err)
+	fr := kr.(*kmsg.FetchResponse)
+	fp := fr.Topics[0].Partitions[0]
+	require.Equal(t, kerr.NotLeaderForPartition.Code, fp.ErrorCode)
+	require.Equal(t, st.Leader, fp.CurrentLeader.LeaderID)
+	require.Len(t, fr.Brokers, 1)
+	require.Equal(t, int32(leaderAddr.Port), fr.Brokers[0].Port)
 }

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/internal/etcdtest"
+)
+
+// serveCluster is `seglog serve` child processes forming one cluster
+// over an etcd in the test's process.
+type serveCluster struct {
+	t     *testing.T
+	etcd  *etcdtest.Cluster
+	dir   string
+	cmds  map[int32]*exec.Cmd
+	addrs map[int32]string
+	// watch is an observer of the cluster's metadata (no registration).
+	watch *cluster.Member
+}
+
+func newServeCluster(t *testing.T, n int) *serveCluster {
+	c := &serveCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), cmds: map[int32]*exec.Cmd{}, addrs: map[int32]string{}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := cluster.Join(ctx, cluster.Options{Endpoints: c.etcd.Endpoints(), Prefix: "/seglog/kill/", Observe: true})
+	require.NoError(t, err)
+	c.watch = w
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	for id := range int32(n) {
+		c.start(id + 1)
+	}
+	c.until(fmt.Sprintf("%d brokers registered", n), func(s *cluster.Snapshot) bool { return len(s.Brokers) == n })
+	return c
+}
+
+// start runs broker id on its data directory (again after a kill).
+func (c *serveCluster) start(id int32) {
+	cmd, lines := startServe(c.t, "--data-dir", filepath.Join(c.dir, fmt.Sprint(id)),
+		"--config", "listeners=PLAINTEXT://127.0.0.1:0", "--config", fmt.Sprintf("node.id=%d", id),
+		"--config", "seglog.etcd.endpoints="+c.etcd.Endpoints()[0], "--config", "seglog.etcd.prefix=/seglog/kill/",
+		"--config", "broker.session.timeout.ms=2000", "--config", "broker.heartbeat.interval.ms=200",
+		"--config", "default.replication.factor=3", "--config", "min.insync.replicas=2",
+		"--config", "replica.fetch.wait.max.ms=100", "--config", "replica.fetch.backoff.ms=50",
+		"--config", "replica.lag.time.max.ms=3000")
+	c.cmds[id], c.addrs[id] = cmd, servedAddr(c.t, cmd, lines)
+	go func() {
+		for lines.Scan() { // (its later lines, if any)
+		}
+	}()
+}
+
+// kill ends broker id with SIGKILL.
+func (c *serveCluster) kill(id int32) {
+	cmd := c.cmds[id]
+	require.NoError(c.t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	delete(c.cmds, id)
+	delete(c.addrs, id)
+}
+
+func (c *serveCluster) seeds() []string {
+	var out []string
+	for _, a := range c.addrs {
+		out = append(out, a)
+	}
+	return out
+}
+
+// until waits on the observer's snapshot changes for cond (failing after
+// a minute).
+func (c *serveCluster) until(what string, cond func(*cluster.Snapshot) bool) *cluster.Snapshot {
+	c.t.Helper()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for {
+		ch := c.watch.Changed()
+		if s := c.watch.Snapshot(); cond(s) {
+			return s
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			c.t.Fatalf("never %s", what)
+		}
+	}
+}
+
+// ackedAt is a record's acknowledged place.
+type ackedAt struct {
+	partition int32
+	offset    int64
+}
+
+// Three `seglog serve` processes, replication factor 3, acks=all: the
+// leader of a partition is SIGKILLed while a producer writes; the
+// controller elects another from the ISR, the producer goes on, the
+// killed broker comes back, truncates to its leader and rejoins every
+// ISR; every acknowledged record is read back exactly once at the offset
+// it was acknowledged at.
+func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
+	c := newServeCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(t, err)
+	_, err = kadm.NewClient(adm).CreateTopic(ctx, 3, -1, nil, "k")
+	adm.Close()
+	require.NoError(t, err)
+	c.until("the topic fully in sync", func(s *cluster.Snapshot) bool {
+		t, ok := s.Topics["k"]
+		return ok && len(t.Partitions) == 3 && len(t.Partitions[0].ISR) == 3
+	})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(time.Minute))
+	require.NoError(t, err)
+	defer cl.Close()
+	var mu sync.Mutex
+	want := map[string]ackedAt{}
+	produce := func(from, n int) error {
+		for i := from; i < from+n; i++ {
+			r := &kgo.Record{Topic: "k", Value: fmt.Appendf(nil, "v%d", i)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				return fmt.Errorf("record %d: %w", i, err)
+			}
+			mu.Lock()
+			want[string(r.Value)] = ackedAt{r.Partition, r.Offset}
+			mu.Unlock()
+		}
+		return nil
+	}
+	require.NoError(t, produce(0, 150))
+	before := c.watch.Snapshot()
+	victim := before.Topics["k"].Partitions[0].Leader
+	epoch := before.Topics["k"].Partitions[0].LeaderEpoch
+	done := make(chan error, 1)
+	go func() { done <- produce(150, 300) }() // through the kill
+	c.kill(victim)
+	s := c.until("partition 0 led by another broker", func(s *cluster.Snapshot) bool {
+		p := s.Topics["k"].Partitions[0]
+		return p.Leader != victim && p.Leader >= 0
+	})
+	require.Greater(t, s.Topics["k"].Partitions[0].LeaderEpoch, epoch)
+	require.NoError(t, <-done)
+
+	c.start(victim)
+	c.until("the killed broker back in every ISR", func(s *cluster.Snapshot) bool {
+		for _, p := range s.Topics["k"].Partitions {
+			if !p.InISR(victim) {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, produce(450, 50))
+	readBack(t, c.seeds(), "k", 3, want)
+}
+
+// readBack reads every partition from the start and checks that each
+// acknowledged record is there exactly once, at its offset.
+func readBack(t *testing.T, seeds []string, topic string, partitions int32, want map[string]ackedAt) {
+	offsets := map[int32]kgo.Offset{}
+	for p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seen := map[string]bool{}
+	for len(seen) < len(want) {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of %d acknowledged records", len(seen), len(want))
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			a, ok := want[v]
+			require.True(t, ok, "a record never acknowledged: %s at %d/%d", v, r.Partition, r.Offset)
+			require.Equal(t, a, ackedAt{r.Partition, r.Offset}, "record %s", v)
+			require.False(t, seen[v], "record %s read twice", v)
+			seen[v] = true
+		})
+	}
+}
