@@ -17,6 +17,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/internal/clustertest"
 	"github.com/seglog/seglog/internal/etcdtest"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
@@ -100,56 +101,6 @@ func until(t *testing.T, m *cluster.Member, what string, cond func(*cluster.Snap
 	}
 }
 
-// acked is a record's acknowledged place.
-type acked struct {
-	partition int32
-	offset    int64
-}
-
-// produceAcked produces n records with acks=all and returns where each
-// was acknowledged, by value.
-func produceAcked(t *testing.T, cl *kgo.Client, topic string, from, n int) map[string]acked {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out := map[string]acked{}
-	for i := from; i < from+n; i++ {
-		r := &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i)}
-		res := cl.ProduceSync(ctx, r)
-		require.NoError(t, res.FirstErr())
-		out[string(r.Value)] = acked{r.Partition, r.Offset}
-	}
-	return out
-}
-
-// checkAcked reads every partition from the start and checks that each
-// acknowledged record is there exactly once at its offset.
-func checkAcked(t *testing.T, seeds []string, topic string, partitions int32, want map[string]acked) {
-	offsets := map[int32]kgo.Offset{}
-	for p := range partitions {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxWait(100*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	seen := map[string]int{}
-	for len(seen) < len(want) {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "read %d of %d acknowledged records", len(seen), len(want))
-		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			v := string(r.Value)
-			seen[v]++
-			a, ok := want[v]
-			require.True(t, ok, "a record never acknowledged: %s", v)
-			require.Equal(t, a, acked{r.Partition, r.Offset}, "record %s", v)
-			require.Equal(t, 1, seen[v], "record %s read twice", v)
-		})
-	}
-}
-
 // Three brokers with replication factor 3: every acknowledged record is
 // read back once at its offset; the followers hold the leader's bytes
 // below the high watermark; a controlled shutdown of a leader moves its
@@ -175,8 +126,9 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	require.NoError(t, err)
 	defer cl.Close()
-	want := produceAcked(t, cl, "r", 0, 300)
-	checkAcked(t, c.seeds(), "r", 3, want)
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "r", "a", 300))
+	chk.ReadBack(t, c.seeds(), "r", 3)
 
 	// Below the high watermark every replica holds the same bytes.
 	for p := range int32(3) {
@@ -190,10 +142,8 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	for _, s := range c.servers {
 		until(t, s.Member(), "sees the leader gone", func(sn *cluster.Snapshot) bool { _, ok := sn.Brokers[st.Leader]; return !ok })
 	}
-	for k, v := range produceAcked(t, cl, "r", 300, 300) {
-		want[k] = v
-	}
-	checkAcked(t, c.seeds(), "r", 3, want)
+	require.NoError(t, chk.Produce(ctx, cl, "r", "b", 300))
+	chk.ReadBack(t, c.seeds(), "r", 3)
 }
 
 // sameBytes checks that the live replicas of a partition hold the same

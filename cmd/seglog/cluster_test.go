@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/internal/clustertest"
 	"github.com/seglog/seglog/internal/etcdtest"
 )
 
@@ -96,12 +96,6 @@ func (c *serveCluster) until(what string, cond func(*cluster.Snapshot) bool) *cl
 	}
 }
 
-// ackedAt is a record's acknowledged place.
-type ackedAt struct {
-	partition int32
-	offset    int64
-}
-
 // Three `seglog serve` processes, replication factor 3, acks=all: the
 // leader of a partition is SIGKILLed while a producer writes; the
 // controller elects another from the ISR, the producer goes on, the
@@ -126,26 +120,13 @@ func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(time.Minute))
 	require.NoError(t, err)
 	defer cl.Close()
-	var mu sync.Mutex
-	want := map[string]ackedAt{}
-	produce := func(from, n int) error {
-		for i := from; i < from+n; i++ {
-			r := &kgo.Record{Topic: "k", Value: fmt.Appendf(nil, "v%d", i)}
-			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-				return fmt.Errorf("record %d: %w", i, err)
-			}
-			mu.Lock()
-			want[string(r.Value)] = ackedAt{r.Partition, r.Offset}
-			mu.Unlock()
-		}
-		return nil
-	}
-	require.NoError(t, produce(0, 150))
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "k", "a", 150))
 	before := c.watch.Snapshot()
 	victim := before.Topics["k"].Partitions[0].Leader
 	epoch := before.Topics["k"].Partitions[0].LeaderEpoch
 	done := make(chan error, 1)
-	go func() { done <- produce(150, 300) }() // through the kill
+	go func() { done <- chk.Produce(ctx, cl, "k", "b", 300) }() // through the kill
 	c.kill(victim)
 	s := c.until("partition 0 led by another broker", func(s *cluster.Snapshot) bool {
 		p := s.Topics["k"].Partitions[0]
@@ -163,34 +144,6 @@ func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
 		}
 		return true
 	})
-	require.NoError(t, produce(450, 50))
-	readBack(t, c.seeds(), "k", 3, want)
-}
-
-// readBack reads every partition from the start and checks that each
-// acknowledged record is there exactly once, at its offset.
-func readBack(t *testing.T, seeds []string, topic string, partitions int32, want map[string]ackedAt) {
-	offsets := map[int32]kgo.Offset{}
-	for p := range partitions {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxWait(100*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	seen := map[string]bool{}
-	for len(seen) < len(want) {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "read %d of %d acknowledged records", len(seen), len(want))
-		fs.EachRecord(func(r *kgo.Record) {
-			v := string(r.Value)
-			a, ok := want[v]
-			require.True(t, ok, "a record never acknowledged: %s at %d/%d", v, r.Partition, r.Offset)
-			require.Equal(t, a, ackedAt{r.Partition, r.Offset}, "record %s", v)
-			require.False(t, seen[v], "record %s read twice", v)
-			seen[v] = true
-		})
-	}
+	require.NoError(t, chk.Produce(ctx, cl, "k", "c", 50))
+	chk.ReadBack(t, c.seeds(), "k", 3)
 }
