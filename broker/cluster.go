@@ -37,6 +37,49 @@ type ClusterOptions struct {
 	// DefaultReplicationFactor is default.replication.factor, of topics
 	// created without one (and auto-created ones). The default is 1.
 	DefaultReplicationFactor int16
+	// MinInsyncReplicas and UncleanLeaderElection are the broker's
+	// min.insync.replicas and unclean.leader.election.enable, the
+	// defaults of topics that do not set them (for DescribeConfigs).
+	MinInsyncReplicas     int
+	UncleanLeaderElection bool
+}
+
+// clusterTopicConfig is the config of a topic this broker holds no
+// replica of: the defaults and the configs set on it in the cluster.
+func (b *Broker) clusterTopicConfig(topic string) (tablet.Config, bool) {
+	ts, ok := b.opts.Cluster.Member.Snapshot().Topics[topic]
+	if !ok {
+		return tablet.Config{}, false
+	}
+	c := b.m.DefaultConfig()
+	for k, v := range ts.Configs {
+		if replicationConfigs[k] == nil {
+			_ = c.Set(k, v) // (checked when it was set)
+		}
+	}
+	return c, true
+}
+
+// describeReplicationConfigs sets, in a topic's described configs, the
+// replication configs of the cluster: the topic's own (a dynamic topic
+// config) or the broker's default.
+func (b *Broker) describeReplicationConfigs(topic string, out []describedConfig) []describedConfig {
+	out = slices.DeleteFunc(out, func(d describedConfig) bool { return replicationConfigs[d.name] != nil })
+	set := map[string]string{}
+	if ts, ok := b.opts.Cluster.Member.Snapshot().Topics[topic]; ok {
+		set = ts.Configs
+	}
+	defaults := map[string]string{"min.insync.replicas": strconv.Itoa(max(b.opts.Cluster.MinInsyncReplicas, 1)),
+		"unclean.leader.election.enable": strconv.FormatBool(b.opts.Cluster.UncleanLeaderElection)}
+	types := map[string]kmsg.ConfigType{"min.insync.replicas": kmsg.ConfigTypeInt, "unclean.leader.election.enable": kmsg.ConfigTypeBoolean}
+	for k, v := range defaults {
+		d := describedConfig{name: k, value: v, source: kmsg.ConfigSourceStaticBrokerConfig, typ: types[k]}
+		if tv, ok := set[k]; ok {
+			d.value, d.source = tv, kmsg.ConfigSourceDynamicTopicConfig
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // clusterBrokers lists the live brokers, each at its endpoint on the

@@ -100,6 +100,9 @@ func (b *Broker) resetTopicConfig(c *tablet.Config, key string) error {
 // topicConfig is a topic's config: its first partition's (they share it).
 func (b *Broker) topicConfig(topic string) (tablet.Config, bool) {
 	parts := b.partitionsOf(topic)
+	if len(parts) == 0 && b.clustered() {
+		return b.clusterTopicConfig(topic)
+	}
 	if len(parts) == 0 {
 		return tablet.Config{}, false
 	}
@@ -129,7 +132,7 @@ func sortedConfigs(cs []describedConfig) []describedConfig {
 // one the topic sets (even to the default) or whose value is not the
 // broker's default is the topic's own (DYNAMIC_TOPIC_CONFIG), the broker's
 // default other than Kafka's is STATIC_BROKER_CONFIG, else DEFAULT_CONFIG.
-func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
+func (b *Broker) describeTopicConfig(topic string, c tablet.Config) []describedConfig {
 	kafka, broker := tablet.DefaultConfig(), b.m.DefaultConfig()
 	var out []describedConfig
 	for _, k := range tablet.ConfigKeys() {
@@ -152,6 +155,9 @@ func (b *Broker) describeTopicConfig(c tablet.Config) []describedConfig {
 	}
 	for k, f := range fixedConfigs {
 		out = append(out, describedConfig{name: k, value: f.value, source: kmsg.ConfigSourceDefaultConfig, typ: f.typ})
+	}
+	if b.clustered() {
+		out = b.describeReplicationConfigs(topic, out)
 	}
 	return sortedConfigs(out)
 }
@@ -265,7 +271,7 @@ func (b *Broker) describeConfigs(_ context.Context, _ header, r *kmsg.DescribeCo
 				sr.ErrorCode, sr.ErrorMessage = kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rr.ResourceName)
 				break
 			}
-			configs = b.describeTopicConfig(c)
+			configs = b.describeTopicConfig(rr.ResourceName, c)
 		case kmsg.ConfigResourceTypeBroker:
 			cluster, code, msg := b.brokerLevel(rr.ResourceName)
 			if code != 0 {

@@ -120,7 +120,13 @@ type Member struct {
 	shutdown   atomic.Bool
 	controller atomic.Pointer[concurrency.Election]
 	stopped    chan struct{}
+	// controllerChanges counts the changes of the controller seen.
+	controllerChanges atomic.Int64
 }
+
+// ControllerChanges is how many times this member saw the controller
+// change (Kafka's controller change count).
+func (m *Member) ControllerChanges() int64 { return m.controllerChanges.Load() }
 
 // ErrClosed is returned by a Member's calls after Close.
 var ErrClosed = seglog.NewKafkaError("cluster: member closed", -1)
@@ -238,6 +244,9 @@ func (m *Member) Changed() <-chan struct{} {
 func (m *Member) publish(s *Snapshot) {
 	m.mu.Lock()
 	if s != nil {
+		if old := m.snap.Load(); old != nil && old.Controller != s.Controller && s.Controller >= 0 {
+			m.controllerChanges.Add(1)
+		}
 		m.snap.Store(s)
 	}
 	close(m.changed)

@@ -405,21 +405,3 @@ func (m *Manager) unfollow(p *Partition) {
 		f.remove(p.tp)
 	}
 }
-
-// Metrics are the replication counters.
-type Metrics struct {
-	LeaderElections atomic.Int64
-	ISRShrinks      atomic.Int64
-	ISRExpands      atomic.Int64
-}
-
-// Metrics returns the counters.
-func (m *Manager) Metrics() *Metrics { return &m.metrics }
-
-func (mt *Metrics) isrChange(why string) {
-	if why == "shrink" {
-		mt.ISRShrinks.Add(1)
-	} else {
-		mt.ISRExpands.Add(1)
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -144,6 +145,26 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	}
 	require.NoError(t, chk.Produce(ctx, cl, "r", "b", 300))
 	chk.ReadBack(t, c.seeds(), "r", 3)
+
+	// Every partition is under-replicated now (two of its three replicas
+	// live), as the leaders' metrics say; one broker is the controller.
+	sum := map[string]float64{}
+	for _, s := range c.servers {
+		reg := prometheus.NewRegistry()
+		require.NoError(t, reg.Register(s.Replicas().Collector()))
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				sum[mf.GetName()] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, 3.0, sum["seglog_cluster_under_replicated_partitions"])
+	require.Equal(t, 3.0, sum["seglog_cluster_leader_partitions"])
+	require.Equal(t, 1.0, sum["seglog_cluster_active_controller"])
+	require.Zero(t, sum["seglog_cluster_offline_partitions"])
+	require.Equal(t, 3.0, sum["seglog_cluster_leader_elections_total"], "one each at creation, and the stopped broker's partition")
 }
 
 // sameBytes checks that the live replicas of a partition hold the same

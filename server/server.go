@@ -312,7 +312,8 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	}
 	s.replicas = r
 	s.closers = append(s.closers, func() error { r.Close(); return nil })
-	return &broker.ClusterOptions{Member: m, Replicas: r, DefaultReplicationFactor: cmp.Or(c.DefaultReplicationFactor, 1)}, nil
+	return &broker.ClusterOptions{Member: m, Replicas: r, DefaultReplicationFactor: cmp.Or(c.DefaultReplicationFactor, 1),
+		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection}, nil
 }
 
 // Member is the broker's cluster membership (nil for a single node).
@@ -456,6 +457,9 @@ func (s *Server) openMetrics(tier prometheus.Collector) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	if tier != nil {
 		cs = append(cs, tier)
+	}
+	if s.replicas != nil {
+		cs = append(cs, s.replicas.Collector())
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

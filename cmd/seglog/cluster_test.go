@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,18 @@ func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
 	})
 	require.Greater(t, s.Topics["k"].Partitions[0].LeaderEpoch, epoch)
 	require.NoError(t, <-done)
+	c.until("the killed broker out of every ISR", func(s *cluster.Snapshot) bool {
+		for _, p := range s.Topics["k"].Partitions {
+			if p.InISR(victim) {
+				return false
+			}
+		}
+		return true
+	})
+	code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0], "--under-replicated-partitions")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, 3, strings.Count(out, "Topic: k\t"), "every partition is under-replicated: %s", out)
+	require.NotContains(t, out, fmt.Sprintf("Isr: %d,", victim))
 
 	c.start(victim)
 	c.until("the killed broker back in every ISR", func(s *cluster.Snapshot) bool {
@@ -144,6 +157,11 @@ func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
 		}
 		return true
 	})
+	code, out, errOut = runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0])
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Brokers: 3")
+	require.Equal(t, 1, strings.Count(out, "(controller)"), out)
+	require.Contains(t, out, "Every partition is fully replicated.")
 	require.NoError(t, chk.Produce(ctx, cl, "k", "c", 50))
 	chk.ReadBack(t, c.seeds(), "k", 3)
 }
