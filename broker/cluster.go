@@ -163,7 +163,13 @@ func (b *Broker) clusterMetadata(h header, r *kmsg.MetadataRequest) *kmsg.Metada
 		if r.GetVersion() >= 10 {
 			topic.TopicID = ts.ID
 		}
+		// A broker not certain of its session claims no leadership: its
+		// snapshot may be stale, and clients must look elsewhere.
+		fenced := !b.opts.Cluster.Member.Leased()
 		for i, st := range ts.Partitions {
+			if fenced && st.Leader == b.opts.NodeID {
+				st.Leader = cluster.NoLeader
+			}
 			p := kmsg.NewMetadataResponseTopicPartition()
 			p.Partition, p.Leader, p.LeaderEpoch = int32(i), st.Leader, st.LeaderEpoch
 			p.Replicas, p.ISR = slices.Clone(ts.Replicas[i]), slices.Clone(st.ISR)
@@ -429,8 +435,8 @@ func (b *Broker) leaderHint(code int16, topic string, partition int32) (leader, 
 		return -1, -1, false
 	}
 	st, ok := b.opts.Cluster.Member.Snapshot().Partition(topic, partition)
-	if !ok || st.Leader == cluster.NoLeader {
-		return -1, -1, false
+	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID {
+		return -1, -1, false // (none, or this broker, fenced: its snapshot may be stale)
 	}
 	return st.Leader, st.LeaderEpoch, true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/clustertest"
 	"github.com/seglog/seglog/internal/etcdtest"
+	"github.com/seglog/seglog/internal/faultproxy"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 )
@@ -31,10 +33,18 @@ type testCluster struct {
 	dir     string
 	servers map[int32]*Server
 	done    map[int32]chan error
+	// proxies are the fault proxies some brokers reach etcd through.
+	proxies map[int32]*faultproxy.Proxy
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), servers: map[int32]*Server{}, done: map[int32]chan error{}}
+// newTestCluster starts n brokers; those in proxied reach etcd through a
+// fault proxy each.
+func newTestCluster(t *testing.T, n int, proxied ...int32) *testCluster {
+	c := &testCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), servers: map[int32]*Server{}, done: map[int32]chan error{},
+		proxies: map[int32]*faultproxy.Proxy{}}
+	for _, id := range proxied {
+		c.proxies[id] = faultproxy.Start(t, strings.TrimPrefix(c.etcd.Endpoints()[0], "http://"))
+	}
 	for id := range int32(n) {
 		c.start(id + 1)
 	}
@@ -53,7 +63,11 @@ func (c *testCluster) start(id int32) *Server {
 	cfg := config(filepath.Join(c.dir, fmt.Sprint(id)))
 	cfg.MetricsAddr = ""
 	cfg.Manager.NodeID = id
-	cfg.Cluster = &ClusterConfig{Endpoints: c.etcd.Endpoints(), Prefix: "/seglog/test/", SessionTimeout: 2 * time.Second,
+	endpoints := c.etcd.Endpoints()
+	if p, ok := c.proxies[id]; ok {
+		endpoints = []string{"http://" + p.Addr()}
+	}
+	cfg.Cluster = &ClusterConfig{Endpoints: endpoints, Prefix: "/seglog/test/", SessionTimeout: 2 * time.Second,
 		HeartbeatInterval: 200 * time.Millisecond, DefaultReplicationFactor: 3, MinInsyncReplicas: 2, FetchWait: 100 * time.Millisecond,
 		FetchBackoff: 50 * time.Millisecond}
 	s, err := New(context.Background(), cfg)
@@ -124,7 +138,8 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 		require.Len(t, p.ISR, 3)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.MetadataMinAge(50*time.Millisecond))
 	require.NoError(t, err)
 	defer cl.Close()
 	chk := clustertest.New()
@@ -276,4 +291,61 @@ func TestClusterLeaderHints(t *testing.T) {
 	require.Equal(t, st.Leader, fp.CurrentLeader.LeaderID)
 	require.Len(t, fr.Brokers, 1)
 	require.Equal(t, int32(leaderAddr.Port), fr.Brokers[0].Port)
+}
+
+// A leader cut off from etcd acknowledges nothing once its session may
+// have expired (it fences itself: by the time the others see its
+// registration gone, it refuses every produce), the others elect a new
+// leader and go on, and when it is back it registers again, follows the
+// new leader and nothing acknowledged is lost or duplicated.
+func TestClusterFencedLeaderAcknowledgesNothing(t *testing.T) {
+	c := newTestCluster(t, 3, 3)
+	ctx := context.Background()
+	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "z", Assignment: [][]int32{{3, 1, 2}}})
+	require.NoError(t, err)
+	for _, s := range c.servers {
+		require.NoError(t, s.Replicas().Await(ctx, c.servers[1].Member().Snapshot().Revision))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "z", "a", 50))
+
+	zombie := c.servers[3]
+	c.proxies[3].Cut()
+	until(t, c.servers[1].Member(), "sees broker 3's session gone and another leader", func(s *cluster.Snapshot) bool {
+		_, registered := s.Brokers[3]
+		p, _ := s.Partition("z", 0)
+		return !registered && p.Leader != 3 && p.Leader >= 0
+	})
+	// Broker 3 still serves its listener, still thinks it leads (its
+	// snapshot is stale), and refuses: acks=all and acks=1.
+	direct, err := kgo.NewClient(kgo.SeedBrokers(zombie.Listeners()[0].Addr.String()))
+	require.NoError(t, err)
+	defer direct.Close()
+	ts := c.servers[1].Member().Snapshot().Topics["z"]
+	for _, acks := range []int16{-1, 1} {
+		b := record.NewBuilder(record.None)
+		require.NoError(t, b.Append(record.Record{Value: []byte("zombie"), Timestamp: time.Now().UnixMilli()}))
+		batch, err := b.Build()
+		require.NoError(t, err)
+		produce := kmsg.NewPtrProduceRequest()
+		produce.Acks, produce.TimeoutMillis = acks, 5000
+		produce.Topics = []kmsg.ProduceRequestTopic{{Topic: "z", TopicID: ts.ID,
+			Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch.Bytes()}}}}
+		kr, err := direct.SeedBrokers()[0].Request(ctx, produce)
+		require.NoError(t, err)
+		code := kr.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+		require.Equal(t, kerr.NotLeaderForPartition.Code, code, "acks=%d: a fenced leader acknowledges nothing", acks)
+	}
+	require.NoError(t, chk.Produce(ctx, cl, "z", "b", 50)) // on the new leader, with the two left
+
+	c.proxies[3].Heal()
+	until(t, c.servers[1].Member(), "sees broker 3 back in the ISR", func(s *cluster.Snapshot) bool {
+		p, _ := s.Partition("z", 0)
+		return p.InISR(3)
+	})
+	require.NoError(t, chk.Produce(ctx, cl, "z", "c", 50))
+	chk.ReadBack(t, c.seeds(), "z", 1)
 }

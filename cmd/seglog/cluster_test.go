@@ -118,7 +118,8 @@ func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
 	})
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(time.Minute))
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(time.Minute),
+		kgo.MetadataMinAge(50*time.Millisecond))
 	require.NoError(t, err)
 	defer cl.Close()
 	chk := clustertest.New()

@@ -29,9 +29,31 @@ type member struct {
 }
 
 // Start starts n members forming one etcd cluster and waits until it
-// serves; they are closed when the test ends.
+// serves; they are closed when the test ends. The members' ports are
+// free when asked for; one taken meanwhile (by a test running beside)
+// makes it start again on others, a few times.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	var err error
+	for range 5 {
+		var c *Cluster
+		if c, err = start(t, n); err == nil {
+			t.Cleanup(func() {
+				for i := range c.members {
+					c.Stop(i)
+				}
+			})
+			return c
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	t.Fatal(err)
+	return nil
+}
+
+func start(t testing.TB, n int) (*Cluster, error) {
 	c := &Cluster{t: t}
 	var initial []string
 	for i := range n {
@@ -43,17 +65,19 @@ func Start(t testing.TB, n int) *Cluster {
 	for _, m := range c.members {
 		go func() { errs <- c.start(m, strings.Join(initial, ","), embed.ClusterStateFlagNew) }()
 	}
+	var first error
 	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	t.Cleanup(func() {
+	if first != nil {
 		for i := range c.members {
 			c.Stop(i)
 		}
-	})
-	return c
+		return nil, first
+	}
+	return c, nil
 }
 
 // freeURL is an http URL on a loopback port free when it was asked for.
