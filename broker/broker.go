@@ -357,9 +357,19 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if gopts.Logger == nil {
 		gopts.Logger = opts.Logger
 	}
+	if c := opts.Cluster; c != nil {
+		gopts.Cluster = clusterGroupHooks(c, gopts, opts.Logger)
+		gopts.TopicExists = func(topic string, partition int32) bool {
+			_, ok := c.Member.Snapshot().Partition(topic, partition)
+			return ok
+		}
+	}
 	groups, err := group.New(m, gopts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Cluster != nil {
+		watchGroupPartitions(opts.Cluster.Replicas, groups, opts.Logger)
 	}
 	topts := opts.Transactions
 	if topts.Logger == nil {

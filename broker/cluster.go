@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,8 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
@@ -37,6 +42,9 @@ type ClusterOptions struct {
 	// DefaultReplicationFactor is default.replication.factor, of topics
 	// created without one (and auto-created ones). The default is 1.
 	DefaultReplicationFactor int16
+	// OffsetsReplicationFactor is offsets.topic.replication.factor
+	// (default 3; fewer when the cluster has fewer live brokers).
+	OffsetsReplicationFactor int16
 	// MinInsyncReplicas and UncleanLeaderElection are the broker's
 	// min.insync.replicas and unclean.leader.election.enable, the
 	// defaults of topics that do not set them (for DescribeConfigs).
@@ -470,4 +478,144 @@ func (b *Broker) hintProduceLeaders(h header, resp *kmsg.ProduceResponse) {
 	for _, mb := range b.hintedBrokers(h, leaders) {
 		resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
 	}
+}
+
+// errNotCoordinator is a coordinator's write to a partition this broker
+// does not lead (any more).
+var errNotCoordinator = seglog.NewKafkaError("broker: not the coordinator", 16) // NOT_COORDINATOR
+
+// clusterGroupHooks make the group coordinator a cluster's: its
+// __consumer_offsets is a cluster topic (offsets.topic.num.partitions,
+// replicated offsets.topic.replication.factor times, or once per broker
+// when there are fewer), whose partitions' leaders coordinate their
+// groups; a write is answered once the partition's ISR has it.
+func clusterGroupHooks(c *ClusterOptions, gopts group.Options, log *slog.Logger) *group.ClusterHooks {
+	partitions := cmp.Or(gopts.Partitions, 50)
+	segmentBytes := cmp.Or(gopts.SegmentBytes, 104857600)
+	return &group.ClusterHooks{
+		Tablet: func(p int32) (*tablet.Tablet, error) {
+			r, ok := c.Replicas.Get(checkpoint.TopicPartition{Topic: group.Topic, Partition: p})
+			if !ok || !r.Leads() {
+				return nil, fmt.Errorf("%w: %s-%d", errNotCoordinator, group.Topic, p)
+			}
+			return r.Tablet(), nil
+		},
+		Replicated: func(t *tablet.Tablet, end int64) error {
+			r, ok := c.Replicas.Get(t.TopicPartition())
+			if !ok {
+				return fmt.Errorf("%w: %s", errNotCoordinator, t.TopicPartition())
+			}
+			r.Appended()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if code := r.AwaitAcks(ctx, end); code != 0 {
+				return fmt.Errorf("%w: %s: %s", errNotCoordinator, t.TopicPartition(), kerr.ErrorForCode(code))
+			}
+			return nil
+		},
+		Topics: clusterTopics{c.Member},
+		Partitions: func() int32 {
+			if t, ok := c.Member.Snapshot().Topics[group.Topic]; ok {
+				return int32(len(t.Partitions))
+			}
+			return 0
+		},
+		Ensure: func() error {
+			return ensureInternalTopic(c, group.Topic, partitions, c.OffsetsReplicationFactor, map[string]string{
+				"cleanup.policy": "compact", "segment.bytes": strconv.FormatInt(segmentBytes, 10),
+				"retention.ms": "-1", "retention.bytes": "-1"})
+		},
+	}
+}
+
+// ensureInternalTopic creates an internal topic in the cluster if it
+// does not exist, with rf replicas (fewer when there are fewer brokers),
+// and waits until this broker applied it.
+func ensureInternalTopic(c *ClusterOptions, topic string, partitions int32, rf int16, configs map[string]string) error {
+	s := c.Member.Snapshot()
+	if _, ok := s.Topics[topic]; ok {
+		return nil
+	}
+	live := 0
+	for id := range s.Brokers {
+		if s.Live(id) {
+			live++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Member.CreateTopic(ctx, cluster.TopicSpec{Name: topic, Partitions: int(partitions),
+		ReplicationFactor: max(min(int(cmp.Or(rf, 3)), live), 1), Configs: configs})
+	if err != nil && !errors.Is(err, cluster.ErrTopicExists) {
+		return err
+	}
+	return c.Replicas.Await(ctx, c.Member.Snapshot().Revision)
+}
+
+// watchGroupPartitions loads the groups of each __consumer_offsets
+// partition this broker comes to lead, and drops those of one it stops
+// leading.
+func watchGroupPartitions(r *replica.Manager, groups *group.Coordinator, log *slog.Logger) {
+	r.Watch(func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool) {
+		if tp.Topic != group.Topic {
+			return
+		}
+		if !leading {
+			groups.Unload(tp.Partition)
+			return
+		}
+		if run := groups.Load(tp.Partition, t); run != nil {
+			go func() { // (a load replays the partition: not on the manager's goroutine)
+				if err := run(); err != nil {
+					log.Error("loading the groups of a partition", "partition", tp.String(), "err", err)
+				}
+			}()
+		}
+	})
+}
+
+// clusterGroupCoordinator names a group's coordinator in a cluster: the
+// leader of its __consumer_offsets partition (COORDINATOR_NOT_AVAILABLE
+// while it has none, or its leader has no endpoint on the client's
+// listener).
+func (b *Broker) clusterGroupCoordinator(h header, key string, co *kmsg.FindCoordinatorResponseCoordinator) {
+	s := b.opts.Cluster.Member.Snapshot()
+	st, ok := s.Partition(group.Topic, group.PartitionFor(key, b.groups.Partitions()))
+	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID && !b.opts.Cluster.Member.Leased() {
+		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return
+	}
+	for _, mb := range b.clusterBrokers(h, s) {
+		if mb.NodeID == st.Leader {
+			co.NodeID, co.Host, co.Port = mb.NodeID, mb.Host, mb.Port
+			return
+		}
+	}
+	co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+}
+
+// clusterTopics are the cluster's topics, as the group coordinator asks
+// for them.
+type clusterTopics struct{ m *cluster.Member }
+
+func (ct clusterTopics) TopicPartitions(name string) (checkpoint.TopicID, int32, bool) {
+	t, ok := ct.m.Snapshot().Topics[name]
+	if !ok {
+		return checkpoint.TopicID{}, 0, false
+	}
+	return checkpoint.TopicID(t.ID), int32(len(t.Partitions)), true
+}
+
+func (ct clusterTopics) TopicsVersion() uint64 { return uint64(ct.m.Snapshot().Revision) }
+
+func (ct clusterTopics) TopicNames() []string {
+	return slices.Sorted(maps.Keys(ct.m.Snapshot().Topics))
+}
+
+func (ct clusterTopics) TopicByID(id checkpoint.TopicID) (string, bool) {
+	t, ok := ct.m.Snapshot().TopicByID(cluster.TopicID(id))
+	if !ok {
+		return "", false
+	}
+	return t.Name, true
 }

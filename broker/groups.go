@@ -255,6 +255,10 @@ func (b *Broker) findCoordinator(_ context.Context, h header, r *kmsg.FindCoordi
 				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				break
 			}
+			if b.clustered() && r.CoordinatorType == 0 {
+				b.clusterGroupCoordinator(h, key, &co)
+				break
+			}
 			host, port := b.advertised(h)
 			co.NodeID, co.Host, co.Port = b.opts.NodeID, host, port
 		}

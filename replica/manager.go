@@ -107,6 +107,8 @@ type Manager struct {
 	mu       sync.Mutex
 	parts    map[checkpoint.TopicPartition]*Partition
 	fetchers map[int32]*fetcher
+	// watch, if set, is told of each leadership taken or lost.
+	watch func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool)
 	// applied is the snapshot revision the replicas reflect.
 	applied atomic.Int64
 	// appliedCh is closed when applied moves.
@@ -141,6 +143,38 @@ func (m *Manager) Close() {
 		p.leading = false
 		p.notifyLocked()
 		p.mu.Unlock()
+	}
+}
+
+// Watch tells fn of every leadership this broker takes (leading) or
+// loses from now on, and at once of those it holds: what a coordinator
+// of an internal topic's partitions follows. fn runs on the manager's
+// goroutine: it must not block.
+func (m *Manager) Watch(fn func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool)) {
+	m.mu.Lock()
+	m.watch = fn
+	var led []*Partition
+	for _, p := range m.parts {
+		led = append(led, p)
+	}
+	m.mu.Unlock()
+	for _, p := range led {
+		p.mu.Lock()
+		leading := p.leading
+		p.mu.Unlock()
+		if leading {
+			fn(p.tp, p.t, true)
+		}
+	}
+}
+
+// told tells the watcher of a leadership change.
+func (m *Manager) told(p *Partition, leading bool) {
+	m.mu.Lock()
+	fn := m.watch
+	m.mu.Unlock()
+	if fn != nil {
+		fn(p.tp, p.t, leading)
 	}
 }
 
@@ -318,9 +352,13 @@ func (m *Manager) drop(p *Partition) {
 	delete(m.parts, p.tp)
 	m.mu.Unlock()
 	p.mu.Lock()
+	was := p.leading
 	p.leading = false
 	p.notifyLocked()
 	p.mu.Unlock()
+	if was {
+		m.told(p, false)
+	}
 	if err := m.opts.Tablets.Delete(p.tp); err != nil && !errors.Is(err, tablet.ErrNotFound) {
 		m.log.Error("replica: deleting a replica failed", "partition", p.tp.String(), "err", err)
 	}
@@ -362,7 +400,15 @@ func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int3
 	p.advanceLocked()
 	p.notifyLocked()
 	following, epochChanged := p.following, st.LeaderEpoch != oldEpoch
+	nowLeading := p.leading
 	p.mu.Unlock()
+	switch {
+	case nowLeading != wasLeading:
+		m.told(p, nowLeading)
+	case nowLeading && epochChanged: // (another may have led between: what was loaded is stale)
+		m.told(p, false)
+		m.told(p, true)
+	}
 	switch {
 	case follow == cluster.NoLeader:
 		m.unfollow(p)

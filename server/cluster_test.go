@@ -63,6 +63,8 @@ func (c *testCluster) start(id int32) *Server {
 	cfg := config(filepath.Join(c.dir, fmt.Sprint(id)))
 	cfg.MetricsAddr = ""
 	cfg.Manager.NodeID = id
+	cfg.Broker.Groups.NoInitialDelay = true
+	cfg.Broker.Groups.ConsumerHeartbeatInterval = 100 * time.Millisecond
 	endpoints := c.etcd.Endpoints()
 	if p, ok := c.proxies[id]; ok {
 		endpoints = []string{"http://" + p.Addr()}
@@ -348,4 +350,111 @@ func TestClusterFencedLeaderAcknowledgesNothing(t *testing.T) {
 	})
 	require.NoError(t, chk.Produce(ctx, cl, "z", "c", 50))
 	chk.ReadBack(t, c.seeds(), "z", 1)
+}
+
+// A consumer group over three brokers: every broker names the same
+// coordinator (the leader of the group's __consumer_offsets partition,
+// replicated three times); two members share the partitions and consume
+// everything; the coordinator's broker shuts down, another loads the
+// group from its replica of the partition, the committed offsets are
+// all there, and the members go on with the new coordinator.
+func TestClusterConsumerGroup(t *testing.T) {
+	for _, proto := range []string{"classic", "consumer"} {
+		t.Run(proto, func(t *testing.T) { clusterConsumerGroup(t, proto == "consumer") })
+	}
+}
+
+// clusterConsumerGroup is TestClusterConsumerGroup with the classic
+// protocol or KIP-848's.
+func clusterConsumerGroup(t *testing.T, kip848 bool) {
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer adm.Close()
+	kadmin := kadm.NewClient(adm)
+	_, err = kadmin.CreateTopic(ctx, 6, 3, nil, "g")
+	require.NoError(t, err)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer prod.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, prod, "g", "a", 300))
+
+	// Every broker answers FindCoordinator with the same broker.
+	var coordinator int32 = -1
+	for _, s := range c.servers {
+		one, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()))
+		require.NoError(t, err)
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = "cg"
+		req.CoordinatorKeys = []string{"cg"}
+		kr, err := one.SeedBrokers()[0].Request(ctx, req)
+		one.Close()
+		require.NoError(t, err)
+		fc := kr.(*kmsg.FindCoordinatorResponse)
+		id := fc.NodeID
+		if len(fc.Coordinators) == 1 {
+			require.Zero(t, fc.Coordinators[0].ErrorCode)
+			id = fc.Coordinators[0].NodeID
+		}
+		if coordinator < 0 {
+			coordinator = id
+		}
+		require.Equal(t, coordinator, id, "every broker names the same coordinator")
+	}
+	ts := c.servers[coordinator].Member().Snapshot().Topics["__consumer_offsets"]
+	require.NotNil(t, ts)
+	require.Len(t, ts.Replicas[0], 3, "__consumer_offsets is replicated on every broker")
+
+	seen := map[string]bool{}
+	member := func() *kgo.Client {
+		opts := []kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.ConsumerGroup("cg"), kgo.ConsumeTopics("g"),
+			kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(50 * time.Millisecond), kgo.DisableAutoCommit(),
+			kgo.Balancers(kgo.CooperativeStickyBalancer())}
+		if kip848 {
+			opts = append(opts, kgo.ServerSideBalancer())
+		}
+		cl, err := kgo.NewClient(opts...)
+		require.NoError(t, err)
+		return cl
+	}
+	m1, m2 := member(), member()
+	defer m1.Close()
+	defer m2.Close()
+	consume := func(want int) {
+		for len(seen) < want {
+			for _, m := range []*kgo.Client{m1, m2} {
+				pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				m.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+				pcancel()
+			}
+			require.NoError(t, ctx.Err(), "consumed %d of %d", len(seen), want)
+		}
+		require.NoError(t, m1.CommitUncommittedOffsets(ctx))
+		require.NoError(t, m2.CommitUncommittedOffsets(ctx))
+	}
+	consume(300)
+
+	c.stop(coordinator)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees the coordinator's broker gone", func(sn *cluster.Snapshot) bool { _, ok := sn.Brokers[coordinator]; return !ok })
+	}
+	// The new coordinator has every committed offset: the log end of
+	// every partition.
+	var committed int64
+	for {
+		offs, err := kadmin.FetchOffsets(ctx, "cg")
+		if err == nil && offs.Error() == nil {
+			committed = 0
+			offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+			break
+		}
+		require.NoError(t, ctx.Err(), "the new coordinator never answered: %v", err)
+	}
+	require.Equal(t, int64(300), committed)
+	require.NoError(t, chk.Produce(ctx, prod, "g", "b", 300))
+	consume(600)
 }

@@ -115,6 +115,9 @@ type ClusterConfig struct {
 	SessionTimeout, HeartbeatInterval time.Duration
 	// DefaultReplicationFactor is default.replication.factor (default 1).
 	DefaultReplicationFactor int16
+	// OffsetsReplicationFactor is offsets.topic.replication.factor
+	// (default 3, or every live broker when fewer).
+	OffsetsReplicationFactor int16
 	// MinInsyncReplicas is min.insync.replicas (default 1).
 	MinInsyncReplicas int
 	// UncleanLeaderElection is unclean.leader.election.enable.
@@ -313,7 +316,8 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	s.replicas = r
 	s.closers = append(s.closers, func() error { r.Close(); return nil })
 	return &broker.ClusterOptions{Member: m, Replicas: r, DefaultReplicationFactor: cmp.Or(c.DefaultReplicationFactor, 1),
-		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection}, nil
+		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection,
+		OffsetsReplicationFactor: c.OffsetsReplicationFactor}, nil
 }
 
 // Member is the broker's cluster membership (nil for a single node).

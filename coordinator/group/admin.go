@@ -19,12 +19,15 @@ func (c *Coordinator) DescribeGroups(r *kmsg.DescribeGroupsRequest) *kmsg.Descri
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group, dg.State = id, Dead.String()
 		var g *group
-		if id != "" {
+		owner := c.Owns(id)
+		if id != "" && owner == 0 {
 			g = c.lookup(id, false) // locked
 		}
 		switch {
 		case id == "":
 			dg.ErrorCode = kerr.InvalidGroupID.Code
+		case owner != 0:
+			dg.ErrorCode = owner
 		case g == nil && r.GetVersion() >= 6:
 			// KIP-1043: from v6 a group that does not exist is an error,
 			// not a Dead group.
@@ -100,7 +103,9 @@ func (c *Coordinator) DeleteGroups(r *kmsg.DeleteGroupsRequest) *kmsg.DeleteGrou
 	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, id := range r.Groups {
 		dg := kmsg.DeleteGroupsResponseGroup{Group: id}
-		dg.ErrorCode = c.deleteGroup(id)
+		if dg.ErrorCode = c.Owns(id); dg.ErrorCode == 0 {
+			dg.ErrorCode = c.deleteGroup(id)
+		}
 		resp.Groups = append(resp.Groups, dg)
 	}
 	return resp

@@ -212,6 +212,9 @@ func (c *Coordinator) ConsumerGroupHeartbeat(cl Client, r *kmsg.ConsumerGroupHea
 	if msg := validateHeartbeat(r); msg != "" {
 		return fail(kerr.InvalidRequest, msg)
 	}
+	if code := c.Owns(r.Group); code != 0 {
+		return fail(kerr.ErrorForCode(code).(*kerr.Error), "")
+	}
 	if a := r.ServerAssignor; a != nil && !slices.Contains(c.opts.ConsumerAssignors, *a) {
 		return fail(kerr.UnsupportedAssignor, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %v.", *a, c.opts.ConsumerAssignors))
 	}
@@ -556,7 +559,7 @@ func (c *Coordinator) assignTarget(cg *consumerGroup) {
 	}
 	slices.Sort(in.members)
 	for _, name := range sortedKeys(cg.subscribedTopics()) {
-		if id, n, ok := c.m.TopicPartitions(name); ok {
+		if id, n, ok := c.topics.TopicPartitions(name); ok {
 			in.topics = append(in.topics, assignTopic{name: name, id: id, partitions: n})
 		}
 	}
@@ -570,7 +573,7 @@ func (c *Coordinator) assignTarget(cg *consumerGroup) {
 func (c *Coordinator) metadataHash(topics map[string]bool) int64 {
 	h := fnv.New64a()
 	for _, name := range sortedKeys(topics) {
-		id, n, ok := c.m.TopicPartitions(name)
+		id, n, ok := c.topics.TopicPartitions(name)
 		if !ok {
 			continue
 		}
@@ -595,7 +598,7 @@ func (c *Coordinator) refreshRegexes(cg *consumerGroup, cl Client) {
 			delete(cg.regexes, re)
 		}
 	}
-	version := int64(c.m.TopicsVersion())
+	version := int64(c.topics.TopicsVersion())
 	for re := range used {
 		if r, ok := cg.regexes[re]; ok && r.version == version {
 			continue
@@ -605,7 +608,7 @@ func (c *Coordinator) refreshRegexes(cg *consumerGroup, cl Client) {
 			continue
 		}
 		var topics []string
-		for _, t := range c.m.TopicNames() {
+		for _, t := range c.topics.TopicNames() {
 			if rx.MatchString(t) && (cl.MayDescribe == nil || cl.MayDescribe(t)) {
 				topics = append(topics, t)
 			}
@@ -776,7 +779,7 @@ func (c *Coordinator) validateConsumerCommit(cg *consumerGroup, memberID string,
 	}
 	stale := map[topicPartition]bool{}
 	for _, tp := range tps {
-		id, _, ok := c.m.TopicPartitions(tp.topic)
+		id, _, ok := c.topics.TopicPartitions(tp.topic)
 		k := tpKey{id, tp.partition}
 		if at, held := m.assignedAt[k]; !ok || !m.assigned.has(k.id, k.p) || !held || at > epoch {
 			stale[tp] = true

@@ -17,10 +17,16 @@ func (c *Coordinator) ConsumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequest
 	for _, id := range r.Groups {
 		dg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		dg.Group = id
-		g := c.lookup(id, false)
+		owner := c.Owns(id)
+		var g *group
+		if owner == 0 {
+			g = c.lookup(id, false)
+		}
 		switch {
 		case id == "":
 			dg.ErrorCode = kerr.InvalidGroupID.Code
+		case owner != 0:
+			dg.ErrorCode = owner
 		case g == nil:
 			dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr(fmt.Sprintf("Group %s not found.", id))
 		case g.cg == nil:
@@ -55,7 +61,7 @@ func (c *Coordinator) ConsumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequest
 func (c *Coordinator) describedAssignment(a assignment) kmsg.Assignment {
 	out := kmsg.Assignment{TopicPartitions: []kmsg.AssignmentTopicPartition{}}
 	for _, t := range tpsOf(a, nil) {
-		name, _ := c.m.TopicByID(t.TopicID)
+		name, _ := c.topics.TopicByID(t.TopicID)
 		out.TopicPartitions = append(out.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: t.TopicID, Topic: name, Partitions: t.Partitions})
 	}
 	return out
@@ -86,7 +92,7 @@ func (c *Coordinator) classicView(cg *consumerGroup, m *cmember) (metadata, assi
 	sub.Topics = sortedKeys(cg.memberTopics(m))
 	as := kmsg.NewConsumerMemberAssignment()
 	for _, t := range tpsOf(m.assigned, nil) {
-		name, _ := c.m.TopicByID(t.TopicID)
+		name, _ := c.topics.TopicByID(t.TopicID)
 		as.Topics = append(as.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: name, Partitions: t.Partitions})
 	}
 	return sub.AppendTo(nil), as.AppendTo(nil)
@@ -96,7 +102,7 @@ func (c *Coordinator) classicView(cg *consumerGroup, m *cmember) (metadata, assi
 func (c *Coordinator) assignedPartitions(a assignment) []checkpoint.TopicPartition {
 	out := []checkpoint.TopicPartition{}
 	for _, k := range a.keys() {
-		if name, ok := c.m.TopicByID(k.id); ok {
+		if name, ok := c.topics.TopicByID(k.id); ok {
 			out = append(out, checkpoint.TopicPartition{Topic: name, Partition: k.p})
 		}
 	}

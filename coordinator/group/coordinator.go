@@ -32,6 +32,10 @@ import (
 
 // Options configure a coordinator under Kafka's broker config names.
 type Options struct {
+	// Cluster, if set, makes the coordinator a cluster's: it coordinates
+	// the groups of the __consumer_offsets partitions it Loads. The
+	// default is nil: every group of the data directory.
+	Cluster *ClusterHooks
 	// Partitions is offsets.topic.num.partitions, for a topic not created
 	// yet (an existing one keeps its count). The default is 50.
 	Partitions int32
@@ -150,19 +154,24 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 
 // Coordinator is every group's coordinator on one data directory.
 type Coordinator struct {
-	m    *tablet.Manager
-	opts Options
-	log  *store.Log
+	m *tablet.Manager
+	// topics are the topics subscriptions resolve to (m, or a cluster's).
+	topics Topics
+	opts   Options
+	log    *store.Log
 
 	mu     sync.Mutex
 	groups map[string]*group
 	// txnGroups are, by producer id, the groups where it has transactional
 	// offsets pending: what its markers apply or drop.
 	txnGroups map[int64]map[*group]bool
-	closed    bool
-	shut      atomic.Bool // closed, for the timers
-	expiry    stopper
-	stats     stats
+	// owned are, in a cluster, the partitions this coordinator loads or
+	// has loaded (nil: a single node's, which owns every one).
+	ownedParts map[int32]int
+	closed     bool
+	shut       atomic.Bool // closed, for the timers
+	expiry     stopper
+	stats      stats
 }
 
 // ErrClosed is returned once the coordinator is closed.
@@ -178,9 +187,11 @@ func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 			return nil, fmt.Errorf("group: %q is not an assignor (uniform, range)", a)
 		}
 	}
-	c := &Coordinator{m: m, opts: opts, groups: map[string]*group{}, txnGroups: map[int64]map[*group]bool{}}
+	c := &Coordinator{m: m, topics: m, opts: opts, groups: map[string]*group{}, txnGroups: map[int64]map[*group]bool{}}
 	c.log = store.Open(m, Topic, opts.Partitions, opts.SegmentBytes)
-	if err := c.load(); err != nil {
+	if opts.Cluster != nil {
+		c.clustered(opts.Cluster)
+	} else if err := c.load(); err != nil {
 		return nil, err
 	}
 	if !opts.ReadOnly {
@@ -205,22 +216,39 @@ func (c *Coordinator) Close() error {
 	c.mu.Unlock()
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
-		for _, m := range g.members {
-			if m.timer != nil {
-				m.timer.Stop()
-			}
-		}
-		for _, t := range g.pending {
-			t.Stop()
-		}
-		for _, t := range []stopper{g.joinTimer, g.syncTimer} {
-			if t != nil {
-				t.Stop()
-			}
-		}
+		g.stopTimers()
 		g.mu.Unlock()
 	}
 	return nil
+}
+
+// endWaits answers every member waiting for a join or a sync with code.
+func (g *group) endWaits(code int16) {
+	for _, m := range g.members {
+		if m.joinWait != nil {
+			m.joinWait <- joinError(code, m.id)
+			m.joinWait = nil
+		}
+	}
+	g.failSyncs(code)
+}
+
+// stopTimers stops the group's timers: its members' sessions, its
+// pending timers, its join and sync timers.
+func (g *group) stopTimers() {
+	for _, m := range g.members {
+		if m.timer != nil {
+			m.timer.Stop()
+		}
+	}
+	for _, t := range g.pending {
+		t.Stop()
+	}
+	for _, t := range []stopper{g.joinTimer, g.syncTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
 }
 
 // Partitions is the number of __consumer_offsets partitions.
@@ -281,6 +309,5 @@ func wait[T any](ctx context.Context, ch <-chan T) (T, error) {
 
 // Ensure creates __consumer_offsets if it does not exist yet.
 func (c *Coordinator) Ensure() error {
-	_, err := c.log.Tablet(0)
-	return err
+	return c.log.Ensure()
 }

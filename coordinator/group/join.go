@@ -49,6 +49,9 @@ func deref(s *string) string {
 // static member (group.instance.id, v5+) that rejoins takes its old place,
 // without a rebalance when its protocols did not change (KIP-345).
 func (c *Coordinator) JoinGroup(ctx context.Context, cl Client, r *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
+	if code := c.Owns(r.Group); code != 0 {
+		return joinError(code, r.MemberID)
+	}
 	resp, ch := c.join(cl, r)
 	if ch != nil {
 		var err error
@@ -209,6 +212,9 @@ func (c *Coordinator) joinStatic(g *group, j joining) (*kmsg.JoinGroupResponse, 
 // SyncGroup takes the leader's assignment (and stores it) or waits for
 // it; a member of a stable group gets its assignment at once.
 func (c *Coordinator) SyncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
+	if code := c.Owns(r.Group); code != 0 {
+		return syncError(code)
+	}
 	resp, ch := c.sync(r)
 	if ch != nil {
 		var err error
@@ -312,6 +318,9 @@ func (g *group) validate(memberID, instanceID string, generation int32) int16 {
 // REBALANCE_IN_PROGRESS, telling the member to rejoin.
 func (c *Coordinator) Heartbeat(r *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+	if resp.ErrorCode = c.Owns(r.Group); resp.ErrorCode != 0 {
+		return resp
+	}
 	g := c.lookup(r.Group, false)
 	if g == nil {
 		resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -342,6 +351,9 @@ func (c *Coordinator) Heartbeat(r *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespons
 // group.instance.ids from v3), which rebalances the group.
 func (c *Coordinator) LeaveGroup(r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
 	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if resp.ErrorCode = c.Owns(r.Group); resp.ErrorCode != 0 {
+		return resp
+	}
 	leaving := r.Members
 	if r.GetVersion() < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: r.MemberID}}

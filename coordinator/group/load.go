@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/tablet"
 
 	"github.com/seglog/seglog/coordinator/internal/store"
 )
@@ -15,6 +16,18 @@ import (
 // consumers that keep heartbeating with their generation go on without a
 // rebalance; one without members comes back Empty.
 func (c *Coordinator) load() error {
+	tabs := map[int32]*tablet.Tablet{}
+	for p, t := range c.log.Existing() {
+		if t != nil {
+			tabs[int32(p)] = t
+		}
+	}
+	return c.loadFrom(tabs)
+}
+
+// loadFrom replays the given __consumer_offsets partitions and installs
+// their groups.
+func (c *Coordinator) loadFrom(tabs map[int32]*tablet.Tablet) error {
 	start := time.Now()
 	now := c.opts.clock.Now()
 	type loaded struct {
@@ -33,10 +46,7 @@ func (c *Coordinator) load() error {
 		return l
 	}
 	var records int
-	for p, t := range c.log.Existing() {
-		if t == nil {
-			continue
-		}
+	for p, t := range tabs {
 		// The groups with a producer's open transactional commits in
 		// this partition, for its marker.
 		open := map[int64]map[string]bool{}
@@ -102,10 +112,12 @@ func (c *Coordinator) load() error {
 			return fmt.Errorf("group: reading %s-%d: %w", Topic, p, err)
 		}
 	}
+	loadedGroups := 0
 	for id, l := range all {
 		if len(l.offsets) == 0 && l.meta == nil && len(l.pending) == 0 && l.cg == nil {
 			continue
 		}
+		loadedGroups++
 		g := newGroup(id, PartitionFor(id, c.log.Partitions()), now)
 		g.offsets, g.pendingTxn = l.offsets, l.pending
 		for pid := range l.pending {
@@ -139,10 +151,12 @@ func (c *Coordinator) load() error {
 		if l.cg != nil {
 			c.loadConsumer(g, l.cg)
 		}
+		c.mu.Lock()
 		c.groups[id] = g
+		c.mu.Unlock()
 	}
 	if records > 0 {
-		c.opts.Logger.Info("loaded consumer groups", "groups", len(c.groups), "records", records,
+		c.opts.Logger.Info("loaded consumer groups", "groups", loadedGroups, "records", records,
 			"partitions", c.log.Partitions(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil

@@ -50,7 +50,7 @@ func subscriptionOf(metadata []byte) (kmsg.ConsumerMemberMetadata, error) {
 func (c *Coordinator) owned(named map[string][]int32) []kmsg.ConsumerGroupHeartbeatRequestTopic {
 	out := []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	for _, topic := range sortedKeys(named) {
-		if id, _, ok := c.m.TopicPartitions(topic); ok {
+		if id, _, ok := c.topics.TopicPartitions(topic); ok {
 			out = append(out, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: id, Partitions: named[topic]})
 		}
 	}
@@ -61,7 +61,7 @@ func (c *Coordinator) owned(named map[string][]int32) []kmsg.ConsumerGroupHeartb
 func (c *Coordinator) byID(named map[string][]int32) assignment {
 	a := assignment{}
 	for _, t := range c.owned(named) {
-		_, n, _ := c.m.TopicPartitions(c.nameOf(t.TopicID))
+		_, n, _ := c.topics.TopicPartitions(c.nameOf(t.TopicID))
 		for _, p := range t.Partitions {
 			if p >= 0 && p < n && !a.has(t.TopicID, p) {
 				a[t.TopicID] = append(a[t.TopicID], p)
@@ -73,7 +73,7 @@ func (c *Coordinator) byID(named map[string][]int32) assignment {
 }
 
 func (c *Coordinator) nameOf(id [16]byte) string {
-	name, _ := c.m.TopicByID(id)
+	name, _ := c.topics.TopicByID(id)
 	return name
 }
 
@@ -129,27 +129,8 @@ func (c *Coordinator) fromClassic(g *group) (*consumerGroup, error) {
 // dropClassic ends a classic group's own state once it is a consumer
 // group: waiting joins and syncs are told to rejoin, timers stop.
 func (g *group) dropClassic() {
-	for _, m := range g.members {
-		if m.joinWait != nil {
-			m.joinWait <- joinError(kerr.RebalanceInProgress.Code, m.id)
-			m.joinWait = nil
-		}
-		if m.syncWait != nil {
-			m.syncWait <- syncError(kerr.RebalanceInProgress.Code)
-			m.syncWait = nil
-		}
-		if m.timer != nil {
-			m.timer.Stop()
-		}
-	}
-	for _, t := range g.pending {
-		t.Stop()
-	}
-	for _, t := range []stopper{g.joinTimer, g.syncTimer} {
-		if t != nil {
-			t.Stop()
-		}
-	}
+	g.endWaits(kerr.RebalanceInProgress.Code)
+	g.stopTimers()
 	g.members, g.order, g.static = map[string]*member{}, nil, map[string]string{}
 	g.pending, g.pendingSync, g.leader = map[string]stopper{}, map[string]bool{}, ""
 	g.joinSeq++

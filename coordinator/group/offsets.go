@@ -42,6 +42,9 @@ func (c *Coordinator) OffsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetComm
 	if r.Group == "" {
 		return RefuseOffsetCommit(r, kerr.InvalidGroupID.Code)
 	}
+	if code := c.Owns(r.Group); code != 0 {
+		return RefuseOffsetCommit(r, code)
+	}
 	simple := r.GetVersion() == 0 || r.Generation < 0
 	g := c.lookup(r.Group, simple)
 	if g == nil {
@@ -136,6 +139,9 @@ func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnO
 	fail := func(code int16) *kmsg.TxnOffsetCommitResponse { return RefuseTxnOffsetCommit(r, code) }
 	if r.Group == "" {
 		return fail(kerr.InvalidGroupID.Code)
+	}
+	if code := c.Owns(r.Group); code != 0 {
+		return fail(code)
 	}
 	g := c.lookup(r.Group, true)
 	if g == nil {
@@ -310,6 +316,19 @@ func applyPending(offsets, pending map[topicPartition]Offset) {
 // for (-1 where none is committed), or every one (topics null, v2+).
 func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if code := c.Owns(r.Group); code != 0 {
+		resp.ErrorCode = code
+		for _, t := range r.Topics { // (the code per partition before v2)
+			rt := kmsg.OffsetFetchResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
 	offsets := map[topicPartition]Offset{}
 	unstable := map[topicPartition]bool{}
 	if g := c.lookup(r.Group, false); g != nil {
@@ -367,6 +386,9 @@ func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchR
 // empty group, or of topics its consumers do not subscribe to.
 func (c *Coordinator) OffsetDelete(r *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if resp.ErrorCode = c.Owns(r.Group); resp.ErrorCode != 0 {
+		return resp
+	}
 	g := c.lookup(r.Group, false)
 	if g == nil {
 		resp.ErrorCode = kerr.GroupIDNotFound.Code

@@ -51,6 +51,41 @@ type Log struct {
 
 	mu   sync.Mutex
 	tabs []*tablet.Tablet // by partition, once created
+	// hooks, if set, make the topic a cluster's.
+	hooks *Hooks
+}
+
+// Hooks make an internal topic a cluster's: its partitions are replicas
+// this broker leads or not, created in the cluster's metadata.
+type Hooks struct {
+	// Tablet returns partition p's tablet if this broker leads it, else an
+	// error (NOT_COORDINATOR's).
+	Tablet func(p int32) (*tablet.Tablet, error)
+	// Replicated returns once what was appended to t below end is on
+	// the partition's in-sync replicas (acks=all), or an error.
+	Replicated func(t *tablet.Tablet, end int64) error
+	// Ensure creates the topic in the cluster if it does not exist.
+	Ensure func() error
+	// Partitions is the cluster topic's partition count (0: it does not
+	// exist yet, and the configured count is used).
+	Partitions func() int32
+}
+
+// Clustered makes the log a cluster's, of the configured partition count.
+func (l *Log) Clustered(h *Hooks) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hooks = h
+	l.tabs = nil
+}
+
+// Ensure creates the topic (in the data directory, or the cluster).
+func (l *Log) Ensure() error {
+	if h := l.hooks; h != nil {
+		return h.Ensure()
+	}
+	_, err := l.Tablet(0)
+	return err
 }
 
 // Open returns the internal topic: its existing partitions (their count
@@ -82,7 +117,14 @@ func Open(m *tablet.Manager, topic string, partitions int32, segmentBytes int64)
 }
 
 // Partitions is the topic's partition count.
-func (l *Log) Partitions() int32 { return l.partitions }
+func (l *Log) Partitions() int32 {
+	if h := l.hooks; h != nil && h.Partitions != nil {
+		if n := h.Partitions(); n > 0 {
+			return n
+		}
+	}
+	return l.partitions
+}
 
 // Existing returns the partitions' tablets that exist (nil where not).
 func (l *Log) Existing() []*tablet.Tablet {
@@ -93,6 +135,12 @@ func (l *Log) Existing() []*tablet.Tablet {
 
 // Tablet returns partition p's tablet, creating the topic on first use.
 func (l *Log) Tablet(p int32) (*tablet.Tablet, error) {
+	if h := l.hooks; h != nil {
+		if p < 0 || p >= l.Partitions() {
+			return nil, fmt.Errorf("store: %s has no partition %d", l.topic, p)
+		}
+		return h.Tablet(p)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tabs == nil {
@@ -163,6 +211,9 @@ func (l *Log) AppendAs(p int32, now time.Time, prod Producer, recs ...KV) (int64
 		return -1, err
 	}
 	res, err := t.Append(batch.Bytes(), opts)
+	if err == nil && l.hooks != nil && !res.Duplicate {
+		err = l.hooks.Replicated(t, res.LastOffset+1)
+	}
 	return res.FirstOffset, err
 }
 
