@@ -458,3 +458,13 @@ func clusterConsumerGroup(t *testing.T, kip848 bool) {
 	require.NoError(t, chk.Produce(ctx, prod, "g", "b", 300))
 	consume(600)
 }
+
+// Tiering is refused in a cluster until only a partition's leader
+// uploads: every replica would upload to the one store.
+func TestClusterRefusesTiering(t *testing.T) {
+	cfg := config(filepath.Join(t.TempDir(), "data"))
+	cfg.Cluster = &ClusterConfig{Endpoints: []string{"http://127.0.0.1:1"}}
+	cfg.Store = "file://" + t.TempDir()
+	_, err := New(context.Background(), cfg)
+	require.ErrorContains(t, err, "not served in a cluster yet")
+}

@@ -191,6 +191,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: DataDir (log.dirs) is required")
 	}
+	if cfg.Cluster != nil && cfg.Store != "" {
+		// Every replica would upload its segments to the one store: only
+		// a partition's leader may, which is not built yet.
+		return nil, errors.New("server: tiering to a store (serve --store) is not served in a cluster yet")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
