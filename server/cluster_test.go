@@ -468,3 +468,72 @@ func TestClusterRefusesTiering(t *testing.T) {
 	_, err := New(context.Background(), cfg)
 	require.ErrorContains(t, err, "not served in a cluster yet")
 }
+
+// The writer state travels with the log: a producer's retry of a batch
+// its old leader acknowledged is answered by the new leader as the
+// duplicate it is (the original offsets, nothing appended), and the
+// sequence goes on from there.
+func TestClusterIdempotenceAcrossLeaderChange(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := context.Background()
+	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "i", Assignment: [][]int32{{1, 2, 3}}})
+	require.NoError(t, err)
+	for _, s := range c.servers {
+		require.NoError(t, s.Replicas().Await(ctx, c.servers[1].Member().Snapshot().Revision))
+	}
+	id := c.servers[1].Member().Snapshot().Topics["i"].ID
+	client := func(s *Server) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()))
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	kr, err := client(c.servers[2]).SeedBrokers()[0].Request(ctx, kmsg.NewPtrInitProducerIDRequest())
+	require.NoError(t, err)
+	ip := kr.(*kmsg.InitProducerIDResponse)
+	require.Zero(t, ip.ErrorCode)
+	batch := func(seq int32, n int) []byte {
+		b := record.NewBuilder(record.None)
+		b.SetProducer(ip.ProducerID, ip.ProducerEpoch, seq)
+		for i := range n {
+			require.NoError(t, b.Append(record.Record{Value: fmt.Appendf(nil, "s%d", int(seq)+i), Timestamp: time.Now().UnixMilli()}))
+		}
+		bb, err := b.Build()
+		require.NoError(t, err)
+		return bb.Bytes()
+	}
+	produce := func(s *Server, data []byte) kmsg.ProduceResponseTopicPartition {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10000
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "i", TopicID: id, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: data}}}}
+		kr, err := client(s).SeedBrokers()[0].Request(ctx, req)
+		require.NoError(t, err)
+		return kr.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	}
+	first := batch(0, 3)
+	p := produce(c.servers[1], first)
+	require.Zero(t, p.ErrorCode)
+	require.Zero(t, p.BaseOffset)
+
+	c.stop(1)
+	s := until(t, c.servers[2].Member(), "sees a new leader", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("i", 0)
+		return st.Leader == 2 || st.Leader == 3
+	})
+	st, _ := s.Partition("i", 0)
+	leader := c.servers[st.Leader]
+	require.NoError(t, leader.Replicas().Await(ctx, s.Revision))
+	r, ok := leader.Replicas().Get(checkpoint.TopicPartition{Topic: "i"})
+	require.True(t, ok && r.Leads())
+	p = produce(leader, first) // the retry of a batch acknowledged by the old leader
+	require.Zero(t, p.ErrorCode)
+	require.Zero(t, p.BaseOffset, "the duplicate's original offset")
+	p = produce(leader, batch(3, 2))
+	require.Zero(t, p.ErrorCode)
+	require.Equal(t, int64(3), p.BaseOffset, "nothing was appended twice")
+	p = produce(leader, batch(9, 1))
+	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, p.ErrorCode)
+	tb, ok := leader.Manager().Get(checkpoint.TopicPartition{Topic: "i"})
+	require.True(t, ok)
+	require.Equal(t, int64(5), tb.Offsets().LogEndOffset)
+}
