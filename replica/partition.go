@@ -277,6 +277,14 @@ func (p *Partition) alterLocked(isr []int32, why string) {
 		p.m.metrics.isrChange(why)
 		p.m.log.Info("replica: ISR "+why, "partition", p.tp.String(), "isr", isrString(to.ISR), "partition_epoch", to.PartitionEpoch)
 		if to.PartitionEpoch > p.st.PartitionEpoch {
+			// A follower that joins is caught up now: the time it was
+			// caught up before (before a crash, say) is not its lag.
+			now := p.m.opts.Now()
+			for _, r := range to.ISR {
+				if f, ok := p.followers[r]; ok && !from.InISR(r) {
+					f.lastCaughtUp = now
+				}
+			}
 			p.st = to
 			p.advanceLocked()
 			p.notifyLocked()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -97,25 +98,40 @@ func (c *serveCluster) until(what string, cond func(*cluster.Snapshot) bool) *cl
 	}
 }
 
-// Three `seglog serve` processes, replication factor 3, acks=all: the
-// leader of a partition is SIGKILLed while a producer writes; the
-// controller elects another from the ISR, the producer goes on, the
-// killed broker comes back, truncates to its leader and rejoins every
-// ISR; every acknowledged record is read back exactly once at the offset
-// it was acknowledged at.
-func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
+// Three `seglog serve` processes, replication factor 3, acks=all, and a
+// loop of SIGKILLs while a producer writes: even kills take a partition's
+// leader, odd ones the controller. After each, the controller (a new one
+// after the controller's kill, at a higher epoch) elects others from the
+// ISR, the producer goes on, and the killed broker comes back, truncates
+// to its leaders and rejoins every ISR. At the end every acknowledged
+// record is read back exactly once at the offset it was acknowledged at.
+// make test runs two kills; make crash (SEGLOG_KILLS) a hundred.
+func TestClusterKillLoop(t *testing.T) {
+	n := 2
+	if v := os.Getenv("SEGLOG_KILLS"); v != "" {
+		n = kills(t)
+	}
 	c := newServeCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(2+n)*time.Minute)
 	defer cancel()
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	require.NoError(t, err)
 	_, err = kadm.NewClient(adm).CreateTopic(ctx, 3, -1, nil, "k")
 	adm.Close()
 	require.NoError(t, err)
-	c.until("the topic fully in sync", func(s *cluster.Snapshot) bool {
+	inSync := func(s *cluster.Snapshot) bool {
 		t, ok := s.Topics["k"]
-		return ok && len(t.Partitions) == 3 && len(t.Partitions[0].ISR) == 3
-	})
+		if !ok || len(t.Partitions) != 3 {
+			return false
+		}
+		for _, p := range t.Partitions {
+			if len(p.ISR) != 3 {
+				return false
+			}
+		}
+		return true
+	}
+	c.until("the topic fully in sync", inSync)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(time.Minute),
@@ -123,46 +139,42 @@ func TestClusterSurvivesSIGKILLOfALeader(t *testing.T) {
 	require.NoError(t, err)
 	defer cl.Close()
 	chk := clustertest.New()
-	require.NoError(t, chk.Produce(ctx, cl, "k", "a", 150))
-	before := c.watch.Snapshot()
-	victim := before.Topics["k"].Partitions[0].Leader
-	epoch := before.Topics["k"].Partitions[0].LeaderEpoch
-	done := make(chan error, 1)
-	go func() { done <- chk.Produce(ctx, cl, "k", "b", 300) }() // through the kill
-	c.kill(victim)
-	s := c.until("partition 0 led by another broker", func(s *cluster.Snapshot) bool {
-		p := s.Topics["k"].Partitions[0]
-		return p.Leader != victim && p.Leader >= 0
-	})
-	require.Greater(t, s.Topics["k"].Partitions[0].LeaderEpoch, epoch)
-	require.NoError(t, <-done)
-	c.until("the killed broker out of every ISR", func(s *cluster.Snapshot) bool {
-		for _, p := range s.Topics["k"].Partitions {
-			if p.InISR(victim) {
-				return false
-			}
+	for kill := range n {
+		require.NoError(t, chk.Produce(ctx, cl, "k", fmt.Sprintf("a%d-", kill), 50))
+		before := c.watch.Snapshot()
+		victim := before.Topics["k"].Partitions[kill%3].Leader
+		if kill%2 == 1 {
+			victim = before.Controller
 		}
-		return true
-	})
-	code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0], "--under-replicated-partitions")
-	require.Equal(t, 0, code, errOut)
-	require.Equal(t, 3, strings.Count(out, "Topic: k\t"), "every partition is under-replicated: %s", out)
-	require.NotContains(t, out, fmt.Sprintf("Isr: %d,", victim))
-
-	c.start(victim)
-	c.until("the killed broker back in every ISR", func(s *cluster.Snapshot) bool {
-		for _, p := range s.Topics["k"].Partitions {
-			if !p.InISR(victim) {
-				return false
+		done := make(chan error, 1)
+		go func() { done <- chk.Produce(ctx, cl, "k", fmt.Sprintf("b%d-", kill), 100) }() // through the kill
+		c.kill(victim)
+		after := c.until("the victim's leaderships and controllership moved", func(s *cluster.Snapshot) bool {
+			for _, p := range s.Topics["k"].Partitions {
+				if p.Leader == victim || p.Leader < 0 {
+					return false
+				}
 			}
+			return s.Controller >= 0 && s.Controller != victim
+		})
+		if victim == before.Controller {
+			require.Greater(t, after.ControllerEpoch, before.ControllerEpoch, "kill %d", kill)
 		}
-		return true
-	})
-	code, out, errOut = runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0])
+		require.NoError(t, <-done, "kill %d", kill)
+		if kill == 0 {
+			code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0], "--under-replicated-partitions")
+			require.Equal(t, 0, code, errOut)
+			require.Equal(t, 3, strings.Count(out, "Topic: k\t"), "every partition is under-replicated: %s", out)
+		}
+		c.start(victim)
+		c.until("the killed broker back in every ISR", inSync)
+	}
+	code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0])
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "Brokers: 3")
 	require.Equal(t, 1, strings.Count(out, "(controller)"), out)
 	require.Contains(t, out, "Every partition is fully replicated.")
 	require.NoError(t, chk.Produce(ctx, cl, "k", "c", 50))
 	chk.ReadBack(t, c.seeds(), "k", 3)
+	t.Logf("%d kills, %d acknowledged records, none lost or duplicated", n, chk.Acked())
 }
