@@ -89,6 +89,7 @@ func (c *testCluster) controller() *Member {
 }
 
 func TestMembersSeeOneCluster(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: "", 2: "", 3: ""})
 	var ctrl int32 = -1
 	for _, m := range c.members {
@@ -108,6 +109,7 @@ func TestMembersSeeOneCluster(t *testing.T) {
 }
 
 func TestCreateAndDeleteTopics(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: "", 2: "", 3: ""})
 	ctx := context.Background()
 	ts, err := c.members[2].CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 6, ReplicationFactor: 3, Configs: map[string]string{"retention.ms": "1000"}})
@@ -164,6 +166,7 @@ func TestCreateAndDeleteTopics(t *testing.T) {
 // out of every ISR; a partition whose whole ISR is dead has no leader,
 // and gets its last ISR member back when it returns.
 func TestFailoverOnLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: "", 2: "", 3: ""})
 	ctx := context.Background()
 	ts, err := c.members[1].CreateTopic(ctx, TopicSpec{Name: "t", Assignment: [][]int32{{2, 1, 3}, {1, 2, 3}}})
@@ -206,6 +209,7 @@ func TestFailoverOnLeaseExpiry(t *testing.T) {
 // Close is a controlled shutdown: the broker's leaderships move before
 // its registration goes.
 func TestControlledShutdownMovesLeaders(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: "", 2: "", 3: ""})
 	ctx := context.Background()
 	_, err := c.members[1].CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 6, ReplicationFactor: 3})
@@ -247,6 +251,7 @@ func TestControlledShutdownMovesLeaders(t *testing.T) {
 // A leader's ISR change compares the state it read: a stale one, or a
 // broker whose lease was revoked, is refused.
 func TestAlterPartitionComparesEpoch(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: "", 2: "", 3: ""})
 	ctx := context.Background()
 	ts, err := c.members[1].CreateTopic(ctx, TopicSpec{Name: "t", Assignment: [][]int32{{1, 2, 3}}})
@@ -281,6 +286,7 @@ func TestAlterPartitionComparesEpoch(t *testing.T) {
 
 // Producer-id blocks never overlap, whoever asks.
 func TestProducerIDBlocksAreDisjoint(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: "", 2: "", 3: ""})
 	var mu sync.Mutex
 	seen := map[int64]bool{}
@@ -311,6 +317,7 @@ func TestProducerIDBlocksAreDisjoint(t *testing.T) {
 // A second broker with a node id in use waits for the first's session
 // to end.
 func TestNodeIDConflictWaits(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: ""})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -324,6 +331,7 @@ func TestNodeIDConflictWaits(t *testing.T) {
 // The metadata survives an etcd member's loss in a three-member etcd:
 // the brokers go on seeing and changing it.
 func TestEtcdMemberLoss(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, map[int32]string{1: "", 2: ""})
 	c.etcd.Stop(0)
 	for i := range 3 {

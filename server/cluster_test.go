@@ -123,6 +123,7 @@ func until(t *testing.T, m *cluster.Member, what string, cond func(*cluster.Snap
 // below the high watermark; a controlled shutdown of a leader moves its
 // partitions and produce goes on, losing nothing.
 func TestClusterReplicatesAndFailsOver(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3)
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	require.NoError(t, err)
@@ -239,6 +240,7 @@ func lastOffset(t *testing.T, b []byte) int64 {
 // NOT_LEADER_OR_FOLLOWER and KIP-951's hint: the current leader, its
 // epoch and its endpoint.
 func TestClusterLeaderHints(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3)
 	ctx := context.Background()
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
@@ -301,6 +303,7 @@ func TestClusterLeaderHints(t *testing.T) {
 // leader and go on, and when it is back it registers again, follows the
 // new leader and nothing acknowledged is lost or duplicated.
 func TestClusterFencedLeaderAcknowledgesNothing(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 3)
 	ctx := context.Background()
 	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "z", Assignment: [][]int32{{3, 1, 2}}})
@@ -359,6 +362,7 @@ func TestClusterFencedLeaderAcknowledgesNothing(t *testing.T) {
 // group from its replica of the partition, the committed offsets are
 // all there, and the members go on with the new coordinator.
 func TestClusterConsumerGroup(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []string{"classic", "consumer"} {
 		t.Run(proto, func(t *testing.T) { clusterConsumerGroup(t, proto == "consumer") })
 	}
@@ -462,6 +466,7 @@ func clusterConsumerGroup(t *testing.T, kip848 bool) {
 // Tiering is refused in a cluster until only a partition's leader
 // uploads: every replica would upload to the one store.
 func TestClusterRefusesTiering(t *testing.T) {
+	t.Parallel()
 	cfg := config(filepath.Join(t.TempDir(), "data"))
 	cfg.Cluster = &ClusterConfig{Endpoints: []string{"http://127.0.0.1:1"}}
 	cfg.Store = "file://" + t.TempDir()
@@ -474,6 +479,7 @@ func TestClusterRefusesTiering(t *testing.T) {
 // duplicate it is (the original offsets, nothing appended), and the
 // sequence goes on from there.
 func TestClusterIdempotenceAcrossLeaderChange(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3)
 	ctx := context.Background()
 	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "i", Assignment: [][]int32{{1, 2, 3}}})

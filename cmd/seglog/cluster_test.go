@@ -107,6 +107,7 @@ func (c *serveCluster) until(what string, cond func(*cluster.Snapshot) bool) *cl
 // record is read back exactly once at the offset it was acknowledged at.
 // make test runs two kills; make crash (SEGLOG_KILLS) a hundred.
 func TestClusterKillLoop(t *testing.T) {
+	t.Parallel() // (mostly waiting for sessions to expire)
 	n := 2
 	if v := os.Getenv("SEGLOG_KILLS"); v != "" {
 		n = kills(t)
