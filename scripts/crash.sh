@@ -10,6 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kills=${SEGLOG_KILLS:-100}
 seeds=${SEGLOG_CRASH_SEEDS:-5000}
+# The cluster's kill loop runs over Debian's etcd-server (an external etcd,
+# as a deployment has), installed here if missing.
+if [ ! -x /usr/bin/etcd ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server) >/dev/null
+fi
+export SEGLOG_ETCD=/usr/bin/etcd
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

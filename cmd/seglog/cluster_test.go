@@ -32,7 +32,7 @@ type serveCluster struct {
 }
 
 func newServeCluster(t *testing.T, n int) *serveCluster {
-	c := &serveCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), cmds: map[int32]*exec.Cmd{}, addrs: map[int32]string{}}
+	c := &serveCluster{t: t, etcd: etcdtest.FromEnv(t), dir: t.TempDir(), cmds: map[int32]*exec.Cmd{}, addrs: map[int32]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w, err := cluster.Join(ctx, cluster.Options{Endpoints: c.etcd.Endpoints(), Prefix: "/seglog/kill/", Observe: true})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 type Cluster struct {
 	t       testing.TB
 	members []*member
+	// external is the etcd process of StartBinary (nil in process).
+	external *exec.Cmd
 }
 
 type member struct {
@@ -130,6 +133,10 @@ func (c *Cluster) Endpoints() []string {
 
 // Stop closes member i (a no-op if it is stopped).
 func (c *Cluster) Stop(i int) {
+	if c.external != nil {
+		_ = c.external.Process.Kill()
+		return
+	}
 	if m := c.members[i]; m.e != nil {
 		m.e.Close()
 		m.e = nil
