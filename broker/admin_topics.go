@@ -325,10 +325,10 @@ func (b *Broker) deleteRecords(_ context.Context, _ header, r *kmsg.DeleteRecord
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			t, code := b.leaderTablet(rt.Topic, rp.Partition, -1, false)
 			switch {
-			case !ok:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case code != 0:
+				sp.ErrorCode = code
 			default:
 				o := t.Offsets()
 				offset := rp.Offset

@@ -258,7 +258,7 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 		}
 		return p.Tablet(), 0
 	}
-	if code := p.CheckLeader(rp.CurrentLeaderEpoch); code != 0 {
+	if code := cmp.Or(p.CheckLeader(rp.CurrentLeaderEpoch), p.CheckHighWatermark()); code != 0 {
 		return nil, code
 	}
 	return p.Tablet(), 0
@@ -618,4 +618,35 @@ func (ct clusterTopics) TopicByID(id checkpoint.TopicID) (string, bool) {
 		return "", false
 	}
 	return t.Name, true
+}
+
+// leaderTablet is the tablet a request for a partition's leader reads or
+// changes (ListOffsets, OffsetForLeaderEpoch, DeleteRecords): in a
+// cluster, only this broker's as the partition's leader at currentEpoch
+// (-1: any), and, when hwKnown, only once its high watermark is known to
+// be its epoch's (OFFSET_NOT_AVAILABLE before, as Kafka's new leader
+// answers ListOffsets).
+func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKnown bool) (*tablet.Tablet, int16) {
+	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
+	if !b.clustered() {
+		if t, ok := b.m.Get(tp); ok {
+			return t, 0
+		}
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	p, ok := b.opts.Cluster.Replicas.Get(tp)
+	if !ok {
+		if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, partition); exists {
+			return nil, kerr.NotLeaderForPartition.Code
+		}
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	code := p.CheckLeader(currentEpoch)
+	if code == 0 && hwKnown {
+		code = p.CheckHighWatermark()
+	}
+	if code != 0 {
+		return nil, code
+	}
+	return p.Tablet(), 0
 }

@@ -39,9 +39,9 @@ func (b *Broker) listOffsets(ctx context.Context, _ header, r *kmsg.ListOffsetsR
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			t, code := b.leaderTablet(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch, true)
+			if code != 0 {
+				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
@@ -103,9 +103,9 @@ func (b *Broker) offsetForLeaderEpoch(_ context.Context, _ header, r *kmsg.Offse
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, -1, -1
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			t, code := b.leaderTablet(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch, false)
+			if code != 0 {
+				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -108,6 +108,21 @@ func (p *Partition) checkLeaderLocked(currentEpoch int32) int16 {
 	return 0
 }
 
+// CheckHighWatermark answers OFFSET_NOT_AVAILABLE while a new leader's
+// high watermark is not known to be its own: below the start of its
+// leader epoch, it may be below the one the old leader had told, and a
+// consumer would see it go back (Kafka answers ListOffsets so, KIP-392;
+// seglog answers consumers' fetches so too). Once the ISR has the epoch's
+// start it is at least the old one. 0 otherwise.
+func (p *Partition) CheckHighWatermark() int16 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leading && p.t.Offsets().HighWatermark < p.epochStartLocked() {
+		return kerr.OffsetNotAvailable.Code
+	}
+	return 0
+}
+
 // CheckAppend answers whether a produce with acks may append: this broker
 // leads, and for acks=all the ISR has min.insync.replicas members.
 func (p *Partition) CheckAppend(acks int16) int16 {

@@ -1,3 +1,11 @@
+// The cluster's kill loop is not built under -race: its child processes
+// would be race binaries with an etcd server linked in, the slowest
+// package of make test made slower still; make test runs it without the
+// race detector beside the benchmark harness's tests, and its packages
+// (cluster, replica, broker, server) are raced by their own tests.
+
+//go:build !race
+
 package main
 
 import (
