@@ -238,19 +238,9 @@ func (b *Broker) clusterTabletFor(topic string, partition int32, ac *autoCreatio
 // leader, for a consumer at its current leader epoch, or for a follower
 // (whose fetch offset is its progress).
 func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) (*tablet.Tablet, int16) {
-	tp := checkpoint.TopicPartition{Topic: topic, Partition: rp.Partition}
-	if !b.clustered() {
-		if t, ok := b.m.Get(tp); ok {
-			return t, 0
-		}
-		return nil, kerr.UnknownTopicOrPartition.Code
-	}
-	p, ok := b.opts.Cluster.Replicas.Get(tp)
-	if !ok {
-		if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, rp.Partition); exists {
-			return nil, kerr.NotLeaderForPartition.Code
-		}
-		return nil, kerr.UnknownTopicOrPartition.Code
+	p, t, code := b.replicaOf(topic, rp.Partition)
+	if p == nil {
+		return t, code
 	}
 	if id := fetchReplica(r); id >= 0 {
 		if code := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset); code != 0 {
@@ -627,21 +617,11 @@ func (ct clusterTopics) TopicByID(id checkpoint.TopicID) (string, bool) {
 // be its epoch's (OFFSET_NOT_AVAILABLE before, as Kafka's new leader
 // answers ListOffsets).
 func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKnown bool) (*tablet.Tablet, int16) {
-	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
-	if !b.clustered() {
-		if t, ok := b.m.Get(tp); ok {
-			return t, 0
-		}
-		return nil, kerr.UnknownTopicOrPartition.Code
+	p, t, code := b.replicaOf(topic, partition)
+	if p == nil {
+		return t, code
 	}
-	p, ok := b.opts.Cluster.Replicas.Get(tp)
-	if !ok {
-		if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, partition); exists {
-			return nil, kerr.NotLeaderForPartition.Code
-		}
-		return nil, kerr.UnknownTopicOrPartition.Code
-	}
-	code := p.CheckLeader(currentEpoch)
+	code = p.CheckLeader(currentEpoch)
 	if code == 0 && hwKnown {
 		code = p.CheckHighWatermark()
 	}
@@ -649,4 +629,24 @@ func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKno
 		return nil, code
 	}
 	return p.Tablet(), 0
+}
+
+// replicaOf finds a partition: on a single node its tablet (p nil), in a
+// cluster its replica here (p), else Kafka's code for it — a partition
+// of the cluster with no replica here is NOT_LEADER_OR_FOLLOWER.
+func (b *Broker) replicaOf(topic string, partition int32) (p *replica.Partition, t *tablet.Tablet, code int16) {
+	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
+	if !b.clustered() {
+		if t, ok := b.m.Get(tp); ok {
+			return nil, t, 0
+		}
+		return nil, nil, kerr.UnknownTopicOrPartition.Code
+	}
+	if p, ok := b.opts.Cluster.Replicas.Get(tp); ok {
+		return p, nil, 0
+	}
+	if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, partition); exists {
+		return nil, nil, kerr.NotLeaderForPartition.Code
+	}
+	return nil, nil, kerr.UnknownTopicOrPartition.Code
 }
