@@ -2,7 +2,8 @@
 # The long crash runs (make crash): 400 SIGKILLs of child processes (100 of
 # `seglog produce --sync`, 100 of the mixed library workload, 100 of
 # `seglog tier`, 100 of `seglog serve` under an idempotent acks=-1
-# producer, 100 of a three-broker cluster's leaders and controller), power cuts
+# producer, 100 faults of a three-broker cluster: SIGKILLs of leaders and
+# of the controller, SIGSTOPs of leaders past their session), power cuts
 # through the crash simulator, and the recovery fault loops with many seeds.
 # It prints each harness's summary (kills, acknowledged records, lost) and
 # fails if any test does.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,16 +108,19 @@ func (c *serveCluster) until(what string, cond func(*cluster.Snapshot) bool) *cl
 }
 
 // Three `seglog serve` processes, replication factor 3, acks=all, and a
-// loop of SIGKILLs while a producer writes: even kills take a partition's
-// leader, odd ones the controller. After each, the controller (a new one
-// after the controller's kill, at a higher epoch) elects others from the
-// ISR, the producer goes on, and the killed broker comes back, truncates
-// to its leaders and rejoins every ISR. At the end every acknowledged
-// record is read back exactly once at the offset it was acknowledged at.
-// make test runs two kills; make crash (SEGLOG_KILLS) a hundred.
+// loop of faults while a producer writes, in turn: a SIGKILL of a
+// partition's leader, a SIGKILL of the controller, a SIGSTOP of a leader
+// past its session (a zombie that wakes up). After each, the controller (a
+// new one after the controller's kill, at a higher epoch) elects others
+// from the ISR and the producer goes on; the killed broker comes back, the
+// stopped one wakes up, finds its session gone and registers again; both
+// truncate to their leaders and rejoin every ISR. At the end every
+// acknowledged record is read back exactly once at the offset it was
+// acknowledged at (a zombie acknowledges nothing it could lose). make
+// test runs the three; make crash (SEGLOG_KILLS) a hundred.
 func TestClusterKillLoop(t *testing.T) {
 	t.Parallel() // (mostly waiting for sessions to expire)
-	n := 2
+	n := 3
 	if v := os.Getenv("SEGLOG_KILLS"); v != "" {
 		n = kills(t)
 	}
@@ -144,27 +148,35 @@ func TestClusterKillLoop(t *testing.T) {
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(time.Minute),
-		kgo.MetadataMinAge(50*time.Millisecond))
+		kgo.MetadataMinAge(50*time.Millisecond),
+		// (a request to a stopped broker is given up in seconds, not tens)
+		kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second))
 	require.NoError(t, err)
 	defer cl.Close()
 	chk := clustertest.New()
 	for kill := range n {
 		require.NoError(t, chk.Produce(ctx, cl, "k", fmt.Sprintf("a%d-", kill), 50))
 		before := c.watch.Snapshot()
+		fault := kill % 3
 		victim := before.Topics["k"].Partitions[kill%3].Leader
-		if kill%2 == 1 {
+		if fault == 1 {
 			victim = before.Controller
 		}
 		done := make(chan error, 1)
-		go func() { done <- chk.Produce(ctx, cl, "k", fmt.Sprintf("b%d-", kill), 100) }() // through the kill
-		c.kill(victim)
-		after := c.until("the victim's leaderships and controllership moved", func(s *cluster.Snapshot) bool {
+		go func() { done <- chk.Produce(ctx, cl, "k", fmt.Sprintf("b%d-", kill), 100) }() // through the fault
+		if fault == 2 {
+			require.NoError(t, c.cmds[victim].Process.Signal(syscall.SIGSTOP))
+		} else {
+			c.kill(victim)
+		}
+		after := c.until("the victim's session, leaderships and controllership gone", func(s *cluster.Snapshot) bool {
 			for _, p := range s.Topics["k"].Partitions {
 				if p.Leader == victim || p.Leader < 0 {
 					return false
 				}
 			}
-			return s.Controller >= 0 && s.Controller != victim
+			_, registered := s.Brokers[victim]
+			return !registered && s.Controller >= 0 && s.Controller != victim
 		})
 		if victim == before.Controller {
 			require.Greater(t, after.ControllerEpoch, before.ControllerEpoch, "kill %d", kill)
@@ -175,8 +187,12 @@ func TestClusterKillLoop(t *testing.T) {
 			require.Equal(t, 0, code, errOut)
 			require.Equal(t, 3, strings.Count(out, "Topic: k\t"), "every partition is under-replicated: %s", out)
 		}
-		c.start(victim)
-		c.until("the killed broker back in every ISR", inSync)
+		if fault == 2 {
+			require.NoError(t, c.cmds[victim].Process.Signal(syscall.SIGCONT)) // the zombie wakes up
+		} else {
+			c.start(victim)
+		}
+		c.until("the victim back in every ISR", inSync)
 	}
 	code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0])
 	require.Equal(t, 0, code, errOut)
@@ -185,5 +201,5 @@ func TestClusterKillLoop(t *testing.T) {
 	require.Contains(t, out, "Every partition is fully replicated.")
 	require.NoError(t, chk.Produce(ctx, cl, "k", "c", 50))
 	chk.ReadBack(t, c.seeds(), "k", 3)
-	t.Logf("%d kills, %d acknowledged records, none lost or duplicated", n, chk.Acked())
+	t.Logf("%d faults, %d acknowledged records, none lost or duplicated", n, chk.Acked())
 }

@@ -1,4 +1,4 @@
-package replica
+package server
 
 import (
 	"context"
@@ -14,9 +14,11 @@ import (
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/etcdtest"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
 
+// join registers node id in the cluster under the prefix /seglog/replica/.
 func join(t *testing.T, e *etcdtest.Cluster, id int32) *cluster.Member {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -28,6 +30,9 @@ func join(t *testing.T, e *etcdtest.Cluster, id int32) *cluster.Member {
 	return m
 }
 
+// (A test of the replica package, here beside the other cluster tests:
+// one test binary with an etcd server linked in, not two.)
+//
 // A new leader whose high watermark is below the start of its epoch
 // answers OFFSET_NOT_AVAILABLE (its high watermark may be below the one
 // the old leader told consumers) until its ISR holds the epoch's start;
@@ -46,7 +51,7 @@ func TestNewLeaderHighWatermarkIsKnownFirst(t *testing.T) {
 	// Broker 1 follows 2 (whose fetches go nowhere: it has no listener).
 	ts, err := m1.CreateTopic(ctx, cluster.TopicSpec{Name: "w", Assignment: [][]int32{{2, 1, 3}}})
 	require.NoError(t, err)
-	r, err := New(Options{Member: m1, Tablets: tabs, Logger: slog.New(slog.DiscardHandler), FetchBackoff: time.Hour})
+	r, err := replica.New(replica.Options{Member: m1, Tablets: tabs, Logger: slog.New(slog.DiscardHandler), FetchBackoff: time.Hour})
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.Await(ctx, m1.Snapshot().Revision))
