@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -328,10 +329,15 @@ func TestNodeIDConflictWaits(t *testing.T) {
 	c.join(1, "") // once the old session expires
 }
 
-// The metadata survives an etcd member's loss in a three-member etcd:
-// the brokers go on seeing and changing it.
-func TestEtcdMemberLoss(t *testing.T) {
+// The metadata survives an etcd member killed in a three-member etcd:
+// the brokers go on seeing and changing it, and the member comes back.
+// It takes about 11 s under -race (three etcd servers, a member's
+// restart and catch-up): make crash runs it, make test does not.
+func TestEtcdMemberKill(t *testing.T) {
 	t.Parallel()
+	if os.Getenv("SEGLOG_KILLS") == "" {
+		t.Skip("make crash runs it (SEGLOG_KILLS set): three etcd servers and a member's restart cost make test 11 s")
+	}
 	c := newTestCluster(t, 3, map[int32]string{1: "", 2: ""})
 	c.etcd.Stop(0)
 	for i := range 3 {

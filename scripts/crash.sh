@@ -3,7 +3,8 @@
 # `seglog produce --sync`, 100 of the mixed library workload, 100 of
 # `seglog tier`, 100 of `seglog serve` under an idempotent acks=-1
 # producer, 100 faults of a three-broker cluster: SIGKILLs of leaders and
-# of the controller, SIGSTOPs of leaders past their session), power cuts
+# of the controller, SIGSTOPs of leaders past their session; an etcd member
+# killed under the cluster's metadata), power cuts
 # through the crash simulator, and the recovery fault loops with many seeds.
 # It prints each harness's summary (kills, acknowledged records, lost) and
 # fails if any test does.
