@@ -256,17 +256,24 @@ func (m *Member) publish(s *Snapshot) {
 
 // Await returns once the snapshot reflects etcd revision rev.
 func (m *Member) Await(ctx context.Context, rev int64) error {
+	_, err := m.Until(ctx, func(s *Snapshot) bool { return s.Revision >= rev })
+	return err
+}
+
+// Until waits, on the snapshot's changes, until cond holds of it (or of
+// IsController), and returns that snapshot.
+func (m *Member) Until(ctx context.Context, cond func(*Snapshot) bool) (*Snapshot, error) {
 	for {
 		ch := m.Changed()
-		if m.Snapshot().Revision >= rev {
-			return nil
+		if s := m.Snapshot(); cond(s) {
+			return s, nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-m.ctx.Done():
-			return ErrClosed
+			return nil, ErrClosed
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -26,7 +27,7 @@ type testCluster struct {
 
 func newTestCluster(t *testing.T, etcdMembers int, racks map[int32]string) *testCluster {
 	c := &testCluster{t: t, etcd: etcdtest.Start(t, etcdMembers), prefix: "/seglog/" + t.Name() + "/", members: map[int32]*Member{}}
-	for _, id := range slices.Sorted(mapsKeys(racks)) {
+	for _, id := range slices.Sorted(maps.Keys(racks)) {
 		c.join(id, racks[id])
 	}
 	t.Cleanup(func() {
@@ -40,16 +41,6 @@ func newTestCluster(t *testing.T, etcdMembers int, racks map[int32]string) *test
 	return c
 }
 
-func mapsKeys(m map[int32]string) func(func(int32) bool) {
-	return func(yield func(int32) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 func (c *testCluster) join(id int32, rack string) *Member {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -61,23 +52,14 @@ func (c *testCluster) join(id int32, rack string) *Member {
 	return m
 }
 
-// until waits, on m's snapshot changes, for cond to hold (failing after
-// a minute).
+// until waits for cond on m's snapshot (failing after a minute).
 func until(t *testing.T, m *Member, what string, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
-	deadline := time.NewTimer(time.Minute)
-	defer deadline.Stop()
-	for {
-		ch := m.Changed()
-		if s := m.Snapshot(); cond(s) {
-			return s
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("node %d: never %s", m.NodeID(), what)
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := m.Until(ctx, cond)
+	require.NoError(t, err, "node %d: never %s", m.NodeID(), what)
+	return s
 }
 
 func (c *testCluster) controller() *Member {

@@ -391,7 +391,7 @@ func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int3
 		}
 		p.leading = true
 		m.metrics.LeaderElections.Add(1)
-		m.log.Info("replica: leading", "partition", p.tp.String(), "leader_epoch", st.LeaderEpoch, "isr", isrString(st.ISR))
+		m.log.Info("replica: leading", "partition", p.tp.String(), "leader_epoch", st.LeaderEpoch, "isr", st.ISR)
 	case st.Leader == m.me:
 	default:
 		p.leading, p.followers = false, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -290,7 +289,7 @@ func (p *Partition) alterLocked(isr []int32, why string) {
 			return
 		}
 		p.m.metrics.isrChange(why)
-		p.m.log.Info("replica: ISR "+why, "partition", p.tp.String(), "isr", isrString(to.ISR), "partition_epoch", to.PartitionEpoch)
+		p.m.log.Info("replica: ISR "+why, "partition", p.tp.String(), "isr", to.ISR, "partition_epoch", to.PartitionEpoch)
 		if to.PartitionEpoch > p.st.PartitionEpoch {
 			// A follower that joins is caught up now: the time it was
 			// caught up before (before a crash, say) is not its lag.
@@ -305,15 +304,4 @@ func (p *Partition) alterLocked(isr []int32, why string) {
 			p.notifyLocked()
 		}
 	}()
-}
-
-func isrString(isr []int32) string {
-	s := "["
-	for i, r := range isr {
-		if i > 0 {
-			s += ","
-		}
-		s += strconv.Itoa(int(r))
-	}
-	return s + "]"
 }

@@ -80,7 +80,6 @@ func (c *testCluster) start(id int32) *Server {
 	c.servers[id] = s
 	c.done[id] = make(chan error, 1)
 	go func() { err := <-done; cancel(); c.done[id] <- err }()
-	_ = cancel
 	return s
 }
 
@@ -100,22 +99,14 @@ func (c *testCluster) seeds() []string {
 	return out
 }
 
-// until waits on m's snapshot changes for cond (failing after a minute).
+// until waits for cond on m's snapshot (failing after a minute).
 func until(t *testing.T, m *cluster.Member, what string, cond func(*cluster.Snapshot) bool) *cluster.Snapshot {
 	t.Helper()
-	deadline := time.NewTimer(time.Minute)
-	defer deadline.Stop()
-	for {
-		ch := m.Changed()
-		if s := m.Snapshot(); cond(s) {
-			return s
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("node %d: never %s", m.NodeID(), what)
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := m.Until(ctx, cond)
+	require.NoError(t, err, "node %d: never %s", m.NodeID(), what)
+	return s
 }
 
 // Three brokers with replication factor 3: every acknowledged record is

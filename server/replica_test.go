@@ -49,7 +49,7 @@ func TestNewLeaderHighWatermarkIsKnownFirst(t *testing.T) {
 	require.NoError(t, err)
 	defer tabs.Close()
 	// Broker 1 follows 2 (whose fetches go nowhere: it has no listener).
-	ts, err := m1.CreateTopic(ctx, cluster.TopicSpec{Name: "w", Assignment: [][]int32{{2, 1, 3}}})
+	_, err = m1.CreateTopic(ctx, cluster.TopicSpec{Name: "w", Assignment: [][]int32{{2, 1, 3}}})
 	require.NoError(t, err)
 	r, err := replica.New(replica.Options{Member: m1, Tablets: tabs, Logger: slog.New(slog.DiscardHandler), FetchBackoff: time.Hour})
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestNewLeaderHighWatermarkIsKnownFirst(t *testing.T) {
 	require.NoError(t, r.Await(ctx, m1.Snapshot().Revision))
 	p, ok := r.Get(checkpoint.TopicPartition{Topic: "w"})
 	require.True(t, ok)
-	require.Equal(t, int16(kerr.NotLeaderForPartition.Code), p.CheckLeader(-1))
+	require.Equal(t, kerr.NotLeaderForPartition.Code, p.CheckLeader(-1))
 	// Three records it holds as follower, not yet committed as it knows.
 	_, err = p.Tablet().AppendRecords([]record.Record{{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}}, record.None, tablet.AppendOptions{})
 	require.NoError(t, err)
@@ -80,5 +80,4 @@ func TestNewLeaderHighWatermarkIsKnownFirst(t *testing.T) {
 	require.Zero(t, p.FollowerFetch(3, st.LeaderEpoch, 3))
 	require.Equal(t, int64(3), p.Tablet().Offsets().HighWatermark)
 	require.Zero(t, p.CheckHighWatermark())
-	_ = ts
 }

@@ -92,19 +92,11 @@ func (c *serveCluster) seeds() []string {
 // a minute).
 func (c *serveCluster) until(what string, cond func(*cluster.Snapshot) bool) *cluster.Snapshot {
 	c.t.Helper()
-	deadline := time.NewTimer(time.Minute)
-	defer deadline.Stop()
-	for {
-		ch := c.watch.Changed()
-		if s := c.watch.Snapshot(); cond(s) {
-			return s
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			c.t.Fatalf("never %s", what)
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := c.watch.Until(ctx, cond)
+	require.NoError(c.t, err, "never %s", what)
+	return s
 }
 
 // Three `seglog serve` processes, replication factor 3, acks=all, and a
