@@ -57,7 +57,7 @@ func TestServeGroupResumesAfterKill(t *testing.T) {
 		for i := 0; i < polls; i++ {
 			fs := c.PollRecords(ctx, 40)
 			require.NoError(t, ctx.Err(), "seed %d life %d: polling", k.seed, life)
-			fs.EachError(func(topic string, p int32, err error) { t.Fatalf("seed %d: %s-%d: %v", k.seed, topic, p, err) })
+			k.fetchErrors(life, fs)
 			next := map[int32]int64{}
 			fs.EachRecord(func(r *kgo.Record) {
 				if !first[r.Partition] {

@@ -50,7 +50,7 @@ func TestServeExactlyOnceAcrossKills(t *testing.T) {
 		for n := 0; copied < total && (last || n < budget); n++ {
 			fs := s.PollFetches(ctx)
 			require.NoError(t, ctx.Err(), "seed %d life %d: copied %d", k.seed, life, copied)
-			fs.EachError(func(topic string, p int32, err error) { t.Fatalf("seed %d: %s-%d: %v", k.seed, topic, p, err) })
+			k.fetchErrors(life, fs)
 			if err := s.Begin(); err != nil {
 				t.Fatalf("seed %d life %d: begin: %v", k.seed, life, err)
 			}
