@@ -369,7 +369,9 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	if opts.Cluster != nil {
-		watchGroupPartitions(opts.Cluster.Replicas, groups, opts.Logger)
+		watchCoordinated(opts.Cluster.Replicas, group.Topic, func(p int32, t *tablet.Tablet, _ int32) func() error {
+			return groups.Load(p, t)
+		}, groups.Unload, opts.Logger)
 	}
 	topts := opts.Transactions
 	if topts.Logger == nil {
@@ -377,6 +379,11 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	}
 	topts.AllocateProducerID = pids.allocate
 	topts.OnMarker = groups.OnMarker // a transaction's offsets apply when it commits
+	markers := &clusterMarkers{}
+	if c := opts.Cluster; c != nil {
+		topts.Cluster = clusterTxnHooks(c, topts, markers)
+		topts.TopicExists = gopts.TopicExists
+	}
 	txns, err := txn.New(m, topts)
 	if err != nil {
 		groups.Close()
@@ -387,6 +394,10 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
 	b.ctx = b.stopContext()
+	markers.b = b
+	if opts.Cluster != nil {
+		watchCoordinated(opts.Cluster.Replicas, txn.Topic, txns.Load, txns.Unload, opts.Logger)
+	}
 	return b, nil
 }
 

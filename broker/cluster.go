@@ -45,6 +45,12 @@ type ClusterOptions struct {
 	// OffsetsReplicationFactor is offsets.topic.replication.factor
 	// (default 3; fewer when the cluster has fewer live brokers).
 	OffsetsReplicationFactor int16
+	// TransactionsReplicationFactor is
+	// transaction.state.log.replication.factor (default 3; fewer when the
+	// cluster has fewer live brokers), TransactionsMinISR
+	// transaction.state.log.min.isr (default 2, never above the replicas).
+	TransactionsReplicationFactor int16
+	TransactionsMinISR            int16
 	// MinInsyncReplicas and UncleanLeaderElection are the broker's
 	// min.insync.replicas and unclean.leader.election.enable, the
 	// defaults of topics that do not set them (for DescribeConfigs).
@@ -482,40 +488,55 @@ var errNotCoordinator = seglog.NewKafkaError("broker: not the coordinator", 16) 
 func clusterGroupHooks(c *ClusterOptions, gopts group.Options, log *slog.Logger) *group.ClusterHooks {
 	partitions := cmp.Or(gopts.Partitions, 50)
 	segmentBytes := cmp.Or(gopts.SegmentBytes, 104857600)
-	return &group.ClusterHooks{
-		Tablet: func(p int32) (*tablet.Tablet, error) {
-			r, ok := c.Replicas.Get(checkpoint.TopicPartition{Topic: group.Topic, Partition: p})
-			if !ok || !r.Leads() {
-				return nil, fmt.Errorf("%w: %s-%d", errNotCoordinator, group.Topic, p)
-			}
-			return r.Tablet(), nil
-		},
-		Replicated: func(t *tablet.Tablet, end int64) error {
-			r, ok := c.Replicas.Get(t.TopicPartition())
-			if !ok {
-				return fmt.Errorf("%w: %s", errNotCoordinator, t.TopicPartition())
-			}
-			r.Appended()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if code := r.AwaitAcks(ctx, end); code != 0 {
-				return fmt.Errorf("%w: %s: %s", errNotCoordinator, t.TopicPartition(), kerr.ErrorForCode(code))
-			}
-			return nil
-		},
-		Topics: clusterTopics{c.Member},
-		Partitions: func() int32 {
-			if t, ok := c.Member.Snapshot().Topics[group.Topic]; ok {
-				return int32(len(t.Partitions))
-			}
-			return 0
-		},
+	it := internalTopic{c: c, topic: group.Topic}
+	return &group.ClusterHooks{Topics: clusterTopics{c.Member}, Hooks: group.Hooks{Tablet: it.tablet, Replicated: it.replicated, Partitions: it.partitions,
 		Ensure: func() error {
 			return ensureInternalTopic(c, group.Topic, partitions, c.OffsetsReplicationFactor, map[string]string{
 				"cleanup.policy": "compact", "segment.bytes": strconv.FormatInt(segmentBytes, 10),
 				"retention.ms": "-1", "retention.bytes": "-1"})
 		},
+	}}
+}
+
+// internalTopic is a coordinator's internal topic in a cluster.
+type internalTopic struct {
+	c     *ClusterOptions
+	topic string
+}
+
+// tablet returns partition p's tablet if this broker leads it, else
+// errNotCoordinator.
+func (it internalTopic) tablet(p int32) (*tablet.Tablet, error) {
+	r, ok := it.c.Replicas.Get(checkpoint.TopicPartition{Topic: it.topic, Partition: p})
+	if !ok || !r.Leads() {
+		return nil, fmt.Errorf("%w: %s-%d", errNotCoordinator, it.topic, p)
 	}
+	return r.Tablet(), nil
+}
+
+// replicated returns once what was appended to t below end is on the
+// partition's ISR (as acks=all), else errNotCoordinator.
+func (it internalTopic) replicated(t *tablet.Tablet, end int64) error {
+	r, ok := it.c.Replicas.Get(t.TopicPartition())
+	if !ok {
+		return fmt.Errorf("%w: %s", errNotCoordinator, t.TopicPartition())
+	}
+	r.Appended()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code := r.AwaitAcks(ctx, end); code != 0 {
+		return fmt.Errorf("%w: %s: %s", errNotCoordinator, t.TopicPartition(), kerr.ErrorForCode(code))
+	}
+	return nil
+}
+
+// partitions is the topic's partition count in the cluster (0 before it
+// exists).
+func (it internalTopic) partitions() int32 {
+	if t, ok := it.c.Member.Snapshot().Topics[it.topic]; ok {
+		return int32(len(t.Partitions))
+	}
+	return 0
 }
 
 // ensureInternalTopic creates an internal topic in the cluster if it
@@ -542,46 +563,32 @@ func ensureInternalTopic(c *ClusterOptions, topic string, partitions int32, rf i
 	return c.Replicas.Await(ctx, c.Member.Snapshot().Revision)
 }
 
-// watchGroupPartitions loads the groups of each __consumer_offsets
-// partition this broker comes to lead, and drops those of one it stops
-// leading.
-func watchGroupPartitions(r *replica.Manager, groups *group.Coordinator, log *slog.Logger) {
+// watchCoordinated has a coordinator follow the leadership of its
+// internal topic's partitions: load runs (off the manager's goroutine:
+// it replays the partition) for each partition this broker comes to lead,
+// at its leader epoch, and unload for each it stops leading.
+func watchCoordinated(r *replica.Manager, topic string, load func(p int32, t *tablet.Tablet, epoch int32) func() error,
+	unload func(p int32), log *slog.Logger) {
 	r.Watch(func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool) {
-		if tp.Topic != group.Topic {
+		if tp.Topic != topic {
 			return
 		}
 		if !leading {
-			groups.Unload(tp.Partition)
+			unload(tp.Partition)
 			return
 		}
-		if run := groups.Load(tp.Partition, t); run != nil {
-			go func() { // (a load replays the partition: not on the manager's goroutine)
+		p, ok := r.Get(tp)
+		if !ok {
+			return
+		}
+		if run := load(tp.Partition, t, p.State().LeaderEpoch); run != nil {
+			go func() {
 				if err := run(); err != nil {
-					log.Error("loading the groups of a partition", "partition", tp.String(), "err", err)
+					log.Error("loading a coordinator's partition", "partition", tp.String(), "err", err)
 				}
 			}()
 		}
 	})
-}
-
-// clusterGroupCoordinator names a group's coordinator in a cluster: the
-// leader of its __consumer_offsets partition (COORDINATOR_NOT_AVAILABLE
-// while it has none, or its leader has no endpoint on the client's
-// listener).
-func (b *Broker) clusterGroupCoordinator(h header, key string, co *kmsg.FindCoordinatorResponseCoordinator) {
-	s := b.opts.Cluster.Member.Snapshot()
-	st, ok := s.Partition(group.Topic, group.PartitionFor(key, b.groups.Partitions()))
-	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID && !b.opts.Cluster.Member.Leased() {
-		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return
-	}
-	for _, mb := range b.clusterBrokers(h, s) {
-		if mb.NodeID == st.Leader {
-			co.NodeID, co.Host, co.Port = mb.NodeID, mb.Host, mb.Port
-			return
-		}
-	}
-	co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 }
 
 // clusterTopics are the cluster's topics, as the group coordinator asks

@@ -255,8 +255,12 @@ func (b *Broker) findCoordinator(_ context.Context, h header, r *kmsg.FindCoordi
 				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				break
 			}
-			if b.clustered() && r.CoordinatorType == 0 {
-				b.clusterGroupCoordinator(h, key, &co)
+			if b.clustered() {
+				p := group.PartitionFor(key, b.groups.Partitions())
+				if r.CoordinatorType == 1 {
+					p = b.txns.PartitionFor(key)
+				}
+				b.coordinatorOf(h, topic, p, &co)
 				break
 			}
 			host, port := b.advertised(h)

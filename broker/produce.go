@@ -116,9 +116,12 @@ func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) 
 			seen[tp] = true
 			o := opts
 			o.Sync = o.Sync || r.Acks == -1 && t.Config().DurableAcks
-			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp, txnV2: h.version >= 12, end: ptrTo(int64(-1))})
+			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp, end: ptrTo(int64(-1))})
 			total += len(rp.Records)
 		}
+	}
+	if b.txns != nil {
+		b.verifyProduce(ctx, r, jobs, h.version >= 12)
 	}
 	if parallel && len(jobs) > 1 && (total >= parallelAppendBytes || opts.Sync) {
 		// Each partition is its own tablet: their appends (and fsyncs)
@@ -159,10 +162,6 @@ type appendJob struct {
 	data []byte
 	opts tablet.AppendOptions
 	sp   *kmsg.ProduceResponseTopicPartition
-	// txnV2: Produce v12+, whose transactional producer (transactions v2,
-	// KIP-890 part 2) sends no AddPartitionsToTxn: its batch adds the
-	// partition to its transaction.
-	txnV2 bool
 	// end is set to the offset after the last batch appended.
 	end *int64
 }
@@ -171,9 +170,12 @@ type appendJob struct {
 // sends one; Kafka's magic check comes first).
 func (b *Broker) appendPartition(jb appendJob) {
 	t, data, opts, sp := jb.t, jb.data, jb.opts, jb.sp
+	if sp.ErrorCode != 0 {
+		return // (refused by its transaction's coordinator)
+	}
 	first := true
 	for len(data) > 0 {
-		hdr, n, err := record.ParseHeader(data)
+		_, n, err := record.ParseHeader(data)
 		if err != nil || n > int64(len(data)) {
 			if len(data) >= 17 && data[16] != 2 {
 				sp.ErrorCode = kerr.UnsupportedForMessageFormat.Code // magic 0 or 1: RecordBatch v2 only
@@ -181,18 +183,6 @@ func (b *Broker) appendPartition(jb appendJob) {
 				sp.ErrorCode = kerr.CorruptMessage.Code
 			}
 			return
-		}
-		if h := hdr; h.Attributes.IsTransactional() && b.txns != nil {
-			// KIP-890's defence: a transactional batch only for a partition
-			// its transaction added.
-			verify := b.txns.Verify
-			if jb.txnV2 {
-				verify = b.txns.VerifyOrAdd
-			}
-			if code := verify(h.ProducerID, h.ProducerEpoch, t.TopicPartition()); code != 0 {
-				sp.ErrorCode = code
-				return
-			}
 		}
 		res, err := t.Append(data[:n], opts)
 		if err != nil {
@@ -214,6 +204,59 @@ func (b *Broker) appendPartition(jb appendJob) {
 			first = false
 		}
 		data = data[n:]
+	}
+}
+
+// verifyProduce has the partitions of a request's transactional batches
+// verified by their transaction's coordinator before anything is appended
+// (KIP-890's defence: a transactional batch only for a partition its
+// transaction added). From Produce v12 (transactions v2, KIP-890 part 2)
+// the producer sends no AddPartitionsToTxn: its batch adds the partition.
+// Batches of more than one producer id and epoch are
+// INVALID_PRODUCER_ID_MAPPING, as Kafka refuses them.
+func (b *Broker) verifyProduce(ctx context.Context, r *kmsg.ProduceRequest, jobs []appendJob, v2 bool) {
+	var idx []int
+	var tps []checkpoint.TopicPartition
+	pid, epoch, mixed := int64(-1), int16(-1), false
+	for i, jb := range jobs {
+		for data := jb.data; len(data) > 0; {
+			h, n, err := record.ParseHeader(data)
+			if err != nil || n > int64(len(data)) {
+				break // (refused by the append)
+			}
+			data = data[n:]
+			if !h.Attributes.IsTransactional() {
+				continue
+			}
+			if pid >= 0 && (h.ProducerID != pid || h.ProducerEpoch != epoch) {
+				mixed = true
+			}
+			pid, epoch = h.ProducerID, h.ProducerEpoch
+			if len(idx) == 0 || idx[len(idx)-1] != i {
+				idx, tps = append(idx, i), append(tps, jb.t.TopicPartition())
+			}
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	var codes []int16
+	if mixed {
+		codes = make([]int16, len(idx))
+		for k := range codes {
+			codes[k] = kerr.InvalidProducerIDMapping.Code
+		}
+	} else {
+		id := ""
+		if r.TransactionID != nil {
+			id = *r.TransactionID
+		}
+		codes = b.verifyTxn(ctx, id, pid, epoch, tps, v2)
+	}
+	for k, i := range idx {
+		if codes[k] != 0 {
+			jobs[i].sp.ErrorCode = produceVerifyCode(codes[k])
+		}
 	}
 }
 

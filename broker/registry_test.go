@@ -157,6 +157,12 @@ var probes = map[int16]probe{
 		return r
 	}},
 	26: {req: func() kmsg.Request { r := kmsg.NewPtrEndTxnRequest(); r.TransactionalID = "tx"; return r }},
+	27: {req: func() kmsg.Request {
+		r := kmsg.NewPtrWriteTxnMarkersRequest()
+		r.Markers = []kmsg.WriteTxnMarkersRequestMarker{{ProducerID: 1, Committed: false,
+			Topics: []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "secret", Partitions: []int32{0}}}}}
+		return r
+	}},
 	28: {req: func() kmsg.Request {
 		r := kmsg.NewPtrTxnOffsetCommitRequest()
 		r.TransactionalID, r.Group = "tx", "g"

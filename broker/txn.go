@@ -67,7 +67,7 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, _ header, r *kmsg.AddPart
 		if t.VerifyOnly {
 			for _, tt := range t.Topics {
 				for _, p := range tt.Partitions {
-					add(tt.Topic, p, b.txns.Verify(t.ProducerID, t.ProducerEpoch, checkpoint.TopicPartition{Topic: tt.Topic, Partition: p}))
+					add(tt.Topic, p, b.txns.Verify(t.TransactionalID, t.ProducerID, t.ProducerEpoch, checkpoint.TopicPartition{Topic: tt.Topic, Partition: p}))
 				}
 			}
 		} else {
@@ -111,12 +111,15 @@ func (b *Broker) addOffsetsToTxn(_ context.Context, _ header, r *kmsg.AddOffsets
 
 // txnOffsetCommit commits a transaction's offsets, pending until it ends;
 // the transaction must have added the group (AddOffsetsToTxn).
-func (b *Broker) txnOffsetCommit(_ context.Context, _ header, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	verify := b.txns.Verify
-	if r.GetVersion() >= 5 { // transactions v2: no AddOffsetsToTxn before it
-		verify = b.txns.VerifyOrAdd
+// In a cluster the group's coordinator asks the transaction's (KIP-890).
+func (b *Broker) txnOffsetCommit(ctx context.Context, _ header, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+	if code := b.groups.Owns(r.Group); code != 0 {
+		return group.RefuseTxnOffsetCommit(r, code)
 	}
-	if code := verify(r.ProducerID, r.ProducerEpoch, b.offsetsPartition(r.Group)); code != 0 {
+	// Transactions v2 (v5+): no AddOffsetsToTxn before it, the commit adds
+	// the group's partition.
+	tps := []checkpoint.TopicPartition{b.offsetsPartition(r.Group)}
+	if code := b.verifyTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, tps, r.GetVersion() >= 5)[0]; code != 0 {
 		return group.RefuseTxnOffsetCommit(r, code)
 	}
 	return b.groups.TxnOffsetCommit(r)

@@ -3,8 +3,6 @@ package replica
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -164,26 +162,17 @@ func (f *fetcher) set(fs *fetchState, change func(*fetchState)) {
 
 // connect makes the client for the leader's inter-broker endpoint.
 func (f *fetcher) connect() error {
-	b, ok := f.m.opts.Member.Snapshot().Brokers[f.leader]
-	if !ok || len(b.Endpoints) == 0 {
-		return errors.New("the leader is not registered")
+	addr, err := f.m.endpoint(f.leader)
+	if err != nil {
+		return err
 	}
-	e := b.Endpoints[0]
-	if f.m.opts.Listener != "" {
-		if e, ok = b.Endpoint(f.m.opts.Listener); !ok {
-			return errors.New("the leader has no listener " + f.m.opts.Listener)
-		}
-	}
-	addr := net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
 	if f.cl != nil && f.addr == addr {
 		return nil
 	}
 	if f.cl != nil {
 		f.cl.Close()
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("seglog-replica-fetcher-" + strconv.Itoa(int(f.m.me))),
-		kgo.RequestTimeoutOverhead(10 * time.Second), kgo.RequestRetries(0)}, f.m.opts.ClientOpts...)
-	cl, err := kgo.NewClient(opts...)
+	cl, err := f.m.client(addr, "replica-fetcher")
 	if err != nil {
 		return err
 	}
@@ -192,11 +181,7 @@ func (f *fetcher) connect() error {
 }
 
 func (f *fetcher) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	seeds := f.cl.SeedBrokers()
-	if len(seeds) == 0 {
-		return nil, errors.New("no broker")
-	}
-	return seeds[0].Request(ctx, req)
+	return send(ctx, f.cl, req)
 }
 
 // truncate brings each partition that must truncate to where its log

@@ -107,8 +107,11 @@ type Manager struct {
 	mu       sync.Mutex
 	parts    map[checkpoint.TopicPartition]*Partition
 	fetchers map[int32]*fetcher
-	// watch, if set, is told of each leadership taken or lost.
-	watch func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool)
+	// watch are told of each leadership taken or lost.
+	watch []func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool)
+	// peers are the clients of other brokers' inter-broker endpoints
+	// (Send).
+	peers map[int32]*peer
 	// applied is the snapshot revision the replicas reflect.
 	applied atomic.Int64
 	// appliedCh is closed when applied moves.
@@ -122,7 +125,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, me: opts.Member.NodeID(), log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
-		fetchers: map[int32]*fetcher{}, appliedCh: make(chan struct{})}
+		fetchers: map[int32]*fetcher{}, peers: map[int32]*peer{}, appliedCh: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.reconcile(opts.Member.Snapshot())
 	m.wg.Add(2)
@@ -136,6 +139,7 @@ func New(opts Options) (*Manager, error) {
 func (m *Manager) Close() {
 	m.cancel()
 	m.wg.Wait()
+	m.closePeers()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range m.parts {
@@ -149,10 +153,10 @@ func (m *Manager) Close() {
 // Watch tells fn of every leadership this broker takes (leading) or
 // loses from now on, and at once of those it holds: what a coordinator
 // of an internal topic's partitions follows. fn runs on the manager's
-// goroutine: it must not block.
+// goroutine: it must not block. Several may watch.
 func (m *Manager) Watch(fn func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool)) {
 	m.mu.Lock()
-	m.watch = fn
+	m.watch = append(m.watch, fn)
 	var led []*Partition
 	for _, p := range m.parts {
 		led = append(led, p)
@@ -171,9 +175,9 @@ func (m *Manager) Watch(fn func(tp checkpoint.TopicPartition, t *tablet.Tablet, 
 // told tells the watcher of a leadership change.
 func (m *Manager) told(p *Partition, leading bool) {
 	m.mu.Lock()
-	fn := m.watch
+	fns := m.watch
 	m.mu.Unlock()
-	if fn != nil {
+	for _, fn := range fns {
 		fn(p.tp, p.t, leading)
 	}
 }

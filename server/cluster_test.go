@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,6 +65,9 @@ func (c *testCluster) start(id int32) *Server {
 	cfg := config(filepath.Join(c.dir, fmt.Sprint(id)))
 	cfg.MetricsAddr = ""
 	cfg.Manager.NodeID = id
+	if os.Getenv("SEGLOG_TEST_LOG") != "" { // (to see what the brokers do)
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", id)
+	}
 	cfg.Broker.Groups.NoInitialDelay = true
 	cfg.Broker.Groups.ConsumerHeartbeatInterval = 100 * time.Millisecond
 	endpoints := c.etcd.Endpoints()
@@ -89,6 +94,35 @@ func (c *testCluster) stop(id int32) {
 	require.NoError(c.t, s.Close())
 	require.NoError(c.t, <-c.done[id])
 	delete(c.servers, id)
+}
+
+// coordinator asks every broker for the coordinator of key (typ 0: a
+// group, 1: a transactional id) and checks that they all name the same.
+func (c *testCluster) coordinator(ctx context.Context, key string, typ int8) int32 {
+	t := c.t
+	var coordinator int32 = -1
+	for _, s := range c.servers {
+		one, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()))
+		require.NoError(t, err)
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType = typ
+		req.CoordinatorKey = key
+		req.CoordinatorKeys = []string{key}
+		kr, err := one.SeedBrokers()[0].Request(ctx, req)
+		one.Close()
+		require.NoError(t, err)
+		fc := kr.(*kmsg.FindCoordinatorResponse)
+		id := fc.NodeID
+		if len(fc.Coordinators) == 1 {
+			require.Zero(t, fc.Coordinators[0].ErrorCode)
+			id = fc.Coordinators[0].NodeID
+		}
+		if coordinator < 0 {
+			coordinator = id
+		}
+		require.Equal(t, coordinator, id, "every broker names the same coordinator")
+	}
+	return coordinator
 }
 
 func (c *testCluster) seeds() []string {
@@ -394,28 +428,7 @@ func clusterConsumerGroup(t *testing.T, kip848 bool) {
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, prod, "g", "a", 300))
 
-	// Every broker answers FindCoordinator with the same broker.
-	var coordinator int32 = -1
-	for _, s := range c.servers {
-		one, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()))
-		require.NoError(t, err)
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorKey = "cg"
-		req.CoordinatorKeys = []string{"cg"}
-		kr, err := one.SeedBrokers()[0].Request(ctx, req)
-		one.Close()
-		require.NoError(t, err)
-		fc := kr.(*kmsg.FindCoordinatorResponse)
-		id := fc.NodeID
-		if len(fc.Coordinators) == 1 {
-			require.Zero(t, fc.Coordinators[0].ErrorCode)
-			id = fc.Coordinators[0].NodeID
-		}
-		if coordinator < 0 {
-			coordinator = id
-		}
-		require.Equal(t, coordinator, id, "every broker names the same coordinator")
-	}
+	coordinator := c.coordinator(ctx, "cg", 0)
 	ts := c.servers[coordinator].Member().Snapshot().Topics["__consumer_offsets"]
 	require.NotNil(t, ts)
 	require.Len(t, ts.Replicas[0], 3, "__consumer_offsets is replicated on every broker")
@@ -554,4 +567,88 @@ func TestClusterIdempotenceAcrossLeaderChange(t *testing.T) {
 	tb, ok := leader.Manager().Get(checkpoint.TopicPartition{Topic: "i"})
 	require.True(t, ok)
 	require.Equal(t, int64(5), tb.Offsets().LogEndOffset)
+}
+
+// Transactions across brokers: the coordinator of a transactional id is
+// the leader of its __transaction_state partition, named alike by every
+// broker; its markers reach the partitions' leaders on other brokers;
+// when its broker shuts down in the middle of a transaction the next
+// coordinator has it open and commits it whole; when a partition's
+// leader goes away in the middle of one, the markers reach the new
+// leader. Read committed, every committed transaction is there once,
+// whole, at its acknowledged offsets, and nothing of an aborted one.
+func TestClusterTransactions(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(t, err)
+	defer adm.Close()
+	_, err = kadm.NewClient(adm).CreateTopic(ctx, 3, 3, nil, "x")
+	require.NoError(t, err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.TransactionalID("tx"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	all := []int32{0, 1, 2}
+	require.NoError(t, chk.Transact(ctx, cl, "x", "c1-", 6, true, nil, all...))
+	require.NoError(t, chk.Transact(ctx, cl, "x", "a1-", 6, false, nil, all...))
+
+	coordinator := c.coordinator(ctx, "tx", 1)
+	s := c.servers[coordinator].Member().Snapshot()
+	others := 0
+	for p := range int32(3) {
+		if st, _ := s.Partition("x", p); st.Leader != coordinator {
+			others++
+		}
+	}
+	require.NotZero(t, others, "some partition's leader is not the coordinator (its markers are WriteTxnMarkers)")
+
+	// The coordinator's broker shuts down in the middle of a transaction:
+	// the next coordinator has it, and its commit is whole.
+	gone := func(id int32) {
+		for _, s := range c.servers {
+			until(t, s.Member(), "sees the broker gone", func(sn *cluster.Snapshot) bool { _, ok := sn.Brokers[id]; return !ok })
+		}
+	}
+	require.NoError(t, chk.Transact(ctx, cl, "x", "c2-", 6, true, func() {
+		c.stop(coordinator)
+		gone(coordinator)
+	}, all...))
+	next := c.coordinator(ctx, "tx", 1)
+	require.NotEqual(t, coordinator, next)
+	require.NoError(t, chk.Transact(ctx, cl, "x", "a2-", 6, false, nil, all...))
+
+	// Back to three, then a partition's leader (not the coordinator) shuts
+	// down in the middle of a transaction: the markers reach its new
+	// leader.
+	c.start(coordinator)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees every replica in sync", func(sn *cluster.Snapshot) bool {
+			for p := range int32(3) {
+				if st, _ := sn.Partition("x", p); len(st.ISR) != 3 {
+					return false
+				}
+			}
+			return len(sn.Brokers) == 3
+		})
+	}
+	next = c.coordinator(ctx, "tx", 1)
+	var victim int32 = -1
+	for p := range int32(3) {
+		if st, _ := c.servers[next].Member().Snapshot().Partition("x", p); st.Leader != next {
+			victim = st.Leader
+		}
+	}
+	if victim < 0 { // (the coordinator leads every partition: another broker then)
+		victim = next%3 + 1
+	}
+	require.NoError(t, chk.Transact(ctx, cl, "x", "c3-", 6, true, func() {
+		c.stop(victim)
+		gone(victim)
+	}, all...))
+	require.NoError(t, chk.Transact(ctx, cl, "x", "last-", 3, true, nil, all...))
+	chk.ReadCommitted(t, c.seeds(), "x", 3)
 }

@@ -118,6 +118,11 @@ type ClusterConfig struct {
 	// OffsetsReplicationFactor is offsets.topic.replication.factor
 	// (default 3, or every live broker when fewer).
 	OffsetsReplicationFactor int16
+	// TransactionsReplicationFactor is
+	// transaction.state.log.replication.factor (default 3, or every live
+	// broker when fewer); TransactionsMinISR is transaction.state.log.min.isr
+	// (default 2, never above the replicas).
+	TransactionsReplicationFactor, TransactionsMinISR int16
 	// MinInsyncReplicas is min.insync.replicas (default 1).
 	MinInsyncReplicas int
 	// UncleanLeaderElection is unclean.leader.election.enable.
@@ -322,7 +327,8 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	s.closers = append(s.closers, func() error { r.Close(); return nil })
 	return &broker.ClusterOptions{Member: m, Replicas: r, DefaultReplicationFactor: cmp.Or(c.DefaultReplicationFactor, 1),
 		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection,
-		OffsetsReplicationFactor: c.OffsetsReplicationFactor}, nil
+		OffsetsReplicationFactor: c.OffsetsReplicationFactor, TransactionsReplicationFactor: c.TransactionsReplicationFactor,
+		TransactionsMinISR: c.TransactionsMinISR}, nil
 }
 
 // Member is the broker's cluster membership (nil for a single node).

@@ -264,6 +264,15 @@ var serveConfigs = []serveConfig{
 	intConfig("default.replication.factor", "the replicas of a topic created without a replication factor (default 1)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
 		s.cluster.DefaultReplicationFactor = int16(n)
 	}),
+	intConfig("offsets.topic.replication.factor", "the replicas of __consumer_offsets in a cluster (default 3, or every live broker when fewer)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+		s.cluster.OffsetsReplicationFactor = int16(n)
+	}),
+	intConfig("transaction.state.log.replication.factor", "the replicas of __transaction_state in a cluster (default 3, or every live broker when fewer)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+		s.cluster.TransactionsReplicationFactor = int16(n)
+	}),
+	intConfig("transaction.state.log.min.isr", "min.insync.replicas of __transaction_state in a cluster (default 2, never above its replicas)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+		s.cluster.TransactionsMinISR = int16(n)
+	}),
 	intConfig("min.insync.replicas", "the ISR size an acks=all produce needs (default 1), of topics that do not set it", 1, math.MaxInt16, func(s *serveSettings, n int64) {
 		s.cluster.MinInsyncReplicas = int(n)
 	}),

@@ -14,22 +14,17 @@ import (
 // drops them when it is not any more (Unload); its writes wait for the
 // partition's in-sync replicas.
 type ClusterHooks struct {
-	// Tablet returns partition p's tablet if this broker leads it, else
-	// an error with NOT_COORDINATOR's code.
-	Tablet func(p int32) (*tablet.Tablet, error)
-	// Replicated returns once what was appended to t below end is on the
-	// partition's in-sync replicas, or an error.
-	Replicated func(t *tablet.Tablet, end int64) error
-	// Ensure creates __consumer_offsets in the cluster if it does not
-	// exist.
-	Ensure func() error
-	// Partitions is the cluster's __consumer_offsets partition count (0
-	// before it exists).
-	Partitions func() int32
+	// Hooks reach the cluster's __consumer_offsets: a partition's tablet
+	// where this broker leads it, the wait for its ISR, its creation and
+	// its partition count.
+	Hooks
 	// Topics are the cluster's topics (a consumer group's subscriptions
 	// resolve to them, not to this broker's replicas).
 	Topics Topics
 }
+
+// Hooks make a coordinator's internal topic a cluster's.
+type Hooks = store.Hooks
 
 // Topics is where the coordinator learns the topics a consumer group
 // subscribes to: the data directory's (a tablet.Manager), or a cluster's.
@@ -54,7 +49,7 @@ func (c *Coordinator) clustered(h *ClusterHooks) {
 	if h.Topics != nil {
 		c.topics = h.Topics
 	}
-	c.log.Clustered(&store.Hooks{Tablet: h.Tablet, Replicated: h.Replicated, Ensure: h.Ensure, Partitions: h.Partitions})
+	c.log.Clustered(&h.Hooks)
 	c.ownedParts = map[int32]int{}
 }
 

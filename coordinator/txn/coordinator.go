@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/internal/store"
 	"github.com/seglog/seglog/record"
@@ -61,6 +63,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. The default is time.Now.
 	Now func() time.Time
+	// Cluster, if set, makes the coordinator a cluster's: it coordinates
+	// the transactional ids of the __transaction_state partitions this
+	// broker leads (Load, Unload).
+	Cluster *ClusterHooks
 	// ReadOnly loads the state for inspection only (a read-only data
 	// directory): prepared transactions are not completed, none is
 	// aborted, nothing is written.
@@ -109,6 +115,9 @@ type txnMeta struct {
 	// is answered with the new ones.
 	prevPID   int64
 	prevEpoch int16
+	// coordEpoch is the coordinator epoch t was loaded or created at (0
+	// on a single node).
+	coordEpoch int32
 }
 
 // Coordinator is every transactional id's coordinator on one data
@@ -124,6 +133,11 @@ type Coordinator struct {
 	closed bool
 	timer  *time.Timer
 	stats  Stats
+	// ownedParts, in a cluster, are the __transaction_state partitions
+	// coordinated here (loading or owned), and epochs their coordinator
+	// epochs; nil on a single node, which owns every partition.
+	ownedParts map[int32]int
+	epochs     map[int32]int32
 }
 
 // Stats count what the coordinator did.
@@ -141,7 +155,9 @@ func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	opts.ensureDefaults(m)
 	c := &Coordinator{m: m, opts: opts, log: store.Open(m, Topic, opts.Partitions, opts.SegmentBytes),
 		txns: map[string]*txnMeta{}, byPID: map[int64]*txnMeta{}}
-	if err := c.load(); err != nil {
+	if opts.Cluster != nil {
+		c.clustered(opts.Cluster)
+	} else if err := c.load(); err != nil {
 		return nil, err
 	}
 	if !opts.ReadOnly {
@@ -164,8 +180,7 @@ func (c *Coordinator) Close() error {
 
 // Ensure creates __transaction_state if it does not exist yet.
 func (c *Coordinator) Ensure() error {
-	_, err := c.log.Tablet(0)
-	return err
+	return c.log.Ensure()
 }
 
 // Stats returns the coordinator's counts.
@@ -180,31 +195,11 @@ func (c *Coordinator) load() error {
 		if t == nil {
 			continue
 		}
-		var derr error
-		err := t.Records(t.Offsets().LogStartOffset, tablet.ReadHighWatermark, func(_ record.Batch, r *record.Record) bool {
-			d, err := Decode(r.Key, r.Value)
-			if err != nil {
-				derr = fmt.Errorf("txn: %s-%d offset %d: %w", Topic, p, r.Offset, err)
-				return false
-			}
-			if d.Value == nil {
-				delete(c.txns, d.TransactionalID)
-				return true
-			}
-			v := d.Value
-			t := &txnMeta{id: d.TransactionalID, partition: int32(p), pid: v.ProducerID, epoch: v.ProducerEpoch,
-				timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: v.State, parts: partitionsOf(v),
-				start: v.StartTimestamp, updated: v.LastUpdateTimestamp, prevEpoch: -1}
-			t.prevPID, t.prevEpoch = previous(v)
-			c.txns[d.TransactionalID] = t
-			return true
-		})
-		if derr != nil {
-			return derr
-		}
+		txns, err := c.loadPartition(int32(p), t)
 		if err != nil {
-			return fmt.Errorf("txn: reading %s-%d: %w", Topic, p, err)
+			return err
 		}
+		maps.Copy(c.txns, txns)
 	}
 	for _, t := range c.txns {
 		c.byPID[t.pid] = t
@@ -223,8 +218,48 @@ func (c *Coordinator) load() error {
 	return nil
 }
 
+// loadPartition replays __transaction_state partition p to its log end
+// (what a new leader has is what the partition holds from now on, as
+// Kafka's coordinator loads it).
+func (c *Coordinator) loadPartition(p int32, tab *tablet.Tablet) (map[string]*txnMeta, error) {
+	txns := map[string]*txnMeta{}
+	var derr error
+	err := tab.Records(tab.Offsets().LogStartOffset, tablet.ReadLogEnd, func(_ record.Batch, r *record.Record) bool {
+		d, err := Decode(r.Key, r.Value)
+		if err != nil {
+			derr = fmt.Errorf("txn: %s-%d offset %d: %w", Topic, p, r.Offset, err)
+			return false
+		}
+		if d.Value == nil {
+			delete(txns, d.TransactionalID)
+			return true
+		}
+		v := d.Value
+		t := &txnMeta{id: d.TransactionalID, partition: p, pid: v.ProducerID, epoch: v.ProducerEpoch,
+			timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: v.State, parts: partitionsOf(v),
+			start: v.StartTimestamp, updated: v.LastUpdateTimestamp, prevEpoch: -1}
+		t.prevPID, t.prevEpoch = previous(v)
+		txns[d.TransactionalID] = t
+		return true
+	})
+	if derr != nil {
+		return nil, derr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("txn: reading %s-%d: %w", Topic, p, err)
+	}
+	return txns, nil
+}
+
+// errNotCoordinator is a write for a transactional id this broker no
+// longer coordinates (its partition unloaded, or loaded again since).
+var errNotCoordinator = seglog.NewKafkaError("txn: not the coordinator of the transactional id any more", kerr.NotCoordinator.Code)
+
 // persist appends t's state durably.
 func (c *Coordinator) persist(t *txnMeta) error {
+	if !c.current(t) {
+		return fmt.Errorf("%w: %q", errNotCoordinator, t.id)
+	}
 	t.updated = c.opts.Now().UnixMilli()
 	return c.log.Append(t.partition, c.opts.Now(), store.KV{Key: key(t.id), Value: t.value()})
 }
@@ -257,9 +292,14 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 		return resp
 	}
 	c.mu.Lock()
+	p := store.PartitionFor(id, c.log.Partitions())
+	if resp.ErrorCode = c.ownsLocked(p); resp.ErrorCode != 0 {
+		c.mu.Unlock()
+		return resp
+	}
 	t := c.txns[id]
 	if t == nil {
-		t = &txnMeta{id: id, partition: store.PartitionFor(id, c.log.Partitions()), pid: -1, epoch: -1, prevEpoch: -1,
+		t = &txnMeta{id: id, partition: p, pid: -1, epoch: -1, prevEpoch: -1, coordEpoch: c.epochs[p],
 			state: kmsg.TransactionStateEmpty, parts: map[checkpoint.TopicPartition]bool{}}
 		c.txns[id] = t
 	}
@@ -285,6 +325,12 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 		if err := c.end(t, false); err != nil {
 			c.opts.Logger.Error("aborting a fenced producer's transaction", "transactional_id", id, "err", err)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+		if t.state == kmsg.TransactionStatePrepareAbort {
+			// Its markers are still on their way (a cluster's, retried):
+			// the producer retries until the abort is complete, as Kafka's.
+			resp.ErrorCode = kerr.ConcurrentTransactions.Code
 			return resp
 		}
 	default:
@@ -333,6 +379,10 @@ func (c *Coordinator) newProducerID(t *txnMeta) error {
 // producer's id and epoch; code is the error otherwise.
 func (c *Coordinator) lookup(id string, pid int64, epoch int16, newer bool) (*txnMeta, int16) {
 	c.mu.Lock()
+	if code := c.ownsLocked(store.PartitionFor(id, c.log.Partitions())); code != 0 {
+		c.mu.Unlock()
+		return nil, code
+	}
 	t := c.txns[id]
 	c.mu.Unlock()
 	if t == nil {
@@ -544,12 +594,6 @@ func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
 		}
 		return err
 	}
-	if t.epoch == math.MaxInt16-1 {
-		if err := c.newProducerID(t); err != nil {
-			return err
-		}
-		return c.persist(t)
-	}
 	return nil
 }
 
@@ -567,28 +611,17 @@ func (c *Coordinator) end(t *txnMeta, commit bool) error {
 	return c.complete(t, commit)
 }
 
-// markerWriters bounds the markers of one transaction written at once.
-const markerWriters = 16
-
-// complete writes the markers of a prepared transaction, durably, then
-// logs its completion. A failure leaves it prepared: completed at the next
-// start (or the next attempt).
-func (c *Coordinator) complete(t *txnMeta, commit bool) error {
-	tps := make([]checkpoint.TopicPartition, 0, len(t.parts))
-	for tp := range t.parts {
-		tps = append(tps, tp)
-	}
-	sort.Slice(tps, func(i, j int) bool {
-		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
-	})
+// writeLocal writes a transaction's markers to the partitions' tablets in
+// the data directory, and tells OnMarker of each one written.
+func (c *Coordinator) writeLocal(t *txnMeta, commit bool, tps []checkpoint.TopicPartition) ([]error, error) {
 	typ := record.ControlAbort
 	if commit {
 		typ = record.ControlCommit
 	}
-	marker, err := record.EndTxnMarker{Type: typ, ProducerID: t.pid, ProducerEpoch: t.epoch, CoordinatorEpoch: 0,
+	marker, err := record.EndTxnMarker{Type: typ, ProducerID: t.pid, ProducerEpoch: t.epoch, CoordinatorEpoch: t.coordEpoch,
 		Timestamp: c.opts.Now().UnixMilli()}.AppendTo(nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The markers go to every partition at once: each partition's append
 	// waits for its own fsync, and the fsyncs of different partitions run
@@ -623,6 +656,48 @@ func (c *Coordinator) complete(t *txnMeta, commit bool) error {
 			}
 		}
 	}
+	return errs, nil
+}
+
+// markerWriters bounds the markers of one transaction written at once.
+const markerWriters = 16
+
+// complete writes the markers of a prepared transaction, durably, then
+// logs its completion. A failure leaves it prepared: completed at the next
+// start (or the next attempt). In a cluster, where the outcome is decided
+// once logged (as Kafka's coordinator answers EndTxn then), a failure to
+// write the markers is retried in the background and complete returns
+// nil; the producer meanwhile gets CONCURRENT_TRANSACTIONS.
+func (c *Coordinator) complete(t *txnMeta, commit bool) error {
+	err := c.completeNow(t, commit)
+	if err != nil && c.opts.Cluster != nil && !errors.Is(err, errNotCoordinator) {
+		c.opts.Logger.Warn("a transaction's markers are not all written yet: retrying", "transactional_id", t.id, "err", err)
+		c.retryLater(t, minMarkerRetry)
+		return nil
+	}
+	return err
+}
+
+// completeNow writes the markers of a prepared transaction, then logs its
+// completion.
+func (c *Coordinator) completeNow(t *txnMeta, commit bool) error {
+	tps := make([]checkpoint.TopicPartition, 0, len(t.parts))
+	for tp := range t.parts {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
+	})
+	var errs []error
+	if h := c.opts.Cluster; h != nil {
+		errs = h.WriteMarkers(Markers{ProducerID: t.pid, ProducerEpoch: t.epoch, CoordinatorEpoch: t.coordEpoch,
+			Commit: commit, Partitions: tps})
+	} else {
+		var err error
+		if errs, err = c.writeLocal(t, commit, tps); err != nil {
+			return err
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -634,6 +709,16 @@ func (c *Coordinator) complete(t *txnMeta, commit bool) error {
 	if err := c.persist(t); err != nil {
 		return err
 	}
+	if t.prevEpoch >= 0 && t.epoch == math.MaxInt16-1 {
+		// Transactions v2: no epoch is left after this one's; the
+		// producer goes on with a new id.
+		if err := c.newProducerID(t); err != nil {
+			return err
+		}
+		if err := c.persist(t); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	if commit {
 		c.stats.Commits++
@@ -644,27 +729,35 @@ func (c *Coordinator) complete(t *txnMeta, commit bool) error {
 	return nil
 }
 
-// Verify says whether producer pid at epoch has partition tp in its open
-// transaction: the broker refuses a transactional produce that has not
-// (KIP-890's server-side defence: a late or stray batch cannot join a
-// transaction that did not add its partition).
-func (c *Coordinator) Verify(pid int64, epoch int16, tp checkpoint.TopicPartition) int16 {
-	return c.verify(pid, epoch, tp, false)
+// Verify says whether transactional id id's producer pid at epoch has
+// partition tp in its open transaction: the broker refuses a
+// transactional produce that has not (KIP-890's server-side defence: a
+// late or stray batch cannot join a transaction that did not add its
+// partition). An id coordinated elsewhere is NOT_COORDINATOR (an empty
+// id: the producer id's, on a single node).
+func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp checkpoint.TopicPartition) int16 {
+	return c.verify(id, pid, epoch, tp, false)
 }
 
 // VerifyOrAdd is Verify for a transactions-v2 producer (Produce v12+,
 // TxnOffsetCommit v5+, KIP-890 part 2), which sends no AddPartitionsToTxn:
 // a partition its transaction lacks is added (opening the transaction),
 // at the producer's current epoch only.
-func (c *Coordinator) VerifyOrAdd(pid int64, epoch int16, tp checkpoint.TopicPartition) int16 {
-	return c.verify(pid, epoch, tp, true)
+func (c *Coordinator) VerifyOrAdd(id string, pid int64, epoch int16, tp checkpoint.TopicPartition) int16 {
+	return c.verify(id, pid, epoch, tp, true)
 }
 
-func (c *Coordinator) verify(pid int64, epoch int16, tp checkpoint.TopicPartition, add bool) int16 {
+func (c *Coordinator) verify(id string, pid int64, epoch int16, tp checkpoint.TopicPartition, add bool) int16 {
 	c.mu.Lock()
+	if id != "" {
+		if code := c.ownsLocked(store.PartitionFor(id, c.log.Partitions())); code != 0 {
+			c.mu.Unlock()
+			return code
+		}
+	}
 	t := c.byPID[pid]
 	c.mu.Unlock()
-	if t == nil {
+	if t == nil || id != "" && t.id != id {
 		return kerr.InvalidProducerIDMapping.Code
 	}
 	t.mu.Lock()

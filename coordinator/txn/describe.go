@@ -71,6 +71,10 @@ func (c *Coordinator) DescribeTransactions(r *kmsg.DescribeTransactionsRequest) 
 	for _, id := range r.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID = id
+		if st.ErrorCode = c.Owns(id); st.ErrorCode != 0 {
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
 		in, ok := byID[id]
 		if !ok {
 			st.ErrorCode = kerr.TransactionalIDNotFound.Code

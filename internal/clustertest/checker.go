@@ -26,6 +26,7 @@ type At struct {
 type Checker struct {
 	mu    sync.Mutex
 	acked map[string]At
+	txns  []*Txn // (Transact)
 }
 
 // New returns an empty checker.
