@@ -327,3 +327,46 @@ func initTxn(t *testing.T, c *rawConn) (int64, int16) {
 	require.Zero(t, ipResp.ErrorCode)
 	return ipResp.ProducerID, ipResp.ProducerEpoch
 }
+
+// WriteTxnMarkers, as kafka-transactions.sh's abort of a hanging
+// transaction sends it to a partition's leader: the ABORT marker ends the
+// producer's open transaction on that partition (read_committed gets past
+// it, none of its records), and a marker from an older coordinator epoch
+// than the last one the partition took is TRANSACTION_COORDINATOR_FENCED.
+func TestWriteTxnMarkersAbortsHanging(t *testing.T) {
+	_, _, addr := testBroker(t, Options{NumPartitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("hang"), kgo.AllowAutoTopicCreation(),
+		kgo.TransactionTimeout(time.Minute))
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.BeginTransaction())
+	for i := range 3 {
+		require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "hung", Value: fmt.Appendf(nil, "hanging%d", i)}).FirstErr())
+	}
+	dp, err := kadm.NewClient(p).DescribeProducers(ctx, kadm.TopicsSet{"hung": {0: {}}})
+	require.NoError(t, err)
+	var pid int64
+	var epoch int16
+	dp.EachProducer(func(s kadm.DescribedProducer) { pid, epoch = s.ProducerID, s.ProducerEpoch })
+
+	c := dialRaw(t, addr)
+	mark := func(commit bool, coordinatorEpoch int32) int16 {
+		r := kmsg.NewPtrWriteTxnMarkersRequest()
+		r.Markers = []kmsg.WriteTxnMarkersRequestMarker{{ProducerID: pid, ProducerEpoch: epoch, Committed: commit,
+			CoordinatorEpoch: coordinatorEpoch, Topics: []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "hung", Partitions: []int32{0}}}}}
+		resp := kmsg.NewPtrWriteTxnMarkersResponse()
+		c.do(r, 1, resp)
+		require.Len(t, resp.Markers, 1)
+		return resp.Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	require.Zero(t, mark(false, 5))
+	require.Equal(t, kerr.TransactionCoordinatorFenced.Code, mark(true, 3))
+
+	plain, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer plain.Close()
+	require.NoError(t, plain.ProduceSync(ctx, &kgo.Record{Topic: "hung", Value: []byte("after")}).FirstErr())
+	require.Equal(t, []string{"after"}, readCommitted(t, ctx, addr, "hung", 1))
+}

@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/clustertest"
@@ -36,12 +38,17 @@ type serveCluster struct {
 	dir   string
 	cmds  map[int32]*exec.Cmd
 	addrs map[int32]string
+	// ports are where each broker listened first: it comes back there
+	// after a kill, as a real broker does (a client that knows only the
+	// old addresses must find the cluster again).
+	ports map[int32]string
 	// watch is an observer of the cluster's metadata (no registration).
 	watch *cluster.Member
 }
 
 func newServeCluster(t *testing.T, n int) *serveCluster {
-	c := &serveCluster{t: t, etcd: etcdtest.FromEnv(t), dir: t.TempDir(), cmds: map[int32]*exec.Cmd{}, addrs: map[int32]string{}}
+	c := &serveCluster{t: t, etcd: etcdtest.FromEnv(t), dir: t.TempDir(), cmds: map[int32]*exec.Cmd{}, addrs: map[int32]string{},
+		ports: map[int32]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w, err := cluster.Join(ctx, cluster.Options{Endpoints: c.etcd.Endpoints(), Prefix: "/seglog/kill/", Observe: true})
@@ -55,16 +62,22 @@ func newServeCluster(t *testing.T, n int) *serveCluster {
 	return c
 }
 
-// start runs broker id on its data directory (again after a kill).
+// start runs broker id on its data directory (again after a kill, on the
+// same port).
 func (c *serveCluster) start(id int32) {
+	port := c.ports[id]
+	if port == "" {
+		port = "0"
+	}
 	cmd, lines := startServe(c.t, "--data-dir", filepath.Join(c.dir, fmt.Sprint(id)),
-		"--config", "listeners=PLAINTEXT://127.0.0.1:0", "--config", fmt.Sprintf("node.id=%d", id),
+		"--config", "listeners=PLAINTEXT://127.0.0.1:"+port, "--config", fmt.Sprintf("node.id=%d", id),
 		"--config", "seglog.etcd.endpoints="+c.etcd.Endpoints()[0], "--config", "seglog.etcd.prefix=/seglog/kill/",
 		"--config", "broker.session.timeout.ms=2000", "--config", "broker.heartbeat.interval.ms=200",
 		"--config", "default.replication.factor=3", "--config", "min.insync.replicas=2",
 		"--config", "replica.fetch.wait.max.ms=100", "--config", "replica.fetch.backoff.ms=50",
 		"--config", "replica.lag.time.max.ms=3000")
 	c.cmds[id], c.addrs[id] = cmd, servedAddr(c.t, cmd, lines)
+	_, c.ports[id], _ = net.SplitHostPort(c.addrs[id])
 	go func() {
 		for lines.Scan() { // (its later lines, if any)
 		}
@@ -78,6 +91,20 @@ func (c *serveCluster) kill(id int32) {
 	_ = cmd.Wait()
 	delete(c.cmds, id)
 	delete(c.addrs, id)
+}
+
+// txnCoordinator asks a broker for the coordinator of a transactional id.
+func (c *serveCluster) txnCoordinator(ctx context.Context, id string) int32 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(c.t, err)
+	defer cl.Close()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType, req.CoordinatorKeys = 1, []string{id}
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(c.t, err)
+	require.Len(c.t, resp.Coordinators, 1)
+	require.Zero(c.t, resp.Coordinators[0].ErrorCode)
+	return resp.Coordinators[0].NodeID
 }
 
 func (c *serveCluster) seeds() []string {
@@ -102,17 +129,21 @@ func (c *serveCluster) until(what string, cond func(*cluster.Snapshot) bool) *cl
 // Three `seglog serve` processes, replication factor 3, acks=all, and a
 // loop of faults while a producer writes, in turn: a SIGKILL of a
 // partition's leader, a SIGKILL of the controller, a SIGSTOP of a leader
-// past its session (a zombie that wakes up). After each, the controller (a
+// past its session (a zombie that wakes up), a SIGKILL of a transaction's
+// coordinator's broker in the middle of the transaction (the next
+// coordinator has it, and its commit is whole). After each, the controller (a
 // new one after the controller's kill, at a higher epoch) elects others
 // from the ISR and the producer goes on; the killed broker comes back, the
 // stopped one wakes up, finds its session gone and registers again; both
 // truncate to their leaders and rejoin every ISR. At the end every
 // acknowledged record is read back exactly once at the offset it was
-// acknowledged at (a zombie acknowledges nothing it could lose). make
-// test runs the three; make crash (SEGLOG_KILLS) a hundred.
+// acknowledged at (a zombie acknowledges nothing it could lose), and,
+// read committed, every committed transaction once and whole, nothing of
+// an aborted one. make test runs the four; make crash (SEGLOG_KILLS) a
+// hundred.
 func TestClusterKillLoop(t *testing.T) {
 	t.Parallel() // (mostly waiting for sessions to expire)
-	n := 3
+	n := 4
 	if v := os.Getenv("SEGLOG_KILLS"); v != "" {
 		n = kills(t)
 	}
@@ -121,17 +152,21 @@ func TestClusterKillLoop(t *testing.T) {
 	defer cancel()
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	require.NoError(t, err)
-	_, err = kadm.NewClient(adm).CreateTopic(ctx, 3, -1, nil, "k")
+	for _, topic := range []string{"k", "t"} {
+		_, err = kadm.NewClient(adm).CreateTopic(ctx, 3, -1, nil, topic)
+		require.NoError(t, err)
+	}
 	adm.Close()
-	require.NoError(t, err)
 	inSync := func(s *cluster.Snapshot) bool {
-		t, ok := s.Topics["k"]
-		if !ok || len(t.Partitions) != 3 {
-			return false
-		}
-		for _, p := range t.Partitions {
-			if len(p.ISR) != 3 {
+		for _, topic := range []string{"k", "t"} {
+			t, ok := s.Topics[topic]
+			if !ok || len(t.Partitions) != 3 {
 				return false
+			}
+			for _, p := range t.Partitions {
+				if len(p.ISR) != 3 {
+					return false
+				}
 			}
 		}
 		return true
@@ -146,13 +181,34 @@ func TestClusterKillLoop(t *testing.T) {
 	require.NoError(t, err)
 	defer cl.Close()
 	chk := clustertest.New()
+	// A transactional producer to topic t, whose transactions one fault
+	// interrupts.
+	tcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.TransactionalID("kill-tx"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(50*time.Millisecond),
+		kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second))
+	require.NoError(t, err)
+	defer tcl.Close()
+	tchk := clustertest.New()
+	require.NoError(t, tchk.Transact(ctx, tcl, "t", "committed-", 6, true, nil, 0, 1, 2))
+	require.NoError(t, tchk.Transact(ctx, tcl, "t", "aborted-", 6, false, nil, 0, 1, 2))
 	for kill := range n {
 		require.NoError(t, chk.Produce(ctx, cl, "k", fmt.Sprintf("a%d-", kill), 50))
 		before := c.watch.Snapshot()
-		fault := kill % 3
+		fault := kill % 4
 		victim := before.Topics["k"].Partitions[kill%3].Leader
-		if fault == 1 {
+		var txnDone chan error
+		proceed := make(chan struct{})
+		switch fault {
+		case 1:
 			victim = before.Controller
+		case 3: // the transaction's records are written; its coordinator dies
+			produced := make(chan struct{})
+			txnDone = make(chan error, 1)
+			go func() {
+				txnDone <- tchk.Transact(ctx, tcl, "t", fmt.Sprintf("t%d-", kill), 6, true, func() { close(produced); <-proceed }, 0, 1, 2)
+			}()
+			<-produced
+			victim = c.txnCoordinator(ctx, "kill-tx")
 		}
 		done := make(chan error, 1)
 		go func() { done <- chk.Produce(ctx, cl, "k", fmt.Sprintf("b%d-", kill), 100) }() // through the fault
@@ -174,6 +230,10 @@ func TestClusterKillLoop(t *testing.T) {
 			require.Greater(t, after.ControllerEpoch, before.ControllerEpoch, "kill %d", kill)
 		}
 		require.NoError(t, <-done, "kill %d", kill)
+		close(proceed)
+		if txnDone != nil {
+			require.NoError(t, <-txnDone, "kill %d: the commit after the coordinator's kill", kill)
+		}
 		if kill == 0 {
 			code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0], "--under-replicated-partitions")
 			require.Equal(t, 0, code, errOut)
@@ -193,5 +253,7 @@ func TestClusterKillLoop(t *testing.T) {
 	require.Contains(t, out, "Every partition is fully replicated.")
 	require.NoError(t, chk.Produce(ctx, cl, "k", "c", 50))
 	chk.ReadBack(t, c.seeds(), "k", 3)
-	t.Logf("%d faults, %d acknowledged records, none lost or duplicated", n, chk.Acked())
+	require.NoError(t, tchk.Transact(ctx, tcl, "t", "last-", 3, true, nil, 0, 1, 2))
+	tchk.ReadCommitted(t, c.seeds(), "t", 3)
+	t.Logf("%d faults, %d acknowledged records, none lost or duplicated; transactions whole", n, chk.Acked())
 }

@@ -25,11 +25,12 @@ func newTransactionsCmd() *cobra.Command {
 		producers             bool
 		id, topic             string
 		partition             int32
+		startOffset           int64
 		asJSON                bool
 		client                clientFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "transactions (--data-dir D | --bootstrap-server H:P) (--list | --describe --transactional-id ID | --abort --transactional-id ID | --describe-producers --topic T --partition P)",
+		Use:   "transactions (--data-dir D | --bootstrap-server H:P) (--list | --describe --transactional-id ID | --abort --transactional-id ID | --abort --topic T --partition P --start-offset O | --describe-producers --topic T --partition P)",
 		Short: "List and describe transactions, abort a hanging one, like kafka-transactions.sh",
 		Long: `transactions reads the transaction state a broker keeps in the data directory's
 __transaction_state (seglog serve writes it there, in Kafka's record format):
@@ -39,6 +40,13 @@ __transaction_state (seglog serve writes it there, in Kafka's record format):
   --describe --transactional-id ID        one, with its transaction's partitions
   --abort --transactional-id ID           abort its open transaction (ABORT markers written to
                                           its partitions at a new epoch: its producer is fenced)
+  --abort --topic T --partition P --start-offset O
+                                          (--bootstrap-server only) abort the hanging
+                                          transaction that began at offset O of the partition:
+                                          its producer's ABORT marker written there
+                                          (WriteTxnMarkers to the partition's leader), as
+                                          kafka-transactions.sh abort does for a transaction
+                                          its coordinator no longer knows
   --describe-producers --topic T --partition P
                                           the partition's active producers (writer state)
 
@@ -75,6 +83,8 @@ the open transaction is aborted at a new epoch, fencing its producer.`,
 				switch {
 				case producers:
 					return remoteProducers(cmd, c, checkpoint.TopicPartition{Topic: topic, Partition: partition}, asJSON)
+				case abort && topic != "":
+					return remoteAbortPartition(cmd, c, checkpoint.TopicPartition{Topic: topic, Partition: partition}, startOffset)
 				case abort:
 					return remoteAbort(cmd, c, id)
 				}
@@ -86,6 +96,9 @@ the open transaction is aborted at a new epoch, fencing its producer.`,
 					return printTxnList(cmd.OutOrStdout(), infos, asJSON)
 				}
 				return printTxnDescribe(cmd.OutOrStdout(), infos[0], asJSON)
+			}
+			if abort && topic != "" {
+				return errors.New("--abort --topic needs --bootstrap-server (a running broker writes the marker)")
 			}
 			a := readOnly
 			if abort {
@@ -151,7 +164,8 @@ the open transaction is aborted at a new epoch, fencing its producer.`,
 	fl.BoolVar(&producers, "describe-producers", false, "a partition's active producers")
 	fl.StringVar(&id, "transactional-id", "", "the transactional id")
 	fl.StringVar(&topic, "topic", "", "with --describe-producers: the topic")
-	fl.Int32Var(&partition, "partition", 0, "with --describe-producers: the partition")
+	fl.Int32Var(&partition, "partition", 0, "with --describe-producers or --abort --topic: the partition")
+	fl.Int64Var(&startOffset, "start-offset", -1, "with --abort --topic: the offset where the hanging transaction began")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -290,22 +304,32 @@ func remoteTransactions(c *adminConn, id string) ([]txn.Info, error) {
 	return infos, nil
 }
 
+// describedProducers asks the partition's leader for its active
+// producers (DescribeProducers).
+func describedProducers(c *adminConn, tp checkpoint.TopicPartition) (kadm.DescribedProducersPartition, error) {
+	described, err := c.adm.DescribeProducers(c.ctx, kadm.TopicsSet{tp.Topic: {tp.Partition: {}}})
+	if err != nil {
+		return kadm.DescribedProducersPartition{}, err
+	}
+	p, ok := described[tp.Topic].Partitions[tp.Partition]
+	switch {
+	case !ok:
+		return p, fmt.Errorf("%w: %s", tablet.ErrNotFound, tp)
+	case p.Err != nil:
+		return p, fmt.Errorf("%s: %w", tp, p.Err)
+	}
+	return p, nil
+}
+
 // remoteProducers describes a partition's active producers through a
 // running broker (DescribeProducers, sent to the partition's leader).
 func remoteProducers(cmd *cobra.Command, c *adminConn, tp checkpoint.TopicPartition, asJSON bool) error {
 	if tp.Topic == "" {
 		return errors.New("--topic is required")
 	}
-	described, err := c.adm.DescribeProducers(c.ctx, kadm.TopicsSet{tp.Topic: {tp.Partition: {}}})
+	p, err := describedProducers(c, tp)
 	if err != nil {
 		return err
-	}
-	p, ok := described[tp.Topic].Partitions[tp.Partition]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: %s", tablet.ErrNotFound, tp)
-	case p.Err != nil:
-		return fmt.Errorf("%s: %w", tp, p.Err)
 	}
 	var rows []producerRow
 	for _, d := range p.ActiveProducers.Sorted() {
@@ -313,6 +337,59 @@ func remoteProducers(cmd *cobra.Command, c *adminConn, tp checkpoint.TopicPartit
 			LastSequence: d.LastSequence, LastTimestamp: d.LastTimestamp, CurrentTxnStartOffset: d.CurrentTxnStartOffset})
 	}
 	return printProducers(cmd.OutOrStdout(), rows, asJSON)
+}
+
+// remoteAbortPartition aborts the hanging transaction that began at
+// offset start of partition tp, as kafka-transactions.sh abort does: the
+// producer whose open transaction starts there (DescribeProducers) gets
+// an ABORT marker on the partition from its leader (WriteTxnMarkers, at
+// the coordinator epoch the partition last took).
+func remoteAbortPartition(cmd *cobra.Command, c *adminConn, tp checkpoint.TopicPartition, start int64) error {
+	if start < 0 {
+		return errors.New("--start-offset is required")
+	}
+	p, err := describedProducers(c, tp)
+	if err != nil {
+		return err
+	}
+	var found *kadm.DescribedProducer
+	for _, d := range p.ActiveProducers.Sorted() {
+		if d.CurrentTxnStartOffset == start {
+			found = &d
+		}
+	}
+	if found == nil {
+		return fmt.Errorf("no open transaction of %s begins at offset %d (--describe-producers lists them)", tp, start)
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{{ProducerID: found.ProducerID, ProducerEpoch: found.ProducerEpoch,
+		Committed: false, CoordinatorEpoch: max(found.CoordinatorEpoch, 0),
+		Topics: []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: tp.Topic, Partitions: []int32{tp.Partition}}}}}
+	md, err := c.adm.Metadata(c.ctx, tp.Topic)
+	if err != nil {
+		return err
+	}
+	mp, ok := md.Topics[tp.Topic].Partitions[tp.Partition]
+	if !ok || mp.Leader < 0 {
+		return fmt.Errorf("%s has no leader now", tp)
+	}
+	kresp, err := c.cl.Broker(int(mp.Leader)).Request(c.ctx, req)
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range resp.Markers {
+		for _, t := range m.Topics {
+			for _, rp := range t.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("aborting the transaction of producer %d on %s: %w", found.ProducerID, tp, err)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "aborted the transaction of producer %d (epoch %d) that began at offset %d of %s\n",
+		found.ProducerID, found.ProducerEpoch, start, tp)
+	return nil
 }
 
 // remoteAbort aborts a transactional id's open transaction through a

@@ -132,6 +132,34 @@ func TestTransactionsThroughTheBroker(t *testing.T) {
 	require.Zero(t, code)
 	require.Empty(t, out, "the aborted record is not read committed")
 	p.Close()
+
+	// A hanging transaction aborted by partition, as kafka-transactions.sh
+	// abort --topic --partition --start-offset: the marker ends it there.
+	h := beginTransaction(t, addr, "hanging", "txb", 10*time.Minute)
+	defer h.Close()
+	require.NoError(t, h.ProduceSync(ctx, &kgo.Record{Value: []byte("hung")}).FirstErr())
+	at := h.ProduceSync(ctx, &kgo.Record{Value: []byte("hung2")})
+	require.NoError(t, at.FirstErr())
+	start := at[0].Record.Offset - 1
+	code, _, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--abort", "--topic", "txb", "--partition", "0",
+		"--start-offset", fmt.Sprint(start+1))
+	require.NotZero(t, code)
+	require.Contains(t, errOut, "no open transaction of txb-0 begins at offset")
+	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--abort", "--topic", "txb", "--partition", "0",
+		"--start-offset", fmt.Sprint(start))
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, fmt.Sprintf("that began at offset %d of txb-0", start))
+	code, out, errOut = runSeglog(t, "transactions", "--bootstrap-server", addr, "--describe-producers", "--topic", "txb", "--partition", "0")
+	require.Zero(t, code, errOut)
+	require.NotRegexp(t, fmt.Sprintf(`(?m)\s%d$`, start), out, "no transaction open at that offset any more")
+	plain, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("txb"))
+	require.NoError(t, err)
+	defer plain.Close()
+	require.NoError(t, plain.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr())
+	code, out, _ = runSeglog(t, "consume", "--bootstrap-server", addr, "--topic", "txb", "--from-beginning",
+		"--isolation-level", "read_committed", "--timeout-ms", "500", "--format", "value")
+	require.Zero(t, code)
+	require.Equal(t, "after\n", out, "past the aborted transaction, read committed")
 	stopServe(t, cmd)
 }
 
