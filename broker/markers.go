@@ -100,6 +100,15 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 			return kerr.UnknownTopicOrPartition.Code
 		}
 	}
+	if tp.Topic == group.Topic {
+		// The marker settles the producer's pending offsets in the
+		// partition's groups: not before they are loaded (the coordinator
+		// of the transaction tries again), as Kafka's group coordinator
+		// refuses it while loading.
+		if code := b.groups.OwnsPartition(tp.Partition); code != 0 {
+			return code
+		}
+	}
 	typ := record.ControlAbort
 	if commit {
 		typ = record.ControlCommit

@@ -37,13 +37,17 @@ type testCluster struct {
 	done    map[int32]chan error
 	// proxies are the fault proxies some brokers reach etcd through.
 	proxies map[int32]*faultproxy.Proxy
+	// addrs are where each broker listened first: it comes back there, as
+	// a real broker does (a client that knows only old addresses must
+	// find the cluster again).
+	addrs map[int32]string
 }
 
 // newTestCluster starts n brokers; those in proxied reach etcd through a
 // fault proxy each.
 func newTestCluster(t *testing.T, n int, proxied ...int32) *testCluster {
 	c := &testCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), servers: map[int32]*Server{}, done: map[int32]chan error{},
-		proxies: map[int32]*faultproxy.Proxy{}}
+		proxies: map[int32]*faultproxy.Proxy{}, addrs: map[int32]string{}}
 	for _, id := range proxied {
 		c.proxies[id] = faultproxy.Start(t, strings.TrimPrefix(c.etcd.Endpoints()[0], "http://"))
 	}
@@ -64,6 +68,9 @@ func newTestCluster(t *testing.T, n int, proxied ...int32) *testCluster {
 func (c *testCluster) start(id int32) *Server {
 	cfg := config(filepath.Join(c.dir, fmt.Sprint(id)))
 	cfg.MetricsAddr = ""
+	if a, ok := c.addrs[id]; ok {
+		cfg.Listeners[0].Address = a
+	}
 	cfg.Manager.NodeID = id
 	if os.Getenv("SEGLOG_TEST_LOG") != "" { // (to see what the brokers do)
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", id)
@@ -83,6 +90,7 @@ func (c *testCluster) start(id int32) *Server {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	c.servers[id] = s
+	c.addrs[id] = s.Listeners()[0].Addr.String()
 	c.done[id] = make(chan error, 1)
 	go func() { err := <-done; cancel(); c.done[id] <- err }()
 	return s
@@ -651,4 +659,96 @@ func TestClusterTransactions(t *testing.T) {
 	}, all...))
 	require.NoError(t, chk.Transact(ctx, cl, "x", "last-", 3, true, nil, all...))
 	chk.ReadCommitted(t, c.seeds(), "x", 3)
+}
+
+// Exactly once across brokers: a franz-go GroupTransactSession copies a
+// topic, its group's offsets committed in each transaction (the group's
+// coordinator has TxnOffsetCommit verified by the transaction's, and
+// settles the offsets on the marker another broker may send), while the
+// brokers of the transaction's and then the group's coordinator shut
+// down. The copy, read committed, holds every record once, and the
+// group's committed offsets are the input's ends.
+func TestClusterExactlyOnce(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer adm.Close()
+	kadmin := kadm.NewClient(adm)
+	for _, topic := range []string{"in", "out"} {
+		_, err = kadmin.CreateTopic(ctx, 3, 3, nil, topic)
+		require.NoError(t, err)
+	}
+	const total = 600
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("in"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	for i := range total {
+		prod.Produce(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}, nil)
+		if i%30 == 29 { // (small batches: a transaction copies a few)
+			require.NoError(t, prod.Flush(ctx))
+		}
+	}
+	prod.Close()
+
+	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.seeds()...), kgo.TransactionalID("eos"), kgo.ConsumerGroup("eos-g"),
+		kgo.ConsumeTopics("in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond), kgo.FetchMaxPartitionBytes(256))
+	require.NoError(t, err)
+	defer s.Close()
+	copied, commits, stops := 0, 0, 0
+	for copied < total {
+		fs := s.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "copied %d of %d", copied, total)
+		require.NoError(t, s.Begin())
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			s.Produce(ctx, &kgo.Record{Topic: "out", Value: r.Value}, nil)
+		})
+		if ok, err := s.End(ctx, kgo.TryCommit); err == nil && ok && n > 0 {
+			copied += n
+			commits++
+		}
+		if commits > 2*(stops+1) && stops < 2 {
+			// the transaction's coordinator's broker, then the group's
+			key, typ := "eos", int8(1)
+			if stops == 1 {
+				key, typ = "eos-g", 0
+			}
+			victim := c.coordinator(ctx, key, typ)
+			c.stop(victim)
+			for _, sv := range c.servers {
+				until(t, sv.Member(), "sees the broker gone", func(sn *cluster.Snapshot) bool { _, ok := sn.Brokers[victim]; return !ok })
+			}
+			c.start(victim)
+			stops++
+		}
+	}
+	require.Equal(t, 2, stops)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	seen := map[string]bool{}
+	for len(seen) < total {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of %d", len(seen), total)
+		fs.EachRecord(func(r *kgo.Record) {
+			require.False(t, seen[string(r.Value)], "%s copied twice", r.Value)
+			seen[string(r.Value)] = true
+		})
+	}
+	var committed int64
+	for { // (the admin client finds the restarted brokers' addresses)
+		offs, err := kadmin.FetchOffsets(ctx, "eos-g")
+		if err == nil && offs.Error() == nil {
+			offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+			break
+		}
+		require.NoError(t, ctx.Err(), "the group's coordinator never answered: %v, %v", err, offs.Error())
+	}
+	require.Equal(t, int64(total), committed, "the group's offsets are the input's ends")
 }

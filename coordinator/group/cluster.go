@@ -57,12 +57,19 @@ func (c *Coordinator) clustered(h *ClusterHooks) {
 // NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while its partition
 // loads. A coordinator of a single node owns every group.
 func (c *Coordinator) Owns(id string) int16 {
+	return c.OwnsPartition(PartitionFor(id, c.log.Partitions()))
+}
+
+// OwnsPartition is Owns for the groups of __consumer_offsets partition p:
+// a transaction's marker there is refused until they are loaded, since
+// the marker settles their pending transactional offsets.
+func (c *Coordinator) OwnsPartition(p int32) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ownedParts == nil {
 		return 0
 	}
-	switch c.ownedParts[PartitionFor(id, c.log.Partitions())] {
+	switch c.ownedParts[p] {
 	case owned:
 		return 0
 	case loading:
