@@ -133,6 +133,14 @@ func (c *testCluster) coordinator(ctx context.Context, key string, typ int8) int
 	return coordinator
 }
 
+// admin is an admin client of the cluster, closed at the test's end.
+func (c *testCluster) admin() *kadm.Client {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(c.t, err)
+	c.t.Cleanup(adm.Close)
+	return kadm.NewClient(adm)
+}
+
 func (c *testCluster) seeds() []string {
 	var out []string
 	for _, s := range c.servers {
@@ -423,11 +431,8 @@ func clusterConsumerGroup(t *testing.T, kip848 bool) {
 	c := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer adm.Close()
-	kadmin := kadm.NewClient(adm)
-	_, err = kadmin.CreateTopic(ctx, 6, 3, nil, "g")
+	kadmin := c.admin()
+	_, err := kadmin.CreateTopic(ctx, 6, 3, nil, "g")
 	require.NoError(t, err)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
@@ -673,12 +678,9 @@ func TestClusterExactlyOnce(t *testing.T) {
 	c := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer adm.Close()
-	kadmin := kadm.NewClient(adm)
+	kadmin := c.admin()
 	for _, topic := range []string{"in", "out"} {
-		_, err = kadmin.CreateTopic(ctx, 3, 3, nil, topic)
+		_, err := kadmin.CreateTopic(ctx, 3, 3, nil, topic)
 		require.NoError(t, err)
 	}
 	const total = 600
