@@ -2,12 +2,14 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,16 +43,35 @@ type testCluster struct {
 	// a real broker does (a client that knows only old addresses must
 	// find the cluster again).
 	addrs map[int32]string
+	// links, if set, are fault proxies in front of each broker's
+	// inter-broker listener (REPL, advertised at the proxy): what its
+	// followers fetch through.
+	links map[int32]*faultproxy.Proxy
+	// lagTime is replica.lag.time.max.ms (0: the default).
+	lagTime time.Duration
 }
 
 // newTestCluster starts n brokers; those in proxied reach etcd through a
 // fault proxy each.
 func newTestCluster(t *testing.T, n int, proxied ...int32) *testCluster {
+	c := makeTestCluster(t, proxied...)
+	c.boot(n)
+	return c
+}
+
+// makeTestCluster is newTestCluster before its brokers start (boot).
+func makeTestCluster(t *testing.T, proxied ...int32) *testCluster {
 	c := &testCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), servers: map[int32]*Server{}, done: map[int32]chan error{},
 		proxies: map[int32]*faultproxy.Proxy{}, addrs: map[int32]string{}}
 	for _, id := range proxied {
 		c.proxies[id] = faultproxy.Start(t, strings.TrimPrefix(c.etcd.Endpoints()[0], "http://"))
 	}
+	return c
+}
+
+// boot starts brokers 1 … n and waits until each sees them all.
+func (c *testCluster) boot(n int) {
+	t := c.t
 	for id := range int32(n) {
 		c.start(id + 1)
 	}
@@ -62,7 +83,6 @@ func newTestCluster(t *testing.T, n int, proxied ...int32) *testCluster {
 	for _, s := range c.servers {
 		until(t, s.Member(), fmt.Sprintf("sees %d brokers", n), func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == n })
 	}
-	return c
 }
 
 func (c *testCluster) start(id int32) *Server {
@@ -84,8 +104,23 @@ func (c *testCluster) start(id int32) *Server {
 	cfg.Cluster = &ClusterConfig{Endpoints: endpoints, Prefix: "/seglog/test/", SessionTimeout: 2 * time.Second,
 		HeartbeatInterval: 200 * time.Millisecond, DefaultReplicationFactor: 3, MinInsyncReplicas: 2, FetchWait: 100 * time.Millisecond,
 		FetchBackoff: 50 * time.Millisecond}
+	cfg.Cluster.LagTime = c.lagTime
+	link := c.links[id]
+	if link != nil {
+		_, port, err := net.SplitHostPort(link.Addr())
+		require.NoError(c.t, err)
+		p, err := strconv.Atoi(port)
+		require.NoError(c.t, err)
+		cfg.Listeners = append(cfg.Listeners, Listener{Name: "REPL", Address: cmp.Or(c.addrs[-id], "127.0.0.1:0"),
+			AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(p)})
+		cfg.Cluster.InterBrokerListener = "REPL"
+	}
 	s, err := New(context.Background(), cfg)
 	require.NoError(c.t, err)
+	if link != nil {
+		c.addrs[-id] = s.Listeners()[1].Addr.String() // (-id: its REPL listener's)
+		link.SetTarget(c.addrs[-id])
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -753,4 +788,57 @@ func TestClusterExactlyOnce(t *testing.T) {
 		require.NoError(t, ctx.Err(), "the group's coordinator never answered: %v, %v", err, offs.Error())
 	}
 	require.Equal(t, int64(total), committed, "the group's offsets are the input's ends")
+}
+
+// A leader cut off from its followers (a fault proxy on its inter-broker
+// listener) but not from etcd: over a slow link acks=all still completes;
+// cut off, its followers fetch nothing, it shrinks the ISR to itself once
+// they lag past replica.lag.time.max.ms, and below min.insync.replicas it
+// acknowledges nothing; healed, the followers catch up and rejoin the
+// ISR, the produce in flight is acknowledged, and every acknowledged
+// record is read back once, the replicas holding the same bytes.
+func TestClusterPartitionedLeader(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t)
+	c.lagTime = time.Second
+	c.links = map[int32]*faultproxy.Proxy{}
+	for id := range int32(3) {
+		c.links[id+1] = faultproxy.StartFor(t)
+	}
+	c.boot(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "cut", Assignment: [][]int32{{1, 2, 3}}})
+	require.NoError(t, err)
+	inSync := func(n int) func(*cluster.Snapshot) bool {
+		return func(sn *cluster.Snapshot) bool { st, ok := sn.Partition("cut", 0); return ok && len(st.ISR) == n }
+	}
+	until(t, c.servers[1].Member(), "sees the partition in sync", inSync(3))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "cut", "a", 50))
+
+	c.links[1].Delay(20 * time.Millisecond) // a slow link: slower, nothing refused
+	require.NoError(t, chk.Produce(ctx, cl, "cut", "slow", 20))
+	c.links[1].Delay(0)
+
+	c.links[1].Cut()
+	done := make(chan error, 1)
+	go func() { done <- chk.Produce(ctx, cl, "cut", "cut", 1) }()
+	s := until(t, c.servers[1].Member(), "sees the leader alone in the ISR", inSync(1))
+	st, _ := s.Partition("cut", 0)
+	require.Equal(t, int32(1), st.Leader, "the leader keeps its session (etcd reaches it)")
+	select {
+	case err := <-done:
+		t.Fatalf("a produce was answered (%v) while the leader was cut off from its followers", err)
+	default:
+	}
+	c.links[1].Heal()
+	require.NoError(t, <-done)
+	until(t, c.servers[1].Member(), "sees the followers back in the ISR", inSync(3))
+	require.NoError(t, chk.Produce(ctx, cl, "cut", "b", 20))
+	chk.ReadBack(t, c.seeds(), "cut", 1)
+	sameBytes(t, c, checkpoint.TopicPartition{Topic: "cut"})
 }

@@ -1,14 +1,15 @@
 // Package faultproxy is a TCP proxy on loopback for the cluster's fault
 // tests: it forwards to its target until Cut, which drops every
 // connection and refuses new ones (a partition of the network between
-// the proxy's clients and its target) until Heal.
+// the proxy's clients and its target) until Heal; Delay holds every
+// chunk it forwards for a while (a slow link).
 package faultproxy
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards connections to a target.
@@ -18,6 +19,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	cut   bool
+	delay time.Duration
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -34,6 +36,26 @@ func Start(t testing.TB, target string) *Proxy {
 	go p.accept()
 	t.Cleanup(p.Close)
 	return p
+}
+
+// StartFor is Start with the target set later (SetTarget), for a target
+// whose address is known only once the proxy's is (a broker that
+// advertises the proxy); until then connections are refused.
+func StartFor(t testing.TB) *Proxy { return Start(t, "") }
+
+// SetTarget sets where new connections go.
+func (p *Proxy) SetTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
+// Delay holds each chunk of bytes for d before forwarding it, both ways
+// (0: none).
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Addr is the proxy's address.
@@ -71,13 +93,14 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		if p.cut {
+		target := p.target
+		if p.cut || target == "" {
 			p.mu.Unlock()
 			c.Close()
 			continue
 		}
 		p.mu.Unlock()
-		up, err := net.Dial("tcp", p.target)
+		up, err := net.Dial("tcp", target)
 		if err != nil {
 			c.Close()
 			continue
@@ -94,7 +117,7 @@ func (p *Proxy) accept() {
 		p.wg.Add(2)
 		pipe := func(dst, src net.Conn) {
 			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
+			p.copy(dst, src)
 			dst.Close()
 			src.Close()
 			p.mu.Lock()
@@ -104,5 +127,27 @@ func (p *Proxy) accept() {
 		}
 		go pipe(up, c)
 		go pipe(c, up)
+	}
+}
+
+// copy forwards src to dst, each chunk after the delay set at the time.
+func (p *Proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			d := p.delay
+			p.mu.Unlock()
+			if d > 0 {
+				time.Sleep(d) // (the slow link)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
