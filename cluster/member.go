@@ -199,9 +199,11 @@ func (m *Member) claimClusterID(ctx context.Context) error {
 	return nil
 }
 
-// ClusterIDAt returns the cluster id stored under prefix ("" if none), so
-// that a new data directory is made for the cluster it joins.
-func ClusterIDAt(ctx context.Context, endpoints []string, prefix string) (string, error) {
+// ClaimClusterIDAt returns the cluster id stored under prefix, storing
+// candidate there first if none is: what a new data directory is made
+// for. Brokers started at once on new data directories agree on one id
+// (the first claim wins, atomically).
+func ClaimClusterIDAt(ctx context.Context, endpoints []string, prefix, candidate string) (string, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return "", fmt.Errorf("cluster: etcd client: %w", err)
@@ -210,14 +212,16 @@ func ClusterIDAt(ctx context.Context, endpoints []string, prefix string) (string
 	if prefix != "" && prefix[len(prefix)-1] != '/' {
 		prefix += "/"
 	}
-	resp, err := cli.Get(ctx, prefix+keyClusterID)
+	key := prefix + keyClusterID
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, candidate)).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
-		return "", fmt.Errorf("cluster: reading the cluster id: %w", err)
+		return "", fmt.Errorf("cluster: claiming the cluster id: %w", err)
 	}
-	if len(resp.Kvs) == 0 {
-		return "", nil
+	if resp.Succeeded {
+		return candidate, nil
 	}
-	return string(resp.Kvs[0].Value), nil
+	return string(resp.Responses[0].GetResponseRange().Kvs[0].Value), nil
 }
 
 // ShutDown is the first half of Close, while the broker still serves: it

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -841,4 +842,33 @@ func TestClusterPartitionedLeader(t *testing.T) {
 	require.NoError(t, chk.Produce(ctx, cl, "cut", "b", 20))
 	chk.ReadBack(t, c.seeds(), "cut", 1)
 	sameBytes(t, c, checkpoint.TopicPartition{Topic: "cut"})
+}
+
+// Brokers started at once on new data directories under one prefix join
+// one cluster: the first to claim the prefix gives its id to the others
+// (none refused as of another cluster).
+func TestClusterNewBrokersAgreeOnID(t *testing.T) {
+	t.Parallel()
+	e := etcdtest.Start(t, 1)
+	dir := t.TempDir()
+	servers := make([]*Server, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := config(filepath.Join(dir, fmt.Sprint(i)))
+			cfg.MetricsAddr = ""
+			cfg.Manager.NodeID = int32(i + 1)
+			cfg.Cluster = &ClusterConfig{Endpoints: e.Endpoints(), Prefix: "/seglog/same/"}
+			servers[i], errs[i] = New(context.Background(), cfg)
+		}()
+	}
+	wg.Wait()
+	for i, s := range servers {
+		require.NoError(t, errs[i])
+		t.Cleanup(func() { _ = s.Close() })
+		require.Equal(t, servers[0].Manager().Meta().ClusterID, s.Manager().Meta().ClusterID)
+	}
 }

@@ -18,6 +18,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/ratelog"
 	"github.com/seglog/seglog/replica"
@@ -369,16 +371,17 @@ func (s *Server) openDataDir() error {
 	}
 	_, metaErr := os.Stat(filepath.Join(s.cfg.DataDir, "meta.properties"))
 	if c := s.cfg.Cluster; c != nil && c.Prefix != "" && errors.Is(metaErr, fs.ErrNotExist) {
-		// A new data directory joins its cluster under the cluster's id.
+		// A new data directory joins its cluster under the cluster's id
+		// (its own becomes the cluster's when it is the first).
+		var b [16]byte
+		_, _ = rand.Read(b[:])
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		id, err := cluster.ClusterIDAt(ctx, c.Endpoints, c.Prefix)
+		id, err := cluster.ClaimClusterIDAt(ctx, c.Endpoints, c.Prefix, checkpoint.TopicID(b).String())
 		cancel()
 		if err != nil {
 			return err
 		}
-		if id != "" {
-			mopts.ClusterID = id
-		}
+		mopts.ClusterID = id
 	}
 	m, err := tablet.OpenManager(vfs.OS, s.cfg.DataDir, mopts)
 	if err != nil {
