@@ -323,15 +323,15 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 			return c.Member.ProducerIDs(ctx, n)
 		}
 	}
-	creds, err := auth.OpenCredentials(nil, filepath.Join(m.Dir(), auth.CredentialsFile))
+	creds, err := auth.OpenCredentials(m.FS(), filepath.Join(m.Dir(), auth.CredentialsFile))
 	if err != nil {
 		return nil, err
 	}
-	acls, err := auth.OpenACLs(nil, filepath.Join(m.Dir(), auth.ACLFile))
+	acls, err := auth.OpenACLs(m.FS(), filepath.Join(m.Dir(), auth.ACLFile))
 	if err != nil {
 		return nil, err
 	}
-	quotas, err := auth.OpenQuotas(nil, filepath.Join(m.Dir(), auth.QuotasFile))
+	quotas, err := auth.OpenQuotas(m.FS(), filepath.Join(m.Dir(), auth.QuotasFile))
 	if err != nil {
 		return nil, err
 	}

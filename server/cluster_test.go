@@ -29,6 +29,7 @@ import (
 	"github.com/seglog/seglog/internal/faultproxy"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/vfs"
 )
 
 // testCluster is brokers in this process over an in-process etcd.
@@ -50,6 +51,11 @@ type testCluster struct {
 	links map[int32]*faultproxy.Proxy
 	// lagTime is replica.lag.time.max.ms (0: the default).
 	lagTime time.Duration
+	// fss, if set, are brokers' data directory filesystems (the crash
+	// simulator's, for a power cut).
+	fss map[int32]*vfs.MemFS
+	// shutdownTimeout bounds a controlled shutdown (0: the default).
+	shutdownTimeout time.Duration
 }
 
 // newTestCluster starts n brokers; those in proxied reach etcd through a
@@ -105,7 +111,10 @@ func (c *testCluster) start(id int32) *Server {
 	cfg.Cluster = &ClusterConfig{Endpoints: endpoints, Prefix: "/seglog/test/", SessionTimeout: 2 * time.Second,
 		HeartbeatInterval: 200 * time.Millisecond, DefaultReplicationFactor: 3, MinInsyncReplicas: 2, FetchWait: 100 * time.Millisecond,
 		FetchBackoff: 50 * time.Millisecond}
-	cfg.Cluster.LagTime = c.lagTime
+	cfg.Cluster.LagTime, cfg.Cluster.ShutdownTimeout = c.lagTime, c.shutdownTimeout
+	if fsys, ok := c.fss[id]; ok {
+		cfg.FS, cfg.DataDir = fsys, fmt.Sprintf("/%d", id) // (at the root: no new parents to sync)
+	}
 	link := c.links[id]
 	if link != nil {
 		_, port, err := net.SplitHostPort(link.Addr())
@@ -870,5 +879,87 @@ func TestClusterNewBrokersAgreeOnID(t *testing.T) {
 		require.NoError(t, errs[i])
 		t.Cleanup(func() { _ = s.Close() })
 		require.Equal(t, servers[0].Manager().Meta().ClusterID, s.Manager().Meta().ClusterID)
+	}
+}
+
+// A power cut of one broker, without durable acks: its unsynced writes
+// are lost (the crash simulator keeps only what was synced) while it is
+// cut off from etcd, so its session expires and the others lead. It
+// comes back on what its disk kept, a shorter log, truncates to its
+// leaders and rejoins every ISR; every record acknowledged with acks=all
+// is there, because the other replicas held it (Kafka's durability
+// model), and the replicas hold the same bytes.
+func TestClusterPowerCut(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t, 1)
+	c.fss = map[int32]*vfs.MemFS{1: vfs.NewMem()}
+	c.shutdownTimeout = time.Second
+	c.boot(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := c.servers[2].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "pc", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}})
+	require.NoError(t, err)
+	inSync := func(sn *cluster.Snapshot) bool {
+		for p := range int32(3) {
+			if st, ok := sn.Partition("pc", p); !ok || len(st.ISR) != 3 {
+				return false
+			}
+		}
+		return len(sn.Brokers) == 3
+	}
+	until(t, c.servers[2].Member(), "sees the topic in sync", inSync)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "pc", "a", 150))
+
+	// The power cut: the disk keeps what was synced; the broker is gone
+	// from the network (its session expires) and ends.
+	logBytes := func(fsys vfs.FS) int64 {
+		var n int64
+		var walk func(dir string)
+		walk = func(dir string) {
+			names, err := fsys.List(dir)
+			require.NoError(t, err)
+			for _, name := range names {
+				p := filepath.Join(dir, name)
+				fi, err := fsys.Stat(p)
+				require.NoError(t, err)
+				switch {
+				case fi.IsDir():
+					walk(p)
+				case strings.HasPrefix(name, "0") && strings.HasSuffix(name, ".log") && strings.Contains(dir, "pc-"):
+					n += fi.Size()
+				}
+			}
+		}
+		walk("/1")
+		return n
+	}
+	disk := c.fss[1].Crash(vfs.CrashDropAll, 1)
+	require.Less(t, logBytes(disk), logBytes(c.fss[1]), "the power cut drops unsynced records")
+	c.proxies[1].Cut()
+	until(t, c.servers[2].Member(), "sees broker 1 gone and partition 0 led by another", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("pc", 0)
+		_, ok := sn.Brokers[1]
+		return !ok && st.Leader != 1 && st.Leader >= 0
+	})
+	_ = c.servers[1].Close() // (its controlled shutdown cannot reach etcd)
+	<-c.done[1]
+	delete(c.servers, 1)
+	require.NoError(t, chk.Produce(ctx, cl, "pc", "b", 100))
+
+	// It comes back on what its disk kept.
+	c.fss[1] = disk
+	delete(c.addrs, 1)
+	c.proxies[1].Heal()
+	c.start(1)
+	until(t, c.servers[2].Member(), "sees broker 1 back in every ISR", inSync)
+	require.NoError(t, chk.Produce(ctx, cl, "pc", "c", 50))
+	chk.ReadBack(t, c.seeds(), "pc", 3)
+	for p := range int32(3) {
+		sameBytes(t, c, checkpoint.TopicPartition{Topic: "pc", Partition: p})
 	}
 }

@@ -52,6 +52,9 @@ type Config struct {
 	// DataDir is the data directory (log.dirs), created if missing. It is
 	// required.
 	DataDir string
+	// FS is the data directory's filesystem (nil: the operating
+	// system's); the power-cut tests give the crash simulator's.
+	FS vfs.FS
 	// Manager configures the data directory: the node id of a new one
 	// (node.id), the cleaner, the tablets' options. Its Config, if nil, is
 	// TopicDefaults. The default is tablet's defaults.
@@ -221,7 +224,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Close())
-			if s.createdDir {
+			if s.createdDir && cfg.FS == nil {
 				// A server that did not start leaves nothing behind.
 				err = errors.Join(err, os.RemoveAll(cfg.DataDir))
 			}
@@ -363,13 +366,14 @@ func (s *Server) openDataDir() error {
 	if mopts.Tablet.Logger == nil {
 		mopts.Tablet.Logger = s.log
 	}
-	if _, err := os.Stat(s.cfg.DataDir); errors.Is(err, fs.ErrNotExist) && !mopts.ReadOnly {
+	fsys := vfs.OrOS(s.cfg.FS)
+	if _, err := fsys.Stat(s.cfg.DataDir); errors.Is(err, fs.ErrNotExist) && !mopts.ReadOnly {
 		// As Kafka, a missing directory is created — and said, so that a
 		// typo in its name does not pass for an empty broker.
 		s.log.Info("creating the data directory: it does not exist", "dir", s.cfg.DataDir)
 		s.createdDir = true
 	}
-	_, metaErr := os.Stat(filepath.Join(s.cfg.DataDir, "meta.properties"))
+	_, metaErr := fsys.Stat(filepath.Join(s.cfg.DataDir, "meta.properties"))
 	if c := s.cfg.Cluster; c != nil && c.Prefix != "" && errors.Is(metaErr, fs.ErrNotExist) {
 		// A new data directory joins its cluster under the cluster's id
 		// (its own becomes the cluster's when it is the first).
@@ -383,7 +387,7 @@ func (s *Server) openDataDir() error {
 		}
 		mopts.ClusterID = id
 	}
-	m, err := tablet.OpenManager(vfs.OS, s.cfg.DataDir, mopts)
+	m, err := tablet.OpenManager(fsys, s.cfg.DataDir, mopts)
 	if err != nil {
 		return err
 	}
@@ -415,7 +419,7 @@ func (s *Server) openTier(ctx context.Context) (prometheus.Collector, error) {
 		return nil, err
 	}
 	for _, t := range s.m.Tablets() {
-		if err := tiering.CheckBinding(vfs.OS, t, s.cfg.Store); err != nil {
+		if err := tiering.CheckBinding(s.m.FS(), t, s.cfg.Store); err != nil {
 			return nil, err
 		}
 	}
