@@ -68,7 +68,12 @@ func newTestCluster(t *testing.T, n int, proxied ...int32) *testCluster {
 
 // makeTestCluster is newTestCluster before its brokers start (boot).
 func makeTestCluster(t *testing.T, proxied ...int32) *testCluster {
-	c := &testCluster{t: t, etcd: etcdtest.Start(t, 1), dir: t.TempDir(), servers: map[int32]*Server{}, done: map[int32]chan error{},
+	return makeTestClusterOver(t, etcdtest.Start(t, 1), proxied...)
+}
+
+// makeTestClusterOver is makeTestCluster over etcd members e.
+func makeTestClusterOver(t *testing.T, e *etcdtest.Cluster, proxied ...int32) *testCluster {
+	c := &testCluster{t: t, etcd: e, dir: t.TempDir(), servers: map[int32]*Server{}, done: map[int32]chan error{},
 		proxies: map[int32]*faultproxy.Proxy{}, addrs: map[int32]string{}}
 	for _, id := range proxied {
 		c.proxies[id] = faultproxy.Start(t, strings.TrimPrefix(c.etcd.Endpoints()[0], "http://"))
@@ -962,4 +967,51 @@ func TestClusterPowerCut(t *testing.T) {
 	for p := range int32(3) {
 		sameBytes(t, c, checkpoint.TopicPartition{Topic: "pc", Partition: p})
 	}
+}
+
+// An etcd member killed under the brokers (a three-member etcd): produce
+// goes on, and the metadata still changes through the two left — a
+// leader's controlled shutdown moves its partitions, it comes back and
+// rejoins every ISR — and the member comes back; nothing acknowledged is
+// lost.
+func TestClusterEtcdMemberKilled(t *testing.T) {
+	t.Parallel()
+	c := makeTestClusterOver(t, etcdtest.Start(t, 3))
+	c.boot(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "e", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}})
+	require.NoError(t, err)
+	inSync := func(sn *cluster.Snapshot) bool {
+		for p := range int32(3) {
+			if st, ok := sn.Partition("e", p); !ok || len(st.ISR) != 3 {
+				return false
+			}
+		}
+		return len(sn.Brokers) == 3
+	}
+	until(t, c.servers[1].Member(), "sees the topic in sync", inSync)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "e", "a", 60))
+
+	c.etcd.Stop(0)
+	require.NoError(t, chk.Produce(ctx, cl, "e", "b", 60))
+	c.stop(1) // a leader's controlled shutdown, through the two members left
+	until(t, c.servers[2].Member(), "sees broker 1's partition led by another", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("e", 0)
+		return st.Leader == 2 || st.Leader == 3
+	})
+	require.NoError(t, chk.Produce(ctx, cl, "e", "c", 60))
+	c.start(1)
+	until(t, c.servers[2].Member(), "sees broker 1 back in every ISR", inSync)
+	c.etcd.Restart(0)
+	require.NoError(t, chk.Produce(ctx, cl, "e", "d", 60))
+	for _, s := range c.servers {
+		require.True(t, s.Member().Leased(), "broker %d keeps its session", s.Member().NodeID())
+	}
+	chk.ReadBack(t, c.seeds(), "e", 3)
 }
