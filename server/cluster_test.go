@@ -902,21 +902,7 @@ func TestClusterPowerCut(t *testing.T) {
 	c.boot(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err := c.servers[2].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "pc", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}})
-	require.NoError(t, err)
-	inSync := func(sn *cluster.Snapshot) bool {
-		for p := range int32(3) {
-			if st, ok := sn.Partition("pc", p); !ok || len(st.ISR) != 3 {
-				return false
-			}
-		}
-		return len(sn.Brokers) == 3
-	}
-	until(t, c.servers[2].Member(), "sees the topic in sync", inSync)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
+	inSync, cl := c.spreadTopic(ctx, "pc", 2)
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, "pc", "a", 150))
 
@@ -969,6 +955,29 @@ func TestClusterPowerCut(t *testing.T) {
 	}
 }
 
+// spreadTopic creates topic name of three partitions led by brokers 1, 2
+// and 3 through broker via, waits until it is in sync, and returns the
+// condition of that and an acks=all producer (closed at the test's end).
+func (c *testCluster) spreadTopic(ctx context.Context, name string, via int32) (func(*cluster.Snapshot) bool, *kgo.Client) {
+	t := c.t
+	_, err := c.servers[via].Member().CreateTopic(ctx, cluster.TopicSpec{Name: name, Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}})
+	require.NoError(t, err)
+	inSync := func(sn *cluster.Snapshot) bool {
+		for p := range int32(3) {
+			if st, ok := sn.Partition(name, p); !ok || len(st.ISR) != 3 {
+				return false
+			}
+		}
+		return len(sn.Brokers) == 3
+	}
+	until(t, c.servers[via].Member(), "sees the topic in sync", inSync)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return inSync, cl
+}
+
 // An etcd member killed under the brokers (a three-member etcd): produce
 // goes on, and the metadata still changes through the two left — a
 // leader's controlled shutdown moves its partitions, it comes back and
@@ -980,21 +989,7 @@ func TestClusterEtcdMemberKilled(t *testing.T) {
 	c.boot(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "e", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}})
-	require.NoError(t, err)
-	inSync := func(sn *cluster.Snapshot) bool {
-		for p := range int32(3) {
-			if st, ok := sn.Partition("e", p); !ok || len(st.ISR) != 3 {
-				return false
-			}
-		}
-		return len(sn.Brokers) == 3
-	}
-	until(t, c.servers[1].Member(), "sees the topic in sync", inSync)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
+	inSync, cl := c.spreadTopic(ctx, "e", 1)
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, "e", "a", 60))
 
