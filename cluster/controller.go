@@ -66,7 +66,7 @@ func (m *Member) elect(s *Snapshot) []change {
 			unclean = v == "true"
 		}
 		for p, st := range t.Partitions {
-			if st.rev == 0 {
+			if st.ISR == nil {
 				continue // (no state yet)
 			}
 			to, ok := electOne(s, t.Replicas[p], st, unclean)

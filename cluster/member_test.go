@@ -332,3 +332,43 @@ func TestEtcdMemberKill(t *testing.T) {
 		require.True(t, m.Leased())
 	}
 }
+
+// A topic of more partitions than one etcd transaction holds (etcd's
+// --max-txn-ops, 128 by default) is created and grown, its partitions'
+// first states in the topic's key; the controller then changes them (a
+// broker's controlled shutdown moves every leadership it had), each
+// partition getting its key at that first change.
+func TestTopicOfManyPartitions(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 1, map[int32]string{1: "", 2: ""})
+	ctx := context.Background()
+	_, err := c.members[1].CreateTopic(ctx, TopicSpec{Name: "big", Partitions: 300, ReplicationFactor: 2})
+	require.NoError(t, err)
+	_, err = c.members[1].CreatePartitions(ctx, "big", 500, nil)
+	require.NoError(t, err)
+	led := func(by ...int32) func(*Snapshot) bool {
+		return func(s *Snapshot) bool {
+			tt, ok := s.Topics["big"]
+			if !ok || len(tt.Partitions) != 500 {
+				return false
+			}
+			for _, st := range tt.Partitions {
+				if !slices.Contains(by, st.Leader) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	s := until(t, c.members[1], "sees 500 partitions led", led(1, 2))
+	for _, st := range s.Topics["big"].Partitions {
+		require.Len(t, st.ISR, 2)
+	}
+	require.NoError(t, c.members[1].ShutDown(ctx))
+	s = until(t, c.members[2], "sees every leadership moved to broker 2", led(2))
+	for p, st := range s.Topics["big"].Partitions {
+		if st.LeaderEpoch > 0 { // (moved: its state has a key now)
+			require.Equal(t, []int32{2}, st.ISR, "partition %d", p)
+		}
+	}
+}

@@ -85,6 +85,10 @@ type Topic struct {
 	ID       TopicID           `json:"id"`
 	Replicas [][]int32         `json:"replicas"`
 	Configs  map[string]string `json:"configs,omitempty"`
+	// Initial are the first states of partitions created without a key of
+	// their own (more of them at once than one etcd transaction holds):
+	// such a partition's state until its first change writes its key.
+	Initial []PartitionState `json:"initial,omitempty"`
 }
 
 // NoLeader is the leader of a partition that has none.
@@ -293,7 +297,11 @@ func (n *Snapshot) applyOne(key string, e event, touch func(string) bool) error 
 			copy(t.Partitions, old.Partitions)
 		}
 		for i := range t.Partitions {
-			if t.Partitions[i].ISR == nil && t.Partitions[i].rev == 0 {
+			switch {
+			case t.Partitions[i].ISR != nil || t.Partitions[i].rev != 0:
+			case i < len(t.Initial) && t.Initial[i].ISR != nil:
+				t.Partitions[i] = t.Initial[i] // (rev 0: its key does not exist)
+			default:
 				t.Partitions[i].Leader = NoLeader
 			}
 		}

@@ -88,6 +88,33 @@ func initialState(s *Snapshot, replicas []int32) PartitionState {
 	return st
 }
 
+// creationOps are the puts that create t's partitions from first on
+// (their initial states) with t itself: a key each, or, when they are
+// more than one etcd transaction holds (etcd's --max-txn-ops), their
+// states in t.Initial and no keys (each gets its key at its first change).
+func (m *Member) creationOps(snap *Snapshot, t *Topic, first int) ([]clientv3.Op, error) {
+	var keys []clientv3.Op
+	if added := len(t.Replicas) - first; added+1 > maxTxnOps-1 { // (a compare too)
+		t.Initial = append(t.Initial, make([]PartitionState, max(0, first-len(t.Initial)))...)[:first]
+		for _, rs := range t.Replicas[first:] {
+			t.Initial = append(t.Initial, initialState(snap, rs))
+		}
+	} else {
+		for p := first; p < len(t.Replicas); p++ {
+			st, err := json.Marshal(initialState(snap, t.Replicas[p]))
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, clientv3.OpPut(m.prefix+partitionKey(t.Name, int32(p)), string(st)))
+		}
+	}
+	val, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	return append([]clientv3.Op{clientv3.OpPut(m.prefix+keyTopics+t.Name, string(val))}, keys...), nil
+}
+
 // CreateTopic creates a topic with a new id, placing its replicas, in one
 // transaction that fails if the name is taken; it returns once this
 // broker's snapshot shows the topic.
@@ -99,17 +126,9 @@ func (m *Member) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicState, 
 	}
 	t := Topic{Name: spec.Name, ID: NewTopicID(), Replicas: replicas, Configs: spec.Configs}
 	key := m.prefix + keyTopics + spec.Name
-	val, err := json.Marshal(t)
+	ops, err := m.creationOps(snap, &t, 0)
 	if err != nil {
 		return nil, err
-	}
-	ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
-	for p, rs := range replicas {
-		st, err := json.Marshal(initialState(snap, rs))
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, clientv3.OpPut(m.prefix+partitionKey(spec.Name, int32(p)), string(st)))
 	}
 	resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(ops...).Commit()
 	if err != nil {
@@ -181,19 +200,11 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int, a
 		}
 		nt := t.Topic
 		nt.Replicas = append(slices.Clone(t.Replicas), added...)
-		nt.Configs = maps.Clone(t.Configs)
+		nt.Configs, nt.Initial = maps.Clone(t.Configs), slices.Clone(t.Initial)
 		key := m.prefix + keyTopics + name
-		val, err := json.Marshal(nt)
+		ops, err := m.creationOps(snap, &nt, have)
 		if err != nil {
 			return nil, err
-		}
-		ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
-		for i, rs := range added {
-			st, err := json.Marshal(initialState(snap, rs))
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, clientv3.OpPut(m.prefix+partitionKey(name, int32(have+i)), string(st)))
 		}
 		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", t.rev)).Then(ops...).Commit()
 		if err != nil {
