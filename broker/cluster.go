@@ -74,6 +74,72 @@ func (b *Broker) clusterTopicConfig(topic string) (tablet.Config, bool) {
 	return c, true
 }
 
+// clusterAlterTopicConfig is alterTopicConfig in a cluster: the topic's
+// configs are its key's in etcd (those set explicitly), changed there for
+// every broker, whose replicas take them; the answer comes once this
+// broker's have. Every change is checked first: a bad one changes
+// nothing.
+func (b *Broker) clusterAlterTopicConfig(topic string, changes []configChange, replace, validateOnly bool) (int16, *string) {
+	c := b.opts.Cluster
+	ts, ok := c.Member.Snapshot().Topics[topic]
+	if !ok {
+		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
+	}
+	configs := map[string]string{}
+	if !replace {
+		configs = maps.Clone(ts.Configs)
+		if configs == nil {
+			configs = map[string]string{}
+		}
+	}
+	defaults := b.m.DefaultConfig()
+	for _, ch := range changes {
+		switch {
+		case ch.reset:
+			if _, known := defaults.Get(ch.key); !known && replicationConfigs[ch.key] == nil && fixedConfigs[ch.key].value == "" {
+				return errorCode(tablet.ErrConfig), errText("unknown key %q", ch.key)
+			}
+			delete(configs, ch.key)
+		case ch.value == nil:
+			return kerr.InvalidConfig.Code, errText("%s has no value", ch.key)
+		case ch.list != 0:
+			current, ok := configs[ch.key]
+			if !ok {
+				current, _ = defaults.Get(ch.key)
+			}
+			configs[ch.key] = listChange(current, ch.value, ch.list)
+		default:
+			configs[ch.key] = *ch.value
+		}
+	}
+	cfg := b.m.DefaultConfig()
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		v := configs[k]
+		var err error
+		if check := replicationConfigs[k]; check != nil {
+			err = check(&v)
+		} else {
+			err = setTopicConfig(&cfg, k, &v)
+		}
+		if err != nil {
+			return errorCode(err), errMessage(err)
+		}
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.Member.AlterTopicConfigs(ctx, topic, configs); err != nil {
+		return errorCode(err), errMessage(err)
+	}
+	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
+		return errorCode(err), errMessage(err)
+	}
+	b.opts.Logger.Info("altered a topic config in the cluster", "topic", topic, "changes", len(changes))
+	return 0, nil
+}
+
 // describeReplicationConfigs sets, in a topic's described configs, the
 // replication configs of the cluster: the topic's own (a dynamic topic
 // config) or the broker's default.

@@ -348,6 +348,9 @@ func listChange(current string, items *string, op kmsg.IncrementalAlterConfigOp)
 // after checking them all: a bad one changes nothing. replace starts from
 // the broker's defaults instead of the topic's config (AlterConfigs).
 func (b *Broker) alterTopicConfig(topic string, changes []configChange, replace, validateOnly bool) (int16, *string) {
+	if b.clustered() {
+		return b.clusterAlterTopicConfig(topic, changes, replace, validateOnly)
+	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	parts := b.partitionsOf(topic)

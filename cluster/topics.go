@@ -219,6 +219,38 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int, a
 	}
 }
 
+// AlterTopicConfigs sets a topic's configs in the cluster (the keys
+// set explicitly; what is not there takes the brokers' defaults), in a
+// transaction comparing the topic's state it read (again on a race); it
+// returns once this broker's snapshot has them. Every broker's replicas
+// take them from there.
+func (m *Member) AlterTopicConfigs(ctx context.Context, name string, configs map[string]string) (*TopicState, error) {
+	for {
+		t, ok := m.Snapshot().Topics[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		}
+		nt := t.Topic
+		nt.Configs = maps.Clone(configs)
+		val, err := json.Marshal(nt)
+		if err != nil {
+			return nil, err
+		}
+		key := m.prefix + keyTopics + name
+		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", t.rev)).
+			Then(clientv3.OpPut(key, string(val))).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: altering the configs of %s: %w", name, err)
+		}
+		if err := m.Await(ctx, resp.Header.Revision); err != nil {
+			return nil, err
+		}
+		if resp.Succeeded {
+			return m.Snapshot().Topics[name], nil
+		}
+	}
+}
+
 // AlterPartition writes a partition's new ISR as its leader (Kafka's
 // AlterPartition): it must be this broker, leased, with the state from
 // the snapshot; the write compares that state and this broker's

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -280,6 +281,7 @@ func (m *Manager) reconcile(s *cluster.Snapshot) {
 					continue
 				}
 			}
+			m.configure(p, t.Configs)
 			m.apply(p, t.Partitions[i], reps, minISR)
 		}
 	}
@@ -299,6 +301,26 @@ func (m *Manager) reconcile(s *cluster.Snapshot) {
 	close(m.appliedCh)
 	m.appliedCh = make(chan struct{})
 	m.mu.Unlock()
+}
+
+// configure gives the replica's tablet the topic's configs in the
+// cluster when they changed (AlterConfigs through any broker).
+func (m *Manager) configure(p *Partition, configs map[string]string) {
+	if p.configs != nil && maps.Equal(p.configs, configs) || m.opts.Config == nil {
+		return
+	}
+	cfg, err := m.opts.Config(configs)
+	if err == nil {
+		err = p.t.SetConfig(*cfg)
+	}
+	if err != nil {
+		m.log.Error("replica: applying the topic's configs failed", "partition", p.tp.String(), "err", err)
+		return
+	}
+	p.configs = maps.Clone(configs)
+	if p.configs == nil {
+		p.configs = map[string]string{}
+	}
 }
 
 func parsePositive(s string) (int, error) {

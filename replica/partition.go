@@ -21,6 +21,9 @@ type Partition struct {
 	id cluster.TopicID
 	t  *tablet.Tablet
 	m  *Manager
+	// configs are the topic's configs in the cluster as the tablet took
+	// them (reconcile's goroutine only).
+	configs map[string]string
 
 	mu       sync.Mutex
 	st       cluster.PartitionState

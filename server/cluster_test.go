@@ -1010,3 +1010,65 @@ func TestClusterEtcdMemberKilled(t *testing.T) {
 	}
 	chk.ReadBack(t, c.seeds(), "e", 3)
 }
+
+// A topic's configs are the cluster's: altered through one broker
+// (IncrementalAlterConfigs), every broker's replicas take them and every
+// broker describes them; a bad value changes nothing; deleting a key
+// through another broker returns it to the default everywhere.
+func TestClusterTopicConfigs(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "cfg", Partitions: 3, ReplicationFactor: 3})
+	require.NoError(t, err)
+	admin := func(id int32) *kadm.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.servers[id].Listeners()[0].Addr.String()))
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl)
+	}
+	alter := func(id int32, op kadm.IncrementalOp, key, value string) error {
+		res, err := admin(id).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: key, Value: kadm.StringPtr(value)}}, "cfg")
+		if err != nil {
+			return err
+		}
+		return res[0].Err
+	}
+	// everywhere checks every broker's replicas and description.
+	everywhere := func(retention int64, minISR string) {
+		for id, s := range c.servers {
+			for p := range int32(3) {
+				tb, ok := s.Manager().Get(checkpoint.TopicPartition{Topic: "cfg", Partition: p})
+				require.True(t, ok)
+				require.Equal(t, retention, tb.Config().RetentionMs, "broker %d partition %d", id, p)
+			}
+			rc, err := admin(id).DescribeTopicConfigs(ctx, "cfg")
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, cf := range rc[0].Configs {
+				if cf.Value != nil {
+					got[cf.Key] = *cf.Value
+				}
+			}
+			require.Equal(t, fmt.Sprint(retention), got["retention.ms"], "broker %d", id)
+			require.Equal(t, minISR, got["min.insync.replicas"], "broker %d", id)
+		}
+	}
+	require.NoError(t, alter(1, kadm.SetConfig, "retention.ms", "12345"))
+	require.NoError(t, alter(1, kadm.SetConfig, "min.insync.replicas", "2"))
+	rev := c.servers[1].Member().Snapshot().Revision
+	for _, s := range c.servers {
+		require.NoError(t, s.Replicas().Await(ctx, rev))
+	}
+	everywhere(12345, "2")
+	require.Error(t, alter(2, kadm.SetConfig, "retention.ms", "soon"), "a bad value is refused")
+	require.Error(t, alter(2, kadm.SetConfig, "min.insync.replicas", "0"))
+	require.NoError(t, alter(3, kadm.DeleteConfig, "retention.ms", ""))
+	rev = c.servers[3].Member().Snapshot().Revision
+	for _, s := range c.servers {
+		require.NoError(t, s.Replicas().Await(ctx, rev))
+	}
+	def := c.servers[1].Manager().DefaultConfig()
+	everywhere(def.RetentionMs, "2")
+}
