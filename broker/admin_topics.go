@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -318,8 +319,10 @@ func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bo
 	return 0, nil
 }
 
-func (b *Broker) deleteRecords(_ context.Context, _ header, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
+func (b *Broker) deleteRecords(ctx context.Context, _ header, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(r.TimeoutMillis, 0))*time.Millisecond)
+	defer cancel()
 	for _, rt := range r.Topics {
 		st := kmsg.DeleteRecordsResponseTopic{Topic: rt.Topic}
 		for _, rp := range rt.Partitions {
@@ -343,6 +346,11 @@ func (b *Broker) deleteRecords(_ context.Context, _ header, r *kmsg.DeleteRecord
 				sp.ErrorCode, sp.LowWatermark = errorCode(err), start
 				if err != nil {
 					sp.LowWatermark = -1
+				} else if b.clustered() {
+					// In a cluster it is answered once every in-sync replica
+					// has deleted too (Kafka's delayed DeleteRecords), with
+					// their least log start.
+					sp.LowWatermark, sp.ErrorCode = b.lowWatermark(ctx, t, start)
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

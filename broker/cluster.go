@@ -315,7 +315,7 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 		return t, code
 	}
 	if id := fetchReplica(r); id >= 0 {
-		if code := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset); code != 0 {
+		if code := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset); code != 0 {
 			return nil, code
 		}
 		return p.Tablet(), 0
@@ -702,6 +702,17 @@ func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKno
 		return nil, code
 	}
 	return p.Tablet(), 0
+}
+
+// lowWatermark waits until every in-sync replica of t's partition (this
+// broker leads it) has its log start at start, and returns the least of
+// them, or Kafka's error.
+func (b *Broker) lowWatermark(ctx context.Context, t *tablet.Tablet, start int64) (int64, int16) {
+	p, ok := b.opts.Cluster.Replicas.Get(t.TopicPartition())
+	if !ok {
+		return -1, kerr.NotLeaderForPartition.Code
+	}
+	return p.AwaitLowWatermark(ctx, start)
 }
 
 // replicaOf finds a partition: on a single node its tablet (p nil), in a

@@ -412,7 +412,7 @@ func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int3
 		p.followers = map[int32]*follower{}
 		for _, r := range replicas {
 			if r != m.me {
-				p.followers[r] = &follower{leo: -1, lastCaughtUp: now}
+				p.followers[r] = &follower{leo: -1, lastCaughtUp: now, logStart: -1}
 			}
 		}
 		p.leading = true

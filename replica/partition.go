@@ -52,6 +52,9 @@ type follower struct {
 	// that time).
 	lastFetch    time.Time
 	lastFetchLEO int64
+	// logStart is the log start offset its last fetch carried (-1: none
+	// yet).
+	logStart int64
 }
 
 // TopicPartition is the partition's name.
@@ -185,10 +188,11 @@ func (p *Partition) Changed() <-chan struct{} {
 }
 
 // FollowerFetch records that follower replica fetches from fetchOffset
-// (it holds everything below): its progress, whether it is caught up,
-// the ISR's expansion and the high watermark. It answers Kafka's error
-// for a fetch this broker cannot serve as leader.
-func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset int64) int16 {
+// (it holds everything below) with its log starting at logStart: its
+// progress, whether it is caught up, the ISR's expansion, the high
+// watermark and the low one. It answers Kafka's error for a fetch this
+// broker cannot serve as leader.
+func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset, logStart int64) int16 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c := p.checkLeaderLocked(currentEpoch); c != 0 {
@@ -207,12 +211,48 @@ func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset
 		f.lastCaughtUp = f.lastFetch
 	}
 	f.lastFetch, f.lastFetchLEO, f.leo = now, leo, fetchOffset
+	if logStart > f.logStart {
+		f.logStart = logStart
+		p.notifyLocked() // (DeleteRecords waits on the low watermark)
+	}
 	p.advanceLocked()
 	if !p.st.InISR(replica) && fetchOffset >= p.t.Offsets().HighWatermark && fetchOffset >= p.epochStartLocked() {
 		isr := append(slices.Clone(p.st.ISR), replica)
 		p.alterLocked(isr, "expand")
 	}
 	return 0
+}
+
+// AwaitLowWatermark waits until every replica in the ISR has its log
+// start at offset or later (Kafka's DeleteRecords answer: the records
+// below are gone from every in-sync replica, so no new leader brings them
+// back) and returns the low watermark, the least of their log starts; or
+// Kafka's error: NOT_LEADER_OR_FOLLOWER when the leadership is lost,
+// REQUEST_TIMED_OUT when ctx ends.
+func (p *Partition) AwaitLowWatermark(ctx context.Context, offset int64) (int64, int16) {
+	for {
+		p.mu.Lock()
+		ch := p.changed
+		code := p.checkLeaderLocked(-1)
+		low := p.t.Offsets().LogStartOffset
+		for _, r := range p.st.ISR {
+			if f, ok := p.followers[r]; ok {
+				low = min(low, f.logStart)
+			}
+		}
+		p.mu.Unlock()
+		switch {
+		case code != 0:
+			return -1, code
+		case low >= offset:
+			return low, 0
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return -1, kerr.RequestTimedOut.Code
+		}
+	}
 }
 
 // epochStartLocked is where the leader's current epoch starts in its

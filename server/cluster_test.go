@@ -1084,3 +1084,37 @@ func TestClusterTopicConfigs(t *testing.T) {
 	def := c.servers[1].Manager().DefaultConfig()
 	everywhere(def.RetentionMs, "2")
 }
+
+// DeleteRecords in a cluster is answered once every in-sync replica has
+// deleted too (Kafka's delayed DeleteRecords): at the answer each
+// replica's log starts at the low watermark, so a new leader cannot bring
+// the deleted records back.
+func TestClusterDeleteRecords(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, cl := c.spreadTopic(ctx, "dr", 1)
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "dr", "a", 60))
+	hw := map[int32]int64{}
+	for p := range int32(3) {
+		s := c.servers[1].Member().Snapshot()
+		st, _ := s.Partition("dr", p)
+		tb, ok := c.servers[st.Leader].Manager().Get(checkpoint.TopicPartition{Topic: "dr", Partition: p})
+		require.True(t, ok)
+		hw[p] = tb.Offsets().HighWatermark
+	}
+	res, err := c.admin().DeleteRecords(ctx, kadm.Offsets{"dr": {
+		0: {Topic: "dr", Partition: 0, At: hw[0] / 2}, 1: {Topic: "dr", Partition: 1, At: hw[1] / 2}, 2: {Topic: "dr", Partition: 2, At: hw[2] / 2}}})
+	require.NoError(t, err)
+	res.Each(func(r kadm.DeleteRecordsResponse) {
+		require.NoError(t, r.Err)
+		require.Equal(t, hw[r.Partition]/2, r.LowWatermark, "partition %d", r.Partition)
+		for id, s := range c.servers {
+			tb, ok := s.Manager().Get(checkpoint.TopicPartition{Topic: "dr", Partition: r.Partition})
+			require.True(t, ok)
+			require.GreaterOrEqual(t, tb.Offsets().LogStartOffset, r.LowWatermark, "broker %d partition %d, at the answer", id, r.Partition)
+		}
+	})
+}
