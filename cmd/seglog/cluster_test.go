@@ -157,14 +157,17 @@ func TestClusterKillLoop(t *testing.T) {
 		require.NoError(t, err)
 	}
 	adm.Close()
+	// inSync: k and t exist, and every replica of every topic (the
+	// internal ones too) is in its ISR.
 	inSync := func(s *cluster.Snapshot) bool {
 		for _, topic := range []string{"k", "t"} {
-			t, ok := s.Topics[topic]
-			if !ok || len(t.Partitions) != 3 {
+			if t, ok := s.Topics[topic]; !ok || len(t.Partitions) != 3 {
 				return false
 			}
-			for _, p := range t.Partitions {
-				if len(p.ISR) != 3 {
+		}
+		for _, t := range s.Topics {
+			for i, p := range t.Partitions {
+				if len(p.ISR) != len(t.Replicas[i]) {
 					return false
 				}
 			}
