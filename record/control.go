@@ -70,6 +70,15 @@ type EndTxnMarker struct {
 	Timestamp        int64
 }
 
+// MarkerType is the type of a transaction's marker: ControlCommit when it
+// commits, ControlAbort when it aborts.
+func MarkerType(commit bool) ControlType {
+	if commit {
+		return ControlCommit
+	}
+	return ControlAbort
+}
+
 // AppendTo appends the 78-byte marker batch at base offset 0 with no leader
 // epoch; stamp both at append time.
 func (m EndTxnMarker) AppendTo(dst []byte) ([]byte, error) {

@@ -53,11 +53,7 @@ func demoAppends(now int64) ([]demoAppend, error) {
 		}
 		out = append(out, demoAppend{data: batch.Bytes(), origin: record.OriginClient, logAppendTime: p.logAppendTime})
 		if p.transactional {
-			typ := record.ControlCommit
-			if p.id == 3000 {
-				typ = record.ControlAbort
-			}
-			m, err := record.EndTxnMarker{Type: typ, ProducerID: p.id, ProducerEpoch: p.epoch,
+			m, err := record.EndTxnMarker{Type: record.MarkerType(p.id != 3000), ProducerID: p.id, ProducerEpoch: p.epoch,
 				CoordinatorEpoch: 1, Timestamp: now + int64(i*10+9)}.AppendTo(nil)
 			if err != nil {
 				return nil, err

@@ -619,11 +619,7 @@ the transaction in the .txnindex so that read-committed readers skip it.`,
 			if commit == abort {
 				return errors.New("give one of --commit and --abort")
 			}
-			typ := record.ControlCommit
-			if abort {
-				typ = record.ControlAbort
-			}
-			data, err := record.EndTxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: epoch,
+			data, err := record.EndTxnMarker{Type: record.MarkerType(commit), ProducerID: pid, ProducerEpoch: epoch,
 				CoordinatorEpoch: coordinatorEpoch, Timestamp: nowMs()}.AppendTo(nil)
 			if err != nil {
 				return err

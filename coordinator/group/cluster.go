@@ -36,13 +36,6 @@ type Topics interface {
 	TopicByID(id checkpoint.TopicID) (string, bool)
 }
 
-// partition ownership, in a cluster.
-const (
-	unowned = iota
-	loading
-	owned
-)
-
 // clustered sets up the coordinator of a cluster: no partition is owned
 // until Load.
 func (c *Coordinator) clustered(h *ClusterHooks) {
@@ -50,7 +43,7 @@ func (c *Coordinator) clustered(h *ClusterHooks) {
 		c.topics = h.Topics
 	}
 	c.log.Clustered(&h.Hooks)
-	c.ownedParts = map[int32]int{}
+	c.ownedParts = store.Ownership{}
 }
 
 // Owns answers whether this coordinator coordinates the group: 0, or
@@ -66,16 +59,7 @@ func (c *Coordinator) Owns(id string) int16 {
 func (c *Coordinator) OwnsPartition(p int32) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ownedParts == nil {
-		return 0
-	}
-	switch c.ownedParts[p] {
-	case owned:
-		return 0
-	case loading:
-		return kerr.CoordinatorLoadInProgress.Code
-	}
-	return kerr.NotCoordinator.Code
+	return c.ownedParts.Code(p)
 }
 
 // Load starts loading the groups of __consumer_offsets partition p from
@@ -86,23 +70,23 @@ func (c *Coordinator) OwnsPartition(p int32) int16 {
 func (c *Coordinator) Load(p int32, t *tablet.Tablet) func() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ownedParts == nil || c.ownedParts[p] != unowned {
+	if c.ownedParts == nil || c.ownedParts[p] != store.Unowned {
 		return nil
 	}
-	c.ownedParts[p] = loading
+	c.ownedParts[p] = store.Loading
 	return func() error { return c.finishLoad(p, t) }
 }
 
 func (c *Coordinator) finishLoad(p int32, t *tablet.Tablet) error {
 	err := c.loadFrom(map[int32]*tablet.Tablet{p: t})
 	c.mu.Lock()
-	if err != nil || c.ownedParts[p] != loading { // (unloaded meanwhile)
+	if err != nil || c.ownedParts[p] != store.Loading { // (unloaded meanwhile)
 		delete(c.ownedParts, p)
 		c.mu.Unlock()
 		c.Unload(p)
 		return err
 	}
-	c.ownedParts[p] = owned
+	c.ownedParts[p] = store.Owned
 	c.mu.Unlock()
 	return nil
 }

@@ -167,7 +167,7 @@ type Coordinator struct {
 	txnGroups map[int64]map[*group]bool
 	// owned are, in a cluster, the partitions this coordinator loads or
 	// has loaded (nil: a single node's, which owns every one).
-	ownedParts map[int32]int
+	ownedParts store.Ownership
 	closed     bool
 	shut       atomic.Bool // closed, for the timers
 	expiry     stopper

@@ -3,7 +3,6 @@ package txn
 import (
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
@@ -46,18 +45,11 @@ type Markers struct {
 	Partitions       []checkpoint.TopicPartition
 }
 
-// partition ownership, in a cluster.
-const (
-	unowned = iota
-	loading
-	owned
-)
-
 // clustered sets up the coordinator of a cluster: no partition is owned
 // until Load.
 func (c *Coordinator) clustered(h *ClusterHooks) {
 	c.log.Clustered(&h.Hooks)
-	c.ownedParts = map[int32]int{}
+	c.ownedParts = store.Ownership{}
 	c.epochs = map[int32]int32{}
 }
 
@@ -73,20 +65,7 @@ func (c *Coordinator) PartitionFor(id string) int32 {
 func (c *Coordinator) Owns(id string) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ownsLocked(store.PartitionFor(id, c.log.Partitions()))
-}
-
-func (c *Coordinator) ownsLocked(p int32) int16 {
-	if c.ownedParts == nil {
-		return 0
-	}
-	switch c.ownedParts[p] {
-	case owned:
-		return 0
-	case loading:
-		return kerr.CoordinatorLoadInProgress.Code
-	}
-	return kerr.NotCoordinator.Code
+	return c.ownedParts.Code(c.PartitionFor(id))
 }
 
 // current reports whether t is still coordinated here as it was loaded
@@ -95,7 +74,7 @@ func (c *Coordinator) ownsLocked(p int32) int16 {
 func (c *Coordinator) current(t *txnMeta) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ownedParts == nil || c.ownedParts[t.partition] == owned && c.epochs[t.partition] == t.coordEpoch
+	return c.ownedParts == nil || c.ownedParts[t.partition] == store.Owned && c.epochs[t.partition] == t.coordEpoch
 }
 
 // Load starts loading the transactional ids of __transaction_state
@@ -109,18 +88,18 @@ func (c *Coordinator) current(t *txnMeta) bool {
 func (c *Coordinator) Load(p int32, t *tablet.Tablet, epoch int32) func() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ownedParts == nil || c.ownedParts[p] != unowned {
+	if c.ownedParts == nil || c.ownedParts[p] != store.Unowned {
 		return nil
 	}
-	c.ownedParts[p], c.epochs[p] = loading, epoch
+	c.ownedParts[p], c.epochs[p] = store.Loading, epoch
 	return func() error { return c.finishLoad(p, t, epoch) }
 }
 
 func (c *Coordinator) finishLoad(p int32, tab *tablet.Tablet, epoch int32) error {
 	txns, err := c.loadPartition(p, tab)
 	c.mu.Lock()
-	if err != nil || c.ownedParts[p] != loading || c.epochs[p] != epoch { // (unloaded meanwhile)
-		if c.ownedParts[p] == loading && c.epochs[p] == epoch {
+	if err != nil || c.ownedParts[p] != store.Loading || c.epochs[p] != epoch { // (unloaded meanwhile)
+		if c.ownedParts[p] == store.Loading && c.epochs[p] == epoch {
 			delete(c.ownedParts, p)
 		}
 		c.mu.Unlock()
@@ -131,7 +110,7 @@ func (c *Coordinator) finishLoad(p int32, tab *tablet.Tablet, epoch int32) error
 		c.txns[id] = t
 		c.byPID[t.pid] = t
 	}
-	c.ownedParts[p] = owned
+	c.ownedParts[p] = store.Owned
 	c.mu.Unlock()
 	if len(txns) > 0 {
 		c.opts.Logger.Info("loaded the transactional ids of a partition", "partition", p, "coordinator_epoch", epoch, "ids", len(txns))

@@ -136,7 +136,7 @@ type Coordinator struct {
 	// ownedParts, in a cluster, are the __transaction_state partitions
 	// coordinated here (loading or owned), and epochs their coordinator
 	// epochs; nil on a single node, which owns every partition.
-	ownedParts map[int32]int
+	ownedParts store.Ownership
 	epochs     map[int32]int32
 }
 
@@ -292,8 +292,8 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 		return resp
 	}
 	c.mu.Lock()
-	p := store.PartitionFor(id, c.log.Partitions())
-	if resp.ErrorCode = c.ownsLocked(p); resp.ErrorCode != 0 {
+	p := c.PartitionFor(id)
+	if resp.ErrorCode = c.ownedParts.Code(p); resp.ErrorCode != 0 {
 		c.mu.Unlock()
 		return resp
 	}
@@ -379,7 +379,7 @@ func (c *Coordinator) newProducerID(t *txnMeta) error {
 // producer's id and epoch; code is the error otherwise.
 func (c *Coordinator) lookup(id string, pid int64, epoch int16, newer bool) (*txnMeta, int16) {
 	c.mu.Lock()
-	if code := c.ownsLocked(store.PartitionFor(id, c.log.Partitions())); code != 0 {
+	if code := c.ownedParts.Code(c.PartitionFor(id)); code != 0 {
 		c.mu.Unlock()
 		return nil, code
 	}
@@ -614,11 +614,7 @@ func (c *Coordinator) end(t *txnMeta, commit bool) error {
 // writeLocal writes a transaction's markers to the partitions' tablets in
 // the data directory, and tells OnMarker of each one written.
 func (c *Coordinator) writeLocal(t *txnMeta, commit bool, tps []checkpoint.TopicPartition) ([]error, error) {
-	typ := record.ControlAbort
-	if commit {
-		typ = record.ControlCommit
-	}
-	marker, err := record.EndTxnMarker{Type: typ, ProducerID: t.pid, ProducerEpoch: t.epoch, CoordinatorEpoch: t.coordEpoch,
+	marker, err := record.EndTxnMarker{Type: record.MarkerType(commit), ProducerID: t.pid, ProducerEpoch: t.epoch, CoordinatorEpoch: t.coordEpoch,
 		Timestamp: c.opts.Now().UnixMilli()}.AppendTo(nil)
 	if err != nil {
 		return nil, err
@@ -750,7 +746,7 @@ func (c *Coordinator) VerifyOrAdd(id string, pid int64, epoch int16, tp checkpoi
 func (c *Coordinator) verify(id string, pid int64, epoch int16, tp checkpoint.TopicPartition, add bool) int16 {
 	c.mu.Lock()
 	if id != "" {
-		if code := c.ownsLocked(store.PartitionFor(id, c.log.Partitions())); code != 0 {
+		if code := c.ownedParts.Code(c.PartitionFor(id)); code != 0 {
 			c.mu.Unlock()
 			return code
 		}
