@@ -108,11 +108,49 @@ func (m *Member) creationOps(snap *Snapshot, t *Topic, first int) ([]clientv3.Op
 			keys = append(keys, clientv3.OpPut(m.prefix+partitionKey(t.Name, int32(p)), string(st)))
 		}
 	}
-	val, err := json.Marshal(t)
+	put, err := m.topicPut(t)
 	if err != nil {
 		return nil, err
 	}
-	return append([]clientv3.Op{clientv3.OpPut(m.prefix+keyTopics+t.Name, string(val))}, keys...), nil
+	return append([]clientv3.Op{put}, keys...), nil
+}
+
+// topicPut is the put of t's key.
+func (m *Member) topicPut(t *Topic) (clientv3.Op, error) {
+	val, err := json.Marshal(t)
+	if err != nil {
+		return clientv3.Op{}, err
+	}
+	return clientv3.OpPut(m.prefix+keyTopics+t.Name, string(val)), nil
+}
+
+// rewriteTopic writes topic name's key again with ops, which write gives
+// from the snapshot and the topic's state in it, in a transaction
+// comparing that state (read again after a race); it returns once this
+// broker's snapshot has the write.
+func (m *Member) rewriteTopic(ctx context.Context, name, doing string, write func(s *Snapshot, t *TopicState) ([]clientv3.Op, error)) (*TopicState, error) {
+	for {
+		snap := m.Snapshot()
+		t, ok := snap.Topics[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		}
+		ops, err := write(snap, t)
+		if err != nil {
+			return nil, err
+		}
+		key := m.prefix + keyTopics + name
+		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", t.rev)).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %s %s: %w", doing, name, err)
+		}
+		if err := m.Await(ctx, resp.Header.Revision); err != nil {
+			return nil, err
+		}
+		if resp.Succeeded {
+			return m.Snapshot().Topics[name], nil
+		}
+	}
 }
 
 // CreateTopic creates a topic with a new id, placing its replicas, in one
@@ -176,12 +214,7 @@ func (m *Member) DeleteTopic(ctx context.Context, name string, id TopicID) error
 // by assignment (or Kafka's placement, starting where partition 0's
 // leader is in the broker list, as Kafka does).
 func (m *Member) CreatePartitions(ctx context.Context, name string, count int, assignment [][]int32) (*TopicState, error) {
-	for {
-		snap := m.Snapshot()
-		t, ok := snap.Topics[name]
-		if !ok {
-			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-		}
+	return m.rewriteTopic(ctx, name, "creating partitions of", func(snap *Snapshot, t *TopicState) ([]clientv3.Op, error) {
 		have := len(t.Replicas)
 		if count <= have {
 			return nil, fmt.Errorf("%w: topic %s has %d partitions, not fewer than %d", ErrInvalidAssignment, name, have, count)
@@ -201,54 +234,21 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int, a
 		nt := t.Topic
 		nt.Replicas = append(slices.Clone(t.Replicas), added...)
 		nt.Configs, nt.Initial = maps.Clone(t.Configs), slices.Clone(t.Initial)
-		key := m.prefix + keyTopics + name
-		ops, err := m.creationOps(snap, &nt, have)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", t.rev)).Then(ops...).Commit()
-		if err != nil {
-			return nil, fmt.Errorf("cluster: creating partitions of %s: %w", name, err)
-		}
-		if err := m.Await(ctx, resp.Header.Revision); err != nil {
-			return nil, err
-		}
-		if resp.Succeeded {
-			return m.Snapshot().Topics[name], nil
-		}
-	}
+		return m.creationOps(snap, &nt, have)
+	})
 }
 
 // AlterTopicConfigs sets a topic's configs in the cluster (the keys
-// set explicitly; what is not there takes the brokers' defaults), in a
-// transaction comparing the topic's state it read (again on a race); it
+// set explicitly; what is not there takes the brokers' defaults); it
 // returns once this broker's snapshot has them. Every broker's replicas
 // take them from there.
 func (m *Member) AlterTopicConfigs(ctx context.Context, name string, configs map[string]string) (*TopicState, error) {
-	for {
-		t, ok := m.Snapshot().Topics[name]
-		if !ok {
-			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-		}
+	return m.rewriteTopic(ctx, name, "altering the configs of", func(_ *Snapshot, t *TopicState) ([]clientv3.Op, error) {
 		nt := t.Topic
 		nt.Configs = maps.Clone(configs)
-		val, err := json.Marshal(nt)
-		if err != nil {
-			return nil, err
-		}
-		key := m.prefix + keyTopics + name
-		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", t.rev)).
-			Then(clientv3.OpPut(key, string(val))).Commit()
-		if err != nil {
-			return nil, fmt.Errorf("cluster: altering the configs of %s: %w", name, err)
-		}
-		if err := m.Await(ctx, resp.Header.Revision); err != nil {
-			return nil, err
-		}
-		if resp.Succeeded {
-			return m.Snapshot().Topics[name], nil
-		}
-	}
+		put, err := m.topicPut(&nt)
+		return []clientv3.Op{put}, err
+	})
 }
 
 // AlterPartition writes a partition's new ISR as its leader (Kafka's
