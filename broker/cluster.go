@@ -557,7 +557,7 @@ func clusterGroupHooks(c *ClusterOptions, gopts group.Options, log *slog.Logger)
 	it := internalTopic{c: c, topic: group.Topic}
 	return &group.ClusterHooks{Topics: clusterTopics{c.Member}, Hooks: group.Hooks{Tablet: it.tablet, Replicated: it.replicated, Partitions: it.partitions,
 		Ensure: func() error {
-			return ensureInternalTopic(c, group.Topic, partitions, c.OffsetsReplicationFactor, map[string]string{
+			return ensureInternalTopic(c, group.Topic, partitions, c.OffsetsReplicationFactor, 0, map[string]string{
 				"cleanup.policy": "compact", "segment.bytes": strconv.FormatInt(segmentBytes, 10),
 				"retention.ms": "-1", "retention.bytes": "-1"})
 		},
@@ -583,17 +583,24 @@ func (it internalTopic) tablet(p int32) (*tablet.Tablet, error) {
 // replicated returns once what was appended to t below end is on the
 // partition's ISR (as acks=all), else errNotCoordinator.
 func (it internalTopic) replicated(t *tablet.Tablet, end int64) error {
-	r, ok := it.c.Replicas.Get(t.TopicPartition())
-	if !ok {
-		return fmt.Errorf("%w: %s", errNotCoordinator, t.TopicPartition())
-	}
-	r.Appended()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if code := r.AwaitAcks(ctx, end); code != 0 {
+	if code := awaitISR(context.Background(), it.c.Replicas, t, end); code != 0 {
 		return fmt.Errorf("%w: %s: %s", errNotCoordinator, t.TopicPartition(), kerr.ErrorForCode(code))
 	}
 	return nil
+}
+
+// awaitISR returns once what this broker, as leader, appended to t below
+// end is on its partition's ISR (acks=all; 30 s at most), or Kafka's
+// error.
+func awaitISR(ctx context.Context, r *replica.Manager, t *tablet.Tablet, end int64) int16 {
+	p, ok := r.Get(t.TopicPartition())
+	if !ok {
+		return kerr.NotLeaderForPartition.Code
+	}
+	p.Appended()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return p.AwaitAcks(ctx, end)
 }
 
 // partitions is the topic's partition count in the cluster (0 before it
@@ -606,9 +613,10 @@ func (it internalTopic) partitions() int32 {
 }
 
 // ensureInternalTopic creates an internal topic in the cluster if it
-// does not exist, with rf replicas (fewer when there are fewer brokers),
-// and waits until this broker applied it.
-func ensureInternalTopic(c *ClusterOptions, topic string, partitions int32, rf int16, configs map[string]string) error {
+// does not exist, with rf replicas (default 3; fewer when there are fewer
+// live brokers) and, if minISR is set, that min.insync.replicas (never
+// above the replicas), and waits until this broker applied it.
+func ensureInternalTopic(c *ClusterOptions, topic string, partitions int32, rf, minISR int16, configs map[string]string) error {
 	s := c.Member.Snapshot()
 	if _, ok := s.Topics[topic]; ok {
 		return nil
@@ -619,10 +627,14 @@ func ensureInternalTopic(c *ClusterOptions, topic string, partitions int32, rf i
 			live++
 		}
 	}
+	replicas := max(min(int(cmp.Or(rf, 3)), live), 1)
+	if minISR > 0 {
+		configs["min.insync.replicas"] = strconv.Itoa(min(int(minISR), replicas))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := c.Member.CreateTopic(ctx, cluster.TopicSpec{Name: topic, Partitions: int(partitions),
-		ReplicationFactor: max(min(int(cmp.Or(rf, 3)), live), 1), Configs: configs})
+		ReplicationFactor: replicas, Configs: configs})
 	if err != nil && !errors.Is(err, cluster.ErrTopicExists) {
 		return err
 	}

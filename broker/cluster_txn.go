@@ -32,27 +32,11 @@ func clusterTxnHooks(c *ClusterOptions, topts txn.Options, markers *clusterMarke
 	it := internalTopic{c: c, topic: txn.Topic}
 	return &txn.ClusterHooks{WriteMarkers: markers.write, Hooks: txn.Hooks{Tablet: it.tablet, Replicated: it.replicated, Partitions: it.partitions,
 		Ensure: func() error {
-			rf := cmp.Or(c.TransactionsReplicationFactor, 3)
-			return ensureInternalTopic(c, txn.Topic, partitions, rf, map[string]string{
-				"cleanup.policy": "compact", "segment.bytes": strconv.FormatInt(segmentBytes, 10),
-				"retention.ms": "-1", "retention.bytes": "-1",
-				// transaction.state.log.min.isr (2), not above the replicas
-				"min.insync.replicas": strconv.Itoa(int(min(cmp.Or(c.TransactionsMinISR, 2), rf, liveBrokers(c)))),
-			})
+			return ensureInternalTopic(c, txn.Topic, partitions, c.TransactionsReplicationFactor, cmp.Or(c.TransactionsMinISR, 2),
+				map[string]string{"cleanup.policy": "compact", "segment.bytes": strconv.FormatInt(segmentBytes, 10),
+					"retention.ms": "-1", "retention.bytes": "-1"})
 		},
 	}}
-}
-
-// liveBrokers counts the cluster's live brokers (at least 1).
-func liveBrokers(c *ClusterOptions) int16 {
-	s := c.Member.Snapshot()
-	n := int16(0)
-	for id := range s.Brokers {
-		if s.Live(id) {
-			n++
-		}
-	}
-	return max(n, 1)
 }
 
 // coordinatorOf names the coordinator of a key in a cluster: the leader

@@ -88,17 +88,9 @@ const markerWriters = 16
 // writeMarker writes one transaction marker to partition tp, as its
 // leader, and returns Kafka's code.
 func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, pid int64, epoch int16, coordinatorEpoch int32, commit bool) int16 {
-	var t *tablet.Tablet
-	if b.clustered() {
-		var code int16
-		if t, code = b.leaderTablet(tp.Topic, tp.Partition, -1, false); code != 0 {
-			return code
-		}
-	} else {
-		var ok bool
-		if t, ok = b.m.Get(tp); !ok {
-			return kerr.UnknownTopicOrPartition.Code
-		}
+	t, code := b.leaderTablet(tp.Topic, tp.Partition, -1, false)
+	if code != 0 {
+		return code
 	}
 	if tp.Topic == group.Topic {
 		// The marker settles the producer's pending offsets in the
@@ -109,11 +101,7 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 			return code
 		}
 	}
-	typ := record.ControlAbort
-	if commit {
-		typ = record.ControlCommit
-	}
-	marker, err := record.EndTxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: coordinatorEpoch,
+	marker, err := record.EndTxnMarker{Type: record.MarkerType(commit), ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: coordinatorEpoch,
 		Timestamp: time.Now().UnixMilli()}.AppendTo(nil)
 	if err != nil {
 		return kerr.InvalidRequest.Code
@@ -124,14 +112,7 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 		return errorCode(err)
 	}
 	if b.clustered() {
-		p, ok := b.opts.Cluster.Replicas.Get(tp)
-		if !ok {
-			return kerr.NotLeaderForPartition.Code
-		}
-		p.Appended()
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if code := p.AwaitAcks(ctx, res.LastOffset+1); code != 0 {
+		if code := awaitISR(ctx, b.opts.Cluster.Replicas, t, res.LastOffset+1); code != 0 {
 			return code
 		}
 	}

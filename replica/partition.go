@@ -156,20 +156,33 @@ func (p *Partition) Appended() {
 // below min.insync.replicas, REQUEST_TIMED_OUT when ctx ends. A broker
 // that is not certainly leased acknowledges nothing.
 func (p *Partition) AwaitAcks(ctx context.Context, end int64) int16 {
+	return p.await(ctx, func() (int16, bool) {
+		hw := p.t.Offsets().HighWatermark
+		switch {
+		case hw >= end && len(p.st.ISR) < p.minISR: // (Kafka's answer once the high watermark covers it)
+			return kerr.NotEnoughReplicasAfterAppend.Code, true
+		case hw >= end:
+			return 0, true
+		}
+		return 0, false
+	})
+}
+
+// await calls check with p.mu held, at once and at each change of the
+// partition, until it decides (its code, done) while this broker leads
+// the partition; else Kafka's error: NOT_LEADER_OR_FOLLOWER when the
+// leadership is lost, REQUEST_TIMED_OUT when ctx ends.
+func (p *Partition) await(ctx context.Context, check func() (code int16, done bool)) int16 {
 	for {
 		p.mu.Lock()
 		ch := p.changed
-		code := p.checkLeaderLocked(-1)
-		hw := p.t.Offsets().HighWatermark
-		short := len(p.st.ISR) < p.minISR
+		code, done := p.checkLeaderLocked(-1), true
+		if code == 0 {
+			code, done = check()
+		}
 		p.mu.Unlock()
-		switch {
-		case code != 0:
+		if done {
 			return code
-		case hw >= end && short: // (Kafka's answer once the high watermark covers it)
-			return kerr.NotEnoughReplicasAfterAppend.Code
-		case hw >= end:
-			return 0
 		}
 		select {
 		case <-ch:
@@ -230,29 +243,20 @@ func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset
 // Kafka's error: NOT_LEADER_OR_FOLLOWER when the leadership is lost,
 // REQUEST_TIMED_OUT when ctx ends.
 func (p *Partition) AwaitLowWatermark(ctx context.Context, offset int64) (int64, int16) {
-	for {
-		p.mu.Lock()
-		ch := p.changed
-		code := p.checkLeaderLocked(-1)
-		low := p.t.Offsets().LogStartOffset
+	var low int64
+	code := p.await(ctx, func() (int16, bool) {
+		low = p.t.Offsets().LogStartOffset
 		for _, r := range p.st.ISR {
 			if f, ok := p.followers[r]; ok {
 				low = min(low, f.logStart)
 			}
 		}
-		p.mu.Unlock()
-		switch {
-		case code != 0:
-			return -1, code
-		case low >= offset:
-			return low, 0
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return -1, kerr.RequestTimedOut.Code
-		}
+		return 0, low >= offset
+	})
+	if code != 0 {
+		return -1, code
 	}
+	return low, 0
 }
 
 // epochStartLocked is where the leader's current epoch starts in its
