@@ -292,6 +292,8 @@ type Broker struct {
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
+	// docsFollowed is the cluster revision followDocs has taken.
+	docsFollowed progress
 
 	mu       sync.Mutex
 	ln       []net.Listener
@@ -323,29 +325,15 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 			return c.Member.ProducerIDs(ctx, n)
 		}
 	}
-	creds, err := auth.OpenCredentials(m.FS(), filepath.Join(m.Dir(), auth.CredentialsFile))
-	if err != nil {
-		return nil, err
-	}
-	acls, err := auth.OpenACLs(m.FS(), filepath.Join(m.Dir(), auth.ACLFile))
-	if err != nil {
-		return nil, err
-	}
-	quotas, err := auth.OpenQuotas(m.FS(), filepath.Join(m.Dir(), auth.QuotasFile))
-	if err != nil {
-		return nil, err
-	}
 	// The dynamic broker configs, over the static topic defaults, before
 	// anything (the coordinators' topics) is created.
-	dyn, err := openDynamicConfigs(m, opts.Configs)
+	docs, err := openStateDocs(m, opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(dyn.cluster)+len(dyn.broker) > 0 {
-		eff, _ := dyn.effective(dyn.cluster, dyn.broker) // checked by the open
-		if err := m.SetDefaults(eff); err != nil {
-			opts.Logger.Warn("applying the dynamic broker configs to topics", "err", err)
-		}
+	creds, acls, quotas, dyn := docs.creds, docs.acls, docs.quotas, docs.dyn
+	if c, b := dyn.levels(); len(c)+len(b) > 0 {
+		dyn.apply(m, opts.Logger)
 	}
 	var authz *auth.Authorizer
 	if opts.Authorizer {
@@ -397,6 +385,11 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	markers.b = b
 	if opts.Cluster != nil {
 		watchCoordinated(opts.Cluster.Replicas, txn.Topic, txns.Load, txns.Unload, opts.Logger)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.followDocs(opts.Cluster.Member)
+		}()
 	}
 	return b, nil
 }

@@ -2,22 +2,18 @@ package broker
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
+	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/docstore"
 	"github.com/seglog/seglog/internal/nearest"
 	"github.com/seglog/seglog/tablet"
-	"github.com/seglog/seglog/vfs"
 )
 
 // Dynamic broker configs, as Kafka's: AlterConfigs and
@@ -34,60 +30,87 @@ import (
 // dynamicConfigs are the dynamic broker configs and the topic defaults
 // they apply over.
 type dynamicConfigs struct {
-	fsys vfs.FS
-	path string
+	// doc holds both levels: in the data directory's file on a single
+	// node (this broker's level is Broker), in etcd for a whole cluster
+	// (every broker's level is in Brokers, by node id).
+	doc *docstore.Doc[dynamicFile]
+	// node is this broker's node id in a cluster, "" on a single node.
+	node string
 
-	mu      sync.Mutex
-	cluster map[string]string // resource "": every broker's default
-	broker  map[string]string // this broker's
-	static  tablet.Config     // the topic defaults of the static configs
-	set     map[string]string // the static configs the operator set, by Kafka name
+	static tablet.Config     // the topic defaults of the static configs
+	set    map[string]string // the static configs the operator set, by Kafka name
 }
 
-// dynamicFile is the file's JSON.
+// dynamicFile is the document's JSON.
 type dynamicFile struct {
-	Version int               `json:"version"`
-	Cluster map[string]string `json:"cluster"`
-	Broker  map[string]string `json:"broker"`
+	Version int                          `json:"version"`
+	Cluster map[string]string            `json:"cluster"`
+	Broker  map[string]string            `json:"broker,omitempty"`
+	Brokers map[string]map[string]string `json:"brokers,omitempty"`
 }
 
-// openDynamicConfigs reads the data directory's dynamic configs (none if
-// the file is missing) over the static topic defaults, which come from
-// the static configs set.
-func openDynamicConfigs(m *tablet.Manager, set map[string]string) (*dynamicConfigs, error) {
-	d := &dynamicConfigs{fsys: m.FS(), path: filepath.Join(m.Dir(), checkpoint.DynamicBrokerConfigFile),
-		cluster: map[string]string{}, broker: map[string]string{}, static: m.DefaultConfig(), set: set}
-	data, err := vfs.ReadFile(d.fsys, d.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return d, nil
+// levels are the cluster's level and this broker's, never changed.
+func (d *dynamicConfigs) levels() (cluster, broker map[string]string) {
+	f := d.doc.Load()
+	if d.node != "" {
+		return f.Cluster, f.Brokers[d.node]
 	}
-	if err != nil {
-		return nil, fmt.Errorf("broker: reading %s: %w", d.path, err)
-	}
-	var f dynamicFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("broker: %s: %w", d.path, err)
-	}
-	if f.Version != 1 {
-		return nil, fmt.Errorf("broker: %s: version %d, not 1", d.path, f.Version)
-	}
-	for _, level := range []map[string]string{f.Cluster, f.Broker} {
-		for k := range level {
-			if _, ok := tablet.BrokerSynonymOf(k); !ok {
-				return nil, fmt.Errorf("broker: %s: %s is not a dynamic broker config", d.path, k)
+	return f.Cluster, f.Broker
+}
+
+// openDynamicConfigs reads the dynamic configs (none if there is no
+// document) from store over the static topic defaults, which come from the
+// static configs set; node is this broker's id in a cluster, "" on a
+// single node.
+func openDynamicConfigs(m *tablet.Manager, store docstore.Store, node string, set map[string]string) (*dynamicConfigs, error) {
+	d := &dynamicConfigs{node: node, static: m.DefaultConfig(), set: set}
+	doc, err := docstore.Open(store, func(data []byte) (*dynamicFile, error) {
+		f := &dynamicFile{Version: 1, Cluster: map[string]string{}}
+		if data == nil {
+			return f, nil
+		}
+		if err := json.Unmarshal(data, f); err != nil {
+			return nil, err
+		}
+		if f.Version != 1 {
+			return nil, fmt.Errorf("version %d, not 1", f.Version)
+		}
+		levels := append([]map[string]string{f.Cluster, f.Broker}, slices.Collect(maps.Values(f.Brokers))...)
+		for _, level := range levels {
+			for k := range level {
+				if _, ok := tablet.BrokerSynonymOf(k); !ok {
+					return nil, fmt.Errorf("%s is not a dynamic broker config", k)
+				}
 			}
 		}
+		broker := f.Broker
+		if node != "" {
+			broker = f.Brokers[node]
+		}
+		if _, err := d.effective(f.Cluster, broker); err != nil {
+			return nil, err
+		}
+		return f, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: dynamic broker configs: %w", err)
 	}
-	if f.Cluster != nil {
-		d.cluster = f.Cluster
-	}
-	if f.Broker != nil {
-		d.broker = f.Broker
-	}
-	if _, err := d.effective(d.cluster, d.broker); err != nil {
-		return nil, fmt.Errorf("broker: %s: %w", d.path, err)
-	}
+	d.doc = doc
 	return d, nil
+}
+
+// apply makes the topic defaults the dynamic configs' now (and the topics
+// that follow them).
+func (d *dynamicConfigs) apply(m *tablet.Manager, log *slog.Logger) {
+	eff, err := d.effective(d.levels())
+	if err == nil {
+		err = m.SetDefaults(eff)
+	}
+	if err != nil {
+		// The topics that failed (a failed tablet) keep their config,
+		// and follow at the next start.
+		log.Warn("applying the dynamic broker configs to topics", "err", err)
+	}
 }
 
 // effective is the topic defaults with the dynamic configs of both levels
@@ -150,23 +173,25 @@ func (d *dynamicConfigs) winner(topicKey string, cluster, broker map[string]stri
 // config sets it (DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG),
 // else 0.
 func (d *dynamicConfigs) source(topicKey string) kmsg.ConfigSource {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, src, _ := d.winner(topicKey, d.cluster, d.broker)
+	cluster, broker := d.levels()
+	_, src, _ := d.winner(topicKey, cluster, broker)
 	return src
 }
 
 // valueAt is a broker config's value at one level (cluster, or this
 // broker's), if set there.
 func (d *dynamicConfigs) valueAt(name string, cluster bool) (string, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	level := d.broker
-	if cluster {
-		level = d.cluster
-	}
-	v, ok := level[name]
+	v, ok := d.level(cluster)[name]
 	return v, ok
+}
+
+// level is one level's configs (cluster, or this broker's).
+func (d *dynamicConfigs) level(cluster bool) map[string]string {
+	c, b := d.levels()
+	if cluster {
+		return c
+	}
+	return b
 }
 
 // brokerConfigType is a dynamic broker config's type: its topic config's.
@@ -182,12 +207,7 @@ func brokerConfigType(name string) kmsg.ConfigType {
 // names lists the configs a level sets (cluster, or this broker's),
 // sorted.
 func (d *dynamicConfigs) names(cluster bool) []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if cluster {
-		return slices.Sorted(maps.Keys(d.cluster))
-	}
-	return slices.Sorted(maps.Keys(d.broker))
+	return slices.Sorted(maps.Keys(d.level(cluster)))
 }
 
 // brokerLevel says which level a BROKER resource name is: "" the cluster
@@ -228,14 +248,48 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 		return kerr.InvalidRequest.Code, errText("Cannot update these configs dynamically: %v", static)
 	}
 	d := b.dyn
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	level := d.broker
+	var refused *configRefusal
+	err := d.doc.Update(func(f *dynamicFile) (*dynamicFile, []byte, error) {
+		next, refusal := d.alter(f, cluster, changes, replace)
+		if refused = refusal; refusal != nil || validateOnly {
+			return nil, nil, nil
+		}
+		data, err := json.MarshalIndent(next, "", "  ")
+		return next, append(data, '\n'), err
+	})
+	switch {
+	case refused != nil:
+		return refused.code, refused.msg
+	case err != nil:
+		b.opts.Logger.Error("storing the dynamic broker configs", "err", err)
+		return errorCode(err), errMessage(err)
+	case validateOnly:
+		return 0, nil
+	}
+	d.apply(b.m, b.opts.Logger)
+	b.opts.Logger.Info("altered the dynamic broker configs", "resource", name, "changes", len(changes))
+	return 0, nil
+}
+
+// configRefusal is a change of configs refused: Kafka's code and message.
+type configRefusal struct {
+	code int16
+	msg  *string
+}
+
+// alter is f with the changes made to one level (replace: the level's
+// whole set), or why they are refused.
+func (d *dynamicConfigs) alter(f *dynamicFile, cluster bool, changes []configChange, replace bool) (*dynamicFile, *configRefusal) {
+	nc, nb := f.Cluster, f.Broker
+	if d.node != "" {
+		nb = f.Brokers[d.node]
+	}
+	level := nb
 	if cluster {
-		level = d.cluster
+		level = nc
 	}
 	next := maps.Clone(level)
-	if replace {
+	if replace || next == nil {
 		next = map[string]string{}
 	}
 	for _, ch := range changes {
@@ -245,13 +299,13 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 		case ch.list != 0:
 			current, ok := next[ch.key]
 			if !ok {
-				eff, _ := d.effective(d.cluster, d.broker)
+				eff, _ := d.effective(nc, nb)
 				syn, _ := tablet.BrokerSynonymOf(ch.key)
 				current, _ = eff.Get(syn.Topic)
 			}
 			next[ch.key] = listChange(current, ch.value, ch.list)
 		case ch.value == nil:
-			return kerr.InvalidConfig.Code, errText("%s: a null value", ch.key)
+			return nil, &configRefusal{kerr.InvalidConfig.Code, errText("%s: a null value", ch.key)}
 		default:
 			next[ch.key] = *ch.value
 		}
@@ -260,39 +314,32 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 			syn, _ := tablet.BrokerSynonymOf(ch.key)
 			c := d.static
 			if err := syn.SetFrom(&c, v); err != nil {
-				return kerr.InvalidConfig.Code, errMessage(err)
+				return nil, &configRefusal{kerr.InvalidConfig.Code, errMessage(err)}
 			}
 		}
 	}
-	nc, nb := d.cluster, d.broker
 	if cluster {
 		nc = next
 	} else {
 		nb = next
 	}
-	eff, err := d.effective(nc, nb)
-	if err != nil {
-		return kerr.InvalidConfig.Code, errMessage(err)
+	if _, err := d.effective(nc, nb); err != nil {
+		return nil, &configRefusal{kerr.InvalidConfig.Code, errMessage(err)}
 	}
-	if validateOnly {
-		return 0, nil
+	n := &dynamicFile{Version: 1, Cluster: nc}
+	if d.node == "" {
+		n.Broker = nb
+	} else {
+		n.Brokers = maps.Clone(f.Brokers)
+		if n.Brokers == nil {
+			n.Brokers = map[string]map[string]string{}
+		}
+		n.Brokers[d.node] = nb
+		if len(nb) == 0 {
+			delete(n.Brokers, d.node)
+		}
 	}
-	data, err := json.MarshalIndent(dynamicFile{Version: 1, Cluster: nc, Broker: nb}, "", "  ")
-	if err == nil {
-		err = vfs.WriteAtomic(d.fsys, d.path, append(data, '\n'))
-	}
-	if err != nil {
-		b.opts.Logger.Error("storing the dynamic broker configs", "err", err)
-		return errorCode(err), errMessage(err)
-	}
-	d.cluster, d.broker = nc, nb
-	if err := b.m.SetDefaults(eff); err != nil {
-		// Stored: the topics that failed (a failed tablet) keep their
-		// config, and follow at the next start.
-		b.opts.Logger.Warn("applying the dynamic broker configs to topics", "err", err)
-	}
-	b.opts.Logger.Info("altered the dynamic broker configs", "resource", name, "changes", len(changes))
-	return 0, nil
+	return n, nil
 }
 
 // isBrokerConfig says name is a broker config this broker has (one it

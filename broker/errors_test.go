@@ -22,6 +22,7 @@ import (
 	"github.com/seglog/seglog/cleaner"
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/internal/docstore"
 	"github.com/seglog/seglog/internal/mmapfile"
 	"github.com/seglog/seglog/logfile"
 	"github.com/seglog/seglog/offsetindex"
@@ -122,6 +123,7 @@ var kafkaCodes = []struct {
 	{cluster.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{cluster.ErrInvalidAssignment, kerr.InvalidReplicaAssignment},
 	{cluster.ErrStaleState, kerr.InvalidUpdateVersion},
+	{docstore.ErrConflict, kerr.InvalidUpdateVersion},
 	{cluster.ErrPlacement, kerr.InvalidReplicationFactor},
 	{cluster.ErrClosed, kerr.UnknownServerError},
 	{cluster.ErrInconsistentClusterID, kerr.InconsistentClusterID},

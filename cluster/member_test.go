@@ -160,8 +160,8 @@ func TestFailoverOnLeaseExpiry(t *testing.T) {
 	delete(c.members, 2)
 	require.False(t, c.members[1].Snapshot().Brokers[2].ShuttingDown)
 	s := until(t, c.members[3], "sees partition 0 led again", func(s *Snapshot) bool {
-		p, _ := s.Partition("t", 0)
-		return p.Leader != 2
+		p, ok := s.Partition("t", 0) // (member 3 may not have seen the topic yet)
+		return ok && p.Leader != 2
 	})
 	p0, _ := s.Partition("t", 0)
 	require.Equal(t, int32(1), p0.Leader, "the next replica in the ISR")
@@ -169,15 +169,15 @@ func TestFailoverOnLeaseExpiry(t *testing.T) {
 	require.Equal(t, []int32{1, 3}, p0.ISR)
 	require.Greater(t, p0.PartitionEpoch, ts.Partitions[0].PartitionEpoch)
 	s = until(t, c.members[3], "sees 2 out of partition 1's ISR", func(s *Snapshot) bool {
-		p, _ := s.Partition("t", 1)
-		return !p.InISR(2)
+		p, ok := s.Partition("t", 1)
+		return ok && !p.InISR(2)
 	})
 	p1, _ := s.Partition("t", 1)
 	require.Equal(t, int32(1), p1.Leader)
 	require.Zero(t, p1.LeaderEpoch, "a follower leaving the ISR keeps the leader epoch")
 	s = until(t, c.members[3], "sees partition one-0 offline", func(s *Snapshot) bool {
-		p, _ := s.Partition("one", 0)
-		return p.Leader == NoLeader
+		p, ok := s.Partition("one", 0)
+		return ok && p.Leader == NoLeader
 	})
 	p2, _ := s.Partition("one", 0)
 	require.Equal(t, []int32{2}, p2.ISR, "the last of the ISR stays in it")

@@ -135,6 +135,16 @@ type Snapshot struct {
 	// candidates are the controller election's keys: create revision and
 	// node id.
 	candidates map[string]candidate
+	// Docs are the cluster's documents (the SCRAM credentials, the ACLs,
+	// the client quotas, the dynamic broker configs) by name.
+	Docs map[string]Doc
+}
+
+// Doc is one of the cluster's documents: its bytes and its key's mod
+// revision, which a change compares.
+type Doc struct {
+	Value []byte
+	Rev   int64
 }
 
 type candidate struct {
@@ -174,7 +184,7 @@ func (s *Snapshot) BrokerIDs() []int32 {
 
 func emptySnapshot() *Snapshot {
 	return &Snapshot{Brokers: map[int32]Broker{}, Controller: -1, Topics: map[string]*TopicState{},
-		byID: map[TopicID]string{}, candidates: map[string]candidate{}}
+		byID: map[TopicID]string{}, candidates: map[string]candidate{}, Docs: map[string]Doc{}}
 }
 
 // The keys under the prefix.
@@ -185,6 +195,7 @@ const (
 	keyPartitions  = "partitions/"
 	keyProducerIDs = "producer-ids"
 	keyClusterID   = "cluster-id"
+	keyDocs        = "docs/"
 )
 
 func partitionKey(topic string, p int32) string {
@@ -196,7 +207,7 @@ func partitionKey(topic string, p int32) string {
 // written with its topic in one transaction finds it.
 func (s *Snapshot) apply(prefix string, rev int64, events []event) (*Snapshot, []error) {
 	n := &Snapshot{Revision: rev, Brokers: s.Brokers, Controller: s.Controller, ControllerEpoch: s.ControllerEpoch,
-		Topics: s.Topics, byID: s.byID, candidates: s.candidates}
+		Topics: s.Topics, byID: s.byID, candidates: s.candidates, Docs: s.Docs}
 	var errs []error
 	cloned := map[string]bool{}
 	// touch clones what the events change, once: a kind of key, or
@@ -211,6 +222,8 @@ func (s *Snapshot) apply(prefix string, rev int64, events []event) (*Snapshot, [
 			n.Brokers = maps.Clone(s.Brokers)
 		case keyController:
 			n.candidates = maps.Clone(s.candidates)
+		case keyDocs:
+			n.Docs = maps.Clone(s.Docs)
 		case keyTopics:
 			n.Topics, n.byID = maps.Clone(s.Topics), maps.Clone(s.byID)
 		}
@@ -277,6 +290,14 @@ func (n *Snapshot) applyOne(key string, e event, touch func(string) bool) error 
 			return err
 		}
 		n.candidates[key] = candidate{rev: e.kv.CreateRevision, node: int32(id)}
+	case strings.HasPrefix(key, keyDocs):
+		touch(keyDocs)
+		name := strings.TrimPrefix(key, keyDocs)
+		if e.delete {
+			delete(n.Docs, name)
+			return nil
+		}
+		n.Docs[name] = Doc{Value: e.kv.Value, Rev: e.kv.ModRevision}
 	case strings.HasPrefix(key, keyTopics):
 		touch(keyTopics)
 		name := strings.TrimPrefix(key, keyTopics)

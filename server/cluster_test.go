@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,12 +17,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/clustertest"
@@ -56,6 +60,8 @@ type testCluster struct {
 	fss map[int32]*vfs.MemFS
 	// shutdownTimeout bounds a controlled shutdown (0: the default).
 	shutdownTimeout time.Duration
+	// configure, if set, changes each broker's config before it starts.
+	configure func(id int32, cfg *Config)
 }
 
 // newTestCluster starts n brokers; those in proxied reach etcd through a
@@ -129,6 +135,9 @@ func (c *testCluster) start(id int32) *Server {
 		cfg.Listeners = append(cfg.Listeners, Listener{Name: "REPL", Address: cmp.Or(c.addrs[-id], "127.0.0.1:0"),
 			AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(p)})
 		cfg.Cluster.InterBrokerListener = "REPL"
+	}
+	if c.configure != nil {
+		c.configure(id, &cfg)
 	}
 	s, err := New(context.Background(), cfg)
 	require.NoError(c.t, err)
@@ -428,8 +437,8 @@ func TestClusterFencedLeaderAcknowledgesNothing(t *testing.T) {
 	c.proxies[3].Cut()
 	until(t, c.servers[1].Member(), "sees broker 3's session gone and another leader", func(s *cluster.Snapshot) bool {
 		_, registered := s.Brokers[3]
-		p, _ := s.Partition("z", 0)
-		return !registered && p.Leader != 3 && p.Leader >= 0
+		p, ok := s.Partition("z", 0)
+		return ok && !registered && p.Leader != 3 && p.Leader >= 0
 	})
 	// Broker 3 still serves its listener, still thinks it leads (its
 	// snapshot is stale), and refuses: acks=all and acks=1.
@@ -945,9 +954,9 @@ func TestClusterPowerCut(t *testing.T) {
 	require.Less(t, logBytes(disk), logBytes(c.fss[1]), "the power cut drops unsynced records")
 	c.proxies[1].Cut()
 	until(t, c.servers[2].Member(), "sees broker 1 gone and partition 0 led by another", func(sn *cluster.Snapshot) bool {
-		st, _ := sn.Partition("pc", 0)
+		st, known := sn.Partition("pc", 0)
 		_, ok := sn.Brokers[1]
-		return !ok && st.Leader != 1 && st.Leader >= 0
+		return known && !ok && st.Leader != 1 && st.Leader >= 0
 	})
 	_ = c.servers[1].Close() // (its controlled shutdown cannot reach etcd)
 	<-c.done[1]
@@ -1117,4 +1126,132 @@ func TestClusterDeleteRecords(t *testing.T) {
 			require.GreaterOrEqual(t, tb.Offsets().LogStartOffset, r.LowWatermark, "broker %d partition %d, at the answer", id, r.Partition)
 		}
 	})
+}
+
+// The SCRAM credentials, ACLs, client quotas and dynamic broker configs
+// of a cluster are the cluster's, not a broker's: a change made through
+// any broker holds on every broker (a user added through one logs in on
+// the others; an ACL created through one is enforced by all); changes
+// made at once through two brokers both hold; a broker that joins later
+// has them all; and the first broker's data directory file, from its days
+// as a single node, seeds the cluster.
+func TestClusterSharedSecurity(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t)
+	c.configure = func(id int32, cfg *Config) {
+		cfg.Listeners = append(cfg.Listeners, Listener{Name: "SASL_PLAINTEXT", SecurityProtocol: "SASL_PLAINTEXT", Address: "127.0.0.1:0"})
+		cfg.Broker.SASLMechanisms = []string{auth.SHA256}
+		cfg.Broker.Authorizer = true
+		cfg.Broker.SuperUsers = []string{"User:ANONYMOUS"} // (the PLAINTEXT listener: the admin and the brokers)
+	}
+	// Broker 1 was a single node with a user.
+	dir1 := filepath.Join(c.dir, "1")
+	m, err := tablet.OpenManager(vfs.OS, dir1, tablet.ManagerOptions{NodeID: 1})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	creds, err := auth.OpenCredentials(nil, filepath.Join(dir1, auth.CredentialsFile))
+	require.NoError(t, err)
+	salt, salted, err := auth.SaltPassword(auth.SHA256, "bob-secret", auth.MinIterations)
+	require.NoError(t, err)
+	errs, err := creds.Apply([]auth.Change{{User: "bob", Mechanism: auth.SHA256, Salt: salt, Iterations: auth.MinIterations, SaltedPassword: salted}})
+	require.NoError(t, err)
+	require.NoError(t, errors.Join(errs...))
+	c.boot(3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := func(id int32) *kadm.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.servers[id].Listeners()[0].Addr.String()))
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl)
+	}
+	_, err = admin(1).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-secret"}})
+	require.NoError(t, err)
+	for _, topic := range []string{"open", "closed"} {
+		r, err := admin(2).CreateTopic(ctx, 2, 3, nil, topic)
+		require.NoError(t, err)
+		require.NoError(t, r.Err)
+	}
+	// Two ACL changes at once, through two brokers.
+	var wg sync.WaitGroup
+	for id, user := range map[int32]string{2: "alice", 3: "bob"} {
+		wg.Go(func() {
+			b := kadm.NewACLs().Allow("User:"+user).Topics("open").Operations(kadm.OpWrite, kadm.OpDescribe).
+				ResourcePatternType(kadm.ACLPatternLiteral)
+			res, err := admin(id).CreateACLs(ctx, b)
+			assert.NoError(t, err)
+			for _, r := range res {
+				assert.NoError(t, r.Err)
+			}
+		})
+	}
+	wg.Wait()
+	res, err := admin(3).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: kadm.StringPtr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1 << 20}},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	cfgRes, err := admin(1).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("4321")}})
+	require.NoError(t, err)
+	require.NoError(t, cfgRes[0].Err)
+
+	// Every broker has every change, a fourth one too.
+	c.start(4)
+	var rev int64
+	for _, s := range c.servers {
+		rev = max(rev, s.Member().Snapshot().Revision)
+	}
+	for _, s := range c.servers {
+		require.NoError(t, s.Member().Await(ctx, rev))
+		require.NoError(t, s.Broker().AwaitDocs(ctx, rev))
+	}
+	for id, s := range c.servers {
+		sasl := s.Listeners()[1].Addr.String()
+		as := func(user, pass string) *kgo.Broker {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(sasl), kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+			require.NoError(t, err)
+			t.Cleanup(cl.Close)
+			return cl.SeedBrokers()[0]
+		}
+		for _, user := range []string{"alice", "bob"} {
+			resp, err := as(user, user+"-secret").Request(ctx, &kmsg.MetadataRequest{Topics: []kmsg.MetadataRequestTopic{
+				{Topic: kmsg.StringPtr("open")}, {Topic: kmsg.StringPtr("closed")}}})
+			require.NoError(t, err, "broker %d: %s logs in", id, user)
+			codes := map[string]int16{}
+			for _, tp := range resp.(*kmsg.MetadataResponse).Topics {
+				codes[*tp.Topic] = tp.ErrorCode
+			}
+			require.Equal(t, map[string]int16{"open": 0, "closed": kerr.TopicAuthorizationFailed.Code}, codes, "broker %d, %s", id, user)
+		}
+		_, err := as("alice", "wrong").Request(ctx, &kmsg.MetadataRequest{})
+		require.ErrorIs(t, err, kerr.SaslAuthenticationFailed, "broker %d", id)
+
+		adm := admin(id)
+		quotas, err := adm.DescribeClientQuotas(ctx, false, nil)
+		require.NoError(t, err)
+		require.Len(t, quotas, 1, "broker %d", id)
+		require.Equal(t, 1<<20, int(quotas[0].Values[0].Value))
+		acls, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
+		require.NoError(t, err)
+		require.Len(t, acls[0].Described, 4, "broker %d: both brokers' ACLs (two each)", id)
+		bc, err := adm.DescribeBrokerConfigs(ctx)
+		require.NoError(t, err)
+		v, err := bc.On("", func(rc *kadm.ResourceConfig) error {
+			for _, cf := range rc.Configs {
+				if cf.Key == "log.retention.ms" {
+					return nil
+				}
+			}
+			return errors.New("no log.retention.ms")
+		})
+		require.NoError(t, err, "broker %d", id)
+		require.Equal(t, "4321", *v.Configs[0].Value)
+		for p := range int32(2) {
+			if tb, ok := s.Manager().Get(checkpoint.TopicPartition{Topic: "open", Partition: p}); ok {
+				require.Equal(t, int64(4321), tb.Config().RetentionMs, "broker %d: its replicas follow the cluster's default", id)
+			}
+		}
+	}
 }

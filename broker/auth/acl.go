@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/internal/docstore"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -114,12 +115,11 @@ type aclFile struct {
 
 func (f *aclFile) version() int { return f.Version }
 
-// ACLs are a data directory's ACLs, safe for concurrent use; every change
-// is durable (an atomic replacement of the file) before it returns.
+// ACLs are the ACLs of a data directory (or, in a cluster, of every
+// broker), safe for concurrent use; every change is stored before it
+// returns.
 type ACLs struct {
-	fsys  vfs.FS
-	path  string
-	state snapshot[aclState]
+	state *docstore.Doc[aclState]
 }
 
 // aclState is the ACLs at one time, never changed once published.
@@ -155,26 +155,38 @@ func newACLState(acls []ACL) *aclState {
 }
 
 // OpenACLs reads the ACLs at path; a missing file is none.
-func OpenACLs(fsys vfs.FS, path string) (*ACLs, error) {
-	s := &ACLs{fsys: vfs.OrOS(fsys), path: path}
-	s.state.cur.Store(newACLState(nil))
+func OpenACLs(fsys vfs.FS, path string) (*ACLs, error) { return NewACLs(FileStore(fsys, path)) }
+
+// NewACLs reads the ACLs from store.
+func NewACLs(store Store) (*ACLs, error) {
+	d, err := docstore.Open(store, decodeACLs)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	return &ACLs{state: d}, nil
+}
+
+func decodeACLs(data []byte) (*aclState, error) {
 	var f aclFile
-	if ok, err := readJSON(s.fsys, path, &f); !ok {
-		return s, err
+	if ok, err := decodeJSON(data, &f); !ok {
+		return newACLState(nil), err
 	}
 	for i, a := range f.ACLs {
 		if err := a.Check(); err != nil {
-			return nil, fmt.Errorf("auth: %s: ACL %d: %w", path, i, err)
+			return nil, fmt.Errorf("ACL %d: %w", i, err)
 		}
 	}
-	s.state.cur.Store(newACLState(f.ACLs))
-	return s, nil
+	return newACLState(f.ACLs), nil
 }
+
+// Refresh loads the ACLs again from their store, if another broker
+// changed them.
+func (s *ACLs) Refresh() (bool, error) { return s.state.Refresh() }
 
 // List returns the ACLs the filter selects.
 func (s *ACLs) List(f Filter) []ACL {
 	var out []ACL
-	for _, a := range s.state.load().acls {
+	for _, a := range s.state.Load().acls {
 		if f.Matches(a) {
 			out = append(out, a)
 		}
@@ -186,7 +198,7 @@ func (s *ACLs) List(f Filter) []ACL {
 // added twice), durably, and returns each one's error.
 func (s *ACLs) Create(acls []ACL) ([]error, error) {
 	errs := make([]error, len(acls))
-	return errs, s.state.update(func(cur *aclState) (*aclState, error) {
+	return errs, s.state.Update(func(cur *aclState) (*aclState, []byte, error) {
 		next := slices.Clone(cur.acls)
 		for i, a := range acls {
 			if errs[i] = a.Check(); errs[i] == nil && !slices.Contains(next, a) {
@@ -201,7 +213,8 @@ func (s *ACLs) Create(acls []ACL) ([]error, error) {
 // by filter.
 func (s *ACLs) Delete(filters []Filter) ([][]ACL, error) {
 	out := make([][]ACL, len(filters))
-	return out, s.state.update(func(cur *aclState) (*aclState, error) {
+	return out, s.state.Update(func(cur *aclState) (*aclState, []byte, error) {
+		clear(out)
 		var next []ACL
 		for _, a := range cur.acls {
 			keep := true
@@ -219,15 +232,16 @@ func (s *ACLs) Delete(filters []Filter) ([][]ACL, error) {
 	})
 }
 
-// save writes the next ACLs durably and returns their state.
-func (s *ACLs) save(next []ACL) (*aclState, error) {
+// save returns the state of the next ACLs and their document.
+func (s *ACLs) save(next []ACL) (*aclState, []byte, error) {
 	if next == nil {
 		next = []ACL{}
 	}
-	if err := writeJSON(s.fsys, s.path, aclFile{Version: fileVersion, ACLs: next}); err != nil {
-		return nil, fmt.Errorf("auth: saving ACLs: %w", err)
+	data, err := encodeJSON(aclFile{Version: fileVersion, ACLs: next})
+	if err != nil {
+		return nil, nil, fmt.Errorf("auth: saving ACLs: %w", err)
 	}
-	return newACLState(next), nil
+	return newACLState(next), data, nil
 }
 
 // Authorizer decides requests by the ACLs, as Kafka's StandardAuthorizer
@@ -254,7 +268,7 @@ func (z *Authorizer) Authorize(principal, host string, op kmsg.ACLOperation, rt 
 	if slices.Contains(z.SuperUsers, principal) {
 		return true
 	}
-	ti := z.ACLs.state.load().index[rt]
+	ti := z.ACLs.state.Load().index[rt]
 	if ti == nil {
 		return z.AllowIfNoACL
 	}
@@ -290,7 +304,7 @@ func (z *Authorizer) AuthorizeAny(principal, host string, op kmsg.ACLOperation, 
 		return true
 	}
 	typed, allowed := false, false
-	for _, a := range z.ACLs.state.load().acls {
+	for _, a := range z.ACLs.state.Load().acls {
 		typed = typed || a.ResourceType == rt
 		if a.ResourceType != rt || a.Principal != principal && a.Principal != "User:"+Wildcard || a.Host != host && a.Host != Wildcard {
 			continue

@@ -29,6 +29,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/docstore"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -89,58 +90,68 @@ type credentialsFile struct {
 
 func (f *credentialsFile) version() int { return f.Version }
 
-// Credentials are the SCRAM credentials of a data directory, safe for
-// concurrent use. Every change is durable (an atomic replacement of the
-// file) before it returns.
+// Credentials are the SCRAM credentials of a data directory (or, in a
+// cluster, of every broker), safe for concurrent use. Every change is
+// stored before it returns.
 type Credentials struct {
-	fsys vfs.FS
-	path string
 	// users: user → mechanism → credential; never changed once published.
-	users snapshot[map[string]map[string]Credential]
+	users *docstore.Doc[map[string]map[string]Credential]
 }
 
 // OpenCredentials reads the credentials at path; a missing file is none.
 func OpenCredentials(fsys vfs.FS, path string) (*Credentials, error) {
-	c := &Credentials{fsys: vfs.OrOS(fsys), path: path}
-	none := map[string]map[string]Credential{}
-	c.users.cur.Store(&none)
+	return NewCredentials(FileStore(fsys, path))
+}
+
+// NewCredentials reads the credentials from store.
+func NewCredentials(store Store) (*Credentials, error) {
+	d, err := docstore.Open(store, decodeCredentials)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	return &Credentials{users: d}, nil
+}
+
+func decodeCredentials(data []byte) (*map[string]map[string]Credential, error) {
 	var f credentialsFile
-	if ok, err := readJSON(c.fsys, path, &f); !ok {
-		return c, err
+	if ok, err := decodeJSON(data, &f); !ok || f.Users == nil {
+		none := map[string]map[string]Credential{}
+		return &none, err
 	}
 	for user, mechs := range f.Users {
 		for mech, cred := range mechs {
 			h, ok := hashes[mech]
 			switch {
 			case user == "":
-				return nil, fmt.Errorf("auth: %s: %w", path, ErrEmptyUser)
+				return nil, ErrEmptyUser
 			case !ok:
-				return nil, fmt.Errorf("auth: %s: user %q: %q: %w", path, user, mech, ErrUnknownMechanism)
+				return nil, fmt.Errorf("user %q: %q: %w", user, mech, ErrUnknownMechanism)
 			case cred.Iterations < MinIterations || cred.Iterations > MaxIterations:
-				return nil, fmt.Errorf("auth: %s: user %q %s: %d: %w", path, user, mech, cred.Iterations, ErrIterations)
+				return nil, fmt.Errorf("user %q %s: %d: %w", user, mech, cred.Iterations, ErrIterations)
 			case len(cred.Salt) == 0 || len(cred.StoredKey) != h().Size() || len(cred.ServerKey) != h().Size():
-				return nil, fmt.Errorf("auth: %s: user %q %s: a salt, and keys of %d bytes", path, user, mech, h().Size())
+				return nil, fmt.Errorf("user %q %s: a salt, and keys of %d bytes", user, mech, h().Size())
 			}
 		}
 	}
-	if f.Users != nil {
-		c.users.cur.Store(&f.Users)
-	}
-	return c, nil
+	return &f.Users, nil
 }
+
+// Refresh loads the credentials again from their store, if another
+// broker changed them.
+func (c *Credentials) Refresh() (bool, error) { return c.users.Refresh() }
 
 var hashes = map[string]func() hash.Hash{SHA256: sha256.New, SHA512: sha512.New}
 
 // Lookup returns user's credential for mech.
 func (c *Credentials) Lookup(user, mech string) (Credential, bool) {
-	cred, ok := (*c.users.load())[user][mech]
+	cred, ok := (*c.users.Load())[user][mech]
 	return cred, ok
 }
 
 // Users lists the users and, for each, its mechanisms and their iteration
 // counts.
 func (c *Credentials) Users() map[string]map[string]int {
-	users := *c.users.load()
+	users := *c.users.Load()
 	out := make(map[string]map[string]int, len(users))
 	for user, mechs := range users {
 		out[user] = map[string]int{}
@@ -184,7 +195,7 @@ func (ch Change) Check() error {
 // write of the file. A failed write applies none and is the second result.
 func (c *Credentials) Apply(changes []Change) ([]error, error) {
 	errs := make([]error, len(changes))
-	err := c.users.update(func(cur *map[string]map[string]Credential) (*map[string]map[string]Credential, error) {
+	err := c.users.Update(func(cur *map[string]map[string]Credential) (*map[string]map[string]Credential, []byte, error) {
 		return c.apply(*cur, changes, errs)
 	})
 	if err != nil {
@@ -194,8 +205,8 @@ func (c *Credentials) Apply(changes []Change) ([]error, error) {
 }
 
 // apply makes the next credentials from cur (errs says each change's
-// refusal) and saves them.
-func (c *Credentials) apply(cur map[string]map[string]Credential, changes []Change, errs []error) (*map[string]map[string]Credential, error) {
+// refusal) and their document.
+func (c *Credentials) apply(cur map[string]map[string]Credential, changes []Change, errs []error) (*map[string]map[string]Credential, []byte, error) {
 	next := make(map[string]map[string]Credential, len(cur))
 	for u, m := range cur {
 		next[u] = maps.Clone(m)
@@ -220,10 +231,11 @@ func (c *Credentials) apply(cur map[string]map[string]Credential, changes []Chan
 		}
 		next[ch.User][ch.Mechanism] = derive(ch.Mechanism, ch.Salt, ch.Iterations, ch.SaltedPassword)
 	}
-	if err := writeJSON(c.fsys, c.path, credentialsFile{Version: fileVersion, Users: next}); err != nil {
-		return nil, fmt.Errorf("auth: saving credentials: %w", err)
+	data, err := encodeJSON(credentialsFile{Version: fileVersion, Users: next})
+	if err != nil {
+		return nil, nil, fmt.Errorf("auth: saving credentials: %w", err)
 	}
-	return &next, nil
+	return &next, data, nil
 }
 
 // derive makes the stored credential from a salted password (RFC 5802
@@ -267,7 +279,7 @@ func saltedPassword(mech, password string, salt []byte, iters int) ([]byte, erro
 // strongest SCRAM credential (SASL/PLAIN), comparing the keys in constant
 // time.
 func (c *Credentials) VerifyPassword(user, password string) bool {
-	mechs := (*c.users.load())[user]
+	mechs := (*c.users.Load())[user]
 	for _, mech := range []string{SHA512, SHA256} {
 		cred, ok := mechs[mech]
 		if !ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/internal/docstore"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -107,22 +108,30 @@ type quotasFile struct {
 
 func (f *quotasFile) version() int { return f.Version }
 
-// Quotas are a data directory's client quotas, safe for concurrent use;
-// every change is durable before it returns.
+// Quotas are the client quotas of a data directory (or, in a cluster, of
+// every broker), safe for concurrent use; every change is stored before it
+// returns. The zero Quotas has none and takes no change.
 type Quotas struct {
-	fsys  vfs.FS
-	path  string
-	state snapshot[map[string]QuotaEntry] // by Entity.Key; never changed once published
+	state *docstore.Doc[map[string]QuotaEntry] // by Entity.Key; never changed once published
 }
 
 // OpenQuotas reads the quotas at path; a missing file is none.
-func OpenQuotas(fsys vfs.FS, path string) (*Quotas, error) {
-	q := &Quotas{fsys: vfs.OrOS(fsys), path: path}
+func OpenQuotas(fsys vfs.FS, path string) (*Quotas, error) { return NewQuotas(FileStore(fsys, path)) }
+
+// NewQuotas reads the quotas from store.
+func NewQuotas(store Store) (*Quotas, error) {
+	d, err := docstore.Open(store, decodeQuotas)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	return &Quotas{state: d}, nil
+}
+
+func decodeQuotas(data []byte) (*map[string]QuotaEntry, error) {
 	m := map[string]QuotaEntry{}
-	q.state.cur.Store(&m)
 	var f quotasFile
-	if ok, err := readJSON(q.fsys, path, &f); !ok {
-		return q, err
+	if ok, err := decodeJSON(data, &f); !ok {
+		return &m, err
 	}
 	for i, e := range f.Entries {
 		err := e.Entity.Check()
@@ -130,11 +139,20 @@ func OpenQuotas(fsys vfs.FS, path string) (*Quotas, error) {
 			err = errors.Join(err, e.Entity.checkKey(k, v))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("auth: %s: entry %d: %w", path, i, err)
+			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
 		m[e.Entity.Key()] = e
 	}
-	return q, nil
+	return &m, nil
+}
+
+// Refresh loads the quotas again from their store, if another broker
+// changed them.
+func (q *Quotas) Refresh() (bool, error) {
+	if q.state == nil {
+		return false, nil
+	}
+	return q.state.Refresh()
 }
 
 // QuotaOp sets (or with Remove, removes) one quota of an entity.
@@ -149,7 +167,10 @@ type QuotaOp struct {
 // error.
 func (q *Quotas) Alter(entities []Entity, ops [][]QuotaOp, validateOnly bool) ([]error, error) {
 	errs := make([]error, len(entities))
-	err := q.state.update(func(cur *map[string]QuotaEntry) (*map[string]QuotaEntry, error) {
+	if q.state == nil {
+		return nil, errors.New("auth: no quota store")
+	}
+	err := q.state.Update(func(cur *map[string]QuotaEntry) (*map[string]QuotaEntry, []byte, error) {
 		var m map[string]QuotaEntry
 		if cur != nil {
 			m = *cur
@@ -163,8 +184,9 @@ func (q *Quotas) Alter(entities []Entity, ops [][]QuotaOp, validateOnly bool) ([
 }
 
 // alter applies the operations to a copy of cur (errs says each entity's
-// refusal) and saves it, unless validateOnly (nil: nothing to publish).
-func (q *Quotas) alter(cur map[string]QuotaEntry, entities []Entity, ops [][]QuotaOp, validateOnly bool, errs []error) (*map[string]QuotaEntry, error) {
+// refusal) and returns it with its document, unless validateOnly (nil:
+// nothing to publish).
+func (q *Quotas) alter(cur map[string]QuotaEntry, entities []Entity, ops [][]QuotaOp, validateOnly bool, errs []error) (*map[string]QuotaEntry, []byte, error) {
 	next := maps.Clone(cur)
 	if next == nil {
 		next = map[string]QuotaEntry{}
@@ -197,16 +219,17 @@ func (q *Quotas) alter(cur map[string]QuotaEntry, entities []Entity, ops [][]Quo
 		}
 	}
 	if validateOnly {
-		return nil, nil
+		return nil, nil, nil
 	}
 	f := quotasFile{Version: fileVersion, Entries: []QuotaEntry{}}
 	for _, k := range slices.Sorted(maps.Keys(next)) {
 		f.Entries = append(f.Entries, next[k])
 	}
-	if err := writeJSON(q.fsys, q.path, f); err != nil {
-		return nil, fmt.Errorf("auth: saving client quotas: %w", err)
+	data, err := encodeJSON(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("auth: saving client quotas: %w", err)
 	}
-	return &next, nil
+	return &next, data, nil
 }
 
 // Any reports whether any quota is set: without one, a request has
@@ -215,7 +238,10 @@ func (q *Quotas) Any() bool { return len(q.current()) > 0 }
 
 // current is the quotas now (none for a zero Quotas).
 func (q *Quotas) current() map[string]QuotaEntry {
-	if p := q.state.load(); p != nil {
+	if q.state == nil {
+		return nil
+	}
+	if p := q.state.Load(); p != nil {
 		return *p
 	}
 	return nil

@@ -49,7 +49,12 @@ the data directory's seglog-acls.
 With --data-dir it changes the directory itself, so a broker must not be serving
 it (it takes the data directory's lock). With --bootstrap-server it asks a
 running broker (CreateAcls, DescribeAcls, DeleteAcls: Alter or Describe on the
-cluster), with --command-config for the client's own security settings.`,
+cluster), with --command-config for the client's own security settings.
+
+In a cluster (seglog.etcd.endpoints) the ACLs are the cluster's, kept in etcd:
+change them with --bootstrap-server, through any broker, and every broker
+enforces the change. A data directory's file only seeds a cluster that has none
+yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n := 0

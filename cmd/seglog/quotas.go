@@ -53,7 +53,12 @@ A client over its quota is told to wait (ThrottleMillis) and its connection's
 next request waits it out; a connection over its ip's rate is refused. With
 --data-dir it changes the directory itself, so a broker must not be serving it;
 with --bootstrap-server it asks a running broker (DescribeClientQuotas,
-AlterClientQuotas: DescribeConfigs or AlterConfigs on the cluster).`,
+AlterClientQuotas: DescribeConfigs or AlterConfigs on the cluster).
+
+In a cluster (seglog.etcd.endpoints) the quotas are the cluster's, kept in
+etcd: change them with --bootstrap-server, through any broker, and every broker
+enforces the change. A data directory's file only seeds a cluster that has none
+yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {

@@ -46,7 +46,12 @@ it (it takes the data directory's lock; --add creates a new data directory, to
 set up the first users before the first serve). With --bootstrap-server it asks
 a running broker (DescribeUserScramCredentials, AlterUserScramCredentials, which
 need the Describe and Alter operations on the cluster once ACLs are on), with
---command-config for the client's own security settings.`,
+--command-config for the client's own security settings.
+
+In a cluster (seglog.etcd.endpoints) the credentials are the cluster's, kept in
+etcd: change them with --bootstrap-server, through any broker, and every broker
+has the change. A data directory's file only seeds a cluster that has none yet
+(its first broker's, from its days as a single node).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			actions := 0
