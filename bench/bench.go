@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -56,6 +57,11 @@ type Options struct {
 	Store string
 	// Progress, if set, is told how far a step is (done of total).
 	Progress func(step string, done, total int64)
+	// Serve, if set, is a command that runs `seglog serve` with args as a
+	// process of its own: the cluster workload kills such brokers and
+	// gives them 10,000 partitions. Without it those figures are not
+	// measured.
+	Serve func(args ...string) *exec.Cmd
 }
 
 // EnsureDefaults fills zero fields.

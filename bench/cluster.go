@@ -219,18 +219,34 @@ func runCluster(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for id := range c.stops { // (the processes' run has the machine to itself)
+		if err := c.stop(id); err != nil {
+			return nil, err
+		}
+	}
+	params := fmt.Sprintf("3 brokers in one process over one etcd member; %d records of %d B per run to 3 partitions, acks=all; 1,000 one-at-a-time produces for latencies; session timeout 2 s", n, size)
+	var procFigs []Figure
+	if o.Serve != nil {
+		pn := max(n, 32768) // (a run long enough that the client's start does not weigh)
+		r, err := runProcCluster(o, filepath.Join(dir, "procs"), "http://"+c.etcd.Clients[0].Addr().String(), pn)
+		if err != nil {
+			return nil, err
+		}
+		procFigs = r.figures()
+		params += fmt.Sprintf("; then 3 seglog serve processes over it (a leader SIGKILLed; %d partitions at replication factor 3; %d records per produce run)", manyPartitions, pn)
+	}
 	met := stall <= 1000 && stallErrs == 0
 	return &Result{Workload: "cluster",
-		Params:  fmt.Sprintf("3 brokers in one process over one etcd member; %d records of %d B per run to 3 partitions, acks=all; 1,000 one-at-a-time produces for latencies; session timeout 2 s", n, size),
+		Params:  params,
 		Samples: map[string][]float64{"rf3": lat3, "rf1": lat1},
-		Figures: []Figure{
+		Figures: append([]Figure{
 			figure("cluster.produce.rf3", "MB/s", rf3, "replication factor 1, the same brokers", rf1),
 			latency("cluster.produce-latency.rf3", lat3, "replication factor 1", lat1),
 			Figure{Name: "cluster.controlled-shutdown.stall", Unit: "ms", Value: stall, Min: stall, Max: stall}.target(
 				fmt.Sprintf("≤ 1,000 ms and no client error (%d errors)", stallErrs), met),
 			Figure{Name: "cluster.failover.after-lease", Unit: "ms", Value: failover, Min: failover, Max: failover}.target(
 				"≤ 1,000 ms after the lease ends (a killed broker's lease ends broker.session.timeout.ms after its last renewal)", failover <= 1000),
-		}}, nil
+		}, procFigs...)}, nil
 }
 
 // syncLatencies times n one-at-a-time acks=all produces to rf1 and rf3
@@ -254,6 +270,13 @@ func (c *benchCluster) syncLatencies(value []byte, n int) ([]float64, []float64,
 		*out = append(*out, float64(time.Since(start).Microseconds()))
 	}
 	return lat1, lat3, nil
+}
+
+// failoverClient is a client of the cluster that produces to the
+// partitions it names and learns a new leader at once.
+func failoverClient(seeds []string) (*kgo.Client, context.Context, func(), error) {
+	return connected(seeds[0], kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MetadataMinAge(50*time.Millisecond))
 }
 
 // produceThrough produces one record at a time to topic's partition 0
@@ -297,8 +320,7 @@ func (c *benchCluster) controlledShutdownStall(value []byte) (float64, int, erro
 	if err := c.createTopic("shutdown", 1, 3); err != nil {
 		return 0, 0, err
 	}
-	cl, ctx, done, err := connected(c.seeds()[0], kgo.SeedBrokers(c.seeds()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MetadataMinAge(50*time.Millisecond))
+	cl, ctx, done, err := failoverClient(c.seeds())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -335,8 +357,7 @@ func (c *benchCluster) failoverAfterLease(value []byte) (float64, error) {
 	if err := c.createTopic("failover", 1, 3); err != nil {
 		return 0, err
 	}
-	cl, ctx, done, err := connected(c.seeds()[0], kgo.SeedBrokers(c.seeds()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MetadataMinAge(50*time.Millisecond))
+	cl, ctx, done, err := failoverClient(c.seeds())
 	if err != nil {
 		return 0, err
 	}

@@ -92,6 +92,7 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 			continue
 		}
 		create := func() (int16, *string) { return b.createTopicChecked(rt.Topic, partitions, &cfg, r.ValidateOnly, mut) }
+		wait := time.Duration(r.TimeoutMillis) * time.Millisecond
 		rf := int16(1)
 		if b.clustered() {
 			if rf = rt.ReplicationFactor; rf == -1 {
@@ -107,7 +108,7 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 				configs[c.Name] = *c.Value // (set above: a nil value failed)
 			}
 			create = func() (int16, *string) {
-				return b.clusterCreateTopic(rt.Topic, partitions, rf, assignment, configs, r.ValidateOnly, mut)
+				return b.clusterCreateTopic(rt.Topic, partitions, rf, assignment, configs, r.ValidateOnly, mut, wait)
 			}
 		}
 		if code, msg := create(); code != 0 {
@@ -148,7 +149,7 @@ func (b *Broker) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssign
 func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.Config, validateOnly bool,
 	mut *mutations) (int16, *string) {
 	if b.clustered() { // (auto-creation: the defaults)
-		return b.clusterCreateTopic(topic, partitions, -1, nil, nil, validateOnly, mut)
+		return b.clusterCreateTopic(topic, partitions, -1, nil, nil, validateOnly, mut, metadataWriteTimeout)
 	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
@@ -202,7 +203,7 @@ func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsR
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		st.ErrorCode, st.ErrorMessage = b.deleteTopic(name, mut)
+		st.ErrorCode, st.ErrorMessage = b.deleteTopic(name, mut, time.Duration(r.TimeoutMillis)*time.Millisecond)
 		if st.ErrorCode == 0 {
 			st.ErrorMessage = nil
 		}
@@ -229,13 +230,13 @@ func (b *Broker) topicByID(id [16]byte) (string, bool) {
 
 // deleteTopic deletes every partition of a topic, drawn from the
 // request's mutation quota.
-func (b *Broker) deleteTopic(topic string, mut *mutations) (int16, *string) {
+func (b *Broker) deleteTopic(topic string, mut *mutations, wait time.Duration) (int16, *string) {
 	if internalTopics[topic] {
 		// The coordinators' own log: deleting it would drop every group.
 		return kerr.InvalidTopicException.Code, errText("%s is an internal topic", topic)
 	}
 	if b.clustered() {
-		return b.clusterDeleteTopic(topic, mut)
+		return b.clusterDeleteTopic(topic, mut, wait)
 	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()

@@ -334,10 +334,30 @@ func fetchReplica(r *kmsg.FetchRequest) int32 {
 	return r.ReplicaID
 }
 
-// clusterCreateTopic creates a topic in the cluster and waits until this
-// broker holds its replicas.
+// metadataWriteTimeout bounds a change of the cluster's metadata in etcd.
+const metadataWriteTimeout = 30 * time.Second
+
+// awaitReplicas waits, up to wait (a request's timeout_ms; none for 0 or
+// less), until this broker's replicas follow the metadata it has now: a
+// topic created or deleted is done here. Running out of time is
+// REQUEST_TIMED_OUT, as in Kafka, and the change stands.
+func (b *Broker) awaitReplicas(wait time.Duration) (int16, *string) {
+	if wait <= 0 {
+		return 0, nil
+	}
+	c := b.opts.Cluster
+	ctx, cancel := context.WithTimeout(b.ctx, wait)
+	defer cancel()
+	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
+		return kerr.RequestTimedOut.Code, errMessage(err)
+	}
+	return 0, nil
+}
+
+// clusterCreateTopic creates a topic in the cluster and waits (up to
+// wait) until this broker holds its replicas.
 func (b *Broker) clusterCreateTopic(topic string, partitions int32, rf int16, assignment [][]int32, configs map[string]string,
-	validateOnly bool, mut *mutations) (int16, *string) {
+	validateOnly bool, mut *mutations, wait time.Duration) (int16, *string) {
 	c := b.opts.Cluster
 	if rf == -1 {
 		rf = c.DefaultReplicationFactor
@@ -356,16 +376,13 @@ func (b *Broker) clusterCreateTopic(topic string, partitions int32, rf int16, as
 	if !mut.take(int(partitions)) {
 		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, metadataWriteTimeout)
 	defer cancel()
 	if _, err := c.Member.CreateTopic(ctx, spec); err != nil {
 		return clusterCode(err), errMessage(err)
 	}
-	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
-		return kerr.RequestTimedOut.Code, errMessage(err)
-	}
 	b.opts.Logger.Info("created a topic", "topic", topic, "partitions", partitions, "replication_factor", rf)
-	return 0, nil
+	return b.awaitReplicas(wait)
 }
 
 // clusterCode is Kafka's code for a cluster metadata error (a wait
@@ -378,8 +395,8 @@ func clusterCode(err error) int16 {
 }
 
 // clusterDeleteTopic deletes a topic from the cluster (the replicas go
-// with it on every broker).
-func (b *Broker) clusterDeleteTopic(topic string, mut *mutations) (int16, *string) {
+// with it on every broker; this one's are waited for up to wait).
+func (b *Broker) clusterDeleteTopic(topic string, mut *mutations, wait time.Duration) (int16, *string) {
 	c := b.opts.Cluster
 	ts, ok := c.Member.Snapshot().Topics[topic]
 	if !ok {
@@ -388,16 +405,13 @@ func (b *Broker) clusterDeleteTopic(topic string, mut *mutations) (int16, *strin
 	if !mut.take(len(ts.Partitions)) {
 		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, metadataWriteTimeout)
 	defer cancel()
 	if err := c.Member.DeleteTopic(ctx, topic, ts.ID); err != nil {
 		return clusterCode(err), errMessage(err)
 	}
-	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
-		return kerr.RequestTimedOut.Code, errMessage(err)
-	}
 	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(ts.Partitions))
-	return 0, nil
+	return b.awaitReplicas(wait)
 }
 
 // clusterGrowTopic adds partitions to a topic of the cluster.

@@ -282,11 +282,19 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			o := t.Offsets()
+			if rp.FetchOffset == readBound(o, iso) && rp.FetchOffset >= o.LocalLogStartOffset {
+				// Caught up (an idle partition of a follower's or a
+				// consumer's fetch): nothing to read, no read made.
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			limit := min(int64(rp.PartitionMaxBytes), maxBytes-total)
 			res := new(tablet.FetchResult)
 			err := t.ReadIntoContext(ctx, res, rp.FetchOffset, tablet.ReadOptions{MaxBytes: int(max(limit, 0)), Isolation: iso,
 				MinOneMessage: total == 0})
-			o := t.Offsets()
+			o = t.Offsets()
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
 			if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				// The tier's store did not answer within the fetch's wait,
@@ -315,6 +323,18 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 		reply.Topics = append(reply.Topics, st)
 	}
 	return reply, total
+}
+
+// readBound is where a read at iso ends: the log end, the high watermark
+// or the last stable offset.
+func readBound(o tablet.Offsets, iso tablet.Isolation) int64 {
+	switch iso {
+	case tablet.ReadLogEnd:
+		return o.LogEndOffset
+	case tablet.ReadCommitted:
+		return o.LastStableOffset
+	}
+	return o.HighWatermark
 }
 
 // authorizeFetch: each topic needs Read. The refused topics are taken out

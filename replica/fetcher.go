@@ -330,13 +330,22 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 	if resp.ErrorCode != 0 {
 		return kerr.ErrorForCode(resp.ErrorCode)
 	}
+	// The partitions asked for, by topic id (v13 on) and by name.
+	type key struct {
+		id    cluster.TopicID
+		topic string
+		p     int32
+	}
+	byKey := make(map[key]*fetchState, 2*len(asked))
+	for _, a := range asked {
+		byKey[key{id: a.p.id, p: a.p.tp.Partition}] = a
+		byKey[key{topic: a.p.tp.Topic, p: a.p.tp.Partition}] = a
+	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			var fs *fetchState
-			for _, a := range asked {
-				if (a.p.tp.Topic == rt.Topic || a.p.id == cluster.TopicID(rt.TopicID)) && a.p.tp.Partition == rp.Partition {
-					fs = a
-				}
+			fs := byKey[key{topic: rt.Topic, p: rp.Partition}]
+			if fs == nil && rt.TopicID != [16]byte{} {
+				fs = byKey[key{id: cluster.TopicID(rt.TopicID), p: rp.Partition}]
 			}
 			if fs == nil {
 				continue

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -91,6 +93,7 @@ and SVG plots (throughput against record size, latency CDFs).`)
 			if memProfile != "" {
 				runtime.MemProfileRate = 4096
 			}
+			o.Serve = selfServe
 			r, err := bench.Run(o, args, sz)
 			if err != nil {
 				return err
@@ -233,4 +236,19 @@ func includedSection(path, heading, section string) string {
 		return ""
 	}
 	return "\n" + strings.Replace(string(data), heading, section, 1)
+}
+
+// selfServe runs this program with args (seglog serve, for the cluster
+// workload's broker processes). The same arguments go in the environment,
+// where this package's test binary, which is no seglog, finds them
+// (TestMain's SEGLOG_CHILD=cli).
+func selfServe(args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	cmd := exec.Command(exe, args...)
+	argJSON, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(), "SEGLOG_CHILD=cli", "SEGLOG_CHILD_ARGS="+string(argJSON))
+	return cmd
 }
