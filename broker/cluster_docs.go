@@ -51,7 +51,7 @@ func openStateDocs(m *tablet.Manager, opts Options) (*stateDocs, error) {
 			if err := seedDoc(c.Member, doc, file(name, perm), opts.Logger); err != nil {
 				opts.Logger.Warn("the cluster has no "+doc+" yet, and the data directory's file could not be copied to it", "err", err)
 			}
-			return c.Member.DocStore(doc, docSaveTimeout)
+			return c.Member.DocKey(doc, docSaveTimeout)
 		}
 	}
 	var d stateDocs

@@ -38,29 +38,36 @@ func (m *Member) PutDoc(ctx context.Context, name string, value []byte, rev int6
 	return resp.Header.Revision, nil
 }
 
-// DocStore is the document name as a docstore.Watched: loads read this
-// broker's snapshot, saves write etcd (each one given timeout).
-func (m *Member) DocStore(name string, timeout time.Duration) docstore.Watched {
-	return docStore{m: m, name: name, timeout: timeout}
-}
-
-type docStore struct {
+// DocKey is one of the cluster's documents as a store of it (a
+// docstore.Watched): loads read this broker's snapshot, saves write etcd.
+type DocKey struct {
 	m       *Member
 	name    string
 	timeout time.Duration
 }
 
-func (d docStore) Load() ([]byte, int64, error) {
+// DocKey is the document name, each save of it given timeout.
+func (m *Member) DocKey(name string, timeout time.Duration) DocKey {
+	return DocKey{m: m, name: name, timeout: timeout}
+}
+
+// Load returns the document as this broker's snapshot has it (nil: there
+// is none) and its revision.
+func (d DocKey) Load() ([]byte, int64, error) {
 	doc := d.m.Snapshot().Docs[d.name]
 	return doc.Value, doc.Rev, nil
 }
 
-func (d docStore) Save(data []byte, rev int64) (int64, error) {
+// Save is PutDoc.
+func (d DocKey) Save(data []byte, rev int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(d.m.ctx, d.timeout)
 	defer cancel()
 	return d.m.PutDoc(ctx, d.name, data, rev)
 }
 
-func (d docStore) Rev() int64 { return d.m.Snapshot().Docs[d.name].Rev }
+// Rev is the document's revision in this broker's snapshot.
+func (d DocKey) Rev() int64 { return d.m.Snapshot().Docs[d.name].Rev }
 
-func (d docStore) String() string { return "the cluster's " + d.name }
+func (d DocKey) String() string { return "the cluster's " + d.name }
+
+var _ docstore.Watched = DocKey{}
