@@ -14,11 +14,13 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -58,6 +60,10 @@ type Options struct {
 	// MinInsyncReplicas is min.insync.replicas for topics that do not set
 	// it (default 1).
 	MinInsyncReplicas int
+	// Fetchers is num.replica.fetchers (default 1): the fetchers, each
+	// with its own connection, that share the partitions followed on one
+	// leader (by Kafka's hash of the partition).
+	Fetchers int
 	// Logger receives the manager's logs. The default is slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. The default is time.Now.
@@ -86,6 +92,7 @@ func (o *Options) defaults() error {
 	if o.MinInsyncReplicas <= 0 {
 		o.MinInsyncReplicas = 1
 	}
+	o.Fetchers = max(o.Fetchers, 1)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -107,7 +114,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	parts    map[checkpoint.TopicPartition]*Partition
-	fetchers map[int32]*fetcher
+	fetchers map[fetcherKey]*fetcher
 	// watch are told of each leadership taken or lost.
 	watch []func(tp checkpoint.TopicPartition, t *tablet.Tablet, leading bool)
 	// peers are the clients of other brokers' inter-broker endpoints
@@ -126,7 +133,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, me: opts.Member.NodeID(), log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
-		fetchers: map[int32]*fetcher{}, peers: map[int32]*peer{}, appliedCh: make(chan struct{})}
+		fetchers: map[fetcherKey]*fetcher{}, peers: map[int32]*peer{}, appliedCh: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.reconcile(opts.Member.Snapshot())
 	m.wg.Add(2)
@@ -447,11 +454,12 @@ func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int3
 // truncated first.
 func (m *Manager) startFollowing(p *Partition, leader, epoch int32) {
 	m.unfollow(p)
+	key := fetcherKey{leader, fetcherID(p.tp, m.opts.Fetchers)}
 	m.mu.Lock()
-	f := m.fetchers[leader]
+	f := m.fetchers[key]
 	if f == nil {
 		f = newFetcher(m, leader)
-		m.fetchers[leader] = f
+		m.fetchers[key] = f
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); f.run() }()
 	}
@@ -471,9 +479,45 @@ func (m *Manager) unfollow(p *Partition) {
 		return
 	}
 	m.mu.Lock()
-	f := m.fetchers[leader]
+	f := m.fetchers[fetcherKey{leader, fetcherID(p.tp, m.opts.Fetchers)}]
 	m.mu.Unlock()
 	if f != nil {
 		f.remove(p.tp)
 	}
+}
+
+// fetcherKey names a fetcher: its leader, and its number among the
+// leader's fetchers.
+type fetcherKey struct {
+	leader int32
+	id     int
+}
+
+// fetcherID is the fetcher of n that fetches tp, as Kafka picks it: the
+// absolute value of 31 × the topic name's Java hash code + the partition,
+// modulo n.
+func fetcherID(tp checkpoint.TopicPartition, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	var h int32
+	for _, c := range utf16.Encode([]rune(tp.Topic)) {
+		h = 31*h + int32(c)
+	}
+	v := 31*h + tp.Partition
+	switch { // (Kafka's Utils.abs)
+	case v == math.MinInt32:
+		v = 0
+	case v < 0:
+		v = -v
+	}
+	return int(v) % n
+}
+
+// Fetchers is how many fetchers this broker runs (one per leader and
+// fetcher number that it follows partitions of).
+func (m *Manager) Fetchers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.fetchers)
 }

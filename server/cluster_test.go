@@ -1255,3 +1255,34 @@ func TestClusterSharedSecurity(t *testing.T) {
 		}
 	}
 }
+
+// num.replica.fetchers: a follower runs that many fetchers per leader,
+// the partitions shared among them, and replication is whole through
+// them all.
+func TestClusterReplicaFetchers(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t)
+	// (2, not 3: a leader's partitions are every third one, which Kafka's
+	// hash would give all to one of three fetchers.)
+	c.configure = func(_ int32, cfg *Config) { cfg.Cluster.ReplicaFetchers = 2 }
+	c.boot(3)
+	ctx := context.Background()
+	adm := c.admin()
+	res, err := adm.CreateTopic(ctx, 12, 3, nil, "nf")
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "nf", "a", 240))
+	chk.ReadBack(t, c.seeds(), "nf", 12)
+	for p := range int32(12) {
+		sameBytes(t, c, checkpoint.TopicPartition{Topic: "nf", Partition: p})
+	}
+	for id, s := range c.servers {
+		// Two leaders followed, eight partitions of theirs by two
+		// fetchers each: more fetchers than leaders.
+		require.Greater(t, s.Replicas().Fetchers(), 2, "broker %d", id)
+	}
+}

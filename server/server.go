@@ -140,6 +140,9 @@ type ClusterConfig struct {
 	FetchWait     time.Duration
 	// FetchBackoff is replica.fetch.backoff.ms.
 	FetchBackoff time.Duration
+	// ReplicaFetchers is num.replica.fetchers (default 1): fetchers (and
+	// connections) per leader.
+	ReplicaFetchers int
 	// ShutdownTimeout bounds the controlled shutdown (default 30 s).
 	ShutdownTimeout time.Duration
 }
@@ -312,7 +315,7 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	})
 	defaults := s.m.DefaultConfig()
 	r, err := replica.New(replica.Options{Member: m, Tablets: s.m, Listener: c.InterBrokerListener, LagTime: c.LagTime,
-		FetchMaxBytes: c.FetchMaxBytes, FetchWait: c.FetchWait, FetchBackoff: c.FetchBackoff, MinInsyncReplicas: c.MinInsyncReplicas, Logger: s.log,
+		FetchMaxBytes: c.FetchMaxBytes, FetchWait: c.FetchWait, FetchBackoff: c.FetchBackoff, MinInsyncReplicas: c.MinInsyncReplicas, Fetchers: c.ReplicaFetchers, Logger: s.log,
 		Config: func(configs map[string]string) (*tablet.Config, error) {
 			cfg := defaults
 			for k, v := range configs {

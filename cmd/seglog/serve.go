@@ -297,7 +297,9 @@ var serveConfigs = []serveConfig{
 	msConfig("replica.fetch.backoff.ms", "how long a partition its leader refused waits before it is fetched again (default 1000)", func(s *serveSettings, d time.Duration) {
 		s.cluster.FetchBackoff = d
 	}),
-	intConfig("num.replica.fetchers", "accepted for Kafka's configs; seglog fetches with one fetcher per leader", 1, 1<<10, func(*serveSettings, int64) {}),
+	intConfig("num.replica.fetchers", "fetchers per leader a follower runs, each with its connection, sharing the partitions by Kafka's hash (default 1)", 1, 1<<10, func(s *serveSettings, n int64) {
+		s.cluster.ReplicaFetchers = int(n)
+	}),
 	intConfig("num.partitions", "the partitions of an auto-created topic (default 1)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.broker.NumPartitions = int32(n)
 	}),
