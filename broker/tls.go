@@ -84,3 +84,12 @@ func (t *TLS) Config() *tls.Config {
 		return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*st.cert}, ClientCAs: st.cas, ClientAuth: auth}, nil
 	}}
 }
+
+// ClientConfig is the tls.Config of this broker's own connections to the
+// other brokers: it verifies them by the CAs of ssl.ca.location and, when
+// a peer asks for a client certificate, shows the current one (which must
+// then be good for client authentication too).
+func (t *TLS) ClientConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.state.Load().cas,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return t.state.Load().cert, nil }}
+}

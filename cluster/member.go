@@ -9,6 +9,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,12 @@ import (
 type Options struct {
 	// Endpoints are etcd's client URLs (seglog.etcd.endpoints). Required.
 	Endpoints []string
+	// TLS, if set, is how etcd is reached over TLS (https endpoints): the
+	// CAs that verify etcd, and a client certificate if etcd asks for
+	// one. Username and Password are etcd's user, when its
+	// authentication is on.
+	TLS                *tls.Config
+	Username, Password string
 	// ClusterID names the cluster; Prefix defaults to /seglog/<ClusterID>/.
 	ClusterID string
 	// Prefix is where the cluster's keys live (seglog.etcd.prefix).
@@ -140,10 +147,9 @@ func Join(ctx context.Context, opts Options) (*Member, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: opts.Endpoints, DialTimeout: 5 * time.Second,
-		Logger: zap.NewNop(), Context: context.Background()})
+	cli, err := opts.client()
 	if err != nil {
-		return nil, fmt.Errorf("cluster: etcd client: %w", err)
+		return nil, err
 	}
 	m := &Member{opts: opts, cli: cli, log: opts.Logger.With("node", opts.NodeID), prefix: opts.Prefix,
 		changed: make(chan struct{}), stopped: make(chan struct{})}
@@ -199,16 +205,28 @@ func (m *Member) claimClusterID(ctx context.Context) error {
 	return nil
 }
 
-// ClaimClusterIDAt returns the cluster id stored under prefix, storing
-// candidate there first if none is: what a new data directory is made
-// for. Brokers started at once on new data directories agree on one id
-// (the first claim wins, atomically).
-func ClaimClusterIDAt(ctx context.Context, endpoints []string, prefix, candidate string) (string, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+// client is an etcd client as the options say.
+func (o *Options) client() (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: 5 * time.Second, TLS: o.TLS,
+		Username: o.Username, Password: o.Password, Logger: zap.NewNop(), Context: context.Background()})
 	if err != nil {
-		return "", fmt.Errorf("cluster: etcd client: %w", err)
+		return nil, fmt.Errorf("cluster: etcd client: %w", err)
+	}
+	return cli, nil
+}
+
+// ClaimClusterIDAt returns the cluster id stored under the options'
+// prefix (etcd reached as they say), storing candidate there first if
+// none is: what a new data directory is made for. Brokers started at once
+// on new data directories agree on one id (the first claim wins,
+// atomically).
+func ClaimClusterIDAt(ctx context.Context, opts Options, candidate string) (string, error) {
+	cli, err := opts.client()
+	if err != nil {
+		return "", err
 	}
 	defer cli.Close()
+	prefix := opts.Prefix
 	if prefix != "" && prefix[len(prefix)-1] != '/' {
 		prefix += "/"
 	}

@@ -25,12 +25,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/clustertest"
 	"github.com/seglog/seglog/internal/etcdtest"
 	"github.com/seglog/seglog/internal/faultproxy"
+	"github.com/seglog/seglog/internal/testpki"
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
@@ -1128,6 +1130,24 @@ func TestClusterDeleteRecords(t *testing.T) {
 	})
 }
 
+// singleNodeUser makes broker id's data directory before it starts, as
+// a single node that has a SCRAM user (the cluster's first broker seeds
+// the cluster's credentials from it).
+func (c *testCluster) singleNodeUser(id int32, user, mech, password string) {
+	t := c.t
+	dir := filepath.Join(c.dir, fmt.Sprint(id))
+	m, err := tablet.OpenManager(vfs.OS, dir, tablet.ManagerOptions{NodeID: id})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	creds, err := auth.OpenCredentials(nil, filepath.Join(dir, auth.CredentialsFile))
+	require.NoError(t, err)
+	salt, salted, err := auth.SaltPassword(mech, password, auth.MinIterations)
+	require.NoError(t, err)
+	errs, err := creds.Apply([]auth.Change{{User: user, Mechanism: mech, Salt: salt, Iterations: auth.MinIterations, SaltedPassword: salted}})
+	require.NoError(t, err)
+	require.NoError(t, errors.Join(errs...))
+}
+
 // The SCRAM credentials, ACLs, client quotas and dynamic broker configs
 // of a cluster are the cluster's, not a broker's: a change made through
 // any broker holds on every broker (a user added through one logs in on
@@ -1145,17 +1165,7 @@ func TestClusterSharedSecurity(t *testing.T) {
 		cfg.Broker.SuperUsers = []string{"User:ANONYMOUS"} // (the PLAINTEXT listener: the admin and the brokers)
 	}
 	// Broker 1 was a single node with a user.
-	dir1 := filepath.Join(c.dir, "1")
-	m, err := tablet.OpenManager(vfs.OS, dir1, tablet.ManagerOptions{NodeID: 1})
-	require.NoError(t, err)
-	require.NoError(t, m.Close())
-	creds, err := auth.OpenCredentials(nil, filepath.Join(dir1, auth.CredentialsFile))
-	require.NoError(t, err)
-	salt, salted, err := auth.SaltPassword(auth.SHA256, "bob-secret", auth.MinIterations)
-	require.NoError(t, err)
-	errs, err := creds.Apply([]auth.Change{{User: "bob", Mechanism: auth.SHA256, Salt: salt, Iterations: auth.MinIterations, SaltedPassword: salted}})
-	require.NoError(t, err)
-	require.NoError(t, errors.Join(errs...))
+	c.singleNodeUser(1, "bob", auth.SHA256, "bob-secret")
 	c.boot(3)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -1166,7 +1176,7 @@ func TestClusterSharedSecurity(t *testing.T) {
 		t.Cleanup(cl.Close)
 		return kadm.NewClient(cl)
 	}
-	_, err = admin(1).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-secret"}})
+	_, err := admin(1).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-secret"}})
 	require.NoError(t, err)
 	for _, topic := range []string{"open", "closed"} {
 		r, err := admin(2).CreateTopic(ctx, 2, 3, nil, topic)
@@ -1256,6 +1266,26 @@ func TestClusterSharedSecurity(t *testing.T) {
 	}
 }
 
+// replicateWhole creates a topic of partitions at replication factor 3,
+// produces n records to it at acks=all, reads every one back once, and
+// checks that every replica holds the same bytes.
+func (c *testCluster) replicateWhole(topic string, partitions int32, n int) {
+	t := c.t
+	ctx := context.Background()
+	res, err := c.admin().CreateTopic(ctx, partitions, 3, nil, topic)
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, topic, "a", n))
+	chk.ReadBack(t, c.seeds(), topic, partitions)
+	for p := range partitions {
+		sameBytes(t, c, checkpoint.TopicPartition{Topic: topic, Partition: p})
+	}
+}
+
 // num.replica.fetchers: a follower runs that many fetchers per leader,
 // the partitions shared among them, and replication is whole through
 // them all.
@@ -1266,23 +1296,58 @@ func TestClusterReplicaFetchers(t *testing.T) {
 	// hash would give all to one of three fetchers.)
 	c.configure = func(_ int32, cfg *Config) { cfg.Cluster.ReplicaFetchers = 2 }
 	c.boot(3)
-	ctx := context.Background()
-	adm := c.admin()
-	res, err := adm.CreateTopic(ctx, 12, 3, nil, "nf")
-	require.NoError(t, err)
-	require.NoError(t, res.Err)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	require.NoError(t, err)
-	defer cl.Close()
-	chk := clustertest.New()
-	require.NoError(t, chk.Produce(ctx, cl, "nf", "a", 240))
-	chk.ReadBack(t, c.seeds(), "nf", 12)
-	for p := range int32(12) {
-		sameBytes(t, c, checkpoint.TopicPartition{Topic: "nf", Partition: p})
-	}
+	c.replicateWhole("nf", 12, 240)
 	for id, s := range c.servers {
 		// Two leaders followed, eight partitions of theirs by two
 		// fetchers each: more fetchers than leaders.
 		require.Greater(t, s.Replicas().Fetchers(), 2, "broker %d", id)
 	}
+}
+
+// A cluster secured end to end: etcd over TLS with client certificates
+// and its authentication on (the brokers' user and password), and the
+// brokers replicating over a SASL_SSL inter-broker listener as a user of
+// their own (its credentials the cluster's, seeded by the first broker),
+// with the authorizer on. Every replica joins every ISR, which it can only
+// do through that listener; a broker with a wrong etcd password is
+// refused at start.
+func TestClusterSecured(t *testing.T) {
+	t.Parallel()
+	pki := testpki.New(t)
+	cert, key := pki.Issue(t, "node", 10, "broker", true)
+	e := etcdtest.StartSecure(t, 1, etcdtest.Secure{CertFile: cert, KeyFile: key, CAFile: pki.CAFile, User: "root", Password: "etcd-secret"})
+	c := makeTestClusterOver(t, e)
+	secure := func(cfg *Config) {
+		cfg.Listeners = append(cfg.Listeners, Listener{Name: "INTERNAL", SecurityProtocol: "SASL_SSL", Address: "127.0.0.1:0"})
+		cfg.TLS = broker.TLSOptions{CertFile: cert, KeyFile: key, CAFile: pki.CAFile}
+		cfg.Broker.SASLMechanisms = []string{auth.SHA512}
+		cfg.Broker.Authorizer = true
+		cfg.Broker.SuperUsers = []string{"User:broker", "User:ANONYMOUS"} // (ANONYMOUS: the test's PLAINTEXT admin)
+		cfg.Cluster.InterBrokerListener = "INTERNAL"
+		cfg.Cluster.InterBrokerSASL = InterBrokerSASL{Username: "broker", Password: "broker-secret"}
+		cfg.Cluster.EtcdTLS = broker.TLSOptions{CertFile: cert, KeyFile: key, CAFile: pki.CAFile}
+		cfg.Cluster.EtcdUsername, cfg.Cluster.EtcdPassword = "root", "etcd-secret"
+	}
+	c.configure = func(_ int32, cfg *Config) { secure(cfg) }
+	c.singleNodeUser(1, "broker", auth.SHA512, "broker-secret")
+	c.boot(3)
+
+	c.replicateWhole("sec", 3, 90)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees every replica in its ISR", func(sn *cluster.Snapshot) bool {
+			for p := range int32(3) {
+				if st, ok := sn.Partition("sec", p); !ok || len(st.ISR) != 3 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	cfg := config(filepath.Join(c.dir, "4"))
+	cfg.Manager.NodeID = 4
+	cfg.Cluster = &ClusterConfig{Endpoints: e.Endpoints(), Prefix: "/seglog/test/"}
+	secure(&cfg)
+	cfg.Cluster.EtcdPassword = "wrong"
+	_, err := New(context.Background(), cfg)
+	require.ErrorContains(t, err, "authentication failed", "a wrong etcd password is refused")
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -36,7 +37,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/ratelog"
@@ -105,6 +112,17 @@ type Config struct {
 type ClusterConfig struct {
 	// Endpoints are etcd's client URLs (seglog.etcd.endpoints).
 	Endpoints []string
+	// EtcdTLS, if any of its files is set, reaches etcd over TLS (https
+	// endpoints): seglog.etcd.ssl.ca.location verifies etcd, and
+	// seglog.etcd.ssl.certificate.location and .key.location are this
+	// broker's client certificate. EtcdUsername and EtcdPassword are
+	// etcd's user (seglog.etcd.username, seglog.etcd.password.file).
+	EtcdTLS                    broker.TLSOptions
+	EtcdUsername, EtcdPassword string
+	// InterBrokerSASL is how this broker logs in to the others when the
+	// inter-broker listener is SASL_PLAINTEXT or SASL_SSL
+	// (sasl.mechanism.inter.broker.protocol and the broker's user).
+	InterBrokerSASL InterBrokerSASL
 	// Prefix is the cluster's etcd prefix (seglog.etcd.prefix). The
 	// default is /seglog/<cluster id>/, the data directory's cluster id;
 	// with a prefix set, a new data directory takes the cluster id stored
@@ -145,6 +163,14 @@ type ClusterConfig struct {
 	ReplicaFetchers int
 	// ShutdownTimeout bounds the controlled shutdown (default 30 s).
 	ShutdownTimeout time.Duration
+}
+
+// InterBrokerSASL is the SASL login of a broker's own connections to
+// the other brokers (followers' fetches, transaction markers).
+type InterBrokerSASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the default).
+	Mechanism          string
+	Username, Password string
 }
 
 // Listener is one listener of the Kafka protocol.
@@ -299,11 +325,20 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 		}
 		listeners = append(listeners, cluster.Endpoint{Listener: l.spec.Name, SecurityProtocol: l.spec.SecurityProtocol, Host: host, Port: port})
 	}
+	clientOpts, err := s.interBrokerClient()
+	if err != nil {
+		return nil, err
+	}
+	opts, err := s.etcdOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts.Prefix, opts.ClusterID, opts.NodeID, opts.Rack, opts.Listeners = c.Prefix, meta.ClusterID, meta.NodeID, c.Rack, listeners
+	opts.SessionTimeout, opts.HeartbeatInterval, opts.UncleanLeaderElection, opts.Logger = c.SessionTimeout,
+		c.HeartbeatInterval, c.UncleanLeaderElection, s.log
 	jctx, cancel := context.WithTimeout(ctx, max(2*cmp.Or(c.SessionTimeout, 9*time.Second), 30*time.Second))
 	defer cancel()
-	m, err := cluster.Join(jctx, cluster.Options{Endpoints: c.Endpoints, Prefix: c.Prefix, ClusterID: meta.ClusterID,
-		NodeID: meta.NodeID, Rack: c.Rack, Listeners: listeners, SessionTimeout: c.SessionTimeout,
-		HeartbeatInterval: c.HeartbeatInterval, UncleanLeaderElection: c.UncleanLeaderElection, Logger: s.log})
+	m, err := cluster.Join(jctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +351,7 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	defaults := s.m.DefaultConfig()
 	r, err := replica.New(replica.Options{Member: m, Tablets: s.m, Listener: c.InterBrokerListener, LagTime: c.LagTime,
 		FetchMaxBytes: c.FetchMaxBytes, FetchWait: c.FetchWait, FetchBackoff: c.FetchBackoff, MinInsyncReplicas: c.MinInsyncReplicas, Fetchers: c.ReplicaFetchers, Logger: s.log,
+		ClientOpts: clientOpts,
 		Config: func(configs map[string]string) (*tablet.Config, error) {
 			cfg := defaults
 			for k, v := range configs {
@@ -337,6 +373,93 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection,
 		OffsetsReplicationFactor: c.OffsetsReplicationFactor, TransactionsReplicationFactor: c.TransactionsReplicationFactor,
 		TransactionsMinISR: c.TransactionsMinISR}, nil
+}
+
+// etcdOptions are how the broker reaches etcd: its endpoints, TLS and
+// user.
+func (s *Server) etcdOptions() (cluster.Options, error) {
+	c := s.cfg.Cluster
+	o := cluster.Options{Endpoints: c.Endpoints, Username: c.EtcdUsername, Password: c.EtcdPassword}
+	t := c.EtcdTLS
+	if t.CAFile == "" && t.CertFile == "" && t.KeyFile == "" {
+		return o, nil
+	}
+	o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pool, err := loadCAs(t.CAFile)
+		if err != nil {
+			return o, fmt.Errorf("seglog.etcd.ssl.ca.location: %w", err)
+		}
+		o.TLS.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return o, errors.New("seglog.etcd.ssl.certificate.location and seglog.etcd.ssl.key.location go together")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return o, fmt.Errorf("etcd's client certificate: %w", err)
+		}
+		o.TLS.Certificates = []tls.Certificate{cert}
+	}
+	return o, nil
+}
+
+// loadCAs reads a PEM file of CA certificates.
+func loadCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// interBrokerClient is what this broker's clients of the other brokers
+// need for the inter-broker listener's protocol: TLS that verifies the
+// peer by ssl.ca.location (and shows this broker's certificate when the
+// peer asks for one), and the SASL login.
+func (s *Server) interBrokerClient() ([]kgo.Opt, error) {
+	c := s.cfg.Cluster
+	spec := s.listeners[0].spec
+	for _, l := range s.listeners {
+		if c.InterBrokerListener != "" && l.spec.Name == c.InterBrokerListener {
+			spec = l.spec
+		}
+	}
+	var opts []kgo.Opt
+	switch spec.SecurityProtocol {
+	case broker.ProtocolSSL, broker.ProtocolSASLSSL:
+		if s.cfg.TLS.CAFile == "" {
+			return nil, fmt.Errorf("the inter-broker listener %s is %s: ssl.ca.location must name the CAs that verify the other brokers",
+				spec.Name, spec.SecurityProtocol)
+		}
+		opts = append(opts, kgo.DialTLSConfig(s.tls.ClientConfig()))
+	}
+	switch spec.SecurityProtocol {
+	case broker.ProtocolSASLPlaintext, broker.ProtocolSASLSSL:
+		sasl := c.InterBrokerSASL
+		if sasl.Username == "" {
+			return nil, fmt.Errorf("the inter-broker listener %s is %s: the broker needs a user of its own to log in to the others (seglog.inter.broker.sasl.username, .password.file)",
+				spec.Name, spec.SecurityProtocol)
+		}
+		var mech kgosasl.Mechanism
+		switch cmp.Or(sasl.Mechanism, auth.SHA512) {
+		case auth.SHA512:
+			mech = scram.Auth{User: sasl.Username, Pass: sasl.Password}.AsSha512Mechanism()
+		case auth.SHA256:
+			mech = scram.Auth{User: sasl.Username, Pass: sasl.Password}.AsSha256Mechanism()
+		case "PLAIN":
+			mech = plain.Auth{User: sasl.Username, Pass: sasl.Password}.AsMechanism()
+		default:
+			return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol=%s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", sasl.Mechanism)
+		}
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return opts, nil
 }
 
 // Member is the broker's cluster membership (nil for a single node).
@@ -383,7 +506,13 @@ func (s *Server) openDataDir() error {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		id, err := cluster.ClaimClusterIDAt(ctx, c.Endpoints, c.Prefix, checkpoint.TopicID(b).String())
+		etcd, err := s.etcdOptions()
+		if err != nil {
+			cancel()
+			return err
+		}
+		etcd.Prefix = c.Prefix
+		id, err := cluster.ClaimClusterIDAt(ctx, etcd, checkpoint.TopicID(b).String())
 		cancel()
 		if err != nil {
 			return err

@@ -283,3 +283,46 @@ func TestServeSecurityConfigs(t *testing.T) {
 		require.Error(t, err, "%s=%s", kv[0], kv[1])
 	}
 }
+
+// The cluster's secrets come from files, never from a config's value:
+// etcd's password and the broker's inter-broker password are read from
+// the first line of the files named, and a missing or empty file is an
+// error; nothing of them is listed among the configs the operator set.
+func TestServeClusterSecurityConfigs(t *testing.T) {
+	dir := t.TempDir()
+	etcdPass, brokerPass, empty := filepath.Join(dir, "etcd"), filepath.Join(dir, "broker"), filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(etcdPass, []byte("etcd-secret\nignored\n"), 0o600))
+	require.NoError(t, os.WriteFile(brokerPass, []byte("broker-secret\r\n"), 0o600))
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	var s serveSettings
+	for _, kv := range [][2]string{
+		{"seglog.etcd.ssl.ca.location", "/ca.pem"},
+		{"seglog.etcd.ssl.certificate.location", "/c.pem"},
+		{"seglog.etcd.ssl.key.location", "/c.key"},
+		{"seglog.etcd.username", "seglog"},
+		{"seglog.etcd.password.file", etcdPass},
+		{"sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-256"},
+		{"seglog.inter.broker.sasl.username", "broker"},
+		{"seglog.inter.broker.sasl.password.file", brokerPass},
+	} {
+		known, err := applyServeConfig(&s, kv[0], kv[1])
+		require.True(t, known, kv[0])
+		require.NoError(t, err, kv[0])
+	}
+	c := s.cluster
+	require.Equal(t, "/ca.pem", c.EtcdTLS.CAFile)
+	require.Equal(t, "/c.pem", c.EtcdTLS.CertFile)
+	require.Equal(t, "/c.key", c.EtcdTLS.KeyFile)
+	require.Equal(t, "seglog", c.EtcdUsername)
+	require.Equal(t, "etcd-secret", c.EtcdPassword)
+	require.Equal(t, "SCRAM-SHA-256", c.InterBrokerSASL.Mechanism)
+	require.Equal(t, "broker", c.InterBrokerSASL.Username)
+	require.Equal(t, "broker-secret", c.InterBrokerSASL.Password)
+	for _, v := range s.broker.Configs {
+		require.NotContains(t, v, "secret", "a password listed among the configs")
+	}
+	for _, f := range []string{empty, filepath.Join(dir, "missing")} {
+		_, err := applyServeConfig(&s, "seglog.etcd.password.file", f)
+		require.Error(t, err, f)
+	}
+}

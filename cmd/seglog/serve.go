@@ -253,6 +253,40 @@ var serveConfigs = []serveConfig{
 		s.cluster.Prefix = v
 		return nil
 	}},
+	{name: "seglog.etcd.ssl.ca.location", doc: "the CA certificates that verify etcd (PEM), for https endpoints", set: func(s *serveSettings, v string) error {
+		s.cluster.EtcdTLS.CAFile = v
+		return nil
+	}},
+	{name: "seglog.etcd.ssl.certificate.location", doc: "the broker's client certificate for etcd (PEM), with seglog.etcd.ssl.key.location", set: func(s *serveSettings, v string) error {
+		s.cluster.EtcdTLS.CertFile = v
+		return nil
+	}},
+	{name: "seglog.etcd.ssl.key.location", doc: "the key of seglog.etcd.ssl.certificate.location (PEM)", set: func(s *serveSettings, v string) error {
+		s.cluster.EtcdTLS.KeyFile = v
+		return nil
+	}},
+	{name: "seglog.etcd.username", doc: "etcd's user, when etcd's authentication is on (its password: seglog.etcd.password.file)", set: func(s *serveSettings, v string) error {
+		s.cluster.EtcdUsername = v
+		return nil
+	}},
+	{name: "seglog.etcd.password.file", doc: "a file whose first line is the password of seglog.etcd.username (never the password itself)", set: func(s *serveSettings, v string) error {
+		var err error
+		s.cluster.EtcdPassword, err = passwordFromFile(v)
+		return err
+	}},
+	{name: "sasl.mechanism.inter.broker.protocol", doc: "how the broker logs in to the others on a SASL inter-broker listener: SCRAM-SHA-512 (default), SCRAM-SHA-256 or PLAIN", set: func(s *serveSettings, v string) error {
+		s.cluster.InterBrokerSASL.Mechanism = v
+		return nil
+	}},
+	{name: "seglog.inter.broker.sasl.username", doc: "the broker's own user on a SASL inter-broker listener (a user of seglog users, a super user or one granted ClusterAction)", set: func(s *serveSettings, v string) error {
+		s.cluster.InterBrokerSASL.Username = v
+		return nil
+	}},
+	{name: "seglog.inter.broker.sasl.password.file", doc: "a file whose first line is that user's password (never the password itself)", set: func(s *serveSettings, v string) error {
+		var err error
+		s.cluster.InterBrokerSASL.Password, err = passwordFromFile(v)
+		return err
+	}},
 	{name: "broker.rack", doc: "the broker's rack, for the placement of replicas", set: func(s *serveSettings, v string) error {
 		s.cluster.Rack = v
 		return nil
@@ -806,4 +840,17 @@ func onlyFailedTablets(err error) bool {
 	}
 	_, ok := err.(*tablet.FailedTabletsError)
 	return ok
+}
+
+// passwordFromFile is the first line of a password file.
+func passwordFromFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	if line = strings.TrimRight(line, "\r"); line == "" {
+		return "", fmt.Errorf("%s: the first line is empty", path)
+	}
+	return line, nil
 }

@@ -4,6 +4,7 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -19,6 +22,7 @@ import (
 // Cluster is a set of etcd members started by Start.
 type Cluster struct {
 	t       testing.TB
+	secure  Secure
 	members []*member
 	// external is the etcd process of StartBinary (nil in process).
 	external *exec.Cmd
@@ -35,12 +39,23 @@ type member struct {
 // serves; they are closed when the test ends. The members' ports are
 // free when asked for; one taken meanwhile (by a test running beside)
 // makes it start again on others, a few times.
-func Start(t testing.TB, n int) *Cluster {
+func Start(t testing.TB, n int) *Cluster { return StartSecure(t, n, Secure{}) }
+
+// Secure is a secured etcd: clients over TLS with a certificate of the CA
+// (CertFile and KeyFile are the members' own), and with a user and
+// password when User is set (etcd's authentication on, User its root).
+type Secure struct {
+	CertFile, KeyFile, CAFile string
+	User, Password            string
+}
+
+// StartSecure is Start with the members secured as s says.
+func StartSecure(t testing.TB, n int, s Secure) *Cluster {
 	t.Helper()
 	var err error
 	for range 5 {
 		var c *Cluster
-		if c, err = start(t, n); err == nil {
+		if c, err = start(t, n, s); err == nil {
 			t.Cleanup(func() {
 				for i := range c.members {
 					c.Stop(i)
@@ -56,11 +71,14 @@ func Start(t testing.TB, n int) *Cluster {
 	return nil
 }
 
-func start(t testing.TB, n int) (*Cluster, error) {
-	c := &Cluster{t: t}
+func start(t testing.TB, n int, s Secure) (*Cluster, error) {
+	c := &Cluster{t: t, secure: s}
 	var initial []string
 	for i := range n {
 		m := &member{name: fmt.Sprintf("m%d", i), dir: t.TempDir(), client: freeURL(t), peer: freeURL(t)}
+		if s.CertFile != "" {
+			m.client.Scheme = "https"
+		}
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"="+m.peer.String())
 	}
@@ -74,6 +92,9 @@ func start(t testing.TB, n int) (*Cluster, error) {
 			first = err
 		}
 	}
+	if first == nil && s.User != "" {
+		first = c.enableAuth()
+	}
 	if first != nil {
 		for i := range c.members {
 			c.Stop(i)
@@ -81,6 +102,37 @@ func start(t testing.TB, n int) (*Cluster, error) {
 		return nil, first
 	}
 	return c, nil
+}
+
+// enableAuth makes the user etcd's root and turns authentication on.
+func (c *Cluster) enableAuth() error {
+	cfg := clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.secure.CertFile != "" {
+		info := transport.TLSInfo{CertFile: c.secure.CertFile, KeyFile: c.secure.KeyFile, TrustedCAFile: c.secure.CAFile}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return err
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cli.UserAdd(ctx, c.secure.User, c.secure.Password); err != nil {
+		return err
+	}
+	if _, err := cli.RoleAdd(ctx, "root"); err != nil {
+		return err
+	}
+	if _, err := cli.UserGrantRole(ctx, c.secure.User, "root"); err != nil {
+		return err
+	}
+	_, err = cli.AuthEnable(ctx)
+	return err
 }
 
 // freeURL is an http URL on a loopback port free when it was asked for.
@@ -99,6 +151,9 @@ func (c *Cluster) start(m *member, initial, state string) error {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{m.client}, []url.URL{m.client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{m.peer}, []url.URL{m.peer}
 	cfg.InitialCluster, cfg.ClusterState = initial, state
+	if s := c.secure; s.CertFile != "" {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.CertFile, KeyFile: s.KeyFile, TrustedCAFile: s.CAFile, ClientCertAuth: true}
+	}
 	cfg.InitialClusterToken = "seglog-test"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop()) // (its close logs errors that are none)
 	// Tests lose nothing by not syncing etcd's files (a member's crash is
