@@ -75,7 +75,7 @@ func (c *serveCluster) start(id int32) {
 		"--config", "broker.session.timeout.ms=2000", "--config", "broker.heartbeat.interval.ms=200",
 		"--config", "default.replication.factor=3", "--config", "min.insync.replicas=2",
 		"--config", "replica.fetch.wait.max.ms=100", "--config", "replica.fetch.backoff.ms=50",
-		"--config", "replica.lag.time.max.ms=3000")
+		"--config", "replica.lag.time.max.ms=10000") // (a loaded machine (make test runs the race tests beside) can stall a follower for seconds)
 	c.cmds[id], c.addrs[id] = cmd, servedAddr(c.t, cmd, lines)
 	_, c.ports[id], _ = net.SplitHostPort(c.addrs[id])
 	go func() {
@@ -249,11 +249,21 @@ func TestClusterKillLoop(t *testing.T) {
 		}
 		c.until("the victim back in every ISR", inSync)
 	}
-	code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0])
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "Brokers: 3")
-	require.Equal(t, 1, strings.Count(out, "(controller)"), out)
-	require.Contains(t, out, "Every partition is fully replicated.")
+	// seglog cluster says every partition is fully replicated — unless
+	// an ISR shrank again since (a follower stalled on a loaded machine):
+	// then it names the partition, and is asked again once every replica
+	// is back.
+	for {
+		code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0])
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "Brokers: 3")
+		require.Equal(t, 1, strings.Count(out, "(controller)"), out)
+		if strings.Contains(out, "Every partition is fully replicated.") {
+			break
+		}
+		require.Contains(t, out, "(under-replicated)", out)
+		c.until("every replica back in its ISR", inSync)
+	}
 	require.NoError(t, chk.Produce(ctx, cl, "k", "c", 50))
 	chk.ReadBack(t, c.seeds(), "k", 3)
 	require.NoError(t, tchk.Transact(ctx, tcl, "t", "last-", 3, true, nil, 0, 1, 2))

@@ -151,6 +151,7 @@ func (c *Cluster) start(m *member, initial, state string) error {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{m.client}, []url.URL{m.client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{m.peer}, []url.URL{m.peer}
 	cfg.InitialCluster, cfg.ClusterState = initial, state
+	cfg.BcryptCost = 4 // (bcrypt's least: a test's logins need no strength, and the race detector slows each one)
 	if s := c.secure; s.CertFile != "" {
 		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.CertFile, KeyFile: s.KeyFile, TrustedCAFile: s.CAFile, ClientCertAuth: true}
 	}
