@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,8 +43,10 @@ func fetchTopicIDs(b *Broker, h header, req kmsg.Request) {
 func nullFetch(_ *Broker, _ header, req kmsg.Request) kmsg.Response {
 	r := req.(*kmsg.FetchRequest)
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	resp.Topics = slices.Grow(resp.Topics, len(r.Topics))
 	for _, rt := range r.Topics {
-		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID,
+			Partitions: make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition, sp.RecordBatches = rp.Partition, []byte{}
@@ -266,8 +269,10 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 	if maxBytes <= 0 || maxBytes > int64(b.opts.FetchMaxBytes) {
 		maxBytes = int64(b.opts.FetchMaxBytes)
 	}
+	reply.Topics = slices.Grow(reply.Topics, len(r.Topics))
 	for _, rt := range r.Topics {
-		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+		st := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID,
+			Partitions: make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition

@@ -302,6 +302,10 @@ func (s *fetchSessions) remove(id int32) {
 }
 
 // count is the number of open sessions.
+// FetchSessions is how many incremental fetch sessions (KIP-227) are
+// open on the broker: its consumers' and its followers'.
+func (b *Broker) FetchSessions() int { return b.sessions.count() }
+
 func (s *fetchSessions) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -30,7 +31,36 @@ type fetcher struct {
 
 	cl   *kgo.Client
 	addr string
+	// sess is the fetch session (KIP-227) on the leader; only run's
+	// goroutine uses it.
+	sess fetchSession
 }
+
+// fetchSession is a follower's incremental fetch session: the session id
+// and the epoch of the next request, and what the leader's session holds
+// for each partition (what was last sent for it). With one, a fetch names
+// only the partitions whose fetch changed and forgets the ones no longer
+// fetched, and the leader answers only the partitions with news: a
+// follower of thousands of idle partitions sends and receives a few.
+type fetchSession struct {
+	id, epoch int32
+	sent      map[checkpoint.TopicPartition]sentPart
+	// gen counts the fetches: a partition of sent not fetched in this one
+	// (its gen older) is forgotten.
+	gen uint64
+}
+
+// sentPart is what a partition's last fetch in the session said.
+type sentPart struct {
+	offset, logStart int64
+	epoch            int32
+	id               cluster.TopicID // (a forgotten partition is named by it from v13)
+	gen              uint64
+}
+
+// reset drops the session: the next fetch is a full one that opens
+// another.
+func (s *fetchSession) reset() { *s = fetchSession{} }
 
 // fetchState is one followed partition.
 type fetchState struct {
@@ -86,21 +116,27 @@ func (f *fetcher) run() {
 		case <-ctx.Done():
 		}
 	}
+	var copies []fetchState
+	var active []*fetchState
 	for ctx.Err() == nil {
 		changed := f.m.opts.Member.Changed()
 		now := f.m.opts.Now()
 		var next time.Time
 		f.mu.Lock()
-		var active []*fetchState
+		// Copies of the states, in buffers kept from one fetch to the
+		// next (a follower of thousands of partitions fetches often).
+		copies, active = copies[:0], active[:0]
 		for _, fs := range f.parts {
 			if !fs.pausedUntil.After(now) {
-				c := *fs
-				active = append(active, &c)
+				copies = append(copies, *fs)
 			} else if next.IsZero() || fs.pausedUntil.Before(next) {
 				next = fs.pausedUntil
 			}
 		}
 		f.mu.Unlock()
+		for i := range copies {
+			active = append(active, &copies[i])
+		}
 		if len(active) == 0 {
 			var timer <-chan time.Time
 			var t *time.Timer
@@ -172,6 +208,7 @@ func (f *fetcher) connect() error {
 	if f.cl != nil {
 		f.cl.Close()
 	}
+	f.sess.reset()
 	cl, err := f.m.client(addr, "replica-fetcher")
 	if err != nil {
 		return err
@@ -294,17 +331,36 @@ func (f *fetcher) refused(fs *fetchState, code int16) {
 }
 
 // fetch sends one fetch for the partitions and appends what comes back.
+// In a session it names only the partitions whose fetch changed since the
+// last one (and forgets those no longer fetched); the first, or one after
+// the session is lost, names them all and opens a session.
 func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.m.me
 	req.ReplicaState.ID, req.ReplicaState.Epoch = f.m.me, f.m.opts.Member.Epoch()
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(f.m.opts.FetchWait/time.Millisecond), 1, f.m.opts.FetchResponseMaxBytes
-	req.SessionID, req.SessionEpoch = 0, -1 // (a full fetch, no session)
+	incremental := f.sess.id != 0
+	req.SessionID, req.SessionEpoch = f.sess.id, f.sess.epoch
+	if !incremental || f.sess.sent == nil {
+		f.sess.sent = map[checkpoint.TopicPartition]sentPart{}
+	}
+	// The session's state is updated as the request is made: a request
+	// that fails resets the session (the leader's is unknown then).
+	f.sess.gen++
+	gen := f.sess.gen
 	byTopic := map[string]int{}
 	var asked []*fetchState
 	for _, fs := range active {
 		if fs.truncate {
 			continue
+		}
+		asked = append(asked, fs)
+		o := fs.p.t.Offsets()
+		now := sentPart{offset: o.LogEndOffset, logStart: o.LogStartOffset, epoch: fs.epoch, id: fs.p.id, gen: gen}
+		last, ok := f.sess.sent[fs.p.tp]
+		f.sess.sent[fs.p.tp] = now
+		if last.gen = gen; incremental && ok && last == now {
+			continue // (the leader's session has it as it is)
 		}
 		i, ok := byTopic[fs.p.tp.Topic]
 		if !ok {
@@ -312,23 +368,58 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 			byTopic[fs.p.tp.Topic] = i
 			req.Topics = append(req.Topics, kmsg.FetchRequestTopic{Topic: fs.p.tp.Topic, TopicID: fs.p.id})
 		}
-		o := fs.p.t.Offsets()
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset = fs.p.tp.Partition, fs.epoch, o.LogEndOffset
 		rp.LogStartOffset, rp.PartitionMaxBytes = o.LogStartOffset, f.m.opts.FetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		asked = append(asked, fs)
+	}
+	if incremental {
+		forgotten := map[string]int{}
+		for tp, last := range f.sess.sent {
+			if last.gen == gen {
+				continue
+			}
+			delete(f.sess.sent, tp)
+			i, ok := forgotten[tp.Topic]
+			if !ok {
+				i = len(req.ForgottenTopics)
+				forgotten[tp.Topic] = i
+				req.ForgottenTopics = append(req.ForgottenTopics, kmsg.FetchRequestForgottenTopic{Topic: tp.Topic, TopicID: last.id})
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+		}
 	}
 	if len(asked) == 0 {
+		f.sess.reset() // (nothing to fetch: the leader's session lapses)
 		return nil
+	}
+	if !incremental {
+		for tp, last := range f.sess.sent {
+			if last.gen != gen {
+				delete(f.sess.sent, tp)
+			}
+		}
 	}
 	kr, err := f.request(ctx, req)
 	if err != nil {
+		f.sess.reset()
 		return err
 	}
 	resp := kr.(*kmsg.FetchResponse)
 	if resp.ErrorCode != 0 {
+		f.sess.reset() // (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: a full fetch next)
+		if resp.ErrorCode == kerr.FetchSessionIDNotFound.Code || resp.ErrorCode == kerr.InvalidFetchSessionEpoch.Code {
+			return nil
+		}
 		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	switch {
+	case resp.SessionID == 0: // the leader keeps no session (no slot): full fetches
+		f.sess.reset()
+	case incremental:
+		f.sess.epoch = nextSessionEpoch(f.sess.epoch)
+	default:
+		f.sess.id, f.sess.epoch = resp.SessionID, 1
 	}
 	// The partitions asked for, by topic id (v13 on) and by name.
 	type key struct {
@@ -367,6 +458,14 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 		}
 	}
 	return nil
+}
+
+// nextSessionEpoch is the epoch after e: it wraps to 1 (0 opens a session).
+func nextSessionEpoch(e int32) int32 {
+	if e == math.MaxInt32 {
+		return 1
+	}
+	return e + 1
 }
 
 // appendFetched appends a partition's fetched batches as they are (their

@@ -1267,9 +1267,10 @@ func TestClusterSharedSecurity(t *testing.T) {
 }
 
 // replicateWhole creates a topic of partitions at replication factor 3,
-// produces n records to it at acks=all, reads every one back once, and
-// checks that every replica holds the same bytes.
-func (c *testCluster) replicateWhole(topic string, partitions int32, n int) {
+// produces n records to it at acks=all, calls produced (if set), reads
+// every one back once, and checks that every replica holds the same
+// bytes.
+func (c *testCluster) replicateWhole(topic string, partitions int32, n int, produced func()) {
 	t := c.t
 	ctx := context.Background()
 	res, err := c.admin().CreateTopic(ctx, partitions, 3, nil, topic)
@@ -1280,6 +1281,9 @@ func (c *testCluster) replicateWhole(topic string, partitions int32, n int) {
 	defer cl.Close()
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, topic, "a", n))
+	if produced != nil {
+		produced()
+	}
 	chk.ReadBack(t, c.seeds(), topic, partitions)
 	for p := range partitions {
 		sameBytes(t, c, checkpoint.TopicPartition{Topic: topic, Partition: p})
@@ -1287,8 +1291,8 @@ func (c *testCluster) replicateWhole(topic string, partitions int32, n int) {
 }
 
 // num.replica.fetchers: a follower runs that many fetchers per leader,
-// the partitions shared among them, and replication is whole through
-// them all.
+// the partitions shared among them, each fetching in a session of its
+// own, and replication is whole through them all.
 func TestClusterReplicaFetchers(t *testing.T) {
 	t.Parallel()
 	c := makeTestCluster(t)
@@ -1296,7 +1300,14 @@ func TestClusterReplicaFetchers(t *testing.T) {
 	// hash would give all to one of three fetchers.)
 	c.configure = func(_ int32, cfg *Config) { cfg.Cluster.ReplicaFetchers = 2 }
 	c.boot(3)
-	c.replicateWhole("nf", 12, 240)
+	c.replicateWhole("nf", 12, 240, func() {
+		for id, s := range c.servers {
+			// The followers fetch in sessions (KIP-227): a fetch names
+			// only what changed. Each leader has both others' (no
+			// consumer has fetched yet).
+			require.GreaterOrEqual(t, s.Broker().FetchSessions(), 2, "broker %d", id)
+		}
+	})
 	for id, s := range c.servers {
 		// Two leaders followed, eight partitions of theirs by two
 		// fetchers each: more fetchers than leaders.
@@ -1332,7 +1343,7 @@ func TestClusterSecured(t *testing.T) {
 	c.singleNodeUser(1, "broker", auth.SHA512, "broker-secret")
 	c.boot(3)
 
-	c.replicateWhole("sec", 3, 90)
+	c.replicateWhole("sec", 3, 90, nil)
 	for _, s := range c.servers {
 		until(t, s.Member(), "sees every replica in its ISR", func(sn *cluster.Snapshot) bool {
 			for p := range int32(3) {
