@@ -127,7 +127,8 @@ type Manager struct {
 }
 
 // New starts following the cluster's metadata: it returns once the
-// replicas reflect the member's current snapshot.
+// replicas reflect the member's current snapshot (the strays among the
+// data directory's tablets set aside first).
 func New(opts Options) (*Manager, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
@@ -135,6 +136,7 @@ func New(opts Options) (*Manager, error) {
 	m := &Manager{opts: opts, me: opts.Member.NodeID(), log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
 		fetchers: map[fetcherKey]*fetcher{}, peers: map[int32]*peer{}, appliedCh: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.setAsideStrays(opts.Member.Snapshot())
 	m.reconcile(opts.Member.Snapshot())
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.follow() }()
@@ -228,6 +230,46 @@ func (m *Manager) follow() {
 		case <-m.ctx.Done():
 			return
 		}
+	}
+}
+
+// setAsideStrays moves aside (SetAside: renamed -stray, kept) every local
+// tablet the cluster does not assign to this broker — its topic deleted,
+// or made again with another id, while the broker was down, or never in
+// the cluster — as Kafka does with stray logs at start; not when the
+// cluster has no topic at all. Only at start: afterwards the broker sees
+// each deletion happen.
+func (m *Manager) setAsideStrays(s *cluster.Snapshot) {
+	tablets := m.opts.Tablets.Tablets()
+	if len(s.Topics) == 0 && len(tablets) > 0 {
+		// A cluster of no topic at all is likelier a wrong
+		// seglog.etcd.prefix (or a single node's directory joining a new
+		// cluster) than one whose every topic went: nothing is moved.
+		m.log.Warn("replica: the cluster has no topic, and the data directory has tablets; they are left as they are, and not served",
+			"tablets", len(tablets))
+		return
+	}
+	for _, tb := range tablets {
+		tp := tb.TopicPartition()
+		t, ok := s.Topics[tp.Topic]
+		why := ""
+		id, hasID := m.opts.Tablets.TopicID(tp.Topic)
+		switch {
+		case !ok:
+			why = "its topic is not in the cluster"
+		case hasID && id != checkpoint.TopicID(t.ID):
+			why = "its topic is now another (another topic id)"
+		case int(tp.Partition) >= len(t.Replicas) || !slices.Contains(t.Replicas[tp.Partition], m.me):
+			why = "the partition is not assigned to this broker"
+		default:
+			continue
+		}
+		path, err := m.opts.Tablets.SetAside(tp)
+		if err != nil {
+			m.log.Error("replica: setting aside a stray replica failed", "partition", tp.String(), "err", err)
+			continue
+		}
+		m.log.Warn("replica: a stray replica is set aside, not deleted", "partition", tp.String(), "why", why, "dir", path)
 	}
 }
 

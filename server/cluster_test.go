@@ -1362,3 +1362,51 @@ func TestClusterSecured(t *testing.T) {
 	_, err := New(context.Background(), cfg)
 	require.ErrorContains(t, err, "authentication failed", "a wrong etcd password is refused")
 }
+
+// A topic deleted while a broker was down, and one made again under its
+// name with another id (on the two brokers left): when the broker comes
+// back, its replicas of them are strays, set aside (renamed -stray, their
+// bytes kept, as Kafka does) before it follows the cluster, which serves
+// the new topic without it.
+func TestClusterStrayReplicas(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	ctx := context.Background()
+	c.replicateWhole("gone", 2, 20, nil) // (broker 3 holds the records)
+	res, err := c.admin().CreateTopic(ctx, 2, 3, nil, "again")
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+	c.stop(3)
+	adm := c.admin()
+	_, err = adm.DeleteTopics(ctx, "gone", "again")
+	require.NoError(t, err)
+	until(t, c.servers[1].Member(), "sees the topics gone", func(s *cluster.Snapshot) bool {
+		_, g := s.Topics["gone"]
+		_, a := s.Topics["again"]
+		return !g && !a
+	})
+	res, err = adm.CreateTopic(ctx, 1, 2, nil, "again")
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+
+	s := c.start(3)
+	require.NoError(t, s.Replicas().Await(ctx, c.servers[1].Member().Snapshot().Revision))
+	for p := range int32(2) {
+		_, ok := s.Manager().Get(checkpoint.TopicPartition{Topic: "gone", Partition: p})
+		require.False(t, ok, "gone-%d is not a tablet any more", p)
+	}
+	_, ok := s.Manager().TopicID("again")
+	require.False(t, ok, "no replica of either topic named again")
+	names, err := os.ReadDir(s.Manager().Dir())
+	require.NoError(t, err)
+	strays := map[string]int{}
+	for _, n := range names {
+		if tp, suffix, err := checkpoint.ParseDirName(n.Name()); err == nil && suffix == checkpoint.StrayDirSuffix {
+			strays[tp.Topic]++
+			logs, err := filepath.Glob(filepath.Join(s.Manager().Dir(), n.Name(), "*.log"))
+			require.NoError(t, err)
+			require.NotEmpty(t, logs, "%s keeps its segments", n.Name())
+		}
+	}
+	require.Equal(t, map[string]int{"gone": 2, "again": 2}, strays)
+}

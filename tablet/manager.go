@@ -859,8 +859,26 @@ func (m *Manager) GetOrCreate(tp checkpoint.TopicPartition, cfg *Config) (*Table
 // -delete suffix first (a crash leaves it for the next load to remove),
 // then removed.
 func (m *Manager) Delete(tp checkpoint.TopicPartition) error {
+	doomed, err := m.moveAside(tp, checkpoint.DeleteDirSuffix, "delete")
+	if err != nil {
+		return err
+	}
+	return removeAll(m.fsys, doomed)
+}
+
+// SetAside closes a tablet and renames its directory with the -stray
+// suffix, as Kafka moves aside the log of a partition no longer assigned
+// to the broker: out of the data directory's tablets (a load ignores it),
+// its bytes kept for the operator. It returns the new path.
+func (m *Manager) SetAside(tp checkpoint.TopicPartition) (string, error) {
+	return m.moveAside(tp, checkpoint.StrayDirSuffix, "set aside")
+}
+
+// moveAside takes a tablet out of the manager, closes it and renames its
+// directory <name>.<random hex><suffix>, durably.
+func (m *Manager) moveAside(tp checkpoint.TopicPartition, suffix, doing string) (string, error) {
 	if m.opts.ReadOnly {
-		return fmt.Errorf("%w: cannot delete %s in %s", ErrReadOnly, tp.DirName(), m.dir)
+		return "", fmt.Errorf("%w: cannot %s %s in %s", ErrReadOnly, doing, tp.DirName(), m.dir)
 	}
 	m.mu.Lock()
 	t, ok := m.view.Load().byTP[tp]
@@ -869,21 +887,18 @@ func (m *Manager) Delete(tp checkpoint.TopicPartition) error {
 	}
 	m.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrNotFound, tp)
+		return "", fmt.Errorf("%w: %s", ErrNotFound, tp)
 	}
 	if _, err := t.Close(); err != nil && !errors.Is(err, ErrClosed) {
-		m.opts.Tablet.Logger.Warn("closing a tablet to delete it", "tablet", tp.String(), "err", err)
+		m.opts.Tablet.Logger.Warn("closing a tablet to "+doing+" it", "tablet", tp.String(), "err", err)
 	}
 	var id [16]byte
 	_, _ = rand.Read(id[:])
-	doomed := filepath.Join(m.dir, tp.DirName()+"."+hex.EncodeToString(id[:])+checkpoint.DeleteDirSuffix)
-	if err := m.fsys.Rename(t.dir, doomed); err != nil {
-		return fmt.Errorf("tablet: deleting %s: %w", tp, err)
+	to := filepath.Join(m.dir, tp.DirName()+"."+hex.EncodeToString(id[:])+suffix)
+	if err := m.fsys.Rename(t.dir, to); err != nil {
+		return "", fmt.Errorf("tablet: %s %s: %w", doing, tp, err)
 	}
-	if err := m.fsys.SyncDir(m.dir); err != nil {
-		return err
-	}
-	return removeAll(m.fsys, doomed)
+	return to, m.fsys.SyncDir(m.dir)
 }
 
 // removeAll deletes a directory tree through fsys.
