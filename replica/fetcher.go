@@ -32,8 +32,10 @@ type fetcher struct {
 	cl   *kgo.Client
 	addr string
 	// sess is the fetch session (KIP-227) on the leader; only run's
-	// goroutine uses it.
-	sess fetchSession
+	// goroutine uses it, and unreachable (the leader had no address at the
+	// last try: said once).
+	sess        fetchSession
+	unreachable bool
 }
 
 // fetchSession is a follower's incremental fetch session: the session id
@@ -157,9 +159,26 @@ func (f *fetcher) run() {
 			continue
 		}
 		if err := f.connect(); err != nil {
-			f.m.log.Warn("replica: no address for the leader", "leader", f.leader, "err", err)
-			backoff(time.Second)
+			// Said once while the leader stays out of reach; tried again
+			// at the next metadata change (it registers again, or its
+			// partitions move), or after a second.
+			if !f.unreachable {
+				f.m.log.Warn("replica: no address for the leader", "leader", f.leader, "err", err)
+				f.unreachable = true
+			}
+			t := time.NewTimer(time.Second)
+			select {
+			case <-t.C:
+			case <-changed:
+			case <-f.wake:
+			case <-ctx.Done():
+			}
+			t.Stop()
 			continue
+		}
+		if f.unreachable {
+			f.m.log.Info("replica: the leader has an address again", "leader", f.leader, "addr", f.addr)
+			f.unreachable = false
 		}
 		if err := f.truncate(ctx, active); err != nil {
 			if ctx.Err() == nil {
