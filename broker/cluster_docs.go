@@ -2,6 +2,9 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -37,73 +40,99 @@ type stateDocs struct {
 
 // openStateDocs opens the documents: the data directory's files, or, in a
 // cluster, etcd's. A cluster that has no document yet takes the data
-// directory's file, if it has one (a single node that becomes a cluster's
-// first broker keeps its users, ACLs and quotas).
+// directory's file, if it has one and it is good (a single node that
+// becomes a cluster's first broker keeps its users, ACLs and quotas, and
+// its dynamic configs: its own level becomes its node's).
 func openStateDocs(m *tablet.Manager, opts Options) (*stateDocs, error) {
 	file := func(name string, perm fs.FileMode) docstore.Store {
 		return docstore.File(m.FS(), filepath.Join(m.Dir(), name), perm)
 	}
-	store, node := file, ""
-	if c := opts.Cluster; c != nil {
-		node = strconv.Itoa(int(c.Member.NodeID()))
-		store = func(name string, perm fs.FileMode) docstore.Store {
-			doc := clusterDocName(name)
-			if err := seedDoc(c.Member, doc, file(name, perm), opts.Logger); err != nil {
-				opts.Logger.Warn("the cluster has no "+doc+" yet, and the data directory's file could not be copied to it", "err", err)
-			}
-			return c.Member.DocKey(doc, docSaveTimeout)
-		}
-	}
 	var d stateDocs
 	var err error
-	if d.creds, err = auth.NewCredentials(store(auth.CredentialsFile, 0o600)); err != nil {
+	if d.creds, err = openDoc(opts, file(auth.CredentialsFile, 0o600), cluster.DocCredentials, auth.NewCredentials, nil); err != nil {
 		return nil, err
 	}
-	if d.acls, err = auth.NewACLs(store(auth.ACLFile, 0o600)); err != nil {
+	if d.acls, err = openDoc(opts, file(auth.ACLFile, 0o600), cluster.DocACLs, auth.NewACLs, nil); err != nil {
 		return nil, err
 	}
-	if d.quotas, err = auth.NewQuotas(store(auth.QuotasFile, 0o600)); err != nil {
+	if d.quotas, err = openDoc(opts, file(auth.QuotasFile, 0o600), cluster.DocQuotas, auth.NewQuotas, nil); err != nil {
 		return nil, err
 	}
-	if d.dyn, err = openDynamicConfigs(m, store(checkpoint.DynamicBrokerConfigFile, 0o644), node, opts.Configs); err != nil {
+	node := ""
+	if c := opts.Cluster; c != nil {
+		node = strconv.Itoa(int(c.Member.NodeID()))
+	}
+	// A single node's file names its own level "broker"; the cluster's
+	// document keeps each broker's under its node id.
+	asCluster := func(local *dynamicConfigs) ([]byte, error) {
+		f := *local.doc.Load()
+		f.Brokers = map[string]map[string]string{}
+		if len(f.Broker) > 0 {
+			f.Brokers[node] = f.Broker
+		}
+		f.Broker = nil
+		data, err := json.MarshalIndent(f, "", "  ")
+		return append(data, '\n'), err
+	}
+	d.dyn, err = openDoc(opts, file(checkpoint.DynamicBrokerConfigFile, 0o644), cluster.DocBrokerConfigs,
+		func(s docstore.Store) (*dynamicConfigs, error) {
+			n := node
+			if _, watched := s.(docstore.Watched); !watched {
+				n = "" // (the data directory's file: a single node's shape)
+			}
+			return openDynamicConfigs(m, s, n, opts.Configs)
+		}, asCluster)
+	if err != nil {
 		return nil, err
 	}
 	return &d, nil
 }
 
-// clusterDocName is the cluster's document of a data directory's file.
-func clusterDocName(file string) string {
-	switch file {
-	case auth.CredentialsFile:
-		return cluster.DocCredentials
-	case auth.ACLFile:
-		return cluster.DocACLs
-	case auth.QuotasFile:
-		return cluster.DocQuotas
+// openDoc opens a document with open: the data directory's file local on
+// a single node; in a cluster, the cluster's document name, seeded first
+// from the file when the cluster has none and the file has one — which
+// must open (a bad one stops the broker, before etcd has it); convert, if
+// set, makes the cluster's bytes of the opened file.
+func openDoc[T any](opts Options, local docstore.Store, name string, open func(docstore.Store) (T, error),
+	convert func(T) ([]byte, error)) (T, error) {
+	c := opts.Cluster
+	if c == nil {
+		return open(local)
 	}
-	return cluster.DocBrokerConfigs
+	if _, ok := c.Member.Snapshot().Docs[name]; !ok {
+		if data, _, err := local.Load(); err != nil || data != nil {
+			v, err := open(local)
+			if err != nil {
+				var zero T
+				return zero, fmt.Errorf("broker: the data directory's %s would seed the cluster's %s: %w", local, name, err)
+			}
+			if convert != nil {
+				if data, err = convert(v); err != nil {
+					var zero T
+					return zero, err
+				}
+			}
+			if err := seedDoc(c.Member, name, data, local.String(), opts.Logger); err != nil {
+				opts.Logger.Warn("the cluster has no "+name+" yet, and the data directory's file could not be copied to it", "err", err)
+			}
+		}
+	}
+	return open(c.Member.DocKey(name, docSaveTimeout))
 }
 
-// seedDoc writes the file's document as the cluster's doc if the cluster
-// has none and the file exists (a race with another broker's seeding or
-// change is lost quietly: the cluster's document stands).
-func seedDoc(mem *cluster.Member, doc string, file docstore.Store, log *slog.Logger) error {
-	if _, ok := mem.Snapshot().Docs[doc]; ok {
-		return nil
-	}
-	data, _, err := file.Load()
-	if err != nil || data == nil {
-		return err
-	}
+// seedDoc writes data as the cluster's document name if the cluster has
+// none (a race with another broker's seeding or change is lost quietly:
+// the cluster's document stands).
+func seedDoc(mem *cluster.Member, name string, data []byte, from string, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), docSaveTimeout)
 	defer cancel()
-	switch _, err := mem.PutDoc(ctx, doc, data, 0); {
-	case err == docstore.ErrConflict:
+	switch _, err := mem.PutDoc(ctx, name, data, 0); {
+	case errors.Is(err, docstore.ErrConflict):
 		return nil
 	case err != nil:
 		return err
 	}
-	log.Info("the cluster had no "+doc+": it has the data directory's now", "file", file.String())
+	log.Info("the cluster had no "+name+": it has the data directory's now", "file", from)
 	return nil
 }
 

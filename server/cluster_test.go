@@ -1153,8 +1153,9 @@ func (c *testCluster) singleNodeUser(id int32, user, mech, password string) {
 // any broker holds on every broker (a user added through one logs in on
 // the others; an ACL created through one is enforced by all); changes
 // made at once through two brokers both hold; a broker that joins later
-// has them all; and the first broker's data directory file, from its days
-// as a single node, seeds the cluster.
+// has them all; and the first broker's data directory files, from its
+// days as a single node, seed the cluster (its own dynamic configs become
+// its node's level).
 func TestClusterSharedSecurity(t *testing.T) {
 	t.Parallel()
 	c := makeTestCluster(t)
@@ -1164,8 +1165,11 @@ func TestClusterSharedSecurity(t *testing.T) {
 		cfg.Broker.Authorizer = true
 		cfg.Broker.SuperUsers = []string{"User:ANONYMOUS"} // (the PLAINTEXT listener: the admin and the brokers)
 	}
-	// Broker 1 was a single node with a user.
+	// Broker 1 was a single node with a user and a dynamic config of its
+	// own.
 	c.singleNodeUser(1, "bob", auth.SHA256, "bob-secret")
+	require.NoError(t, os.WriteFile(filepath.Join(c.dir, "1", checkpoint.DynamicBrokerConfigFile),
+		[]byte(`{"version":1,"cluster":{},"broker":{"log.retention.bytes":"123456789"}}`), 0o644))
 	c.boot(3)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -1206,6 +1210,18 @@ func TestClusterSharedSecurity(t *testing.T) {
 	cfgRes, err := admin(1).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("4321")}})
 	require.NoError(t, err)
 	require.NoError(t, cfgRes[0].Err)
+
+	own, err := admin(1).DescribeBrokerConfigs(ctx, 1)
+	require.NoError(t, err)
+	_, err = own.On("1", func(rc *kadm.ResourceConfig) error {
+		for _, cf := range rc.Configs {
+			if cf.Key == "log.retention.bytes" && cf.Value != nil && *cf.Value == "123456789" && cf.Source == kmsg.ConfigSourceDynamicBrokerConfig {
+				return nil
+			}
+		}
+		return errors.New("broker 1's own log.retention.bytes from its single-node days is not there")
+	})
+	require.NoError(t, err)
 
 	// Every broker has every change, a fourth one too.
 	c.start(4)
