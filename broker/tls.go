@@ -61,13 +61,8 @@ func (t *TLS) Reload() error {
 	}
 	st := &tlsState{cert: &cert}
 	if t.opts.CAFile != "" {
-		pem, err := os.ReadFile(t.opts.CAFile)
-		if err != nil {
-			return fmt.Errorf("broker: reading ssl.ca.location: %w", err)
-		}
-		st.cas = x509.NewCertPool()
-		if !st.cas.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("broker: %s holds no PEM certificate", t.opts.CAFile)
+		if st.cas, err = LoadCAs(t.opts.CAFile); err != nil {
+			return fmt.Errorf("broker: ssl.ca.location: %w", err)
 		}
 	}
 	t.state.Store(st)
@@ -92,4 +87,39 @@ func (t *TLS) Config() *tls.Config {
 func (t *TLS) ClientConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.state.Load().cas,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return t.state.Load().cert, nil }}
+}
+
+// LoadCAs reads a PEM file of CA certificates.
+func LoadCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// ClientTLS is a client's tls.Config (TLS 1.2 and later): the CAs of
+// caFile verify the server (none: the system's), and certFile with keyFile
+// are the client's certificate (none: no certificate).
+func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := LoadCAs(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("ssl.ca.location: %w", err)
+		}
+		cfg.RootCAs = pool
+	}
+	if certFile != "" || keyFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("the client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }

@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -38,9 +37,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	kgosasl "github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
@@ -384,38 +380,15 @@ func (s *Server) etcdOptions() (cluster.Options, error) {
 	if t.CAFile == "" && t.CertFile == "" && t.KeyFile == "" {
 		return o, nil
 	}
-	o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	if t.CAFile != "" {
-		pool, err := loadCAs(t.CAFile)
-		if err != nil {
-			return o, fmt.Errorf("seglog.etcd.ssl.ca.location: %w", err)
-		}
-		o.TLS.RootCAs = pool
-	}
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		return o, errors.New("seglog.etcd.ssl.certificate.location and seglog.etcd.ssl.key.location go together")
 	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return o, fmt.Errorf("etcd's client certificate: %w", err)
-		}
-		o.TLS.Certificates = []tls.Certificate{cert}
-	}
-	return o, nil
-}
-
-// loadCAs reads a PEM file of CA certificates.
-func loadCAs(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
+	cfg, err := broker.ClientTLS(t.CAFile, t.CertFile, t.KeyFile)
 	if err != nil {
-		return nil, err
+		return o, fmt.Errorf("etcd's TLS (seglog.etcd.*): %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
+	o.TLS = cfg
+	return o, nil
 }
 
 // interBrokerClient is what this broker's clients of the other brokers
@@ -446,16 +419,9 @@ func (s *Server) interBrokerClient() ([]kgo.Opt, error) {
 			return nil, fmt.Errorf("the inter-broker listener %s is %s: the broker needs a user of its own to log in to the others (seglog.inter.broker.sasl.username, .password.file)",
 				spec.Name, spec.SecurityProtocol)
 		}
-		var mech kgosasl.Mechanism
-		switch cmp.Or(sasl.Mechanism, auth.SHA512) {
-		case auth.SHA512:
-			mech = scram.Auth{User: sasl.Username, Pass: sasl.Password}.AsSha512Mechanism()
-		case auth.SHA256:
-			mech = scram.Auth{User: sasl.Username, Pass: sasl.Password}.AsSha256Mechanism()
-		case "PLAIN":
-			mech = plain.Auth{User: sasl.Username, Pass: sasl.Password}.AsMechanism()
-		default:
-			return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol=%s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", sasl.Mechanism)
+		mech, err := auth.ClientMechanism(sasl.Mechanism, sasl.Username, sasl.Password)
+		if err != nil {
+			return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol=%w", err)
 		}
 		opts = append(opts, kgo.SASL(mech))
 	}

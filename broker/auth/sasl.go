@@ -3,6 +3,11 @@ package auth
 import (
 	"bytes"
 	"fmt"
+	"strings"
+
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/seglog/seglog"
 )
@@ -110,3 +115,18 @@ func (x *Exchange) User() string { return x.user }
 
 // Mechanism is the exchange's mechanism.
 func (x *Exchange) Mechanism() string { return x.mech }
+
+// ClientMechanism is a client's SASL login to a broker (the brokers'
+// own, the command line's) by mechanism: PLAIN, SCRAM-SHA-256 or
+// SCRAM-SHA-512 (the default, for "").
+func ClientMechanism(mechanism, user, password string) (kgosasl.Mechanism, error) {
+	switch strings.ToUpper(mechanism) {
+	case PLAIN:
+		return plain.Auth{User: user, Pass: password}.AsMechanism(), nil
+	case SHA256:
+		return scram.Auth{User: user, Pass: password}.AsSha256Mechanism(), nil
+	case SHA512, "":
+		return scram.Auth{User: user, Pass: password}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("%s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mechanism)
+}

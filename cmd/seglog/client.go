@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +14,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"golang.org/x/term"
 
+	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/vfs"
@@ -95,40 +93,20 @@ func clientOpts(p map[string]string) ([]kgo.Opt, error) {
 	switch proto {
 	case "", "PLAINTEXT", "SASL_PLAINTEXT":
 	case "SSL", "SASL_SSL":
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if ca := p["ssl.ca.location"]; ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return nil, err
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("ssl.ca.location %s holds no PEM certificate", ca)
-			}
-		}
-		if cert := p["ssl.certificate.location"]; cert != "" {
-			pair, err := tls.LoadX509KeyPair(cert, p["ssl.key.location"])
-			if err != nil {
-				return nil, err
-			}
-			cfg.Certificates = []tls.Certificate{pair}
+		cfg, err := broker.ClientTLS(p["ssl.ca.location"], p["ssl.certificate.location"], p["ssl.key.location"])
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, kgo.DialTLSConfig(cfg))
 	default:
 		return nil, fmt.Errorf("security.protocol=%s: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
 	}
 	if strings.HasPrefix(proto, "SASL_") {
-		user, pass := p["sasl.username"], p["sasl.password"]
-		switch mech := strings.ToUpper(p["sasl.mechanism"]); mech {
-		case "PLAIN":
-			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
-		case "SCRAM-SHA-256":
-			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
-		case "SCRAM-SHA-512", "":
-			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
-		default:
-			return nil, fmt.Errorf("sasl.mechanism=%s: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+		mech, err := auth.ClientMechanism(p["sasl.mechanism"], p["sasl.username"], p["sasl.password"])
+		if err != nil {
+			return nil, fmt.Errorf("sasl.mechanism=%w", err)
 		}
+		opts = append(opts, kgo.SASL(mech))
 	}
 	return opts, nil
 }
