@@ -2,10 +2,8 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -44,18 +42,16 @@ type stateDocs struct {
 // becomes a cluster's first broker keeps its users, ACLs and quotas, and
 // its dynamic configs: its own level becomes its node's).
 func openStateDocs(m *tablet.Manager, opts Options) (*stateDocs, error) {
-	file := func(name string, perm fs.FileMode) docstore.Store {
-		return docstore.File(m.FS(), filepath.Join(m.Dir(), name), perm)
-	}
+	file := func(name string) docstore.Store { return auth.FileStore(m.FS(), filepath.Join(m.Dir(), name)) }
 	var d stateDocs
 	var err error
-	if d.creds, err = openDoc(opts, file(auth.CredentialsFile, 0o600), cluster.DocCredentials, auth.NewCredentials, nil); err != nil {
+	if d.creds, err = openDoc(opts, file(auth.CredentialsFile), cluster.DocCredentials, auth.NewCredentials, nil); err != nil {
 		return nil, err
 	}
-	if d.acls, err = openDoc(opts, file(auth.ACLFile, 0o600), cluster.DocACLs, auth.NewACLs, nil); err != nil {
+	if d.acls, err = openDoc(opts, file(auth.ACLFile), cluster.DocACLs, auth.NewACLs, nil); err != nil {
 		return nil, err
 	}
-	if d.quotas, err = openDoc(opts, file(auth.QuotasFile, 0o600), cluster.DocQuotas, auth.NewQuotas, nil); err != nil {
+	if d.quotas, err = openDoc(opts, file(auth.QuotasFile), cluster.DocQuotas, auth.NewQuotas, nil); err != nil {
 		return nil, err
 	}
 	node := ""
@@ -71,10 +67,10 @@ func openStateDocs(m *tablet.Manager, opts Options) (*stateDocs, error) {
 			f.Brokers[node] = f.Broker
 		}
 		f.Broker = nil
-		data, err := json.MarshalIndent(f, "", "  ")
-		return append(data, '\n'), err
+		return f.encode()
 	}
-	d.dyn, err = openDoc(opts, file(checkpoint.DynamicBrokerConfigFile, 0o644), cluster.DocBrokerConfigs,
+	dynFile := docstore.File(m.FS(), filepath.Join(m.Dir(), checkpoint.DynamicBrokerConfigFile), 0o644)
+	d.dyn, err = openDoc(opts, dynFile, cluster.DocBrokerConfigs,
 		func(s docstore.Store) (*dynamicConfigs, error) {
 			n := node
 			if _, watched := s.(docstore.Watched); !watched {

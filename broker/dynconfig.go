@@ -52,10 +52,21 @@ type dynamicFile struct {
 // levels are the cluster's level and this broker's, never changed.
 func (d *dynamicConfigs) levels() (cluster, broker map[string]string) {
 	f := d.doc.Load()
-	if d.node != "" {
-		return f.Cluster, f.Brokers[d.node]
+	return f.Cluster, f.own(d.node)
+}
+
+// own is the level of broker node ("": a single node's file's own level).
+func (f *dynamicFile) own(node string) map[string]string {
+	if node != "" {
+		return f.Brokers[node]
 	}
-	return f.Cluster, f.Broker
+	return f.Broker
+}
+
+// encode is the document's bytes.
+func (f *dynamicFile) encode() ([]byte, error) {
+	data, err := json.MarshalIndent(f, "", "  ")
+	return append(data, '\n'), err
 }
 
 // openDynamicConfigs reads the dynamic configs (none if there is no
@@ -83,11 +94,7 @@ func openDynamicConfigs(m *tablet.Manager, store docstore.Store, node string, se
 				}
 			}
 		}
-		broker := f.Broker
-		if node != "" {
-			broker = f.Brokers[node]
-		}
-		if _, err := d.effective(f.Cluster, broker); err != nil {
+		if _, err := d.effective(f.Cluster, f.own(node)); err != nil {
 			return nil, err
 		}
 		return f, nil
@@ -254,8 +261,8 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 		if refused = refusal; refusal != nil || validateOnly {
 			return nil, nil, nil
 		}
-		data, err := json.MarshalIndent(next, "", "  ")
-		return next, append(data, '\n'), err
+		data, err := next.encode()
+		return next, data, err
 	})
 	switch {
 	case refused != nil:
@@ -280,10 +287,7 @@ type configRefusal struct {
 // alter is f with the changes made to one level (replace: the level's
 // whole set), or why they are refused.
 func (d *dynamicConfigs) alter(f *dynamicFile, cluster bool, changes []configChange, replace bool) (*dynamicFile, *configRefusal) {
-	nc, nb := f.Cluster, f.Broker
-	if d.node != "" {
-		nb = f.Brokers[d.node]
-	}
+	nc, nb := f.Cluster, f.own(d.node)
 	level := nb
 	if cluster {
 		level = nc

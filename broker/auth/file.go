@@ -13,10 +13,6 @@ import (
 // in a cluster, a key in etcd every broker shares.
 type Store = docstore.Store
 
-// ErrConflict is what a Store's Save returns when the document moved
-// since the revision it was given.
-var ErrConflict = docstore.ErrConflict
-
 // FileStore is a security document in a file, readable by its owner only.
 func FileStore(fsys vfs.FS, path string) Store { return docstore.File(fsys, path, 0o600) }
 

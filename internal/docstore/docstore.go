@@ -110,9 +110,6 @@ func (d *Doc[T]) Load() *T {
 	return d.cur.Load()
 }
 
-// Store is the document's store.
-func (d *Doc[T]) Store() Store { return d.store }
-
 // maxRetries bounds the writers one update makes its change after: a
 // change that loses this many races in a row is refused.
 const maxRetries = 20
