@@ -36,6 +36,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/broker/auth"
+	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
 	"github.com/seglog/seglog/internal/ratelog"
@@ -293,7 +294,7 @@ type Broker struct {
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
 	// docsFollowed is the cluster revision followDocs has taken.
-	docsFollowed progress
+	docsFollowed cluster.Progress
 
 	mu       sync.Mutex
 	ln       []net.Listener

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/seglog/seglog/broker/auth"
@@ -149,7 +148,7 @@ func (b *Broker) followDocs(mem *cluster.Member) {
 		} else if moved {
 			b.dyn.apply(b.m, b.opts.Logger)
 		}
-		b.docsFollowed.advance(rev)
+		b.docsFollowed.Advance(rev)
 		select {
 		case <-changed:
 		case <-b.stop:
@@ -161,44 +160,9 @@ func (b *Broker) followDocs(mem *cluster.Member) {
 // AwaitDocs returns once the broker has taken the cluster's documents as
 // of etcd revision rev (the topics follow dynamic configs up to it).
 func (b *Broker) AwaitDocs(ctx context.Context, rev int64) error {
-	return b.docsFollowed.await(ctx, rev, b.stop)
-}
-
-// progress is a revision reached, and its waiters.
-type progress struct {
-	mu   sync.Mutex
-	rev  int64
-	next chan struct{} // closed at each advance
-}
-
-func (p *progress) advance(rev int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.next == nil {
-		p.next = make(chan struct{})
+	err := b.docsFollowed.Await(ctx, rev, b.stop)
+	if err != nil && ctx.Err() == nil {
+		return ErrClosed
 	}
-	p.rev = max(p.rev, rev)
-	close(p.next)
-	p.next = make(chan struct{})
-}
-
-func (p *progress) await(ctx context.Context, rev int64, stop <-chan struct{}) error {
-	for {
-		p.mu.Lock()
-		if p.next == nil {
-			p.next = make(chan struct{})
-		}
-		reached, next := p.rev >= rev, p.next
-		p.mu.Unlock()
-		if reached {
-			return nil
-		}
-		select {
-		case <-next:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-stop:
-			return ErrClosed
-		}
-	}
+	return err
 }

@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf16"
 
@@ -121,9 +120,7 @@ type Manager struct {
 	// (Send).
 	peers map[int32]*peer
 	// applied is the snapshot revision the replicas reflect.
-	applied atomic.Int64
-	// appliedCh is closed when applied moves.
-	appliedCh chan struct{}
+	applied cluster.Progress
 }
 
 // New starts following the cluster's metadata: it returns once the
@@ -134,7 +131,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, me: opts.Member.NodeID(), log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
-		fetchers: map[fetcherKey]*fetcher{}, peers: map[int32]*peer{}, appliedCh: make(chan struct{})}
+		fetchers: map[fetcherKey]*fetcher{}, peers: map[int32]*peer{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.setAsideStrays(opts.Member.Snapshot())
 	m.reconcile(opts.Member.Snapshot())
@@ -203,21 +200,7 @@ func (m *Manager) Get(tp checkpoint.TopicPartition) (*Partition, bool) {
 // Await returns once the replicas reflect etcd revision rev (a topic
 // just created has its tablets here).
 func (m *Manager) Await(ctx context.Context, rev int64) error {
-	for {
-		m.mu.Lock()
-		ch := m.appliedCh
-		m.mu.Unlock()
-		if m.applied.Load() >= rev {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-m.ctx.Done():
-			return context.Canceled
-		}
-	}
+	return m.applied.Await(ctx, rev, m.ctx.Done())
 }
 
 // follow applies each new snapshot.
@@ -345,11 +328,7 @@ func (m *Manager) reconcile(s *cluster.Snapshot) {
 	for _, p := range gone {
 		m.drop(p)
 	}
-	m.mu.Lock()
-	m.applied.Store(s.Revision)
-	close(m.appliedCh)
-	m.appliedCh = make(chan struct{})
-	m.mu.Unlock()
+	m.applied.Advance(s.Revision)
 }
 
 // configure gives the replica's tablet the topic's configs in the
