@@ -36,6 +36,12 @@ type fetcher struct {
 	// last try: said once).
 	sess        fetchSession
 	unreachable bool
+	// asked are the partitions of the fetch in flight, and names their
+	// topics' names by id (a v13 answer names topics by id): maps kept
+	// from one fetch to the next, emptied at each, as the fetches are
+	// many and the partitions too.
+	asked map[checkpoint.TopicPartition]*fetchState
+	names map[cluster.TopicID]string
 }
 
 // fetchSession is a follower's incremental fetch session: the session id
@@ -77,7 +83,8 @@ type fetchState struct {
 }
 
 func newFetcher(m *Manager, leader int32) *fetcher {
-	return &fetcher{m: m, leader: leader, parts: map[checkpoint.TopicPartition]*fetchState{}, wake: make(chan struct{}, 1)}
+	return &fetcher{m: m, leader: leader, parts: map[checkpoint.TopicPartition]*fetchState{}, wake: make(chan struct{}, 1),
+		asked: map[checkpoint.TopicPartition]*fetchState{}, names: map[cluster.TopicID]string{}}
 }
 
 func (f *fetcher) add(p *Partition, epoch int32) {
@@ -368,12 +375,16 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 	f.sess.gen++
 	gen := f.sess.gen
 	byTopic := map[string]int{}
-	var asked []*fetchState
+	clear(f.asked)
+	clear(f.names)
 	for _, fs := range active {
 		if fs.truncate {
 			continue
 		}
-		asked = append(asked, fs)
+		f.asked[fs.p.tp] = fs
+		if _, ok := f.names[fs.p.id]; !ok {
+			f.names[fs.p.id] = fs.p.tp.Topic
+		}
 		o := fs.p.t.Offsets()
 		now := sentPart{offset: o.LogEndOffset, logStart: o.LogStartOffset, epoch: fs.epoch, id: fs.p.id, gen: gen}
 		last, ok := f.sess.sent[fs.p.tp]
@@ -408,16 +419,9 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
 		}
 	}
-	if len(asked) == 0 {
+	if len(f.asked) == 0 {
 		f.sess.reset() // (nothing to fetch: the leader's session lapses)
 		return nil
-	}
-	if !incremental {
-		for tp, last := range f.sess.sent {
-			if last.gen != gen {
-				delete(f.sess.sent, tp)
-			}
-		}
 	}
 	kr, err := f.request(ctx, req)
 	if err != nil {
@@ -440,23 +444,13 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 	default:
 		f.sess.id, f.sess.epoch = resp.SessionID, 1
 	}
-	// The partitions asked for, by topic id (v13 on) and by name.
-	type key struct {
-		id    cluster.TopicID
-		topic string
-		p     int32
-	}
-	byKey := make(map[key]*fetchState, 2*len(asked))
-	for _, a := range asked {
-		byKey[key{id: a.p.id, p: a.p.tp.Partition}] = a
-		byKey[key{topic: a.p.tp.Topic, p: a.p.tp.Partition}] = a
-	}
 	for _, rt := range resp.Topics {
+		topic := rt.Topic
+		if topic == "" { // (named by id, v13 on)
+			topic = f.names[cluster.TopicID(rt.TopicID)]
+		}
 		for _, rp := range rt.Partitions {
-			fs := byKey[key{topic: rt.Topic, p: rp.Partition}]
-			if fs == nil && rt.TopicID != [16]byte{} {
-				fs = byKey[key{id: cluster.TopicID(rt.TopicID), p: rp.Partition}]
-			}
+			fs := f.asked[checkpoint.TopicPartition{Topic: topic, Partition: rp.Partition}]
 			if fs == nil {
 				continue
 			}
