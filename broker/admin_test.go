@@ -535,3 +535,39 @@ func TestDescribeTopicPartitionsAuthorized(t *testing.T) {
 	require.Empty(t, nobody.Topics)
 	require.Nil(t, nobody.NextCursor, "no cursor to a topic it may not describe")
 }
+
+// ElectLeaders on a single node: each of its partitions is led by its
+// only replica (ELECTION_NOT_NEEDED), others are unknown, asked for all
+// nothing is answered; an unknown election type is INVALID_REQUEST.
+func TestElectLeadersSingleNode(t *testing.T) {
+	_, m, addr := testBroker(t, Options{})
+	_, err := m.Create(checkpoint.TopicPartition{Topic: "e"}, nil)
+	require.NoError(t, err)
+	c := dialRaw(t, addr)
+	for _, v := range []int16{0, 1, 2} {
+		r := kmsg.NewPtrElectLeadersRequest()
+		r.ElectionType = int8(v % 2)
+		r.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "e", Partitions: []int32{0, 1}}, {Topic: "nope", Partitions: []int32{0}}}
+		resp := kmsg.NewPtrElectLeadersResponse()
+		c.do(r, v, resp)
+		require.Zero(t, resp.ErrorCode)
+		require.Len(t, resp.Topics, 2)
+		require.Equal(t, kerr.ElectionNotNeeded.Code, resp.Topics[0].Partitions[0].ErrorCode, "v%d", v)
+		require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[0].Partitions[1].ErrorCode)
+		require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[1].Partitions[0].ErrorCode)
+
+		all := kmsg.NewPtrElectLeadersRequest()
+		all.Topics = nil
+		resp = kmsg.NewPtrElectLeadersResponse()
+		c.do(all, v, resp)
+		require.Zero(t, resp.ErrorCode)
+		require.Empty(t, resp.Topics)
+	}
+	r := kmsg.NewPtrElectLeadersRequest()
+	r.ElectionType = 7
+	r.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "e", Partitions: []int32{0}}}
+	resp := kmsg.NewPtrElectLeadersResponse()
+	c.do(r, 2, resp)
+	require.Equal(t, kerr.InvalidRequest.Code, resp.ErrorCode)
+	require.Equal(t, kerr.InvalidRequest.Code, resp.Topics[0].Partitions[0].ErrorCode)
+}

@@ -204,6 +204,11 @@ var probes = map[int16]probe{
 		return r
 	}},
 	42: {req: func() kmsg.Request { r := kmsg.NewPtrDeleteGroupsRequest(); r.Groups = []string{"g"}; return r }},
+	43: {req: func() kmsg.Request {
+		r := kmsg.NewPtrElectLeadersRequest()
+		r.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "secret", Partitions: []int32{0}}}
+		return r
+	}},
 	44: {req: func() kmsg.Request {
 		r := kmsg.NewPtrIncrementalAlterConfigsRequest()
 		r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "0"}}

@@ -20,12 +20,19 @@ const maxTxnOps = 128
 // what the live brokers imply (elect) and writes it, each partition's
 // write comparing the state it read and the election it holds.
 func (m *Member) runController(ctx context.Context, e *concurrency.Election) {
+	guard := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())}
+	var rebalance <-chan time.Time
+	if m.opts.AutoLeaderRebalance {
+		t := time.NewTicker(m.opts.LeaderImbalanceCheckInterval)
+		defer t.Stop()
+		rebalance = t.C
+	}
 	for ctx.Err() == nil {
 		ch := m.Changed()
 		snap := m.Snapshot()
 		changes := m.elect(snap)
 		if len(changes) > 0 {
-			if err := m.writeStates(ctx, e, changes); err != nil && ctx.Err() == nil {
+			if _, err := m.writeStates(ctx, guard, changes); err != nil && ctx.Err() == nil {
 				m.log.Warn("cluster: the controller's partition changes failed; retrying", "err", err, "partitions", len(changes))
 				m.pause(100 * time.Millisecond)
 				continue
@@ -33,8 +40,30 @@ func (m *Member) runController(ctx context.Context, e *concurrency.Election) {
 		}
 		select {
 		case <-ch:
+		case <-rebalance:
+			m.rebalanceLeaders(ctx, guard)
 		case <-ctx.Done():
 		}
+	}
+}
+
+// rebalanceLeaders runs the preferred elections the automatic leader
+// rebalance calls for (imbalanced); one that loses a race waits for the
+// next check.
+func (m *Member) rebalanceLeaders(ctx context.Context, guard []clientv3.Cmp) {
+	s := m.Snapshot()
+	var changes []change
+	for _, tp := range imbalanced(s, m.opts.LeaderImbalancePercentage) {
+		if to, from, err := electAsked(s, PreferredElection, tp); err == nil {
+			changes = append(changes, change{topic: tp.Topic, partition: tp.Partition, from: from, to: to})
+		}
+	}
+	if len(changes) == 0 {
+		return
+	}
+	m.log.Info("cluster: moving leaderships back to preferred replicas", "partitions", len(changes))
+	if _, err := m.writeStates(ctx, guard, changes); err != nil && ctx.Err() == nil {
+		m.log.Warn("cluster: the leader rebalance failed; it runs again at the next check", "err", err)
 	}
 }
 
@@ -120,40 +149,43 @@ func electOne(s *Snapshot, replicas []int32, st PartitionState, unclean bool) (P
 }
 
 // writeStates writes the changes in transactions of up to maxTxnOps
-// operations, each comparing every partition's state and the election; a
-// transaction that fails its compares is left to the next round, which
-// reads the snapshot again.
-func (m *Member) writeStates(ctx context.Context, e *concurrency.Election, changes []change) error {
+// operations, each comparing every partition's state and the guards (the
+// controller's: its election); it returns the changes of transactions
+// that failed their compares, for the caller to compute again from a
+// newer snapshot.
+func (m *Member) writeStates(ctx context.Context, guards []clientv3.Cmp, changes []change) (failed []change, err error) {
 	for len(changes) > 0 {
-		n := min(len(changes), maxTxnOps/2-1)
+		n := min(len(changes), (maxTxnOps-len(guards))/2)
 		batch := changes[:n]
 		changes = changes[n:]
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())}
+		cmps := slices.Clone(guards)
 		var ops []clientv3.Op
 		for _, c := range batch {
 			key := m.prefix + partitionKey(c.topic, c.partition)
 			val, err := json.Marshal(c.to)
 			if err != nil {
-				return err
+				return failed, err
 			}
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.from.rev))
 			ops = append(ops, clientv3.OpPut(key, string(val)))
 		}
 		resp, err := m.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
-			return err
+			return failed, err
 		}
-		if resp.Succeeded {
-			for _, c := range batch {
-				if c.to.Leader != c.from.Leader {
-					m.log.Info("cluster: leader elected", "topic", c.topic, "partition", c.partition,
-						"leader", c.to.Leader, "leader_epoch", c.to.LeaderEpoch, "isr", c.to.ISR)
-				}
+		if !resp.Succeeded {
+			failed = append(failed, batch...)
+			continue
+		}
+		for _, c := range batch {
+			if c.to.Leader != c.from.Leader {
+				m.log.Info("cluster: leader elected", "topic", c.topic, "partition", c.partition,
+					"leader", c.to.Leader, "leader_epoch", c.to.LeaderEpoch, "isr", c.to.ISR)
 			}
-			if err := m.Await(ctx, resp.Header.Revision); err != nil {
-				return err
-			}
+		}
+		if err := m.Await(ctx, resp.Header.Revision); err != nil {
+			return failed, err
 		}
 	}
-	return nil
+	return failed, nil
 }

@@ -60,6 +60,17 @@ type Options struct {
 	// (unclean.leader.election.enable, default false), for topics that do
 	// not set it.
 	UncleanLeaderElection bool
+	// AutoLeaderRebalance makes the controller move leaderships back to
+	// preferred replicas (auto.leader.rebalance.enable; Kafka's default is
+	// on, the zero value here off): every LeaderImbalanceCheckInterval
+	// (leader.imbalance.check.interval.seconds, default 300 s), for each
+	// broker whose share of partitions it is the preferred but not the
+	// leader of is above LeaderImbalancePercentage
+	// (leader.imbalance.per.broker.percentage, default 10), it runs a
+	// preferred election of those partitions.
+	AutoLeaderRebalance          bool
+	LeaderImbalanceCheckInterval time.Duration
+	LeaderImbalancePercentage    int
 	// Logger receives the member's logs. The default is slog.Default().
 	Logger *slog.Logger
 	// Now is the clock (tests). The default is time.Now.
@@ -91,6 +102,12 @@ func (o *Options) defaults() error {
 	}
 	if o.HeartbeatInterval >= o.SessionTimeout {
 		return fmt.Errorf("cluster: broker.heartbeat.interval.ms (%v) must be below broker.session.timeout.ms (%v)", o.HeartbeatInterval, o.SessionTimeout)
+	}
+	if o.LeaderImbalanceCheckInterval <= 0 {
+		o.LeaderImbalanceCheckInterval = 300 * time.Second
+	}
+	if o.LeaderImbalancePercentage <= 0 {
+		o.LeaderImbalancePercentage = 10
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

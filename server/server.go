@@ -146,6 +146,14 @@ type ClusterConfig struct {
 	MinInsyncReplicas int
 	// UncleanLeaderElection is unclean.leader.election.enable.
 	UncleanLeaderElection bool
+	// NoAutoLeaderRebalance is auto.leader.rebalance.enable=false (on by
+	// default, as Kafka); LeaderImbalanceCheckInterval and
+	// LeaderImbalancePercentage are leader.imbalance.check.interval.seconds
+	// and leader.imbalance.per.broker.percentage (cluster.Options'
+	// defaults).
+	NoAutoLeaderRebalance        bool
+	LeaderImbalanceCheckInterval time.Duration
+	LeaderImbalancePercentage    int
 	// LagTime is replica.lag.time.max.ms; FetchMaxBytes
 	// replica.fetch.max.bytes; FetchWait replica.fetch.wait.max.ms
 	// (replica.Options' defaults).
@@ -332,6 +340,8 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	opts.Prefix, opts.ClusterID, opts.NodeID, opts.Rack, opts.Listeners = c.Prefix, meta.ClusterID, meta.NodeID, c.Rack, listeners
 	opts.SessionTimeout, opts.HeartbeatInterval, opts.UncleanLeaderElection, opts.Logger = c.SessionTimeout,
 		c.HeartbeatInterval, c.UncleanLeaderElection, s.log
+	opts.AutoLeaderRebalance, opts.LeaderImbalanceCheckInterval, opts.LeaderImbalancePercentage = !c.NoAutoLeaderRebalance,
+		c.LeaderImbalanceCheckInterval, c.LeaderImbalancePercentage
 	jctx, cancel := context.WithTimeout(ctx, max(2*cmp.Or(c.SessionTimeout, 9*time.Second), 30*time.Second))
 	defer cancel()
 	m, err := cluster.Join(jctx, opts)

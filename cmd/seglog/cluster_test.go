@@ -264,6 +264,32 @@ func TestClusterKillLoop(t *testing.T) {
 		require.Contains(t, out, "(under-replicated)", out)
 		c.until("every replica back in its ISR", inSync)
 	}
+	// seglog leaders gives every partition its preferred leader back
+	// (asked again if a preferred replica had left its ISR meanwhile).
+	for {
+		code, out, errOut := runSeglog(t, "leaders", "--bootstrap-server", c.seeds()[0], "--election-type", "preferred", "--all-topic-partitions")
+		if code == 0 {
+			break
+		}
+		require.Contains(t, out, "Error completing leader election (PREFERRED) for partition: ", errOut)
+		c.until("every replica back in its ISR", inSync)
+	}
+	c.until("every partition led by its preferred replica", func(s *cluster.Snapshot) bool {
+		for _, ts := range s.Topics {
+			for p, st := range ts.Partitions {
+				if st.Leader != ts.Replicas[p][0] {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	asked := filepath.Join(t.TempDir(), "partitions.json")
+	require.NoError(t, os.WriteFile(asked, []byte(`{"partitions": [{"topic": "k", "partition": 0}, {"topic": "k", "partition": 9}]}`), 0o600))
+	code, out, _ := runSeglog(t, "leaders", "--bootstrap-server", c.seeds()[0], "--election-type", "PREFERRED", "--path-to-json-file", asked)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "Valid replica already elected for partitions k-0\n")
+	require.Contains(t, out, "Error completing leader election (PREFERRED) for partition: k-9: UNKNOWN_TOPIC_OR_PARTITION")
 	require.NoError(t, chk.Produce(ctx, cl, "k", "c", 50))
 	chk.ReadBack(t, c.seeds(), "k", 3)
 	require.NoError(t, tchk.Transact(ctx, tcl, "t", "last-", 3, true, nil, 0, 1, 2))

@@ -322,6 +322,15 @@ var serveConfigs = []serveConfig{
 	boolConfig("unclean.leader.election.enable", "elect a replica outside the ISR when the whole ISR is gone (default false: may lose acknowledged records)", func(s *serveSettings, b bool) {
 		s.cluster.UncleanLeaderElection = b
 	}),
+	boolConfig("auto.leader.rebalance.enable", "move leaderships back to their preferred replicas when a broker's share of partitions led by another is above leader.imbalance.per.broker.percentage (default true)", func(s *serveSettings, b bool) {
+		s.cluster.NoAutoLeaderRebalance = !b
+	}),
+	intConfig("leader.imbalance.check.interval.seconds", "how often the controller checks the leaders' balance (default 300)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+		s.cluster.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
+	}),
+	intConfig("leader.imbalance.per.broker.percentage", "a broker's share, in percent, of the partitions it is the preferred replica of but does not lead above which they are moved back (default 10)", 1, 100, func(s *serveSettings, n int64) {
+		s.cluster.LeaderImbalancePercentage = int(n)
+	}),
 	intConfig("replica.fetch.max.bytes", "a partition's bytes in a follower's fetch (default 1048576)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
 		s.cluster.FetchMaxBytes = int32(n)
 	}),

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/internal/clustertest"
+)
+
+// createAssigned creates a topic with an explicit replica assignment
+// (CreateTopics' ReplicaAssignment, as kafka-topics.sh
+// --replica-assignment).
+func (c *testCluster) createAssigned(ctx context.Context, name string, assignment ...[]int32) {
+	t := c.t
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	for p, rs := range assignment {
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, kmsg.CreateTopicsRequestTopicReplicaAssignment{Partition: int32(p), Replicas: rs})
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	for _, s := range c.servers {
+		until(t, s.Member(), "has every replica in the ISR", func(sn *cluster.Snapshot) bool {
+			ts, ok := sn.Topics[name]
+			if !ok {
+				return false
+			}
+			for p, st := range ts.Partitions {
+				if len(st.ISR) != len(ts.Replicas[p]) || st.Leader != ts.Replicas[p][0] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// leaderOf is a partition's leader and epoch as broker via sees them.
+func (c *testCluster) leaderOf(via int32, topic string, p int32) (int32, int32) {
+	st, ok := c.servers[via].Member().Snapshot().Partition(topic, p)
+	require.True(c.t, ok)
+	return st.Leader, st.LeaderEpoch
+}
+
+// restart stops a broker (a controlled shutdown) and starts it again,
+// then waits until it is back in the ISR of topic's partitions.
+func (c *testCluster) restart(id int32, topic string) {
+	c.stop(id)
+	for _, s := range c.servers {
+		until(c.t, s.Member(), "sees the broker gone", func(sn *cluster.Snapshot) bool { _, ok := sn.Brokers[id]; return !ok })
+	}
+	c.start(id)
+	until(c.t, c.servers[id].Member(), "is back in every ISR", func(sn *cluster.Snapshot) bool {
+		ts, ok := sn.Topics[topic]
+		if !ok {
+			return false
+		}
+		for _, st := range ts.Partitions {
+			if !st.InISR(id) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Preferred and unclean elections asked for through ElectLeaders (kadm,
+// as kafka-leader-election.sh asks): a restarted broker gets its
+// preferred leadership back at a new epoch, and nothing acknowledged is
+// lost; asked again it needs none; a leaderless partition gets a leader
+// from outside its ISR only by an unclean election.
+func TestClusterLeaderElections(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t)
+	c.configure = func(_ int32, cfg *Config) { cfg.Cluster.NoAutoLeaderRebalance = true }
+	c.boot(3)
+	ctx := context.Background()
+	c.createAssigned(ctx, "e", []int32{1, 2, 3}, []int32{2, 3, 1})
+	c.createAssigned(ctx, "u", []int32{2, 3})
+	adm := c.admin()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "e", "a", 200))
+
+	// Broker 1 restarts: e-0 is led by 2 meanwhile, and stays so.
+	c.restart(1, "e")
+	leader, epoch := c.leaderOf(1, "e", 0)
+	require.Equal(t, int32(2), leader)
+	require.NoError(t, chk.Produce(ctx, cl, "e", "b", 200))
+
+	rs, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"e": {0: {}, 1: {}, 7: {}}, "nope": {0: {}}})
+	require.NoError(t, err)
+	require.NoError(t, rs["e"][0].Err, "e-0 gets its preferred leader")
+	require.ErrorIs(t, rs["e"][1].Err, kerr.ElectionNotNeeded, "e-1 is led by its preferred replica")
+	require.ErrorIs(t, rs["e"][7].Err, kerr.UnknownTopicOrPartition)
+	require.ErrorIs(t, rs["nope"][0].Err, kerr.UnknownTopicOrPartition)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees broker 1 lead e-0", func(sn *cluster.Snapshot) bool {
+			st, _ := sn.Partition("e", 0)
+			return st.Leader == 1 && st.LeaderEpoch == epoch+1
+		})
+	}
+	rs, err = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+	require.NoError(t, err)
+	require.Empty(t, rs, "asked for every partition, those that need no election are left out")
+	require.NoError(t, chk.Produce(ctx, cl, "e", "c", 200))
+	chk.ReadBack(t, c.seeds(), "e", 2)
+	for p := range int32(2) {
+		sameBytes(t, c, checkpoint.TopicPartition{Topic: "e", Partition: p})
+	}
+
+	// u-0 (replicas 2, 3) loses broker 3, then its leader 2: no leader,
+	// and broker 3 coming back does not get it (it left the ISR).
+	uchk := clustertest.New()
+	require.NoError(t, uchk.Produce(ctx, cl, "u", "a", 100))
+	c.stop(3)
+	until(t, c.servers[2].Member(), "sees u-0's ISR shrink to 2", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("u", 0)
+		return len(st.ISR) == 1
+	})
+	c.stop(2)
+	c.start(3)
+	until(t, c.servers[3].Member(), "sees u-0 leaderless with broker 3 live", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("u", 0)
+		return sn.Live(3) && st.Leader == cluster.NoLeader && !st.InISR(3)
+	})
+	rs, err = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"u": {0: {}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, rs["u"][0].Err, kerr.PreferredLeaderNotAvailable)
+	rs, err = adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{"u": {0: {}}})
+	require.NoError(t, err)
+	require.NoError(t, rs["u"][0].Err, "an unclean election gives u-0 broker 3")
+	st := until(t, c.servers[3].Member(), "sees broker 3 lead u-0", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("u", 0)
+		return st.Leader == 3
+	})
+	require.Equal(t, []int32{3}, mustPartition(t, st, "u", 0).ISR)
+	rs, err = adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{"u": {0: {}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, rs["u"][0].Err, kerr.ElectionNotNeeded)
+	// Broker 3 had every record (acknowledged with both in the ISR).
+	uchk.ReadBack(t, c.seeds(), "u", 1)
+}
+
+// With auto.leader.rebalance.enable the controller gives a restarted
+// broker its preferred leaderships back by itself.
+func TestClusterAutoLeaderRebalance(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t)
+	c.configure = func(_ int32, cfg *Config) { cfg.Cluster.LeaderImbalanceCheckInterval = 100 * time.Millisecond }
+	c.boot(3)
+	ctx := context.Background()
+	c.createAssigned(ctx, "r", []int32{1, 2, 3}, []int32{1, 3, 2}, []int32{2, 3, 1})
+	c.restart(1, "r")
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees broker 1 lead its preferred partitions again", func(sn *cluster.Snapshot) bool {
+			a, _ := sn.Partition("r", 0)
+			b, _ := sn.Partition("r", 1)
+			return a.Leader == 1 && b.Leader == 1
+		})
+	}
+}
+
+func mustPartition(t *testing.T, s *cluster.Snapshot, topic string, p int32) cluster.PartitionState {
+	st, ok := s.Partition(topic, p)
+	require.True(t, ok)
+	return st
+}
