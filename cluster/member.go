@@ -590,7 +590,9 @@ func (m *Member) halt() {
 
 // controlledShutdown marks the broker shutting down and waits until no
 // partition has it as leader or in its ISR with another live broker
-// there (Kafka's controlled shutdown).
+// there (Kafka's controlled shutdown): its leaderships moved, and so
+// that its leaving fails no acks=all produce, every ISR it must leave
+// left before it stops fetching.
 func (m *Member) controlledShutdown(ctx context.Context) error {
 	key := m.prefix + keyBrokers + strconv.Itoa(int(m.opts.NodeID))
 	lease := clientv3.LeaseID(m.lease.Load())
@@ -613,7 +615,7 @@ func (m *Member) controlledShutdown(ctx context.Context) error {
 	}
 	for {
 		ch := m.Changed()
-		if !m.leadsAny(m.Snapshot()) {
+		if !m.holdsAny(m.Snapshot()) {
 			return nil
 		}
 		select {
@@ -624,12 +626,12 @@ func (m *Member) controlledShutdown(ctx context.Context) error {
 	}
 }
 
-// leadsAny reports whether this broker still leads a partition that a
-// live broker could lead instead.
-func (m *Member) leadsAny(s *Snapshot) bool {
+// holdsAny reports whether this broker still leads a partition, or is in
+// its ISR, with another live broker in the ISR that could do without it.
+func (m *Member) holdsAny(s *Snapshot) bool {
 	for _, t := range s.Topics {
 		for _, p := range t.Partitions {
-			if p.Leader != m.opts.NodeID {
+			if p.Leader != m.opts.NodeID && !p.InISR(m.opts.NodeID) {
 				continue
 			}
 			for _, r := range p.ISR {
