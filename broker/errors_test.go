@@ -124,6 +124,8 @@ var kafkaCodes = []struct {
 	{cluster.ErrInvalidAssignment, kerr.InvalidReplicaAssignment},
 	{cluster.ErrStaleState, kerr.InvalidUpdateVersion},
 	{cluster.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
+	{cluster.ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress},
+	{ErrReplicationFactorChange, kerr.InvalidReplicationFactor},
 	{cluster.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
 	{cluster.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
 	{docstore.ErrConflict, kerr.InvalidUpdateVersion},

@@ -209,6 +209,12 @@ var probes = map[int16]probe{
 		r.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "secret", Partitions: []int32{0}}}
 		return r
 	}},
+	45: {req: func() kmsg.Request {
+		r := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		r.Topics = []kmsg.AlterPartitionAssignmentsRequestTopic{{Topic: "secret", Partitions: []kmsg.AlterPartitionAssignmentsRequestTopicPartition{{Replicas: []int32{1}}}}}
+		return r
+	}},
+	46: {req: func() kmsg.Request { return kmsg.NewPtrListPartitionReassignmentsRequest() }},
 	44: {req: func() kmsg.Request {
 		r := kmsg.NewPtrIncrementalAlterConfigsRequest()
 		r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "0"}}

@@ -38,6 +38,11 @@ func (m *Member) runController(ctx context.Context, e *concurrency.Election) {
 				continue
 			}
 		}
+		if err := m.completeReassignments(ctx, guard, snap); err != nil && ctx.Err() == nil {
+			m.log.Warn("cluster: completing reassignments failed; retrying", "err", err)
+			m.pause(100 * time.Millisecond)
+			continue
+		}
 		select {
 		case <-ch:
 		case <-rebalance:
@@ -118,7 +123,8 @@ func electOne(s *Snapshot, replicas []int32, st PartitionState, unclean bool) (P
 	if _, registered := s.Brokers[st.Leader]; len(isr) == 0 && registered {
 		return st, false // (a leader shutting down keeps what nobody else can take)
 	}
-	to := PartitionState{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, ISR: isr, PartitionEpoch: st.PartitionEpoch + 1}
+	to := st.next()
+	to.ISR = isr
 	if len(isr) == 0 {
 		to.ISR = st.ISR // (never empty: whoever was last in it may come back)
 	}

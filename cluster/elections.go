@@ -134,7 +134,9 @@ func electPreferred(s *Snapshot, replicas []int32, st PartitionState) (Partition
 	if !s.Live(pref) || !st.InISR(pref) {
 		return st, fmt.Errorf("%w: broker %d (live %v, in the ISR %v)", ErrPreferredLeaderNotAvailable, pref, s.Live(pref), st.ISR)
 	}
-	return PartitionState{Leader: pref, LeaderEpoch: st.LeaderEpoch + 1, ISR: st.ISR, PartitionEpoch: st.PartitionEpoch + 1}, nil
+	to := st.next()
+	to.Leader, to.LeaderEpoch = pref, st.LeaderEpoch+1
+	return to, nil
 }
 
 // electUnclean gives a leaderless partition a leader: a live ISR member
@@ -143,7 +145,8 @@ func electUnclean(s *Snapshot, replicas []int32, st PartitionState) (PartitionSt
 	if st.Leader != NoLeader {
 		return st, ErrElectionNotNeeded
 	}
-	to := PartitionState{Leader: NoLeader, LeaderEpoch: st.LeaderEpoch + 1, ISR: st.ISR, PartitionEpoch: st.PartitionEpoch + 1}
+	to := st.next()
+	to.LeaderEpoch++
 	for _, r := range replicas {
 		if s.Live(r) && st.InISR(r) {
 			to.Leader = r

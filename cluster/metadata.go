@@ -103,10 +103,30 @@ type PartitionState struct {
 	ISR         []int32 `json:"isr"`
 	// PartitionEpoch goes up by one at every change of the state.
 	PartitionEpoch int32 `json:"partition_epoch"`
+	// Adding and Removing are a reassignment's replicas (KIP-455): while
+	// one is in progress the topic's replicas of the partition are the
+	// target's followed by those being removed; it completes once every
+	// target replica is in the ISR.
+	Adding   []int32 `json:"adding,omitempty"`
+	Removing []int32 `json:"removing,omitempty"`
 	// rev is the state's key's mod revision: a write compares it, which
 	// is comparing the partition epoch (each write moves both).
 	rev int64
 }
+
+// next is the state's next version: the same, at the next partition
+// epoch (its slices its own).
+func (s PartitionState) next() PartitionState {
+	n := s
+	n.ISR, n.Adding, n.Removing = slices.Clone(s.ISR), slices.Clone(s.Adding), slices.Clone(s.Removing)
+	n.PartitionEpoch++
+	n.rev = 0
+	return n
+}
+
+// Reassigning reports whether a reassignment of the partition is in
+// progress.
+func (s PartitionState) Reassigning() bool { return len(s.Adding) > 0 || len(s.Removing) > 0 }
 
 // InISR reports whether broker id is in the ISR.
 func (s PartitionState) InISR(id int32) bool { return slices.Contains(s.ISR, id) }

@@ -126,21 +126,23 @@ func (m *Member) topicPut(t *Topic) (clientv3.Op, error) {
 
 // rewriteTopic writes topic name's key again with ops, which write gives
 // from the snapshot and the topic's state in it, in a transaction
-// comparing that state (read again after a race); it returns once this
-// broker's snapshot has the write.
-func (m *Member) rewriteTopic(ctx context.Context, name, doing string, write func(s *Snapshot, t *TopicState) ([]clientv3.Op, error)) (*TopicState, error) {
+// comparing that state and whatever else write asks to compare (read
+// again after a race); it returns once this broker's snapshot has the
+// write.
+func (m *Member) rewriteTopic(ctx context.Context, name, doing string, write func(s *Snapshot, t *TopicState) ([]clientv3.Op, []clientv3.Cmp, error)) (*TopicState, error) {
 	for {
 		snap := m.Snapshot()
 		t, ok := snap.Topics[name]
 		if !ok {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 		}
-		ops, err := write(snap, t)
+		ops, cmps, err := write(snap, t)
 		if err != nil {
 			return nil, err
 		}
 		key := m.prefix + keyTopics + name
-		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", t.rev)).Then(ops...).Commit()
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", t.rev))
+		resp, err := m.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %s %s: %w", doing, name, err)
 		}
@@ -214,10 +216,10 @@ func (m *Member) DeleteTopic(ctx context.Context, name string, id TopicID) error
 // by assignment (or Kafka's placement, starting where partition 0's
 // leader is in the broker list, as Kafka does).
 func (m *Member) CreatePartitions(ctx context.Context, name string, count int, assignment [][]int32) (*TopicState, error) {
-	return m.rewriteTopic(ctx, name, "creating partitions of", func(snap *Snapshot, t *TopicState) ([]clientv3.Op, error) {
+	return m.rewriteTopic(ctx, name, "creating partitions of", func(snap *Snapshot, t *TopicState) ([]clientv3.Op, []clientv3.Cmp, error) {
 		have := len(t.Replicas)
 		if count <= have {
-			return nil, fmt.Errorf("%w: topic %s has %d partitions, not fewer than %d", ErrInvalidAssignment, name, have, count)
+			return nil, nil, fmt.Errorf("%w: topic %s has %d partitions, not fewer than %d", ErrInvalidAssignment, name, have, count)
 		}
 		start := 0
 		if ids := snap.BrokerIDs(); len(t.Replicas) > 0 {
@@ -225,16 +227,17 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int, a
 		}
 		spec := TopicSpec{Name: name, Partitions: count - have, ReplicationFactor: len(t.Replicas[0]), Assignment: assignment}
 		if assignment != nil && len(assignment) != count-have {
-			return nil, fmt.Errorf("%w: %d partitions assigned for %d new ones", ErrInvalidAssignment, len(assignment), count-have)
+			return nil, nil, fmt.Errorf("%w: %d partitions assigned for %d new ones", ErrInvalidAssignment, len(assignment), count-have)
 		}
 		added, err := snap.Placement(spec, have, start)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		nt := t.Topic
 		nt.Replicas = append(slices.Clone(t.Replicas), added...)
 		nt.Configs, nt.Initial = maps.Clone(t.Configs), slices.Clone(t.Initial)
-		return m.creationOps(snap, &nt, have)
+		ops, err := m.creationOps(snap, &nt, have)
+		return ops, nil, err
 	})
 }
 
@@ -243,11 +246,11 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int, a
 // returns once this broker's snapshot has them. Every broker's replicas
 // take them from there.
 func (m *Member) AlterTopicConfigs(ctx context.Context, name string, configs map[string]string) (*TopicState, error) {
-	return m.rewriteTopic(ctx, name, "altering the configs of", func(_ *Snapshot, t *TopicState) ([]clientv3.Op, error) {
+	return m.rewriteTopic(ctx, name, "altering the configs of", func(_ *Snapshot, t *TopicState) ([]clientv3.Op, []clientv3.Cmp, error) {
 		nt := t.Topic
 		nt.Configs = maps.Clone(configs)
 		put, err := m.topicPut(&nt)
-		return []clientv3.Op{put}, err
+		return []clientv3.Op{put}, nil, err
 	})
 }
 
@@ -268,7 +271,8 @@ func (m *Member) AlterPartition(ctx context.Context, topic string, p int32, from
 			return from, fmt.Errorf("%w: broker %d is not live and may not join the ISR", ErrInvalidAssignment, r)
 		}
 	}
-	to := PartitionState{Leader: from.Leader, LeaderEpoch: from.LeaderEpoch, ISR: isr, PartitionEpoch: from.PartitionEpoch + 1}
+	to := from.next()
+	to.ISR = isr
 	val, err := json.Marshal(to)
 	if err != nil {
 		return from, err

@@ -436,13 +436,7 @@ func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int3
 			p.mu.Unlock()
 			return
 		}
-		now := m.opts.Now()
 		p.followers = map[int32]*follower{}
-		for _, r := range replicas {
-			if r != m.me {
-				p.followers[r] = &follower{leo: -1, lastCaughtUp: now, logStart: -1}
-			}
-		}
 		p.leading = true
 		m.metrics.LeaderElections.Add(1)
 		m.log.Info("replica: leading", "partition", p.tp.String(), "leader_epoch", st.LeaderEpoch, "isr", st.ISR)
@@ -450,6 +444,9 @@ func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int3
 	default:
 		p.leading, p.followers = false, nil
 		follow = st.Leader
+	}
+	if p.leading {
+		p.trackFollowersLocked(m.opts.Now())
 	}
 	p.advanceLocked()
 	p.notifyLocked()

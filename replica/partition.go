@@ -271,6 +271,22 @@ func (p *Partition) epochStartLocked() int64 {
 	return 0
 }
 
+// trackFollowersLocked makes the leader's followers the partition's other
+// replicas: one new to it (a leadership begun, a reassignment adding it)
+// starts unknown, one no longer a replica is forgotten.
+func (p *Partition) trackFollowersLocked(now time.Time) {
+	for _, r := range p.replicas {
+		if _, ok := p.followers[r]; !ok && r != p.m.me {
+			p.followers[r] = &follower{leo: -1, lastCaughtUp: now, logStart: -1}
+		}
+	}
+	for r := range p.followers {
+		if !slices.Contains(p.replicas, r) {
+			delete(p.followers, r)
+		}
+	}
+}
+
 // advanceLocked moves the high watermark to the least log end over the
 // ISR (the leader's own included), if that is higher.
 func (p *Partition) advanceLocked() {

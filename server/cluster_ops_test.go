@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/clustertest"
+	"github.com/seglog/seglog/internal/faultproxy"
 )
 
 // createAssigned creates a topic with an explicit replica assignment
@@ -256,4 +258,119 @@ func TestClusterRollingRestart(t *testing.T) {
 		sameBytes(t, c, checkpoint.TopicPartition{Topic: "r", Partition: p})
 	}
 	t.Logf("rolling restart of 3 brokers: %d records acknowledged, none failed or lost; longest produce stall %v", chk.Acked(), stall)
+}
+
+// reassigned waits until every running broker sees tp's replicas be
+// replicas, with no reassignment in progress, and its replicas reflect
+// that (a removed broker has dropped its replica).
+func (c *testCluster) reassigned(tp checkpoint.TopicPartition, replicas []int32) {
+	t := c.t
+	for id, s := range c.servers {
+		sn := until(t, s.Member(), fmt.Sprintf("sees %s on %v", tp, replicas), func(sn *cluster.Snapshot) bool {
+			ts, ok := sn.Topics[tp.Topic]
+			return ok && slices.Equal(ts.Replicas[tp.Partition], replicas) && !ts.Partitions[tp.Partition].Reassigning()
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		require.NoError(t, s.Replicas().Await(ctx, sn.Revision))
+		cancel()
+		_, held := s.Manager().Get(tp)
+		require.Equal(t, slices.Contains(replicas, id), held, "node %d holds a replica of %s: %v", id, tp, held)
+	}
+}
+
+// A partition moves from brokers 1, 2, 3 to 4, 2, 3 under an acks=all
+// producer (KIP-455's AlterPartitionReassignments, through kadm as
+// kafka-reassign-partitions.sh): broker 4 copies the log and joins the
+// ISR, the reassignment completes, the removed leader hands over and
+// drops its replica; nothing acknowledged is lost and the replicas hold
+// the same bytes. A reassignment that cannot complete (its new replica
+// cut off from the leader) is listed, then cancelled: the replicas are
+// the old ones again and the new one drops what it had. Bad targets are
+// refused with Kafka's errors.
+func TestClusterReassignment(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t)
+	c.links = map[int32]*faultproxy.Proxy{}
+	for id := range int32(4) {
+		c.links[id+1] = faultproxy.StartFor(t)
+	}
+	c.boot(3)
+	c.start(4)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees 4 brokers", func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == 4 })
+	}
+	ctx := context.Background()
+	c.createAssigned(ctx, "m", []int32{1, 2, 3}, []int32{1, 2, 3})
+	adm := c.admin()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "m", "a", 300))
+
+	m0 := checkpoint.TopicPartition{Topic: "m", Partition: 0}
+	_, epoch := c.leaderOf(1, "m", 0)
+	done := make(chan error, 1)
+	go func() { done <- chk.Produce(ctx, cl, "m", "during", 200) }()
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("m", 0, []int32{4, 2, 3})
+	rs, err := adm.AlterPartitionAssignments(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, rs["m"][0].Err)
+	c.reassigned(m0, []int32{4, 2, 3})
+	require.NoError(t, <-done)
+	leader, after := c.leaderOf(2, "m", 0)
+	require.NotEqual(t, int32(1), leader, "the removed leader handed over")
+	require.Greater(t, after, epoch)
+	listed, err := adm.ListPartitionReassignments(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, listed)
+	require.NoError(t, chk.Produce(ctx, cl, "m", "b", 100))
+	chk.ReadBack(t, c.seeds(), "m", 2)
+	sameBytes(t, c, m0)
+
+	// m-1's leader (1) is cut off from its followers: broker 4 cannot
+	// copy the log, so the reassignment stays in progress until cancelled.
+	c.links[1].Cut()
+	req = nil
+	req.Assign("m", 1, []int32{1, 2, 4})
+	rs, err = adm.AlterPartitionAssignments(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, rs["m"][1].Err)
+	listed, err = adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"m": {1: {}}})
+	require.NoError(t, err)
+	require.Equal(t, kadm.ListPartitionReassignmentsResponse{Topic: "m", Partition: 1, Replicas: []int32{1, 2, 4, 3},
+		AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}, listed["m"][1])
+	req = nil
+	req.CancelAssign("m", 1)
+	rs, err = adm.AlterPartitionAssignments(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, rs["m"][1].Err)
+	c.reassigned(checkpoint.TopicPartition{Topic: "m", Partition: 1}, []int32{1, 2, 3})
+	c.links[1].Heal()
+
+	req = nil
+	req.CancelAssign("m", 1)
+	req.Assign("m", 0, []int32{4, 9})
+	req.Assign("m", 5, []int32{1})
+	rs, err = adm.AlterPartitionAssignments(ctx, req)
+	require.NoError(t, err)
+	require.ErrorIs(t, rs["m"][1].Err, kerr.NoReassignmentInProgress)
+	require.ErrorIs(t, rs["m"][0].Err, kerr.InvalidReplicaAssignment, "broker 9 is not registered")
+	require.ErrorIs(t, rs["m"][5].Err, kerr.UnknownTopicOrPartition)
+
+	// KIP-860: a request that does not allow a change of the replication
+	// factor is refused one.
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(t, err)
+	defer kcl.Close()
+	raw := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	raw.AllowReplicationFactorChange = false
+	raw.Topics = []kmsg.AlterPartitionAssignmentsRequestTopic{{Topic: "m", Partitions: []kmsg.AlterPartitionAssignmentsRequestTopicPartition{{Partition: 0, Replicas: []int32{4, 2}}}}}
+	resp, err := raw.RequestWith(ctx, kcl)
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidReplicationFactor.Code, resp.Topics[0].Partitions[0].ErrorCode)
+	require.False(t, resp.AllowReplicationFactorChange)
+	chk.ReadBack(t, c.seeds(), "m", 2)
 }

@@ -1,0 +1,128 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/cluster"
+)
+
+// Partition reassignments (KIP-455): AlterPartitionReassignments behind
+// Alter on the cluster, ListPartitionReassignments behind Describe, as
+// kafka-reassign-partitions.sh uses them.
+
+func init() {
+	register(
+		api{key: 45, min: 0, max: 1, handle: handler((*Broker).alterReassignments),
+			rule: clusterRule(opAlter, func(r *kmsg.AlterPartitionAssignmentsRequest) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+				resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				return resp
+			})},
+		api{key: 46, min: 0, max: 0, handle: handler((*Broker).listReassignments),
+			rule: clusterRule[*kmsg.ListPartitionReassignmentsRequest](opDescribe, nil)},
+	)
+}
+
+// ErrReplicationFactorChange is a reassignment changing the number of
+// replicas when the request does not allow it (KIP-860).
+var ErrReplicationFactorChange = seglog.NewKafkaError("broker: the reassignment changes the replication factor", 38) // INVALID_REPLICATION_FACTOR
+
+// alterReassignments answers AlterPartitionReassignments: each partition's
+// reassignment started (or, with no replicas, cancelled) in etcd, in
+// order; a single node has nothing to move (its one replica stays).
+func (b *Broker) alterReassignments(ctx context.Context, _ header, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
+	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.AllowReplicationFactorChange = r.Version < 1 || r.AllowReplicationFactorChange
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(r.TimeoutMillis, 1))*time.Millisecond)
+	defer cancel()
+	for _, t := range r.Topics {
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			rp.Partition = p.Partition
+			if err := b.reassign(ctx, t.Topic, p.Partition, p.Replicas, resp.AllowReplicationFactorChange); err != nil {
+				rp.ErrorCode, rp.ErrorMessage = clusterCode(err), errMessage(err)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// reassign starts or cancels one partition's reassignment.
+func (b *Broker) reassign(ctx context.Context, topic string, p int32, target []int32, allowRFChange bool) error {
+	if !b.clustered() {
+		switch n := len(b.partitionsOf(topic)); {
+		case p < 0 || int(p) >= n:
+			return fmt.Errorf("%w: %s-%d", cluster.ErrUnknownTopic, topic, p)
+		case target == nil:
+			return cluster.ErrNoReassignmentInProgress
+		case !slices.Equal(target, []int32{b.opts.NodeID}):
+			return fmt.Errorf("%w: a single node's partition has one replica, broker %d", cluster.ErrInvalidAssignment, b.opts.NodeID)
+		}
+		return nil
+	}
+	m := b.opts.Cluster.Member
+	if target != nil && !allowRFChange {
+		t, ok := m.Snapshot().Topics[topic]
+		if ok && p >= 0 && int(p) < len(t.Partitions) {
+			st := t.Partitions[p]
+			if have := len(t.Replicas[p]) - len(st.Adding); have != len(target) {
+				return fmt.Errorf("%w from %d to %d", ErrReplicationFactorChange, have, len(target))
+			}
+		}
+	}
+	return m.Reassign(ctx, topic, p, target)
+}
+
+// listReassignments answers ListPartitionReassignments: the partitions
+// being reassigned, of every topic or of those named.
+func (b *Broker) listReassignments(_ context.Context, _ header, r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
+	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !b.clustered() {
+		return resp
+	}
+	var asked map[string][]int32
+	if r.Topics != nil {
+		asked = map[string][]int32{}
+		for _, t := range r.Topics {
+			asked[t.Topic] = append(asked[t.Topic], t.Partitions...)
+		}
+	}
+	byTopic := map[string]int{}
+	for _, ra := range b.opts.Cluster.Member.Snapshot().Reassignments() {
+		if ps, ok := asked[ra.Topic]; asked != nil && (!ok || !slices.Contains(ps, ra.Partition)) {
+			continue
+		}
+		i, ok := byTopic[ra.Topic]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[ra.Topic] = i
+			rt := kmsg.NewListPartitionReassignmentsResponseTopic()
+			rt.Topic = ra.Topic
+			resp.Topics = append(resp.Topics, rt)
+		}
+		rp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
+		rp.Partition, rp.Replicas = ra.Partition, ra.Replicas
+		rp.AddingReplicas, rp.RemovingReplicas = nonNil(ra.Adding), nonNil(ra.Removing)
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+	}
+	return resp
+}
+
+// nonNil is s, or an empty list (the wire's arrays are not nullable).
+func nonNil(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
