@@ -38,7 +38,7 @@ clients:
 RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/bench$$')
 
 test: vet examples clients $(VERSITYGW)
-	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^TestClusterKillLoop$$' ./cmd/seglog) & bench=$$!; \
+	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand)$$' ./cmd/seglog) & bench=$$!; \
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 $(RACE_PKGS); raced=$$?; \
 	wait $$bench && exit $$raced
 	$(MAKE) fuzz-smoke FUZZTIME=4000x

@@ -333,6 +333,9 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	creds, acls, quotas, dyn := docs.creds, docs.acls, docs.quotas, docs.dyn
+	if opts.Cluster != nil && opts.Cluster.Replicas != nil {
+		dyn.rates = opts.Cluster.Replicas.SetThrottleRates
+	}
 	if c, b := dyn.levels(); len(c)+len(b) > 0 {
 		dyn.apply(m, opts.Logger)
 	}

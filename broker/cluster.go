@@ -150,8 +150,11 @@ func (b *Broker) describeReplicationConfigs(topic string, out []describedConfig)
 		set = ts.Configs
 	}
 	defaults := map[string]string{"min.insync.replicas": strconv.Itoa(max(b.opts.Cluster.MinInsyncReplicas, 1)),
-		"unclean.leader.election.enable": strconv.FormatBool(b.opts.Cluster.UncleanLeaderElection)}
-	types := map[string]kmsg.ConfigType{"min.insync.replicas": kmsg.ConfigTypeInt, "unclean.leader.election.enable": kmsg.ConfigTypeBoolean}
+		"unclean.leader.election.enable":          strconv.FormatBool(b.opts.Cluster.UncleanLeaderElection),
+		"leader.replication.throttled.replicas":   "",
+		"follower.replication.throttled.replicas": ""}
+	types := map[string]kmsg.ConfigType{"min.insync.replicas": kmsg.ConfigTypeInt, "unclean.leader.election.enable": kmsg.ConfigTypeBoolean,
+		"leader.replication.throttled.replicas": kmsg.ConfigTypeList, "follower.replication.throttled.replicas": kmsg.ConfigTypeList}
 	for k, v := range defaults {
 		d := describedConfig{name: k, value: v, source: kmsg.ConfigSourceStaticBrokerConfig, typ: types[k]}
 		if tv, ok := set[k]; ok {
@@ -308,22 +311,25 @@ func (b *Broker) clusterTabletFor(topic string, partition int32, ac *autoCreatio
 
 // fetchTablet returns the tablet a fetch reads for a partition: on a
 // leader, for a consumer at its current leader epoch, or for a follower
-// (whose fetch offset is its progress).
-func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) (*tablet.Tablet, int16) {
+// (whose fetch offset is its progress); and, for a follower's, whether
+// the replication throttle counts its bytes (throttled) and holds them
+// back now (held).
+func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) (t *tablet.Tablet, code int16, throttled, held bool) {
 	p, t, code := b.replicaOf(topic, rp.Partition)
 	if p == nil {
-		return t, code
+		return t, code, false, false
 	}
 	if id := fetchReplica(r); id >= 0 {
 		if code := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset); code != 0 {
-			return nil, code
+			return nil, code, false, false
 		}
-		return p.Tablet(), 0
+		throttled, held = p.LeaderThrottle(id)
+		return p.Tablet(), 0, throttled, held
 	}
 	if code := cmp.Or(p.CheckLeader(rp.CurrentLeaderEpoch), p.CheckHighWatermark()); code != 0 {
-		return nil, code
+		return nil, code, false, false
 	}
-	return p.Tablet(), 0
+	return p.Tablet(), 0, false, false
 }
 
 // fetchReplica is the replica id of a follower's fetch (-1: a consumer's).
@@ -502,7 +508,20 @@ var replicationConfigs = map[string]func(*string) error{
 		}
 		return nil
 	},
+	"leader.replication.throttled.replicas":   checkThrottledReplicas,
+	"follower.replication.throttled.replicas": checkThrottledReplicas,
 }
+
+func checkThrottledReplicas(v *string) error {
+	if _, err := replica.ParseThrottledReplicas(deref(v)); err != nil {
+		return fmt.Errorf("%w: %w", tablet.ErrConfig, err)
+	}
+	return nil
+}
+
+// IsReplicationConfig reports whether a topic config is the cluster's
+// replication's (kept in the topic's metadata), not its tablets'.
+func IsReplicationConfig(name string) bool { return replicationConfigs[name] != nil }
 
 func deref(s *string) string {
 	if s == nil {

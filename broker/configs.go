@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,6 +208,9 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 		static("connections.max.reauth.ms", strconv.FormatInt(b.opts.ReauthInterval.Milliseconds(), 10), kmsg.ConfigTypeLong),
 		static("authorizer.class.name", authorizerName, kmsg.ConfigTypeString),
 	}
+	for _, name := range replicationRates {
+		out = append(out, static(name, strconv.FormatInt(math.MaxInt64, 10), kmsg.ConfigTypeLong))
+	}
 	// The topic defaults are dynamic: each one's value is the highest
 	// level's that sets it, its synonyms the levels below.
 	for _, name := range append(b.dyn.names(false), b.dyn.names(true)...) {
@@ -221,7 +225,7 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 	}
 	for i := range out {
 		d := &out[i]
-		if _, ok := tablet.BrokerSynonymOf(d.name); !ok {
+		if !isDynamicBrokerConfig(d.name) {
 			continue
 		}
 		d.readOnly = false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -39,6 +40,43 @@ type dynamicConfigs struct {
 
 	static tablet.Config     // the topic defaults of the static configs
 	set    map[string]string // the static configs the operator set, by Kafka name
+	// rates, if set, takes this broker's replication throttles at each
+	// apply (a cluster's replicas).
+	rates func(leader, follower int64)
+}
+
+// replicationRates are the dynamic broker configs that are not topic
+// defaults: the replication throttles (KIP-73), bytes a second, Kafka's
+// default Long.MAX_VALUE (none).
+var replicationRates = []string{"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+
+// isDynamicBrokerConfig reports whether a broker config may be set
+// dynamically: a topic default, or a replication throttle.
+func isDynamicBrokerConfig(name string) bool {
+	_, ok := tablet.BrokerSynonymOf(name)
+	return ok || slices.Contains(replicationRates, name)
+}
+
+// checkRate checks a replication throttle's value: a long of 0 or more.
+func checkRate(name, v string) error {
+	if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+		return fmt.Errorf("%w: %s=%s is not a number of bytes a second, 0 or more", tablet.ErrConfig, name, v)
+	}
+	return nil
+}
+
+// rate is a replication throttle's value: this broker's, else the
+// cluster's, else none.
+func (d *dynamicConfigs) rate(name string) int64 {
+	c, b := d.levels()
+	for _, level := range []map[string]string{b, c} {
+		if v, ok := level[name]; ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				return n
+			}
+		}
+	}
+	return math.MaxInt64
 }
 
 // dynamicFile is the document's JSON.
@@ -88,9 +126,14 @@ func openDynamicConfigs(m *tablet.Manager, store docstore.Store, node string, se
 		}
 		levels := append([]map[string]string{f.Cluster, f.Broker}, slices.Collect(maps.Values(f.Brokers))...)
 		for _, level := range levels {
-			for k := range level {
-				if _, ok := tablet.BrokerSynonymOf(k); !ok {
+			for k, v := range level {
+				if !isDynamicBrokerConfig(k) {
 					return nil, fmt.Errorf("%s is not a dynamic broker config", k)
+				}
+				if slices.Contains(replicationRates, k) {
+					if err := checkRate(k, v); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
@@ -117,6 +160,9 @@ func (d *dynamicConfigs) apply(m *tablet.Manager, log *slog.Logger) {
 		// The topics that failed (a failed tablet) keep their config,
 		// and follow at the next start.
 		log.Warn("applying the dynamic broker configs to topics", "err", err)
+	}
+	if d.rates != nil {
+		d.rates(d.rate(replicationRates[0]), d.rate(replicationRates[1]))
 	}
 }
 
@@ -242,7 +288,7 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 	// (isBrokerConfig describes the configs, which takes it).
 	var static []string
 	for _, ch := range changes {
-		if _, ok := tablet.BrokerSynonymOf(ch.key); ok {
+		if isDynamicBrokerConfig(ch.key) {
 			continue
 		}
 		if !b.isBrokerConfig(ch.key) {
@@ -302,9 +348,8 @@ func (d *dynamicConfigs) alter(f *dynamicFile, cluster bool, changes []configCha
 			delete(next, ch.key)
 		case ch.list != 0:
 			current, ok := next[ch.key]
-			if !ok {
+			if syn, isSyn := tablet.BrokerSynonymOf(ch.key); !ok && isSyn {
 				eff, _ := d.effective(nc, nb)
-				syn, _ := tablet.BrokerSynonymOf(ch.key)
 				current, _ = eff.Get(syn.Topic)
 			}
 			next[ch.key] = listChange(current, ch.value, ch.list)
@@ -314,7 +359,11 @@ func (d *dynamicConfigs) alter(f *dynamicFile, cluster bool, changes []configCha
 			next[ch.key] = *ch.value
 		}
 		// Each value is checked, even one a higher level hides.
-		if v, ok := next[ch.key]; ok {
+		if v, ok := next[ch.key]; ok && slices.Contains(replicationRates, ch.key) {
+			if err := checkRate(ch.key, v); err != nil {
+				return nil, &configRefusal{kerr.InvalidConfig.Code, errMessage(err)}
+			}
+		} else if ok {
 			syn, _ := tablet.BrokerSynonymOf(ch.key)
 			c := d.static
 			if err := syn.SetFrom(&c, v); err != nil {
@@ -357,7 +406,7 @@ func (b *Broker) isBrokerConfig(name string) bool {
 
 // nearestBrokerConfig suggests the dynamic config nearest a typo.
 func (b *Broker) nearestBrokerConfig(name string) string {
-	var names []string
+	names := slices.Clone(replicationRates)
 	for _, s := range tablet.BrokerSynonyms {
 		names = append(names, s.Broker)
 	}

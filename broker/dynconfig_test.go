@@ -172,3 +172,28 @@ func TestDynamicConfigsMergeByKey(t *testing.T) {
 	require.Equal(t, int64(7200000), m.DefaultConfig().RetentionMs)
 	require.Zero(t, b.dyn.source("retention.ms"), "the static value's")
 }
+
+// The replication throttles are dynamic broker configs (no topic
+// default): a rate of 0 or more is taken at either level and listed with
+// Kafka's default (none) below it; a negative one is refused.
+func TestDynamicReplicationRates(t *testing.T) {
+	b, _, addr := testBroker(t, Options{})
+	adm, _, ctx := adminClient(t, addr)
+	c := brokerConfig(t, b, "leader.replication.throttled.rate", "0")
+	require.Equal(t, "9223372036854775807", *c.Value)
+	require.False(t, c.ReadOnly)
+	v, bad := "1000", "-1"
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.rate", Value: &v}}, 0)
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	rs, err = adm.AlterBrokerConfigsState(ctx, []kadm.AlterConfig{{Name: "follower.replication.throttled.rate", Value: &v}})
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	c = brokerConfig(t, b, "leader.replication.throttled.rate", "0")
+	require.Equal(t, "1000", *c.Value)
+	require.Equal(t, kmsg.ConfigSourceDynamicBrokerConfig, c.Source)
+	require.Equal(t, int64(1000), b.dyn.rate("follower.replication.throttled.rate"), "the cluster-wide level")
+	rs, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "follower.replication.throttled.rate", Value: &bad}}, 0)
+	require.NoError(t, err)
+	require.ErrorIs(t, rs[0].Err, kerr.InvalidConfig)
+}

@@ -135,11 +135,21 @@ func (f *fetcher) run() {
 		// Copies of the states, in buffers kept from one fetch to the
 		// next (a follower of thousands of partitions fetches often).
 		copies, active = copies[:0], active[:0]
+		held := f.m.followerQuota.exceeded(now)
 		for _, fs := range f.parts {
-			if !fs.pausedUntil.After(now) {
+			switch {
+			case fs.pausedUntil.After(now):
+				if next.IsZero() || fs.pausedUntil.Before(next) {
+					next = fs.pausedUntil
+				}
+			case held && fs.p.followerThrottled():
+				// Over the follower throttle: left out (forgotten by the
+				// session) until the rate is back under it.
+				if t := now.Add(throttleCheck); next.IsZero() || t.Before(next) {
+					next = t
+				}
+			default:
 				copies = append(copies, *fs)
-			} else if next.IsZero() || fs.pausedUntil.Before(next) {
-				next = fs.pausedUntil
 			}
 		}
 		f.mu.Unlock()
@@ -467,6 +477,9 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 			}
 			if err := f.appendFetched(fs, rp); err != nil {
 				return err
+			}
+			if fs.p.followerThrottled() {
+				f.m.followerQuota.record(int64(len(rp.RecordBatches)), f.m.opts.Now())
 			}
 		}
 	}

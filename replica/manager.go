@@ -121,6 +121,9 @@ type Manager struct {
 	peers map[int32]*peer
 	// applied is the snapshot revision the replicas reflect.
 	applied cluster.Progress
+	// leaderQuota and followerQuota are the replication throttles
+	// (throttle.go).
+	leaderQuota, followerQuota quota
 }
 
 // New starts following the cluster's metadata: it returns once the
@@ -133,6 +136,7 @@ func New(opts Options) (*Manager, error) {
 	m := &Manager{opts: opts, me: opts.Member.NodeID(), log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
 		fetchers: map[fetcherKey]*fetcher{}, peers: map[int32]*peer{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.SetThrottleRates(Unthrottled, Unthrottled)
 	m.setAsideStrays(opts.Member.Snapshot())
 	m.reconcile(opts.Member.Snapshot())
 	m.wg.Add(2)
@@ -334,7 +338,16 @@ func (m *Manager) reconcile(s *cluster.Snapshot) {
 // configure gives the replica's tablet the topic's configs in the
 // cluster when they changed (AlterConfigs through any broker).
 func (m *Manager) configure(p *Partition, configs map[string]string) {
-	if p.configs != nil && maps.Equal(p.configs, configs) || m.opts.Config == nil {
+	if p.configs != nil && maps.Equal(p.configs, configs) {
+		return
+	}
+	leader, _ := ParseThrottledReplicas(configs["leader.replication.throttled.replicas"]) // (checked when set)
+	follower, _ := ParseThrottledReplicas(configs["follower.replication.throttled.replicas"])
+	p.mu.Lock()
+	p.leaderThrottled, p.followThrottled = leader.Has(p.tp.Partition, m.me), follower.Has(p.tp.Partition, m.me)
+	p.mu.Unlock()
+	if m.opts.Config == nil {
+		p.configs = maps.Clone(configs)
 		return
 	}
 	cfg, err := m.opts.Config(configs)

@@ -39,6 +39,10 @@ type Partition struct {
 	altering bool
 	// following is the leader this replica fetches from (-1: none).
 	following int32
+	// leaderThrottled and followThrottled: the topic's throttled
+	// replicas name this broker's replica of the partition, as leader or
+	// as follower (throttle.go).
+	leaderThrottled, followThrottled bool
 }
 
 // follower is a follower's progress as its leader sees it (Kafka's

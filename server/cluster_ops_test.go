@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"slices"
 	"testing"
@@ -323,9 +324,9 @@ func TestClusterReassignment(t *testing.T) {
 	leader, after := c.leaderOf(2, "m", 0)
 	require.NotEqual(t, int32(1), leader, "the removed leader handed over")
 	require.Greater(t, after, epoch)
-	listed, err := adm.ListPartitionReassignments(ctx, nil)
+	listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"m": {0: {}, 1: {}}})
 	require.NoError(t, err)
-	require.Empty(t, listed)
+	require.Empty(t, listed["m"])
 	require.NoError(t, chk.Produce(ctx, cl, "m", "b", 100))
 	chk.ReadBack(t, c.seeds(), "m", 2)
 	sameBytes(t, c, m0)
@@ -342,6 +343,15 @@ func TestClusterReassignment(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kadm.ListPartitionReassignmentsResponse{Topic: "m", Partition: 1, Replicas: []int32{1, 2, 4, 3},
 		AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}, listed["m"][1])
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	require.NoError(t, err)
+	defer kcl.Close()
+	all, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(ctx, kcl) // (topics null: every one)
+	require.NoError(t, err)
+	require.Len(t, all.Topics, 1)
+	require.Equal(t, "m", all.Topics[0].Topic)
+	require.Len(t, all.Topics[0].Partitions, 1)
+	require.Equal(t, int32(1), all.Topics[0].Partitions[0].Partition)
 	req = nil
 	req.CancelAssign("m", 1)
 	rs, err = adm.AlterPartitionAssignments(ctx, req)
@@ -362,9 +372,6 @@ func TestClusterReassignment(t *testing.T) {
 
 	// KIP-860: a request that does not allow a change of the replication
 	// factor is refused one.
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
-	require.NoError(t, err)
-	defer kcl.Close()
 	raw := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 	raw.AllowReplicationFactorChange = false
 	raw.Topics = []kmsg.AlterPartitionAssignmentsRequestTopic{{Topic: "m", Partitions: []kmsg.AlterPartitionAssignmentsRequestTopicPartition{{Partition: 0, Replicas: []int32{4, 2}}}}}
@@ -373,4 +380,95 @@ func TestClusterReassignment(t *testing.T) {
 	require.Equal(t, kerr.InvalidReplicationFactor.Code, resp.Topics[0].Partitions[0].ErrorCode)
 	require.False(t, resp.AllowReplicationFactorChange)
 	chk.ReadBack(t, c.seeds(), "m", 2)
+}
+
+// The replication throttles (KIP-73) hold back a reassignment's copy: at
+// 1 byte a second on the brokers, with the moving replicas named in the
+// topic's throttled replicas, the new replica gets its first fetch (a
+// throttle's first second) and then nothing — the leader's throttle is
+// over its rate for that follower, the follower's own too, and the
+// reassignment stays in progress; once the rates are removed it
+// completes.
+func TestClusterReplicationThrottle(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	c.start(4)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees 4 brokers", func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == 4 })
+	}
+	ctx := context.Background()
+	c.createAssigned(ctx, "th", []int32{1, 2, 3})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(1<<20))
+	require.NoError(t, err)
+	defer cl.Close()
+	for range 5 { // 5 MiB that do not compress: five times what one follower fetch takes of a partition
+		var recs []*kgo.Record
+		for range 10 {
+			value := make([]byte, 100<<10)
+			_, _ = crand.Read(value)
+			recs = append(recs, &kgo.Record{Topic: "th", Value: value})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	}
+
+	adm := c.admin()
+	one := "1"
+	rates := []kadm.AlterConfig{{Name: "leader.replication.throttled.rate", Value: &one}, {Name: "follower.replication.throttled.rate", Value: &one}}
+	for id := range int32(4) {
+		rs, err := adm.AlterBrokerConfigs(ctx, rates, id+1)
+		require.NoError(t, err)
+		require.NoError(t, rs[0].Err)
+	}
+	leaders, followers := "0:1,0:2,0:3", "0:4"
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.replicas", Value: &leaders},
+		{Name: "follower.replication.throttled.replicas", Value: &followers}}, "th")
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	rev := c.servers[1].Member().Snapshot().Revision
+	for _, s := range c.servers { // (every broker has taken the throttles)
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		require.NoError(t, s.Broker().AwaitDocs(cctx, rev))
+		require.NoError(t, s.Replicas().Await(cctx, rev))
+		cancel()
+	}
+
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("th", 0, []int32{4, 2, 3})
+	ar, err := adm.AlterPartitionAssignments(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, ar["th"][0].Err)
+	tp := checkpoint.TopicPartition{Topic: "th"}
+	sn := until(t, c.servers[4].Member(), "sees the reassignment", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("th", 0)
+		return st.Reassigning()
+	})
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, c.servers[4].Replicas().Await(cctx, sn.Revision))
+	copyTablet, ok := c.servers[4].Manager().Get(tp)
+	require.True(t, ok)
+	for copyTablet.Offsets().LogEndOffset == 0 { // its first fetch
+		select {
+		case <-copyTablet.Changed():
+		case <-cctx.Done():
+			t.Fatal("the new replica never fetched")
+		}
+	}
+	leader, _ := c.servers[1].Replicas().Get(tp)
+	counted, held := leader.LeaderThrottle(4)
+	require.True(t, counted && held, "the leader's throttle holds back what it sends broker 4 (counted %v, held %v)", counted, held)
+	src, _ := c.servers[1].Manager().Get(tp)
+	require.Less(t, copyTablet.Offsets().LogEndOffset, src.Offsets().LogEndOffset)
+	listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"th": {0: {}}})
+	require.NoError(t, err)
+	require.Contains(t, listed["th"], int32(0), "still in progress")
+
+	del := []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.rate"}, {Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}}
+	for id := range int32(4) {
+		rs, err := adm.AlterBrokerConfigs(ctx, del, id+1)
+		require.NoError(t, err)
+		require.NoError(t, rs[0].Err)
+	}
+	c.reassigned(tp, []int32{4, 2, 3})
+	sameBytes(t, c, tp)
 }

@@ -361,7 +361,7 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 		Config: func(configs map[string]string) (*tablet.Config, error) {
 			cfg := defaults
 			for k, v := range configs {
-				if k == "min.insync.replicas" || k == "unclean.leader.election.enable" {
+				if broker.IsReplicationConfig(k) {
 					continue // (the cluster's, not the tablet's)
 				}
 				if err := cfg.Set(k, v); err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func newClusterCmd() *cobra.Command {
@@ -20,10 +22,12 @@ func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster --bootstrap-server H:P [--under-replicated-partitions | --unavailable-partitions | --under-min-isr-partitions]",
 		Short: "The brokers of a running cluster and the partitions that are not well replicated",
-		Long: `cluster asks a running broker (Metadata, DescribeCluster, DescribeConfigs) for
-its cluster: without a filter, a line per broker (Id, Rack, Address, and the
-controller marked), then the partitions that are under-replicated, unavailable
-or under min.insync.replicas; with one filter, only those partitions, as
+		Long: `cluster asks a running broker (Metadata, DescribeCluster, DescribeConfigs,
+ListPartitionReassignments) for its cluster: without a filter, a line per broker
+(Id, Rack, Address, and the controller marked), then the partitions that are
+under-replicated, unavailable or under min.insync.replicas, then the
+reassignments in progress (their replicas, those being added and removed); with
+one filter, only those partitions, as
 kafka-topics.sh --describe prints them with the same flag:
 
   --under-replicated-partitions   ISR smaller than the replicas
@@ -82,6 +86,9 @@ It exits 0 whether or not such partitions exist.`,
 			if all && printed == 0 {
 				fmt.Fprintln(out, "\nEvery partition is fully replicated.")
 			}
+			if all {
+				return printReassignments(c, out)
+			}
 			return nil
 		},
 	}
@@ -90,6 +97,27 @@ It exits 0 whether or not such partitions exist.`,
 	cmd.Flags().BoolVar(&offline, "unavailable-partitions", false, "only partitions without a leader")
 	cmd.Flags().BoolVar(&underMinISR, "under-min-isr-partitions", false, "only partitions whose ISR is below min.insync.replicas")
 	return cmd
+}
+
+// printReassignments prints the reassignments in progress, if any.
+func printReassignments(c *adminConn, out io.Writer) error {
+	resp, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(c.ctx, c.cl)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("listing the reassignments: %w", err)
+	}
+	for i, t := range resp.Topics {
+		if i == 0 {
+			fmt.Fprintln(out, "\nReassignments in progress:")
+		}
+		for _, p := range t.Partitions {
+			fmt.Fprintf(out, "\tTopic: %s\tPartition: %d\tReplicas: %s\tAdding: %s\tRemoving: %s\n", t.Topic, p.Partition,
+				ids(p.Replicas), ids(p.AddingReplicas), ids(p.RemovingReplicas))
+		}
+	}
+	return nil
 }
 
 // printBrokers prints a line per broker, the controller marked.

@@ -1,8 +1,9 @@
-// The cluster's kill loop is not built under -race: its child processes
-// would be race binaries with an etcd server linked in, the slowest
-// package of make test made slower still; make test runs it without the
-// race detector beside the benchmark harness's tests, and its packages
-// (cluster, replica, broker, server) are raced by their own tests.
+// The cluster's kill loop and the reassign command's test are not built
+// under -race: their child processes would be race binaries with an etcd
+// server linked in, the slowest package of make test made slower still;
+// make test runs them without the race detector beside the benchmark
+// harness's tests, and their packages (cluster, replica, broker, server)
+// are raced by their own tests.
 
 //go:build !race
 
@@ -10,11 +11,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -295,4 +298,130 @@ func TestClusterKillLoop(t *testing.T) {
 	require.NoError(t, tchk.Transact(ctx, tcl, "t", "last-", 3, true, nil, 0, 1, 2))
 	tchk.ReadCommitted(t, c.seeds(), "t", 3)
 	t.Logf("%d faults, %d acknowledged records, none lost or duplicated; transactions whole", n, chk.Acked())
+}
+
+// seglog reassign against four `seglog serve` processes, as
+// kafka-reassign-partitions.sh: --generate proposes a balanced assignment
+// over brokers 2, 3 and 4 (from the current one, printed too), --execute
+// starts it with a throttle (the rollback JSON printed first), the
+// partitions move, --verify says each is completed and clears the
+// throttles; a move onto a stopped broker stays in progress (seglog
+// cluster lists it) until --cancel; nothing acknowledged is lost.
+func TestReassignCommand(t *testing.T) {
+	c := newServeCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "mv", -1, -1
+	rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{{Partition: 0, Replicas: []int32{1, 2, 3}}, {Partition: 1, Replicas: []int32{2, 3, 1}}}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].ErrorCode)
+	replicasAre := func(want map[int32][]int32) func(*cluster.Snapshot) bool {
+		return func(s *cluster.Snapshot) bool {
+			ts, ok := s.Topics["mv"]
+			if !ok {
+				return false
+			}
+			for p, rs := range want {
+				if st := ts.Partitions[p]; !slices.Equal(ts.Replicas[p], rs) || st.Reassigning() || len(st.ISR) != len(rs) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	c.until("mv in sync", replicasAre(map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}}))
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "mv", "a", 200))
+
+	// The partitions go to three brokers; the fourth (not the
+	// controller, which admin requests go to) is stopped later.
+	ctrl := c.watch.Snapshot().Controller
+	var spare int32 = 4
+	if ctrl == spare {
+		spare = 3
+	}
+	var list []string
+	for id := int32(1); id <= 4; id++ {
+		if id != spare {
+			list = append(list, fmt.Sprint(id))
+		}
+	}
+	dir := t.TempDir()
+	topics := filepath.Join(dir, "topics.json")
+	require.NoError(t, os.WriteFile(topics, []byte(`{"version":1,"topics":[{"topic":"mv"}]}`), 0o600))
+	code, out, errOut := runSeglog(t, "reassign", "--bootstrap-server", c.seeds()[0], "--generate", "--topics-to-move-json-file", topics, "--broker-list", strings.Join(list, ","))
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 5, out)
+	require.Equal(t, "Current partition replica assignment", lines[0])
+	require.Equal(t, `{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[1,2,3],"log_dirs":["any","any","any"]},{"topic":"mv","partition":1,"replicas":[2,3,1],"log_dirs":["any","any","any"]}]}`, lines[1])
+	require.Equal(t, "Proposed partition reassignment configuration", lines[3])
+	var proposed reassignment
+	require.NoError(t, json.Unmarshal([]byte(lines[4]), &proposed))
+	want := map[int32][]int32{}
+	for _, p := range proposed.Partitions {
+		require.Len(t, p.Replicas, 3)
+		require.NotContains(t, p.Replicas, spare, "only the listed brokers")
+		want[p.Partition] = p.Replicas
+	}
+	require.Len(t, want, 2)
+	plan := filepath.Join(dir, "plan.json")
+	require.NoError(t, os.WriteFile(plan, []byte(lines[4]), 0o600))
+
+	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", c.seeds()[0], "--execute", "--reassignment-json-file", plan, "--throttle", "100000000")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Current partition replica assignment\n\n"+lines[1]+"\n\nSave this to use as the --reassignment-json-file option during rollback\n")
+	require.Contains(t, out, "The inter-broker throttle limit was set to 100000000 B/s\n")
+	require.Contains(t, out, "Successfully started partition reassignments for mv-0,mv-1\n")
+	require.NoError(t, chk.Produce(ctx, cl, "mv", "b", 100))
+	c.until("mv moved", replicasAre(want))
+	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", c.seeds()[0], "--verify", "--reassignment-json-file", plan)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "Status of partition reassignment:\nReassignment of partition mv-0 is completed.\nReassignment of partition mv-1 is completed.\n\n"+
+		"Clearing broker-level throttles on brokers 1,2,3,4\nClearing topic-level throttles on topic mv\n", out)
+	adm := kadm.NewClient(cl)
+	rcs, err := adm.DescribeTopicConfigs(ctx, "mv")
+	require.NoError(t, err)
+	for _, cfg := range rcs[0].Configs {
+		if strings.HasSuffix(cfg.Key, ".replication.throttled.replicas") {
+			require.Equal(t, "", cfg.MaybeValue(), "%s cleared", cfg.Key)
+		}
+	}
+
+	// A move onto the spare broker, stopped: in progress until cancelled.
+	require.NoError(t, c.cmds[spare].Process.Signal(syscall.SIGSTOP))
+	defer func() { _ = c.cmds[spare].Process.Signal(syscall.SIGCONT) }()
+	back := filepath.Join(dir, "back.json")
+	target := []int32{spare, want[0][1], want[0][2]}
+	require.NoError(t, os.WriteFile(back, []byte(fmt.Sprintf(`{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[%s]}]}`, ids(target))), 0o600))
+	seed := c.addrs[ctrl]
+	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", seed, "--execute", "--reassignment-json-file", back)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Successfully started partition reassignments for mv-0\n")
+	code, out, errOut = runSeglog(t, "cluster", "--bootstrap-server", seed)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, fmt.Sprintf("Reassignments in progress:\n\tTopic: mv\tPartition: 0\tReplicas: %s,%d\tAdding: %d\tRemoving: %d\n",
+		ids(target), want[0][0], spare, want[0][0]))
+	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", seed, "--verify", "--reassignment-json-file", back)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "Status of partition reassignment:\nReassignment of partition mv-0 is still in progress.\n", out)
+	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", seed, "--cancel", "--reassignment-json-file", back)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "Successfully cancelled partition reassignments for: mv-0\n", out)
+	// (Kafka's revert: the replicas less those being added, in the
+	// reassignment's order — the removed one last.)
+	c.until("mv-0 back on its replicas", replicasAre(map[int32][]int32{0: {want[0][1], want[0][2], want[0][0]}}))
+	code, out, _ = runSeglog(t, "reassign", "--bootstrap-server", seed, "--cancel", "--reassignment-json-file", back)
+	require.Equal(t, 0, code)
+	require.Equal(t, "None of the specified partition moves are active.\n", out)
+	require.NoError(t, c.cmds[spare].Process.Signal(syscall.SIGCONT))
+	chk.ReadBack(t, c.seeds(), "mv", 2)
 }

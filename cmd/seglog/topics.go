@@ -194,18 +194,10 @@ func describeTopics(c *adminConn, out io.Writer, topic string, excludeInternal b
 			name, base64.RawURLEncoding.EncodeToString(d.ID[:]), len(d.Partitions), rf, strings.Join(set, ","))
 		for _, p := range d.Partitions.Sorted() {
 			fmt.Fprintf(out, "\tTopic: %s\tPartition: %d\tLeader: %d\tReplicas: %s\tIsr: %s\n", name, p.Partition, p.Leader,
-				joinInts(p.Replicas), joinInts(p.ISR))
+				ids(p.Replicas), ids(p.ISR))
 		}
 	}
 	return nil
 }
 
 var errTopicNotFound = errors.New("no such topic")
-
-func joinInts(xs []int32) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
-}

@@ -1,0 +1,149 @@
+package replica
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Replication throttles, as Kafka's (KIP-73): a broker's
+// leader.replication.throttled.rate bounds the bytes it sends to
+// followers not in the ISR of the partitions its topic's
+// leader.replication.throttled.replicas names on it, and
+// follower.replication.throttled.rate the bytes it fetches, not being in
+// the ISR, of those follower.replication.throttled.replicas names on it.
+// A reassignment sets them so that copying a partition does not starve
+// the brokers' clients. When a throttle's rate is exceeded, the leader
+// answers those partitions with no records and the follower leaves them
+// out of its fetches until the rate is back under it.
+
+// throttleCheck is how often a follower over its throttle looks again.
+const throttleCheck = 100 * time.Millisecond
+
+// Unthrottled is a rate that throttles nothing (Kafka's default,
+// Long.MAX_VALUE).
+const Unthrottled int64 = math.MaxInt64
+
+// ThrottledReplicas is a topic's leader.replication.throttled.replicas or
+// follower.replication.throttled.replicas: "*" (every replica), or a list
+// of partition:broker.
+type ThrottledReplicas struct {
+	all   bool
+	pairs map[[2]int32]bool
+}
+
+// ParseThrottledReplicas reads a throttled replicas config ("" is none).
+func ParseThrottledReplicas(v string) (ThrottledReplicas, error) {
+	var t ThrottledReplicas
+	v = strings.TrimSpace(v)
+	switch v {
+	case "":
+		return t, nil
+	case "*":
+		t.all = true
+		return t, nil
+	}
+	t.pairs = map[[2]int32]bool{}
+	for _, item := range strings.Split(v, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(item), ":")
+		pn, err1 := strconv.ParseInt(p, 10, 32)
+		bn, err2 := strconv.ParseInt(b, 10, 32)
+		if !ok || err1 != nil || err2 != nil || pn < 0 || bn < 0 {
+			return t, fmt.Errorf("%q is not * or a list of partition:broker", v)
+		}
+		t.pairs[[2]int32{int32(pn), int32(bn)}] = true
+	}
+	return t, nil
+}
+
+// Has reports whether the replica of partition on broker is throttled.
+func (t ThrottledReplicas) Has(partition, broker int32) bool {
+	return t.all || t.pairs[[2]int32{partition, broker}]
+}
+
+// quota is a throttle's rate, a token bucket of one second's bytes: bytes
+// moved take tokens (going below zero), time gives them back at the rate.
+type quota struct {
+	mu     sync.Mutex
+	rate   int64 // bytes a second; Unthrottled: none
+	tokens float64
+	at     time.Time
+}
+
+// set changes the rate (the bucket starts full).
+func (q *quota) set(rate int64, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if rate < 0 {
+		rate = Unthrottled
+	}
+	if rate != q.rate {
+		q.rate, q.tokens, q.at = rate, float64(rate), now
+	}
+}
+
+func (q *quota) refillLocked(now time.Time) {
+	if q.rate == Unthrottled || q.at.IsZero() {
+		return
+	}
+	q.tokens = min(q.tokens+now.Sub(q.at).Seconds()*float64(q.rate), float64(q.rate))
+	q.at = now
+}
+
+// exceeded reports whether more bytes were moved than the rate allows.
+func (q *quota) exceeded(now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.rate == Unthrottled {
+		return false
+	}
+	q.refillLocked(now)
+	return q.tokens < 0
+}
+
+// record counts n bytes moved.
+func (q *quota) record(n int64, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.rate == Unthrottled {
+		return
+	}
+	q.refillLocked(now)
+	q.tokens -= float64(n)
+}
+
+// SetThrottleRates sets this broker's leader.replication.throttled.rate
+// and follower.replication.throttled.rate (Unthrottled: none).
+func (m *Manager) SetThrottleRates(leader, follower int64) {
+	now := m.opts.Now()
+	m.leaderQuota.set(leader, now)
+	m.followerQuota.set(follower, now)
+}
+
+// LeaderThrottle says, for a follower's fetch of the partition, whether
+// the bytes sent count against the leader's throttle (the topic throttles
+// the partition's replica here and the follower is not in the ISR), and
+// whether the throttle holds them back now.
+func (p *Partition) LeaderThrottle(follower int32) (counted, held bool) {
+	p.mu.Lock()
+	counted = p.leaderThrottled && !p.st.InISR(follower)
+	p.mu.Unlock()
+	if !counted {
+		return false, false
+	}
+	return true, p.m.leaderQuota.exceeded(p.m.opts.Now())
+}
+
+// LeaderThrottled counts bytes a throttled fetch sent.
+func (m *Manager) LeaderThrottled(n int64) { m.leaderQuota.record(n, m.opts.Now()) }
+
+// followerThrottled reports whether this replica's fetches count against
+// the follower throttle (the topic throttles it, it is not in the ISR).
+func (p *Partition) followerThrottled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.followThrottled && !p.st.InISR(p.m.me)
+}
