@@ -56,6 +56,10 @@ type ClusterOptions struct {
 	// defaults of topics that do not set them (for DescribeConfigs).
 	MinInsyncReplicas     int
 	UncleanLeaderElection bool
+	// RackAwareReplicaSelector is replica.selector.class Kafka's
+	// RackAwareReplicaSelector (KIP-392): a consumer that names its rack
+	// (client.rack) is sent to a follower in it.
+	RackAwareReplicaSelector bool
 }
 
 // clusterTopicConfig is the config of a topic this broker holds no
@@ -309,27 +313,52 @@ func (b *Broker) clusterTabletFor(topic string, partition int32, ac *autoCreatio
 	return p.Tablet(), 0
 }
 
-// fetchTablet returns the tablet a fetch reads for a partition: on a
-// leader, for a consumer at its current leader epoch, or for a follower
-// (whose fetch offset is its progress); and, for a follower's, whether
-// the replication throttle counts its bytes (throttled) and holds them
-// back now (held).
-func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) (t *tablet.Tablet, code int16, throttled, held bool) {
+// fetchSource is where a fetch reads a partition.
+type fetchSource struct {
+	t    *tablet.Tablet
+	code int16 // Kafka's error instead (no tablet)
+	// throttled: a follower's fetch whose bytes the leader's replication
+	// throttle counts; held: the throttle holds them back now.
+	throttled, held bool
+	// preferred is KIP-392's replica the consumer should read from
+	// instead (-1: this broker).
+	preferred int32
+}
+
+// fetchTablet finds where a fetch reads a partition: on a leader, for a
+// consumer at its current leader epoch (or, KIP-392, the follower in the
+// consumer's rack it should read from), or for a follower (whose fetch
+// offset is its progress, under the replication throttle); on a
+// follower, for a consumer's Fetch v11+ (KIP-392: up to the follower's
+// high watermark).
+func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) fetchSource {
 	p, t, code := b.replicaOf(topic, rp.Partition)
 	if p == nil {
-		return t, code, false, false
+		return fetchSource{t: t, code: code, preferred: -1}
 	}
 	if id := fetchReplica(r); id >= 0 {
 		if code := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset); code != 0 {
-			return nil, code, false, false
+			return fetchSource{code: code, preferred: -1}
 		}
-		throttled, held = p.LeaderThrottle(id)
-		return p.Tablet(), 0, throttled, held
+		throttled, held := p.LeaderThrottle(id)
+		return fetchSource{t: p.Tablet(), throttled: throttled, held: held, preferred: -1}
 	}
-	if code := cmp.Or(p.CheckLeader(rp.CurrentLeaderEpoch), p.CheckHighWatermark()); code != 0 {
-		return nil, code, false, false
+	code = p.CheckLeader(rp.CurrentLeaderEpoch)
+	if code == kerr.NotLeaderForPartition.Code && r.GetVersion() >= 11 {
+		if code := p.CheckFollowerRead(rp.CurrentLeaderEpoch); code != 0 {
+			return fetchSource{code: code, preferred: -1}
+		}
+		return fetchSource{t: p.Tablet(), preferred: -1}
 	}
-	return p.Tablet(), 0, false, false
+	if code := cmp.Or(code, p.CheckHighWatermark()); code != 0 {
+		return fetchSource{code: code, preferred: -1}
+	}
+	src := fetchSource{t: p.Tablet(), preferred: -1}
+	if b.opts.Cluster.RackAwareReplicaSelector && r.GetVersion() >= 11 {
+		snap := b.opts.Cluster.Member.Snapshot()
+		src.preferred = p.PreferredReadReplica(r.Rack, rp.FetchOffset, func(id int32) string { return snap.Brokers[id].Rack })
+	}
+	return src
 }
 
 // fetchReplica is the replica id of a follower's fetch (-1: a consumer's).

@@ -278,9 +278,10 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.RecordBatches = []byte{} // empty, not null: Kafka sends no records as a 0-length set (librdkafka rejects null)
-			t, code, throttled, held := b.fetchTablet(r, rt.Topic, rp)
-			if code != 0 {
-				sp.ErrorCode = code
+			src := b.fetchTablet(r, rt.Topic, rp)
+			t := src.t
+			if src.code != 0 {
+				sp.ErrorCode = src.code
 				if unknownTopicID(r.GetVersion(), rt.Topic) {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}
@@ -288,10 +289,12 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 				continue
 			}
 			o := t.Offsets()
-			if held || rp.FetchOffset == readBound(o, iso) && rp.FetchOffset >= o.LocalLogStartOffset {
+			sp.PreferredReadReplica = src.preferred
+			if src.held || src.preferred >= 0 || rp.FetchOffset == readBound(o, iso) && rp.FetchOffset >= o.LocalLogStartOffset {
 				// Caught up (an idle partition of a follower's or a
-				// consumer's fetch), or held back by the replication
-				// throttle: nothing to read, no read made.
+				// consumer's fetch), held back by the replication
+				// throttle, or to be read from another replica: nothing
+				// to read, no read made.
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
 				st.Partitions = append(st.Partitions, sp)
 				continue
@@ -321,7 +324,7 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 			if n := res.Records.Size(); n > 0 {
 				sp.RecordBatches = reply.attach(rt.Topic, res)
 				total += n
-				if throttled {
+				if src.throttled {
 					b.opts.Cluster.Replicas.LeaderThrottled(n)
 				}
 			} else {

@@ -232,7 +232,7 @@ func (sess *fetchSession) filter(fr *kmsg.FetchResponse) {
 				parts = append(parts, p)
 				continue
 			}
-			changed := len(p.RecordBatches) > 0 || p.ErrorCode != 0 ||
+			changed := len(p.RecordBatches) > 0 || p.ErrorCode != 0 || p.PreferredReadReplica >= 0 ||
 				p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart
 			if !changed {
 				continue

@@ -372,3 +372,50 @@ func (p *Partition) alterLocked(isr []int32, why string) {
 		}
 	}()
 }
+
+// PreferredReadReplica is KIP-392's choice, for a consumer in rack
+// fetching at fetchOffset, of the replica to read from, as Kafka's
+// RackAwareReplicaSelector chooses: the leader if it is in the rack (or
+// no replica is), else, of the followers in the ISR and the rack holding
+// fetchOffset, the one with the most records (the one caught up most
+// lately on a tie). -1 is the leader.
+func (p *Partition) PreferredReadReplica(rack string, fetchOffset int64, rackOf func(int32) string) int32 {
+	if rack == "" || rackOf(p.m.me) == rack {
+		return -1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.leading {
+		return -1
+	}
+	best := int32(-1)
+	var bestLEO int64
+	var bestCaught time.Time
+	for _, r := range p.st.ISR {
+		f, ok := p.followers[r]
+		if r == p.m.me || !ok || f.leo < fetchOffset || f.logStart > fetchOffset || rackOf(r) != rack {
+			continue
+		}
+		if best < 0 || f.leo > bestLEO || f.leo == bestLEO && f.lastCaughtUp.After(bestCaught) {
+			best, bestLEO, bestCaught = r, f.leo, f.lastCaughtUp
+		}
+	}
+	return best
+}
+
+// CheckFollowerRead answers a consumer's fetch from this follower
+// (KIP-392, Fetch v11+) at currentEpoch (-1: unknown): 0 when it may read
+// its replica (up to its high watermark), else Kafka's error.
+func (p *Partition) CheckFollowerRead(currentEpoch int32) int16 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case currentEpoch >= 0 && currentEpoch < p.st.LeaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	case currentEpoch > p.st.LeaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	case p.leading || p.following == cluster.NoLeader:
+		return kerr.NotLeaderForPartition.Code // (a leader reads as a leader; a replica following no one serves nothing)
+	}
+	return 0
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	crand "crypto/rand"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -471,4 +474,123 @@ func TestClusterReplicationThrottle(t *testing.T) {
 	}
 	c.reassigned(tp, []int32{4, 2, 3})
 	sameBytes(t, c, tp)
+}
+
+// fetchedFrom records which broker each fetched batch came from.
+type fetchedFrom struct {
+	mu    sync.Mutex
+	nodes map[int32]int
+}
+
+func (f *fetchedFrom) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, _ kgo.FetchBatchMetrics) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[meta.NodeID]++
+}
+
+// Racks: broker.rack spreads each partition's replicas over the racks
+// (two racks of two brokers: every partition of replication factor 2 has
+// one in each), and with replica.selector.class RackAwareReplicaSelector
+// a consumer naming its rack (franz-go's Rack, client.rack) is sent by
+// the leader to the follower in its rack (KIP-392) and reads every record
+// from it; one without a rack reads from the leader.
+func TestClusterRacks(t *testing.T) {
+	t.Parallel()
+	c := makeTestCluster(t)
+	c.configure = func(id int32, cfg *Config) {
+		cfg.Cluster.Rack = map[int32]string{1: "a", 2: "a", 3: "b", 4: "b"}[id]
+		cfg.Cluster.RackAwareReplicaSelector = true
+	}
+	c.boot(4)
+	ctx := context.Background()
+	adm := c.admin()
+	res, err := adm.CreateTopic(ctx, 8, 2, nil, "spread")
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+	sn := until(t, c.servers[1].Member(), "has the topic", func(sn *cluster.Snapshot) bool { _, ok := sn.Topics["spread"]; return ok })
+	for p, rs := range sn.Topics["spread"].Replicas {
+		require.NotEqual(t, sn.Brokers[rs[0]].Rack, sn.Brokers[rs[1]].Rack, "partition %d's replicas %v in one rack", p, rs)
+	}
+
+	c.createAssigned(ctx, "near", []int32{1, 3})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "near", "r", 100))
+	for _, rack := range []string{"b", ""} {
+		from := &fetchedFrom{nodes: map[int32]int{}}
+		opts := []kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics("near"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.WithHooks(from)}
+		if rack != "" {
+			opts = append(opts, kgo.Rack(rack))
+		}
+		consumer, err := kgo.NewClient(opts...)
+		require.NoError(t, err)
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		read := 0
+		for read < 100 {
+			fs := consumer.PollFetches(cctx)
+			require.NoError(t, cctx.Err())
+			fs.EachError(func(_ string, _ int32, err error) { require.NoError(t, err) })
+			read += fs.NumRecords()
+		}
+		cancel()
+		consumer.Close()
+		require.Equal(t, 100, read)
+		from.mu.Lock()
+		if rack == "b" {
+			require.Equal(t, map[int32]int{3: from.nodes[3]}, from.nodes, "every batch from the follower in rack b")
+		} else {
+			require.Equal(t, map[int32]int{1: from.nodes[1]}, from.nodes, "every batch from the leader")
+		}
+		from.mu.Unlock()
+	}
+}
+
+// A broker whose data directory is lost comes back empty (the same node
+// id, a new directory): it takes the cluster's id from etcd, makes its
+// replicas again, copies them from the leaders and rejoins every ISR —
+// no operator touches a file — and its copies hold the leaders' bytes,
+// the log start the leader's too (records deleted before are not copied).
+func TestClusterWipedBroker(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	ctx := context.Background()
+	c.createAssigned(ctx, "w", []int32{1, 2, 3}, []int32{3, 1, 2})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "w", "a", 200))
+	adm := c.admin()
+	// Records of w-0 below offset 10 are deleted: the new copy starts at 10.
+	del, err := adm.DeleteRecords(ctx, kadm.Offsets{"w": {0: kadm.Offset{At: 10}}})
+	require.NoError(t, err)
+	require.NoError(t, del.Error())
+	chk.Forget(func(at clustertest.At) bool { return at.Partition == 0 && at.Offset < 10 })
+
+	c.stop(3)
+	require.NoError(t, os.RemoveAll(filepath.Join(c.dir, "3")))
+	require.NoError(t, chk.Produce(ctx, cl, "w", "b", 100))
+	c.start(3)
+	until(t, c.servers[3].Member(), "has broker 3 back in every ISR", func(sn *cluster.Snapshot) bool {
+		for _, ts := range sn.Topics {
+			for _, st := range ts.Partitions {
+				if len(st.ISR) != 3 {
+					return false
+				}
+			}
+		}
+		return len(sn.Topics) > 0
+	})
+	w0, ok := c.servers[3].Manager().Get(checkpoint.TopicPartition{Topic: "w"})
+	require.True(t, ok)
+	require.Equal(t, int64(10), w0.Offsets().LogStartOffset)
+	require.NoError(t, chk.Produce(ctx, cl, "w", "c", 100))
+	chk.ReadBack(t, c.seeds(), "w", 2)
+	for p := range int32(2) {
+		sameBytes(t, c, checkpoint.TopicPartition{Topic: "w", Partition: p})
+	}
 }

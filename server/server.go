@@ -154,6 +154,10 @@ type ClusterConfig struct {
 	NoAutoLeaderRebalance        bool
 	LeaderImbalanceCheckInterval time.Duration
 	LeaderImbalancePercentage    int
+	// RackAwareReplicaSelector is replica.selector.class
+	// org.apache.kafka.common.replica.RackAwareReplicaSelector (KIP-392):
+	// consumers that name their rack read from a follower in it.
+	RackAwareReplicaSelector bool
 	// LagTime is replica.lag.time.max.ms; FetchMaxBytes
 	// replica.fetch.max.bytes; FetchWait replica.fetch.wait.max.ms
 	// (replica.Options' defaults).
@@ -376,7 +380,7 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	s.replicas = r
 	s.closers = append(s.closers, func() error { r.Close(); return nil })
 	return &broker.ClusterOptions{Member: m, Replicas: r, DefaultReplicationFactor: cmp.Or(c.DefaultReplicationFactor, 1),
-		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection,
+		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection, RackAwareReplicaSelector: c.RackAwareReplicaSelector,
 		OffsetsReplicationFactor: c.OffsetsReplicationFactor, TransactionsReplicationFactor: c.TransactionsReplicationFactor,
 		TransactionsMinISR: c.TransactionsMinISR}, nil
 }

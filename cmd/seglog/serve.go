@@ -322,6 +322,17 @@ var serveConfigs = []serveConfig{
 	boolConfig("unclean.leader.election.enable", "elect a replica outside the ISR when the whole ISR is gone (default false: may lose acknowledged records)", func(s *serveSettings, b bool) {
 		s.cluster.UncleanLeaderElection = b
 	}),
+	{name: "replica.selector.class", doc: "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer that names its rack (client.rack) to a follower in it (KIP-392); org.apache.kafka.common.replica.LeaderSelector (the default) reads from leaders", set: func(s *serveSettings, v string) error {
+		switch v {
+		case "org.apache.kafka.common.replica.RackAwareReplicaSelector":
+			s.cluster.RackAwareReplicaSelector = true
+		case "", "org.apache.kafka.common.replica.LeaderSelector":
+			s.cluster.RackAwareReplicaSelector = false
+		default:
+			return fmt.Errorf("replica.selector.class=%s: org.apache.kafka.common.replica.RackAwareReplicaSelector or org.apache.kafka.common.replica.LeaderSelector", v)
+		}
+		return nil
+	}},
 	boolConfig("auto.leader.rebalance.enable", "move leaderships back to their preferred replicas when a broker's share of partitions led by another is above leader.imbalance.per.broker.percentage (default true)", func(s *serveSettings, b bool) {
 		s.cluster.NoAutoLeaderRebalance = !b
 	}),

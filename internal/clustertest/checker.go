@@ -55,6 +55,18 @@ func (c *Checker) Produce(ctx context.Context, cl *kgo.Client, topic, prefix str
 	return nil
 }
 
+// Forget drops the acknowledged records gone chooses (records deleted
+// on purpose, as by DeleteRecords): ReadBack no longer looks for them.
+func (c *Checker) Forget(gone func(At) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, at := range c.acked {
+		if gone(at) {
+			delete(c.acked, k)
+		}
+	}
+}
+
 // ReadBack reads every partition of topic from the start through seeds
 // and checks that each acknowledged record is there exactly once at the
 // offset it was acknowledged at, that nothing unacknowledged is read
