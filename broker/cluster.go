@@ -323,6 +323,8 @@ type fetchSource struct {
 	// preferred is KIP-392's replica the consumer should read from
 	// instead (-1: this broker).
 	preferred int32
+	// follower: a follower's fetch.
+	follower bool
 }
 
 // fetchTablet finds where a fetch reads a partition: on a leader, for a
@@ -341,7 +343,7 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 			return fetchSource{code: code, preferred: -1}
 		}
 		throttled, held := p.LeaderThrottle(id)
-		return fetchSource{t: p.Tablet(), throttled: throttled, held: held, preferred: -1}
+		return fetchSource{t: p.Tablet(), throttled: throttled, held: held, preferred: -1, follower: true}
 	}
 	code = p.CheckLeader(rp.CurrentLeaderEpoch)
 	if code == kerr.NotLeaderForPartition.Code && r.GetVersion() >= 11 {
@@ -359,6 +361,20 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 		src.preferred = p.PreferredReadReplica(r.Rack, rp.FetchOffset, func(id int32) string { return snap.Brokers[id].Rack })
 	}
 	return src
+}
+
+// topicName resolves a topic id: from the cluster's topics in a cluster
+// (a broker without a replica of the topic still knows it, and answers
+// NOT_LEADER_OR_FOLLOWER for its partitions, not UNKNOWN_TOPIC_ID), else
+// from the data directory.
+func (b *Broker) topicName(id [16]byte) (string, bool) {
+	if b.clustered() {
+		if t, ok := b.opts.Cluster.Member.Snapshot().TopicByID(cluster.TopicID(id)); ok {
+			return t.Name, true
+		}
+		return "", false
+	}
+	return b.m.TopicByID(id)
 }
 
 // fetchReplica is the replica id of a follower's fetch (-1: a consumer's).

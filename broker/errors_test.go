@@ -125,6 +125,7 @@ var kafkaCodes = []struct {
 	{cluster.ErrStaleState, kerr.InvalidUpdateVersion},
 	{cluster.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
 	{cluster.ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress},
+	{tiering.ErrFenced, kerr.NotLeaderForPartition},
 	{ErrReplicationFactorChange, kerr.InvalidReplicationFactor},
 	{cluster.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
 	{cluster.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},

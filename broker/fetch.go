@@ -35,7 +35,7 @@ func fetchTopicIDs(b *Broker, h header, req kmsg.Request) {
 	}
 	r := req.(*kmsg.FetchRequest)
 	for i := range r.Topics {
-		r.Topics[i].Topic, _ = b.m.TopicByID(r.Topics[i].TopicID)
+		r.Topics[i].Topic, _ = b.topicName(r.Topics[i].TopicID)
 	}
 }
 
@@ -289,6 +289,14 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 				continue
 			}
 			o := t.Offsets()
+			if src.follower && rp.FetchOffset < o.LocalLogStartOffset && rp.FetchOffset >= o.LogStartOffset {
+				// Below the local log, in the tier (KIP-405): a follower
+				// starts from the tier and copies the local tail only.
+				sp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			sp.PreferredReadReplica = src.preferred
 			if src.held || src.preferred >= 0 || rp.FetchOffset == readBound(o, iso) && rp.FetchOffset >= o.LocalLogStartOffset {
 				// Caught up (an idle partition of a follower's or a

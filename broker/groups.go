@@ -179,7 +179,7 @@ func offsetCommitTopicIDs(b *Broker, h header, req kmsg.Request) {
 	}
 	r := req.(*kmsg.OffsetCommitRequest)
 	for i := range r.Topics {
-		r.Topics[i].Topic, _ = b.m.TopicByID(r.Topics[i].TopicID)
+		r.Topics[i].Topic, _ = b.topicName(r.Topics[i].TopicID)
 	}
 }
 

@@ -30,7 +30,7 @@ func produceTopicIDs(b *Broker, h header, req kmsg.Request) {
 	}
 	r := req.(*kmsg.ProduceRequest)
 	for i := range r.Topics {
-		r.Topics[i].Topic, _ = b.m.TopicByID(r.Topics[i].TopicID)
+		r.Topics[i].Topic, _ = b.topicName(r.Topics[i].TopicID)
 	}
 }
 

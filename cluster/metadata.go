@@ -158,6 +158,8 @@ type Snapshot struct {
 	// Docs are the cluster's documents (the SCRAM credentials, the ACLs,
 	// the client quotas, the dynamic broker configs) by name.
 	Docs map[string]Doc
+	// Tiers are the partitions' published tier manifests (tiers.go).
+	Tiers map[TopicPartition]TierPointer
 }
 
 // Doc is one of the cluster's documents: its bytes and its key's mod
@@ -204,7 +206,7 @@ func (s *Snapshot) BrokerIDs() []int32 {
 
 func emptySnapshot() *Snapshot {
 	return &Snapshot{Brokers: map[int32]Broker{}, Controller: -1, Topics: map[string]*TopicState{},
-		byID: map[TopicID]string{}, candidates: map[string]candidate{}, Docs: map[string]Doc{}}
+		byID: map[TopicID]string{}, candidates: map[string]candidate{}, Docs: map[string]Doc{}, Tiers: map[TopicPartition]TierPointer{}}
 }
 
 // The keys under the prefix.
@@ -227,7 +229,7 @@ func partitionKey(topic string, p int32) string {
 // written with its topic in one transaction finds it.
 func (s *Snapshot) apply(prefix string, rev int64, events []event) (*Snapshot, []error) {
 	n := &Snapshot{Revision: rev, Brokers: s.Brokers, Controller: s.Controller, ControllerEpoch: s.ControllerEpoch,
-		Topics: s.Topics, byID: s.byID, candidates: s.candidates, Docs: s.Docs}
+		Topics: s.Topics, byID: s.byID, candidates: s.candidates, Docs: s.Docs, Tiers: s.Tiers}
 	var errs []error
 	cloned := map[string]bool{}
 	// touch clones what the events change, once: a kind of key, or
@@ -244,6 +246,8 @@ func (s *Snapshot) apply(prefix string, rev int64, events []event) (*Snapshot, [
 			n.candidates = maps.Clone(s.candidates)
 		case keyDocs:
 			n.Docs = maps.Clone(s.Docs)
+		case keyTiers:
+			n.Tiers = maps.Clone(s.Tiers)
 		case keyTopics:
 			n.Topics, n.byID = maps.Clone(s.Topics), maps.Clone(s.byID)
 		}
@@ -310,6 +314,8 @@ func (n *Snapshot) applyOne(key string, e event, touch func(string) bool) error 
 			return err
 		}
 		n.candidates[key] = candidate{rev: e.kv.CreateRevision, node: int32(id)}
+	case strings.HasPrefix(key, keyTiers):
+		return n.applyTier(key, e, touch)
 	case strings.HasPrefix(key, keyDocs):
 		touch(keyDocs)
 		name := strings.TrimPrefix(key, keyDocs)

@@ -197,7 +197,8 @@ func (m *Member) DeleteTopic(ctx context.Context, name string, id TopicID) error
 		}
 		key := m.prefix + keyTopics + name
 		resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", t.rev)).
-			Then(clientv3.OpDelete(key), clientv3.OpDelete(m.prefix+keyPartitions+name+"/", clientv3.WithPrefix())).
+			Then(clientv3.OpDelete(key), clientv3.OpDelete(m.prefix+keyPartitions+name+"/", clientv3.WithPrefix()),
+				clientv3.OpDelete(m.prefix+keyTiers+name+"/", clientv3.WithPrefix())).
 			Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
 			return fmt.Errorf("cluster: deleting topic %s: %w", name, err)

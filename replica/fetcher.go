@@ -472,6 +472,10 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 					}
 					continue
 				}
+				if rp.ErrorCode == kerr.OffsetMovedToTieredStorage.Code {
+					f.fromTier(ctx, fs)
+					continue
+				}
 				f.refused(fs, rp.ErrorCode)
 				continue
 			}
@@ -484,6 +488,35 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 		}
 	}
 	return nil
+}
+
+// fromTier starts a partition from the tier at its leader's local log
+// start (KIP-405), asked with ListOffsets (EARLIEST_LOCAL_TIMESTAMP); a
+// failure pauses it for replica.fetch.backoff.ms.
+func (f *fetcher) fromTier(ctx context.Context, fs *fetchState) {
+	err := errors.New("this broker has no tier (serve --store) to start the replica from")
+	if f.m.opts.StartFromTier != nil {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = f.m.me
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = fs.p.tp.Partition, fs.epoch, -4
+		req.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: fs.p.tp.Topic, Partitions: []kmsg.ListOffsetsRequestTopicPartition{rp}}}
+		var kr kmsg.Response
+		if kr, err = f.request(ctx, req); err == nil {
+			resp := kr.(*kmsg.ListOffsetsResponse)
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+				err = errors.New("a ListOffsets answer without the partition")
+			} else if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 {
+				err = kerr.ErrorForCode(p.ErrorCode)
+			} else {
+				err = f.m.opts.StartFromTier(ctx, fs.p.t, p.Offset)
+			}
+		}
+	}
+	if err != nil {
+		f.m.log.Warn("replica: starting a replica from the tier failed; retrying", "partition", fs.p.tp.String(), "err", err)
+		f.refused(fs, kerr.OffsetMovedToTieredStorage.Code)
+	}
 }
 
 // nextSessionEpoch is the epoch after e: it wraps to 1 (0 opens a session).

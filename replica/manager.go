@@ -63,6 +63,12 @@ type Options struct {
 	// with its own connection, that share the partitions followed on one
 	// leader (by Kafka's hash of the partition).
 	Fetchers int
+	// StartFromTier, if set, starts a replica whose leader answers
+	// OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: the offset is below the
+	// leader's local log, in the tier) from the tier at the leader's
+	// local log start, so that it copies only the local tail; without it
+	// such a replica waits, logging why.
+	StartFromTier func(ctx context.Context, t *tablet.Tablet, leaderLocalStart int64) error
 	// Logger receives the manager's logs. The default is slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. The default is time.Now.

@@ -21,6 +21,7 @@ import (
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/internal/clustertest"
 	"github.com/seglog/seglog/internal/faultproxy"
+	"github.com/seglog/seglog/tablet"
 )
 
 // createAssigned creates a topic with an explicit replica assignment
@@ -593,4 +594,187 @@ func TestClusterWipedBroker(t *testing.T) {
 	for p := range int32(2) {
 		sameBytes(t, c, checkpoint.TopicPartition{Topic: "w", Partition: p})
 	}
+}
+
+// tierStep runs every broker's tiering once (the leaders' first: they
+// upload and publish; the followers then follow), with garbage collection
+// when gc.
+func (c *testCluster) tierStep(gc bool, ids ...int32) {
+	for _, id := range ids {
+		_, err := c.servers[id].Tiering().RunOnce(context.Background(), gc)
+		require.NoError(c.t, err, "node %d's tiering", id)
+	}
+}
+
+// The tier in a cluster, over one store: only the partition's leader
+// uploads and publishes its manifest (etcd's tiers/ key, at its leader
+// epoch); the followers take the published manifest and delete local
+// segments only below its tiered end; after the leader's controlled
+// shutdown the next leader continues the same manifest at its own epoch
+// (from inside one of its own segments, which rolled elsewhere), and
+// every acknowledged record is read back through it, the oldest from the
+// store; the old leader, back as a follower, takes the new manifest; a
+// publication at the old epoch is refused; garbage collection on every
+// broker leaves every key the published manifest names.
+func TestClusterTiering(t *testing.T) {
+	t.Parallel()
+	storeDir := t.TempDir()
+	c := makeTestCluster(t)
+	c.configure = func(_ int32, cfg *Config) {
+		cfg.Store, cfg.TierInterval = "file://"+storeDir, time.Hour // (stepped by the test)
+	}
+	c.boot(3)
+	ctx := context.Background()
+	c.createAssigned(ctx, "tt", []int32{1, 2, 3})
+	adm := c.admin()
+	set := func(v string) *string { return &v }
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: set("true")},
+		{Name: "segment.bytes", Value: set("4096")}, {Name: "local.retention.bytes", Value: set("0")}}, "tt")
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(50*time.Millisecond),
+		kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "tt", "a", 300))
+
+	tp := checkpoint.TopicPartition{Topic: "tt"}
+	c.tierStep(false, 1, 2, 3)
+	ptr, ok := c.servers[1].Member().Snapshot().Tier("tt", 0)
+	require.True(t, ok, "the leader published its manifest")
+	_, epoch := c.leaderOf(1, "tt", 0)
+	require.Equal(t, epoch, ptr.LeaderEpoch)
+	require.Positive(t, ptr.TieredEnd)
+	for _, id := range []int32{2, 3} {
+		until(t, c.servers[id].Member(), "has the pointer", func(sn *cluster.Snapshot) bool { _, ok := sn.Tier("tt", 0); return ok })
+		c.tierStep(false, id)
+		tb, _ := c.servers[id].Manager().Get(tp)
+		o := tb.Offsets()
+		require.Positive(t, o.LocalLogStartOffset, "follower %d deleted tiered segments", id)
+		require.LessOrEqual(t, o.LocalLogStartOffset, ptr.TieredEnd, "follower %d deleted only below the published tiered end", id)
+		require.Zero(t, o.LogStartOffset, "the log starts in the tier")
+	}
+
+	// The leader shuts down; the next continues the manifest.
+	c.stop(1)
+	sn := until(t, c.servers[2].Member(), "has a new leader", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("tt", 0)
+		return st.Leader == 2 || st.Leader == 3
+	})
+	st, _ := sn.Partition("tt", 0)
+	newLeader, others := st.Leader, map[int32]int32{2: 3, 3: 2}
+	require.NoError(t, chk.Produce(ctx, cl, "tt", "b", 300))
+	c.tierStep(false, newLeader, others[newLeader])
+	next, _ := c.servers[newLeader].Member().Snapshot().Tier("tt", 0)
+	require.Equal(t, st.LeaderEpoch, next.LeaderEpoch, "published at the new leader's epoch")
+	require.Greater(t, next.TieredEnd, ptr.TieredEnd)
+	require.Greater(t, next.Seq, ptr.Seq)
+	err = c.servers[newLeader].Member().PublishTier(ctx, "tt", 0, epoch, ptr)
+	require.ErrorIs(t, err, cluster.ErrStaleState, "a publication at the old epoch is refused")
+
+	c.start(1)
+	until(t, c.servers[1].Member(), "has broker 1 back in the ISR", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("tt", 0)
+		return st.InISR(1)
+	})
+	c.tierStep(false, 1)
+	x, err := c.servers[1].Tiering().Tier(ctx, mustTablet(t, c.servers[1], tp))
+	require.NoError(t, err)
+	require.Equal(t, next.Seq, x.Manifest().State().Seq, "the old leader took the new manifest")
+
+	c.tierStep(true, newLeader, others[newLeader], 1)
+	chk.ReadBack(t, c.seeds(), "tt", 1)
+	final, _ := c.servers[newLeader].Member().Snapshot().Tier("tt", 0)
+	lx, err := c.servers[newLeader].Tiering().Tier(ctx, mustTablet(t, c.servers[newLeader], tp))
+	require.NoError(t, err)
+	require.Equal(t, final.Seq, lx.Manifest().State().Seq)
+	for _, e := range lx.Manifest().Visible() {
+		if e.Key != "" {
+			_, err := os.Stat(filepath.Join(storeDir, e.Key))
+			require.NoError(t, err, "a key the published manifest names is in the store")
+		}
+	}
+}
+
+func mustTablet(t *testing.T, s *Server, tp checkpoint.TopicPartition) *tablet.Tablet {
+	tb, ok := s.Manager().Get(tp)
+	require.True(t, ok)
+	return tb
+}
+
+// localBytes is the size of a tablet's local segments.
+func localBytes(tb *tablet.Tablet) int64 {
+	var n int64
+	for _, s := range tb.Segments() {
+		n += s.Size
+	}
+	return n
+}
+
+// A tiered partition moves onto a fourth broker copying only the local
+// tail: its leader answers the new replica's fetch below the local log
+// with OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405), the replica starts from
+// the tier at the end of the object holding the leader's local log start
+// (its producer state and leader epochs from there) and copies the rest;
+// it holds at most twice the leader's local bytes, none of the tiered
+// history, and every acknowledged record reads back after the move.
+func TestClusterTieredReassignment(t *testing.T) {
+	t.Parallel()
+	storeDir := t.TempDir()
+	c := makeTestCluster(t)
+	c.configure = func(_ int32, cfg *Config) {
+		cfg.Store, cfg.TierInterval = "file://"+storeDir, time.Hour // (stepped by the test)
+	}
+	c.boot(3)
+	c.start(4)
+	for _, s := range c.servers {
+		until(t, s.Member(), "sees 4 brokers", func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == 4 })
+	}
+	ctx := context.Background()
+	c.createAssigned(ctx, "mv", []int32{1, 2, 3})
+	adm := c.admin()
+	set := func(v string) *string { return &v }
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: set("true")},
+		{Name: "segment.bytes", Value: set("4096")}, {Name: "local.retention.bytes", Value: set("8192")}}, "mv")
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(50*time.Millisecond),
+		kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	defer cl.Close()
+	chk := clustertest.New()
+	require.NoError(t, chk.Produce(ctx, cl, "mv", "a", 1500))
+	c.tierStep(false, 1, 2, 3)
+	tp := checkpoint.TopicPartition{Topic: "mv"}
+	src := mustTablet(t, c.servers[1], tp)
+	require.Positive(t, src.Offsets().LocalLogStartOffset, "the leader keeps only its local tail")
+	tail := localBytes(src) // (before the move: the removed replica goes)
+	ptr, _ := c.servers[1].Member().Snapshot().Tier("mv", 0)
+
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("mv", 0, []int32{4, 2, 3})
+	ar, err := adm.AlterPartitionAssignments(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, ar["mv"][0].Err)
+	c.reassigned(tp, []int32{4, 2, 3})
+	moved := mustTablet(t, c.servers[4], tp)
+	o := moved.Offsets()
+	require.Positive(t, o.LocalLogStartOffset, "the new replica started from the tier")
+	require.LessOrEqual(t, o.LocalLogStartOffset, ptr.TieredEnd)
+	require.LessOrEqual(t, localBytes(moved), 2*tail, "it copied at most twice the leader's local tail")
+	t.Logf("moved a partition of %d records: the leader held %d bytes locally, the new replica copied %d (tiered end %d)",
+		o.LogEndOffset, tail, localBytes(moved), ptr.TieredEnd)
+	// The new replica reads its whole log, the history from the tier.
+	for off := int64(0); off < o.LogEndOffset; {
+		res, err := moved.Read(off, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
+		require.NoError(t, err, "read at %d (log start %d, local %d)", off, o.LogStartOffset, o.LocalLogStartOffset)
+		b, err := res.Records.AppendTo(nil)
+		res.Close()
+		require.NoError(t, err)
+		require.NotEmpty(t, b, "nothing read at %d", off)
+		off = lastOffset(t, b) + 1
+	}
+	require.NoError(t, chk.Produce(ctx, cl, "mv", "b", 100))
+	chk.ReadBack(t, c.seeds(), "mv", 1)
 }

@@ -350,9 +350,10 @@ func lastOffset(t *testing.T, b []byte) int64 {
 	return last
 }
 
-// A broker that does not lead a partition answers produce and fetch with
+// A broker that does not lead a partition answers produce with
 // NOT_LEADER_OR_FOLLOWER and KIP-951's hint: the current leader, its
-// epoch and its endpoint.
+// epoch and its endpoint; so does one without a replica a consumer's
+// fetch (a follower serves it: KIP-392).
 func TestClusterLeaderHints(t *testing.T) {
 	t.Parallel()
 	c := newTestCluster(t, 3)
@@ -360,14 +361,19 @@ func TestClusterLeaderHints(t *testing.T) {
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	require.NoError(t, err)
 	defer adm.Close()
-	_, err = kadm.NewClient(adm).CreateTopic(ctx, 1, 3, nil, "h")
+	_, err = kadm.NewClient(adm).CreateTopic(ctx, 1, 2, nil, "h")
 	require.NoError(t, err)
+	until(t, c.servers[1].Member(), "has h in sync", func(sn *cluster.Snapshot) bool {
+		st, ok := sn.Partition("h", 0)
+		return ok && len(st.ISR) == 2
+	})
 	st, _ := c.servers[1].Member().Snapshot().Partition("h", 0)
 	follower := st.ISR[1]
 	if follower == st.Leader {
 		follower = st.ISR[0]
 	}
-	for _, s := range c.servers { // every broker has applied the topic
+	outsider := int32(6) - st.ISR[0] - st.ISR[1] // (the broker without a replica)
+	for _, s := range c.servers {                // every broker has applied the topic
 		require.NoError(t, s.Replicas().Await(ctx, c.servers[1].Member().Snapshot().Revision))
 	}
 	leaderAddr := c.servers[st.Leader].Listeners()[0].Addr.(*net.TCPAddr)
@@ -402,6 +408,12 @@ func TestClusterLeaderHints(t *testing.T) {
 	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 0, 1<<20
 	fetch.Topics = []kmsg.FetchRequestTopic{{Topic: "h", TopicID: ts.ID, Partitions: []kmsg.FetchRequestTopicPartition{rp}}}
 	kr, err = cl.SeedBrokers()[0].Request(ctx, fetch)
+	require.NoError(t, err)
+	require.Zero(t, kr.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode, "a follower serves a consumer's fetch v11+")
+	ocl, err := kgo.NewClient(kgo.SeedBrokers(c.servers[outsider].Listeners()[0].Addr.String()))
+	require.NoError(t, err)
+	defer ocl.Close()
+	kr, err = ocl.SeedBrokers()[0].Request(ctx, fetch)
 	require.NoError(t, err)
 	fr := kr.(*kmsg.FetchResponse)
 	fp := fr.Topics[0].Partitions[0]
@@ -584,17 +596,6 @@ func clusterConsumerGroup(t *testing.T, kip848 bool) {
 	require.Equal(t, int64(300), committed, "every commit the old coordinator acknowledged is on the new one")
 	require.NoError(t, chk.Produce(ctx, prod, "g", "b", 300))
 	consume(600)
-}
-
-// Tiering is refused in a cluster until only a partition's leader
-// uploads: every replica would upload to the one store.
-func TestClusterRefusesTiering(t *testing.T) {
-	t.Parallel()
-	cfg := config(filepath.Join(t.TempDir(), "data"))
-	cfg.Cluster = &ClusterConfig{Endpoints: []string{"http://127.0.0.1:1"}}
-	cfg.Store = "file://" + t.TempDir()
-	_, err := New(context.Background(), cfg)
-	require.ErrorContains(t, err, "not served in a cluster yet")
 }
 
 // The writer state travels with the log: a producer's retry of a batch

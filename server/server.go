@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -205,6 +206,7 @@ type Server struct {
 	b         *broker.Broker
 	member    *cluster.Member
 	replicas  *replica.Manager
+	tier      atomic.Pointer[tiering.Service] // (set after the replicas start: they read it)
 	tls       *broker.TLS
 	listeners []bound
 	metrics   *http.Server
@@ -237,11 +239,6 @@ type Bound struct {
 func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: DataDir (log.dirs) is required")
-	}
-	if cfg.Cluster != nil && cfg.Store != "" {
-		// Every replica would upload its segments to the one store: only
-		// a partition's leader may, which is not built yet.
-		return nil, errors.New("server: tiering to a store (serve --store) is not served in a cluster yet")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -279,8 +276,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	var tierCollector prometheus.Collector
-	if tierCollector, err = s.openTier(ctx); err != nil {
-		return nil, err
+	if cfg.Cluster == nil {
+		if tierCollector, err = s.openTier(ctx, nil); err != nil {
+			return nil, err
+		}
 	}
 	bopts := cfg.Broker
 	if bopts.Logger == nil {
@@ -288,6 +287,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	if cfg.Cluster != nil {
 		if bopts.Cluster, err = s.joinCluster(ctx); err != nil {
+			return nil, err
+		}
+		// Each replica's tier acts only while this broker leads its
+		// partition (docs/cluster.md).
+		if tierCollector, err = s.openTier(ctx, tierFences(s.member, s.replicas)); err != nil {
 			return nil, err
 		}
 	}
@@ -362,6 +366,18 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	r, err := replica.New(replica.Options{Member: m, Tablets: s.m, Listener: c.InterBrokerListener, LagTime: c.LagTime,
 		FetchMaxBytes: c.FetchMaxBytes, FetchWait: c.FetchWait, FetchBackoff: c.FetchBackoff, MinInsyncReplicas: c.MinInsyncReplicas, Fetchers: c.ReplicaFetchers, Logger: s.log,
 		ClientOpts: clientOpts,
+		StartFromTier: func(ctx context.Context, t *tablet.Tablet, leaderLocalStart int64) error {
+			svc := s.tier.Load()
+			if svc == nil {
+				return errors.New("this broker has no tier (serve --store) to start the replica from")
+			}
+			x, err := svc.Tier(ctx, t)
+			if err != nil {
+				return err
+			}
+			_, err = x.StartFollowerAt(ctx, leaderLocalStart)
+			return err
+		},
 		Config: func(configs map[string]string) (*tablet.Config, error) {
 			cfg := defaults
 			for k, v := range configs {
@@ -515,7 +531,7 @@ func (s *Server) openDataDir() error {
 // attaches the tablets tiered before to their own stores; a tier that
 // cannot be attached (its store down) is logged and the local records are
 // served.
-func (s *Server) openTier(ctx context.Context) (prometheus.Collector, error) {
+func (s *Server) openTier(ctx context.Context, fences func(checkpoint.TopicPartition) tiering.Fence) (prometheus.Collector, error) {
 	if s.cfg.Store == "" {
 		tiers, err := tiering.Attach(ctx, s.m, nil, nil, &tiering.Options{Logger: s.log})
 		if err != nil {
@@ -540,8 +556,9 @@ func (s *Server) openTier(ctx context.Context) (prometheus.Collector, error) {
 		return nil, err
 	}
 	svc := tiering.NewService(s.m, st, &tiering.ServiceOptions{StoreURL: s.cfg.Store, Interval: s.cfg.TierInterval,
-		Tier: tiering.Options{Logger: s.log}})
+		Tier: tiering.Options{Logger: s.log}, Fence: fences})
 	svc.Start()
+	s.tier.Store(svc)
 	s.closers = append(s.closers, svc.Close) // before the data directory closes
 	s.log.Info("tiering", "store", tiering.RedactURL(s.cfg.Store))
 	return svc.Collector(), nil
@@ -617,6 +634,9 @@ func (s *Server) Manager() *tablet.Manager { return s.m }
 
 // Broker is the broker.
 func (s *Server) Broker() *broker.Broker { return s.b }
+
+// Tiering returns the tiering service (nil without a store).
+func (s *Server) Tiering() *tiering.Service { return s.tier.Load() }
 
 // Listeners are the Kafka listeners as bound (a port 0 resolved).
 func (s *Server) Listeners() []Bound {

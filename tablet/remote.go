@@ -10,6 +10,7 @@ import (
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/segment"
 
 	"github.com/seglog/seglog/logfile"
 
@@ -59,6 +60,18 @@ var ErrRemoteStart = seglog.NewKafkaError("tablet: remote log start is out of ra
 // the log start up to a new start (after remote retention); past the
 // local log start, the local segments below it go too.
 func (t *Tablet) SetRemote(r Remote, start int64) error {
+	return t.setRemote(r, start, false)
+}
+
+// AdoptRemote attaches r as SetRemote does, and also moves the log start
+// down to start when a tier attached before did not reach so far: a
+// cluster's replica that took its partition's published tier (a replica
+// started from the tier, or one whose tier was empty when attached).
+func (t *Tablet) AdoptRemote(r Remote, start int64) error {
+	return t.setRemote(r, start, true)
+}
+
+func (t *Tablet) setRemote(r Remote, start int64, lower bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {
@@ -68,7 +81,7 @@ func (t *Tablet) SetRemote(r Remote, start int64) error {
 	if start < 0 || start > v.hw.offset {
 		return fmt.Errorf("%w: %d is not in [0, %d]", ErrRemoteStart, start, v.hw.offset)
 	}
-	first := t.remote.Load() == nil
+	first := t.remote.Load() == nil || lower && start < v.logStart
 	t.remote.Store(&remoteHolder{r})
 	if first && start <= v.localStart {
 		// Attaching: the log start moves down into the tier, as far as the
@@ -165,13 +178,16 @@ func (s *SealedSegment) Close() {
 var ErrNotSealed = seglog.NewKafkaError("tablet: no sealed segment there", -1)
 
 // Sealed opens the sealed segment at base for copying. The segment stays
-// readable (and undeleted) until Close.
+// readable (and undeleted) until Close. base may also be a batch's base
+// offset inside a sealed segment: then the part of the segment from that
+// batch on is opened (a cluster's new leader continuing a tier whose end
+// falls inside one of its own segments, which rolled elsewhere).
 func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
 	t.pub.RLock()
 	v := t.pub.v
 	g := floorSeg(v.segs, base)
 	next := higherSeg(v.segs, base)
-	if g == nil || g.base != base || next == nil || !g.acquire() {
+	if g == nil || next == nil || !g.acquire() {
 		t.pub.RUnlock()
 		return nil, fmt.Errorf("%w: %d", ErrNotSealed, base)
 	}
@@ -187,12 +203,21 @@ func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
 		return fail(err)
 	}
 	s.Log, s.LogSize = sl, sl.Size()
+	if g.base != base {
+		pos, err := batchAt(g, sl, base)
+		if err != nil {
+			return fail(err)
+		}
+		s.Log, s.LogSize = io.NewSectionReader(sl, pos, sl.Size()-pos), sl.Size()-pos
+	}
 	txns, err := g.AbortedTxns()
 	if err != nil {
 		return fail(err)
 	}
 	for _, x := range txns {
-		s.TxnIndex = x.AppendTo(s.TxnIndex)
+		if x.LastOffset >= base { // (a part's: those that end before it are not its)
+			s.TxnIndex = x.AppendTo(s.TxnIndex)
+		}
 	}
 	snap, err := vfs.ReadFile(t.fsys, filepath.Join(t.dir, logfile.Filename(s.Next, logfile.Snapshot)))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -212,6 +237,24 @@ func (t *Tablet) Sealed(base int64) (*SealedSegment, error) {
 		s.Epochs = append(s.Epochs, e)
 	}
 	return s, nil
+}
+
+// batchAt is the position in g's log (sl) of the batch whose base offset
+// is base: an offset that starts no batch is refused.
+func batchAt(g *seg, sl segment.Slice, base int64) (int64, error) {
+	op, found, err := g.TranslateOffset(base, 0)
+	if err != nil {
+		return 0, err
+	}
+	if found {
+		head := make([]byte, record.HeaderSize)
+		if _, err := sl.ReadAt(head, op.Position); err == nil {
+			if h, _, err := record.ParseHeader(head); err == nil && h.BaseOffset == base {
+				return op.Position, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: no batch starts at %d in segment %d", ErrNotSealed, base, g.base)
 }
 
 // Producers returns the state of every producer the tablet knows.

@@ -17,6 +17,25 @@ import (
 func (x *Tier) DeleteLocal() (tablet.RetentionResult, error) {
 	x.step.Lock()
 	defer x.step.Unlock()
+	return x.deleteLocalLocked()
+}
+
+// Follow is a cluster's follower's step: it takes the published manifest
+// and deletes the local segments local retention lets go below its
+// tiered end (nothing when this broker leads: Step is the leader's).
+func (x *Tier) Follow(ctx context.Context) (tablet.RetentionResult, error) {
+	x.step.Lock()
+	defer x.step.Unlock()
+	if x.opts.Fence == nil {
+		return tablet.RetentionResult{}, nil
+	}
+	if _, leads, err := x.sync(ctx); err != nil || leads {
+		return tablet.RetentionResult{}, err
+	}
+	return x.deleteLocalLocked()
+}
+
+func (x *Tier) deleteLocalLocked() (tablet.RetentionResult, error) {
 	if err := x.usable(); err != nil {
 		return tablet.RetentionResult{}, err
 	}
@@ -33,7 +52,7 @@ func (x *Tier) DeleteLocal() (tablet.RetentionResult, error) {
 		return tablet.RetentionResult{}, nil
 	}
 	off := x.t.Offsets()
-	end := x.m.TieredEnd()
+	end := x.publishedEnd()
 	now := x.nowMs()
 	var total int64
 	for _, s := range segs {
@@ -101,6 +120,9 @@ func (x *Tier) ApplyRetention(ctx context.Context) (RetentionResult, error) {
 	if err := x.usable(); err != nil {
 		return res, err
 	}
+	if err := x.lead(ctx); err != nil {
+		return res, err
+	}
 	vis := x.m.Visible()
 	end := x.m.TieredEnd()
 	var total int64
@@ -133,9 +155,15 @@ func (x *Tier) ApplyRetention(ctx context.Context) (RetentionResult, error) {
 		if err := x.t.SetRemote(x, res.LogStart); err != nil {
 			return res, err
 		}
-		if err := x.mirror(ctx); err != nil {
+		if err := x.publish(ctx); err != nil {
+			if x.opts.Fence != nil {
+				return res, err // (not published: no key goes)
+			}
 			x.opts.Logger.Warn("mirroring the manifest", "err", err)
 		}
+	}
+	if !x.allPublished() {
+		return res, nil
 	}
 	grace := x.opts.GracePeriod.Milliseconds()
 	for _, e := range x.m.State().Objects {
@@ -176,6 +204,9 @@ func (x *Tier) CollectGarbage(ctx context.Context) (GCResult, error) {
 	if err := x.usable(); err != nil {
 		return res, err
 	}
+	if err := x.lead(ctx); err != nil {
+		return res, err
+	}
 	now := x.opts.Now()
 	for _, e := range x.m.State().Objects {
 		if e.State == StatePrepared && e.DeadlineMs < now.UnixMilli() {
@@ -201,13 +232,16 @@ func (x *Tier) CollectGarbage(ctx context.Context) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
-	for i := 0; i < len(mirrors)-keepMirrors; i++ {
+	for i := range mirrors {
+		if x.opts.Fence == nil && i >= len(mirrors)-keepMirrors || x.opts.Fence != nil && !x.oldMirror(mirrors[i].Key) {
+			continue
+		}
 		if err := x.store.Delete(ctx, mirrors[i].Key); err != nil {
 			return res, err
 		}
 		res.Mirrors++
 	}
-	if x.scanDue(now) {
+	if x.scanDue(now) && x.allPublished() {
 		young, err := x.scanOrphans(ctx, st, named, old, &res)
 		if err != nil {
 			return res, err

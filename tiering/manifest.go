@@ -506,6 +506,18 @@ func (m *Manifest) Restore(st ManifestState) error {
 	return m.Compact()
 }
 
+// Adopt replaces the manifest's state with st, a newer one a cluster's
+// leader published (a replica taking its partition's tier as it is now;
+// what this manifest held besides is left to garbage collection), and
+// compacts it.
+func (m *Manifest) Adopt(st ManifestState) error {
+	m.mu.Lock()
+	m.mu.objs = map[string]*Entry{}
+	m.loadLocked(st)
+	m.mu.Unlock()
+	return m.Compact()
+}
+
 // loadLocked takes a whole state (a snapshot or a mirror): the objects go
 // to the map, which State rebuilds the list from.
 func (m *Manifest) loadLocked(st ManifestState) {

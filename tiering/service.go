@@ -35,6 +35,13 @@ type ServiceOptions struct {
 	// refuses to step a tablet bound to another store that holds committed
 	// objects there (ErrOtherStore). The default is empty: no binding.
 	StoreURL string
+	// Fence, if set, makes the service a cluster broker's: each tablet's
+	// tier gets its partition's fence (Options.Fence), and only the
+	// partitions this broker leads are tiered; on the others the tier
+	// follows the published manifest and deletes only what local
+	// retention lets go below its tiered end. The default is nil: a
+	// single node.
+	Fence func(tp checkpoint.TopicPartition) Fence
 }
 
 // ErrOtherStore is a tablet tiered to another store than the service's.
@@ -104,7 +111,13 @@ func (s *Service) Tier(ctx context.Context, t *tablet.Tablet) (*Tier, error) {
 	if err := s.checkBinding(t); err != nil {
 		return nil, err
 	}
-	x, err := Open(ctx, t, tp.Topic, tp.Partition, s.store, &s.opts.Tier)
+	opts := s.opts.Tier
+	if s.opts.Fence != nil {
+		if opts.Fence = s.opts.Fence(tp); opts.Fence == nil {
+			return nil, fmt.Errorf("%w: %s is not a replica of the cluster here", errNotLeading, tp)
+		}
+	}
+	x, err := Open(ctx, t, tp.Topic, tp.Partition, s.store, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +240,10 @@ func (s *Service) step(ctx context.Context, t *tablet.Tablet, gc bool) (StepResu
 		return StepResult{}, err
 	}
 	res, err := x.Step(ctx)
+	if errors.Is(err, errNotLeading) { // (a cluster's follower)
+		res.Local, err = x.Follow(ctx)
+		return res, err
+	}
 	s.uploaded.Add(res.Upload.Bytes)
 	err = errors.Join(err, s.bind(x))
 	if err != nil {

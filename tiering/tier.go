@@ -60,6 +60,11 @@ type Options struct {
 	// a later open attach the tier and read what was deleted. The default
 	// is "": the caller binds the tablet before deleting.
 	StoreURL string
+	// Fence, if set, makes the tier a cluster's replica's (fence.go): it
+	// acts only while this broker leads the partition, publishing each
+	// manifest it mirrors at its leader epoch, and follows the published
+	// manifest otherwise. The default is nil: a single node's tier.
+	Fence Fence
 	// ReadOnly opens the tier for reads only, as a read-only command needs:
 	// the manifest's changes stay in memory (a vfs.Overlay), uploads left
 	// prepared are left for a writer to resolve, and nothing is put to or
@@ -124,6 +129,11 @@ type Tier struct {
 	rescan   bool
 	// bound: Options.StoreURL is saved in the tablet (under step).
 	bound bool
+	// adopted is the published manifest this tier's is, as taken or
+	// published last, and epoch the leader epoch this broker leads at
+	// with it (a cluster's tier, under step).
+	adopted Pointer
+	epoch   int32
 }
 
 var _ tablet.Remote = (*Tier)(nil)
@@ -160,7 +170,7 @@ func Open(ctx context.Context, t *tablet.Tablet, topic string, partition int32, 
 		return nil, err
 	}
 	x.m = m
-	if statErr != nil {
+	if statErr != nil && opts.Fence == nil { // (a cluster's tier takes the published manifest at its first step)
 		if err := x.restoreFromMirror(ctx); err != nil {
 			m.Close()
 			return nil, err
@@ -221,6 +231,58 @@ func (x *Tier) startFromTier(ctx context.Context) error {
 	return x.t.StartFromTier(end, newest.Snapshot, epochs)
 }
 
+// StartFollowerAt starts a new (or far behind) replica of a cluster's
+// partition from the tier (KIP-405's OFFSET_MOVED_TO_TIERED_STORAGE
+// path): with the leader's local log starting at localStart, the replica
+// empties its log and starts at the end of the tier's object holding
+// localStart-1, with that object's producer snapshot and the leader
+// epochs of the objects up to it; it copies the leader's local tail from
+// there, never the tiered history. It returns where the log starts now.
+func (x *Tier) StartFollowerAt(ctx context.Context, localStart int64) (int64, error) {
+	x.step.Lock()
+	defer x.step.Unlock()
+	if x.opts.Fence != nil {
+		if _, _, err := x.sync(ctx); err != nil {
+			return 0, err
+		}
+	}
+	var epochs []leaderepoch.Entry
+	var at *Object
+	var end int64
+	for _, e := range x.m.Visible() {
+		if e.Base >= localStart {
+			break
+		}
+		if e.Key == "" {
+			continue
+		}
+		o, err := x.cache.index(ctx, e)
+		if err != nil {
+			return 0, err
+		}
+		for _, ep := range o.Epochs {
+			if n := len(epochs); n == 0 || ep.Epoch > epochs[n-1].Epoch {
+				epochs = append(epochs, ep)
+			}
+		}
+		at, end = o, e.End
+	}
+	if at == nil || end < localStart {
+		return 0, fmt.Errorf("tiering: %s: the tier (to %d) does not hold offset %d, below the leader's local log start", x.prefix, x.m.TieredEnd(), localStart-1)
+	}
+	if o := x.t.Offsets(); o.LogEndOffset != o.LogStartOffset || o.LogStartOffset != end {
+		if err := x.t.TruncateFullyAndStartAt(end); err != nil {
+			return 0, err
+		}
+	}
+	if err := x.t.StartFromTier(end, at.Snapshot, epochs); err != nil {
+		return 0, err
+	}
+	x.opts.Logger.Info("a replica starts from the tier, below the leader's local log", "tablet", x.prefix, "start", end,
+		"leaderLocalStart", localStart)
+	return end, x.attachAdopted()
+}
+
 // Close closes the manifest. The tablet keeps the tier attached; close
 // the tablet first.
 func (x *Tier) Close() error { return x.m.Close() }
@@ -230,7 +292,15 @@ func (x *Tier) Manifest() *Manifest { return x.m }
 
 // attach tells the tablet where the log starts now: the oldest visible
 // object's base when the tier reaches the local log (else the local start).
-func (x *Tier) attach() error {
+func (x *Tier) attach() error { return x.attachTier(false) }
+
+// attachAdopted attaches the tier of a replica just started from it
+// (StartFollowerAt): the log start moves down into it, as far as it
+// reaches (the leader's fetches move it up again if the leader's is
+// higher, as after DeleteRecords).
+func (x *Tier) attachAdopted() error { return x.attachTier(true) }
+
+func (x *Tier) attachTier(adopted bool) error {
 	vis := x.m.Visible()
 	off := x.t.Offsets()
 	start := off.LocalLogStartOffset
@@ -238,6 +308,9 @@ func (x *Tier) attach() error {
 		start = max(vis[0].Base, x.m.LogStart())
 	} else if len(vis) == 0 && x.m.LogStart() > start {
 		start = x.m.LogStart()
+	}
+	if adopted {
+		return x.t.AdoptRemote(x, start)
 	}
 	return x.t.SetRemote(x, start)
 }
@@ -383,8 +456,8 @@ func (x *Tier) Untiered() (eligible, total int64) {
 	off := x.t.Offsets()
 	segs := x.t.Segments()
 	for i, s := range segs {
-		if s.BaseOffset < end {
-			continue
+		if i+1 < len(segs) && segs[i+1].BaseOffset <= end {
+			continue // (all below the tiered end)
 		}
 		total += s.Size
 		if i < len(segs)-1 && x.sealedBelowBound(s, off) {
@@ -402,18 +475,24 @@ func (x *Tier) uploadNext(ctx context.Context, progress func(int64)) (Entry, boo
 	if err := x.usable(); err != nil {
 		return Entry{}, false, err
 	}
+	if err := x.lead(ctx); err != nil {
+		return Entry{}, false, err
+	}
 	end := x.m.TieredEnd()
 	off := x.t.Offsets()
 	segs := x.t.Segments()
 	var next int64 = -1
 	for i, s := range segs[:max(len(segs)-1, 0)] {
-		if s.BaseOffset == end {
-			next = segs[i+1].BaseOffset
-			break
-		}
 		if s.BaseOffset > end {
 			return Entry{}, false, fmt.Errorf("tiering: %s: the local log starts at %d, past the tiered end %d: a gap",
 				x.prefix, s.BaseOffset, end)
+		}
+		if segs[i+1].BaseOffset > end {
+			// The segment holding the tiered end: from its base, or, in a
+			// cluster, from inside it (a new leader's segments rolled
+			// elsewhere than the old one's).
+			next = segs[i+1].BaseOffset
+			break
 		}
 	}
 	if next < 0 || next > min(off.HighWatermark, off.LastStableOffset) {
@@ -469,7 +548,10 @@ func (x *Tier) uploadNext(ctx context.Context, progress func(int64)) (Entry, boo
 	if err := x.attach(); err != nil { // publish: the tablet may serve it from now on
 		return e, true, err
 	}
-	if err := x.mirror(ctx); err != nil {
+	if err := x.publish(ctx); err != nil {
+		if x.opts.Fence != nil {
+			return e, true, err // (not published: nothing may rely on it)
+		}
 		x.opts.Logger.Warn("mirroring the manifest", "err", err)
 	}
 	return e, true, nil
