@@ -158,7 +158,7 @@ var Workloads = []Workload{
 	{"groups", "offset commits through the broker (kadm, 100 partitions, durable; 1 and 8 groups), against write + fdatasync; loading 100,000 groups' offsets at start, against a scan of the same tablets", runGroups},
 	{"txn", "transactions through the broker (franz-go, 10 records each, committed; 1 and 8 producers) with their fsyncs, against write + fdatasync", runTxn},
 	{"security", "produce and consume over SASL_SSL (TLS, SCRAM-SHA-512, ACLs on) and SCRAM logins, against PLAINTEXT without an authorizer", runSecurity},
-	{"cluster", "three brokers over etcd (franz-go, acks=all): produce at replication factor 3 against 1, a leader's controlled shutdown (the longest gap between acknowledgements) and the next leader's first acknowledgement after a leader's lease ends", runCluster},
+	{"cluster", "three brokers over etcd (franz-go, acks=all): produce at replication factor 3 against 1, a leader's controlled shutdown (the longest gap between acknowledgements), the next leader's first acknowledgement after a leader's lease ends, and the move of a tiered partition against an all-local one", runCluster},
 	{"compact", "one cleaning of a compacted tablet over 10,000 keys, against read + CRC-32C of its .log files; the offset map's memory per million keys", runCompact},
 }
 

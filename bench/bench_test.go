@@ -56,6 +56,16 @@ func TestEveryWorkloadReports(t *testing.T) {
 	allocs, ok := r.Results[8].Fig("consume.allocs-per-batch")
 	require.True(t, ok)
 	require.NotNil(t, allocs.Met)
+	for _, res := range r.Results {
+		if res.Workload != "cluster" {
+			continue
+		}
+		mv, ok := res.Fig("cluster.move.tiered-copied")
+		require.True(t, ok)
+		require.NotNil(t, mv.Met)
+		require.True(t, *mv.Met, "a tiered partition's move copies at most twice its local tail: %+v", mv)
+		require.Less(t, mv.Ratio, 0.5, "far less than the whole log")
+	}
 	require.Positive(t, r.Baselines.WriteMBps)
 	require.Positive(t, r.Baselines.Fsync4KiBMicros)
 

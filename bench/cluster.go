@@ -39,6 +39,7 @@ type benchCluster struct {
 	cli     *clientv3.Client
 	servers map[int32]*server.Server
 	stops   map[int32]func() error
+	store   string // (tiering to it, stepped by the caller)
 }
 
 func freeLoopbackURL() (url.URL, error) {
@@ -51,6 +52,12 @@ func freeLoopbackURL() (url.URL, error) {
 }
 
 func startBenchCluster(dir string, n int) (*benchCluster, error) {
+	return startBenchClusterWith(dir, n, "")
+}
+
+// startBenchClusterWith starts n brokers; with store, each tiers to it
+// (stepped by the caller: RunOnce).
+func startBenchClusterWith(dir string, n int, store string) (*benchCluster, error) {
 	client, err := freeLoopbackURL()
 	if err != nil {
 		return nil, err
@@ -76,7 +83,7 @@ func startBenchCluster(dir string, n int) (*benchCluster, error) {
 		e.Close()
 		return nil, errors.New("bench: etcd did not start in a minute")
 	}
-	c := &benchCluster{dir: dir, etcd: e, servers: map[int32]*server.Server{}, stops: map[int32]func() error{}}
+	c := &benchCluster{dir: dir, etcd: e, servers: map[int32]*server.Server{}, stops: map[int32]func() error{}, store: store}
 	if c.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, Logger: zap.NewNop()}); err != nil {
 		c.close()
 		return nil, err
@@ -104,6 +111,9 @@ func (c *benchCluster) start(id int32) error {
 			SessionTimeout: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second}}
 	cfg.Manager.NodeID = id
 	cfg.Manager.Tablet.Logger = quiet
+	if c.store != "" {
+		cfg.Store, cfg.TierInterval = c.store, time.Hour
+	}
 	s, err := server.New(context.Background(), cfg)
 	if err != nil {
 		return err
@@ -224,7 +234,13 @@ func runCluster(o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	mv, err := moveTiered(o, filepath.Join(dir, "move"))
+	if err != nil {
+		return nil, err
+	}
 	params := fmt.Sprintf("3 brokers in one process over one etcd member; %d records of %d B per run to 3 partitions, acks=all; 1,000 one-at-a-time produces for latencies; session timeout 2 s", n, size)
+	params += fmt.Sprintf("; a partition moved onto a fourth broker with %d MiB in a file:// store and %d MiB local, against one of the same bytes all local",
+		mv.tiered>>20, mv.local>>20)
 	var procFigs []Figure
 	if o.Serve != nil {
 		pn := max(n, 32768) // (a run long enough that the client's start does not weigh)
@@ -246,6 +262,10 @@ func runCluster(o Options) (*Result, error) {
 				fmt.Sprintf("≤ 1,000 ms and no client error (%d errors)", stallErrs), met),
 			Figure{Name: "cluster.failover.after-lease", Unit: "ms", Value: failover, Min: failover, Max: failover}.target(
 				"≤ 1,000 ms after the lease ends (a killed broker's lease ends broker.session.timeout.ms after its last renewal)", failover <= 1000),
+			figure("cluster.move.tiered", "ms", []float64{mv.tieredMs}, "the same move of a partition of the same bytes all local", []float64{mv.wholeMs}),
+			figure("cluster.move.tiered-copied", "MiB", []float64{float64(mv.tieredBytes) / (1 << 20)}, "the whole log copied (the partition all local)",
+				[]float64{float64(mv.wholeBytes) / (1 << 20)}).target(fmt.Sprintf("≤ 2 × the local tail (%.1f MiB)", float64(mv.local)/(1<<20)),
+				mv.tieredBytes <= 2*mv.local),
 		}, procFigs...)}, nil
 }
 
