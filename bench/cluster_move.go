@@ -59,7 +59,7 @@ func moveTiered(o Options, dir string) (movedFigures, error) {
 			}
 		}
 		if _, err := produceAll(c.seeds()[0], values, n, kgo.DefaultProduceTopic(name), kgo.SeedBrokers(c.seeds()...),
-			kgo.ProducerBatchMaxBytes(int32(segment/4))); err != nil {
+			kgo.ProducerBatchMaxBytes(int32(min(segment/4, 512<<10)))); err != nil {
 			return f, fmt.Errorf("bench: producing to %s: %w", name, err)
 		}
 	}
