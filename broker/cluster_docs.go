@@ -135,6 +135,10 @@ func seedDoc(mem *cluster.Member, name string, data []byte, from string, log *sl
 // changes (a revision compare each when they did not), until the broker
 // closes; new dynamic configs move the topic defaults.
 func (b *Broker) followDocs(mem *cluster.Member) {
+	// applied is the dynamic configs' document last applied: a read
+	// (DescribeConfigs) may have taken a new one before this loop's
+	// Refresh, which then reports no change — it is applied all the same.
+	applied := b.dyn.doc.Load()
 	for {
 		changed := mem.Changed()
 		rev := mem.Snapshot().Revision
@@ -143,9 +147,11 @@ func (b *Broker) followDocs(mem *cluster.Member) {
 				b.opts.Logger.Error("a cluster document is not understood; the last one is kept", "err", err)
 			}
 		}
-		if moved, err := b.dyn.doc.Refresh(); err != nil {
+		if _, err := b.dyn.doc.Refresh(); err != nil {
 			b.opts.Logger.Error("the cluster's dynamic broker configs are not understood; the last ones are kept", "err", err)
-		} else if moved {
+		}
+		if cur := b.dyn.doc.Load(); cur != applied {
+			applied = cur
 			b.dyn.apply(b.m, b.opts.Logger)
 		}
 		b.docsFollowed.Advance(rev)

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -302,11 +303,12 @@ func TestClusterKillLoop(t *testing.T) {
 
 // seglog reassign against four `seglog serve` processes, as
 // kafka-reassign-partitions.sh: --generate proposes a balanced assignment
-// over brokers 2, 3 and 4 (from the current one, printed too), --execute
+// over three of the brokers (from the current one, printed too), --execute
 // starts it with a throttle (the rollback JSON printed first), the
 // partitions move, --verify says each is completed and clears the
-// throttles; a move onto a stopped broker stays in progress (seglog
-// cluster lists it) until --cancel; nothing acknowledged is lost.
+// throttles; a move throttled to a byte a second stays in progress
+// (seglog cluster lists it, another --execute is refused without
+// --additional) until --cancel; nothing acknowledged is lost.
 func TestReassignCommand(t *testing.T) {
 	c := newServeCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -396,32 +398,56 @@ func TestReassignCommand(t *testing.T) {
 		}
 	}
 
-	// A move onto the spare broker, stopped: in progress until cancelled.
-	require.NoError(t, c.cmds[spare].Process.Signal(syscall.SIGSTOP))
-	defer func() { _ = c.cmds[spare].Process.Signal(syscall.SIGCONT) }()
+	// A move of 16 MiB onto the spare broker, throttled to a byte a
+	// second (set first, with seglog configs, on every broker): the
+	// spare's first fetch takes 1 MiB at most and then nothing, so the
+	// move stays in progress until cancelled.
+	seed := c.addrs[ctrl]
+	slow := kmsg.NewCreateTopicsRequestTopic()
+	slow.Topic, slow.NumPartitions, slow.ReplicationFactor = "slow", -1, -1
+	slow.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{{Partition: 0, Replicas: want[0]}}
+	req.Topics = []kmsg.CreateTopicsRequestTopic{slow}
+	resp, err = req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].ErrorCode)
+	for range 32 {
+		value := make([]byte, 512<<10)
+		_, _ = crand.Read(value)
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "slow", Value: value}).FirstErr())
+	}
+	code, _, errOut = runSeglog(t, "configs", "--bootstrap-server", seed, "--entity-type", "brokers", "--entity-default", "--alter",
+		"--add-config", "leader.replication.throttled.rate=1,follower.replication.throttled.rate=1")
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = runSeglog(t, "configs", "--bootstrap-server", seed, "--entity-type", "topics", "--entity-name", "slow", "--alter",
+		"--add-config", "leader.replication.throttled.replicas=*,follower.replication.throttled.replicas=*")
+	require.Equal(t, 0, code, errOut)
 	back := filepath.Join(dir, "back.json")
 	target := []int32{spare, want[0][1], want[0][2]}
-	require.NoError(t, os.WriteFile(back, []byte(fmt.Sprintf(`{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[%s]}]}`, ids(target))), 0o600))
-	seed := c.addrs[ctrl]
+	require.NoError(t, os.WriteFile(back, []byte(fmt.Sprintf(`{"version":1,"partitions":[{"topic":"slow","partition":0,"replicas":[%s]}]}`, ids(target))), 0o600))
 	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", seed, "--execute", "--reassignment-json-file", back)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "Successfully started partition reassignments for mv-0\n")
+	require.Contains(t, out, "Successfully started partition reassignments for slow-0\n")
 	code, out, errOut = runSeglog(t, "cluster", "--bootstrap-server", seed)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, fmt.Sprintf("Reassignments in progress:\n\tTopic: mv\tPartition: 0\tReplicas: %s,%d\tAdding: %d\tRemoving: %d\n",
+	require.Contains(t, out, fmt.Sprintf("Reassignments in progress:\n\tTopic: slow\tPartition: 0\tReplicas: %s,%d\tAdding: %d\tRemoving: %d\n",
 		ids(target), want[0][0], spare, want[0][0]))
+	code, _, errOut = runSeglog(t, "reassign", "--bootstrap-server", seed, "--execute", "--reassignment-json-file", plan)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "existing partition assignment; use --additional")
 	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", seed, "--verify", "--reassignment-json-file", back)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "Status of partition reassignment:\nReassignment of partition mv-0 is still in progress.\n", out)
+	require.Equal(t, "Status of partition reassignment:\nReassignment of partition slow-0 is still in progress.\n", out)
 	code, out, errOut = runSeglog(t, "reassign", "--bootstrap-server", seed, "--cancel", "--reassignment-json-file", back)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "Successfully cancelled partition reassignments for: mv-0\n", out)
+	require.Equal(t, "Successfully cancelled partition reassignments for: slow-0\n", out)
 	// (Kafka's revert: the replicas less those being added, in the
 	// reassignment's order — the removed one last.)
-	c.until("mv-0 back on its replicas", replicasAre(map[int32][]int32{0: {want[0][1], want[0][2], want[0][0]}}))
+	c.until("slow-0 back on its replicas", func(s *cluster.Snapshot) bool {
+		ts, ok := s.Topics["slow"]
+		return ok && slices.Equal(ts.Replicas[0], []int32{want[0][1], want[0][2], want[0][0]}) && !ts.Partitions[0].Reassigning()
+	})
 	code, out, _ = runSeglog(t, "reassign", "--bootstrap-server", seed, "--cancel", "--reassignment-json-file", back)
 	require.Equal(t, 0, code)
 	require.Equal(t, "None of the specified partition moves are active.\n", out)
-	require.NoError(t, c.cmds[spare].Process.Signal(syscall.SIGCONT))
 	chk.ReadBack(t, c.seeds(), "mv", 2)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/cluster"
 )
@@ -30,17 +31,19 @@ func newReassignCmd() *cobra.Command {
 		client                              clientFlags
 		file, topicsFile, brokerList        string
 		execute, verify, cancel, generate   bool
+		additional                          bool
 		throttle                            int64
 		preserveThrottles, disableRackAware bool
 	)
 	cmd := &cobra.Command{
-		Use:   "reassign --bootstrap-server H:P (--reassignment-json-file F (--execute [--throttle B] | --verify | --cancel) | --topics-to-move-json-file F --broker-list 1,2,3 --generate)",
+		Use:   "reassign --bootstrap-server H:P (--reassignment-json-file F (--execute [--throttle B] [--additional] | --verify | --cancel) | --topics-to-move-json-file F --broker-list 1,2,3 --generate)",
 		Short: "Move partitions between brokers of a running cluster, as kafka-reassign-partitions.sh",
 		Long: `reassign moves partitions between the brokers of a running cluster
 (AlterPartitionReassignments, ListPartitionReassignments), taking and printing
 Kafka's JSON: {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}.
 
-  --execute    start the reassignments of --reassignment-json-file; prints the
+  --execute    start the reassignments of --reassignment-json-file (refused while
+               others are in progress, unless --additional); prints the
                current assignment first (to roll back with). The new replicas
                copy the log, join the ISR, and then the old ones are removed.
                --throttle B limits the copy to B bytes/s on each broker
@@ -88,7 +91,7 @@ It exits 1 if a partition's reassignment failed to start or cancel.`,
 			}
 			switch {
 			case execute:
-				return executeReassignment(c, out, plan, throttle)
+				return executeReassignment(c, out, plan, throttle, additional)
 			case verify:
 				return verifyReassignment(c, out, plan, preserveThrottles)
 			}
@@ -106,6 +109,7 @@ It exits 1 if a partition's reassignment failed to start or cancel.`,
 	f.StringVar(&brokerList, "broker-list", "", "with --generate: the brokers to place replicas on, as 1,2,3")
 	f.Int64Var(&throttle, "throttle", -1, "with --execute: the copy's bytes/s on each broker involved")
 	f.BoolVar(&preserveThrottles, "preserve-throttles", false, "with --verify: leave the throttles set")
+	f.BoolVar(&additional, "additional", false, "with --execute: start these reassignments although others are in progress")
 	f.BoolVar(&disableRackAware, "disable-rack-aware", false, "with --generate: ignore the brokers' racks")
 	return cmd
 }
@@ -181,10 +185,19 @@ func anyDirs(n int) []string {
 // executeReassignment starts the plan, as kafka-reassign-partitions.sh
 // --execute: the current assignment printed to roll back with, the
 // throttles set when asked, then the reassignments.
-func executeReassignment(c *adminConn, out io.Writer, plan reassignment, throttle int64) error {
+func executeReassignment(c *adminConn, out io.Writer, plan reassignment, throttle int64, additional bool) error {
 	md, err := c.adm.Metadata(c.ctx, topicsOf(plan)...)
 	if err != nil {
 		return err
+	}
+	if !additional {
+		resp, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(c.ctx, c.cl)
+		if err != nil {
+			return err
+		}
+		if len(resp.Topics) > 0 {
+			return errors.New("cannot execute because there is an existing partition assignment; use --additional to start these in addition to the existing ones")
+		}
 	}
 	cur, err := currentAssignment(md, plan)
 	if err != nil {
@@ -213,6 +226,11 @@ func executeReassignment(c *adminConn, out io.Writer, plan reassignment, throttl
 
 // cancelReassignment cancels the plan's reassignments in progress.
 func cancelReassignment(c *adminConn, out io.Writer, plan reassignment) error {
+	// (Metadata first: the client learns the brokers and the controller,
+	// which the reassignment requests go to, from the broker it was given.)
+	if _, err := c.adm.Metadata(c.ctx, topicsOf(plan)...); err != nil {
+		return err
+	}
 	listed, err := c.adm.ListPartitionReassignments(c.ctx, setOf(plan))
 	if err != nil {
 		return err
@@ -266,11 +284,11 @@ func reportAlter(c *adminConn, out io.Writer, plan reassignment, req kadm.AlterP
 // verifyReassignment says of each partition of the plan whether it is
 // done, and clears the throttles once all are.
 func verifyReassignment(c *adminConn, out io.Writer, plan reassignment, preserve bool) error {
-	listed, err := c.adm.ListPartitionReassignments(c.ctx, setOf(plan))
+	md, err := c.adm.Metadata(c.ctx, topicsOf(plan)...)
 	if err != nil {
 		return err
 	}
-	md, err := c.adm.Metadata(c.ctx, topicsOf(plan)...)
+	listed, err := c.adm.ListPartitionReassignments(c.ctx, setOf(plan))
 	if err != nil {
 		return err
 	}
