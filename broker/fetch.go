@@ -64,6 +64,9 @@ func nullFetch(_ *Broker, _ header, req kmsg.Request) kmsg.Response {
 // the records from the file (sendfile) or, when small, copied in.
 type fetchReply struct {
 	*kmsg.FetchResponse
+	// urgent: a partition's answer is an error or a preferred read
+	// replica, which Kafka sends at once rather than after the wait.
+	urgent  bool
 	nonce   [12]byte
 	results []*tablet.FetchResult // by marker index
 	topics  []string              // each result's topic
@@ -194,10 +197,12 @@ func (b *Broker) fetch(ctx context.Context, h header, r *kmsg.FetchRequest) *fet
 		}
 		reply, n := b.fetchOnce(remote, r, iso)
 		b.hintFetchLeaders(h, reply)
-		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 && len(r.Topics) > 0 {
+		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 && len(r.Topics) > 0 || reply.urgent {
 			// (A fetch of no partition — all refused, or an incremental
 			// session's with nothing changed — waits out its wait, as in
-			// Kafka; one of unknown partitions is answered at once.)
+			// Kafka; one of unknown partitions is answered at once, and so
+			// is one with an error or a preferred read replica: the client
+			// acts on them.)
 			return reply
 		}
 		left := time.Until(deadline)
@@ -281,6 +286,7 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 			src := b.fetchTablet(r, rt.Topic, rp)
 			t := src.t
 			if src.code != 0 {
+				reply.urgent = true
 				sp.ErrorCode = src.code
 				if unknownTopicID(r.GetVersion(), rt.Topic) {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
@@ -292,12 +298,13 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 			if src.follower && rp.FetchOffset < o.LocalLogStartOffset && rp.FetchOffset >= o.LogStartOffset {
 				// Below the local log, in the tier (KIP-405): a follower
 				// starts from the tier and copies the local tail only.
-				sp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
+				sp.ErrorCode, reply.urgent = kerr.OffsetMovedToTieredStorage.Code, true
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = o.HighWatermark, o.LastStableOffset, o.LogStartOffset
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			sp.PreferredReadReplica = src.preferred
+			reply.urgent = reply.urgent || src.preferred >= 0
 			if src.held || src.preferred >= 0 || rp.FetchOffset == readBound(o, iso) && rp.FetchOffset >= o.LocalLogStartOffset {
 				// Caught up (an idle partition of a follower's or a
 				// consumer's fetch), held back by the replication
@@ -321,7 +328,7 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 				continue
 			}
 			if err != nil {
-				sp.ErrorCode = errorCode(err)
+				sp.ErrorCode, reply.urgent = errorCode(err), true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

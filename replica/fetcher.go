@@ -77,9 +77,13 @@ type fetchState struct {
 	// truncate: it must truncate to the leader before fetching.
 	truncate bool
 	// pausedUntil: the leader refused it (not leader yet, an epoch ahead
-	// or behind); it is fetched again after replica.fetch.backoff.ms, or
-	// at the next metadata change.
+	// or behind); it is fetched again after a backoff, or at the next
+	// metadata change. refusals counts the refusals in a row: the backoff
+	// starts short (a leader a moment behind the metadata — a new replica
+	// of a reassignment, a leadership just moved — knows it soon) and
+	// doubles up to replica.fetch.backoff.ms.
 	pausedUntil time.Time
+	refusals    int
 }
 
 func newFetcher(m *Manager, leader int32) *fetcher {
@@ -361,10 +365,15 @@ func (f *fetcher) refused(fs *fetchState, code int16) {
 	case kerr.OffsetOutOfRange.Code:
 		f.set(fs, func(c *fetchState) { c.truncate = true })
 	default:
-		until := f.m.opts.Now().Add(f.m.opts.FetchBackoff)
-		f.set(fs, func(c *fetchState) { c.pausedUntil = until })
+		f.set(fs, func(c *fetchState) {
+			c.pausedUntil = f.m.opts.Now().Add(min(firstBackoff<<min(c.refusals, 16), f.m.opts.FetchBackoff))
+			c.refusals++
+		})
 	}
 }
+
+// firstBackoff is a refused partition's first backoff.
+const firstBackoff = 25 * time.Millisecond
 
 // fetch sends one fetch for the partitions and appends what comes back.
 // In a session it names only the partitions whose fetch changed since the
@@ -481,6 +490,9 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 			}
 			if err := f.appendFetched(fs, rp); err != nil {
 				return err
+			}
+			if fs.refusals > 0 {
+				f.set(fs, func(c *fetchState) { c.refusals = 0 })
 			}
 			if fs.p.followerThrottled() {
 				f.m.followerQuota.record(int64(len(rp.RecordBatches)), f.m.opts.Now())

@@ -432,7 +432,9 @@ func (m *Manager) drop(p *Partition) {
 	if was {
 		m.told(p, false)
 	}
-	if err := m.opts.Tablets.Delete(p.tp); err != nil && !errors.Is(err, tablet.ErrNotFound) {
+	// (The files go in the background: a large replica's removal must not
+	// hold up the metadata the other replicas follow.)
+	if err := m.opts.Tablets.DeleteInBackground(p.tp); err != nil && !errors.Is(err, tablet.ErrNotFound) {
 		m.log.Error("replica: deleting a replica failed", "partition", p.tp.String(), "err", err)
 	}
 }

@@ -323,9 +323,12 @@ type Manager struct {
 		pendingIDs map[string]*pendingID
 	}
 	creates sync.WaitGroup // Creates under way; Close waits for them
-	sched   *scheduler
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// removals are the background removals of deleted tablets' files
+	// (DeleteInBackground), waited for by Close.
+	removals sync.WaitGroup
+	sched    *scheduler
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // OpenManager opens the data directory dir, creating it if it does not
@@ -866,6 +869,27 @@ func (m *Manager) Delete(tp checkpoint.TopicPartition) error {
 	return removeAll(m.fsys, doomed)
 }
 
+// DeleteInBackground deletes a tablet as Delete does, but removes its
+// files in the background once its directory is renamed for deletion
+// (the partition is free at once; a load removes what a crash left): for
+// a caller that must not wait on a large tablet's files, as a broker
+// dropping a replica a reassignment moved away. Close waits for the
+// removals.
+func (m *Manager) DeleteInBackground(tp checkpoint.TopicPartition) error {
+	doomed, err := m.moveAside(tp, checkpoint.DeleteDirSuffix, "delete")
+	if err != nil {
+		return err
+	}
+	m.removals.Add(1)
+	go func() {
+		defer m.removals.Done()
+		if err := removeAll(m.fsys, doomed); err != nil {
+			m.opts.Tablet.Logger.Warn("removing a deleted tablet's files; the next open removes them", "dir", doomed, "err", err)
+		}
+	}()
+	return nil
+}
+
 // SetAside closes a tablet and renames its directory with the -stray
 // suffix, as Kafka moves aside the log of a partition no longer assigned
 // to the broker: out of the data directory's tablets (a load ignores it),
@@ -970,6 +994,7 @@ func (m *Manager) Close() error {
 	m.mu.closed = true
 	m.mu.Unlock()
 	m.creates.Wait() // a tablet being created is closed with the others
+	m.removals.Wait()
 	close(m.stop)
 	m.wg.Wait()
 

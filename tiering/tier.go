@@ -206,29 +206,57 @@ func (x *Tier) startFromTier(ctx context.Context) error {
 	if off.LogEndOffset != off.LogStartOffset || end <= off.LogEndOffset {
 		return nil
 	}
-	var epochs []leaderepoch.Entry
-	var newest *Object
-	var newestKey string
+	epochs, newest, _, err := x.epochsUpTo(ctx, end)
+	if err != nil || newest == nil {
+		return err
+	}
+	x.opts.Logger.Info("starting the tablet from the tier", "tablet", x.prefix, "end", end)
+	return x.t.StartFromTier(end, newest.Snapshot, epochs)
+}
+
+// indexReads bounds the object indexes read at once to start a tablet
+// from the tier.
+const indexReads = 16
+
+// epochsUpTo reads the indexes of the visible objects that start below
+// offset (at most indexReads at once) and returns their leader epochs in
+// order, the last of them and its end.
+func (x *Tier) epochsUpTo(ctx context.Context, offset int64) (epochs []leaderepoch.Entry, last *Object, end int64, err error) {
+	var es []Entry
 	for _, e := range x.m.Visible() {
-		if e.Key == "" {
-			continue
+		if e.Base >= offset {
+			break
 		}
-		o, err := x.cache.index(ctx, e)
-		if err != nil {
-			return err
+		if e.Key != "" {
+			es = append(es, e)
 		}
+	}
+	objs := make([]*Object, len(es))
+	errs := make([]error, len(es))
+	sem := make(chan struct{}, indexReads)
+	var wg sync.WaitGroup
+	for i, e := range es {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			objs[i], errs[i] = x.cache.index(ctx, e)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, 0, err
+	}
+	for i, o := range objs {
 		for _, ep := range o.Epochs {
 			if n := len(epochs); n == 0 || ep.Epoch > epochs[n-1].Epoch {
 				epochs = append(epochs, ep)
 			}
 		}
-		newest, newestKey = o, e.Key
+		last, end = o, es[i].End
 	}
-	if newest == nil {
-		return nil
-	}
-	x.opts.Logger.Info("starting the tablet from the tier", "tablet", x.prefix, "end", end, "object", newestKey)
-	return x.t.StartFromTier(end, newest.Snapshot, epochs)
+	return epochs, last, end, nil
 }
 
 // StartFollowerAt starts a new (or far behind) replica of a cluster's
@@ -246,26 +274,9 @@ func (x *Tier) StartFollowerAt(ctx context.Context, localStart int64) (int64, er
 			return 0, err
 		}
 	}
-	var epochs []leaderepoch.Entry
-	var at *Object
-	var end int64
-	for _, e := range x.m.Visible() {
-		if e.Base >= localStart {
-			break
-		}
-		if e.Key == "" {
-			continue
-		}
-		o, err := x.cache.index(ctx, e)
-		if err != nil {
-			return 0, err
-		}
-		for _, ep := range o.Epochs {
-			if n := len(epochs); n == 0 || ep.Epoch > epochs[n-1].Epoch {
-				epochs = append(epochs, ep)
-			}
-		}
-		at, end = o, e.End
+	epochs, at, end, err := x.epochsUpTo(ctx, localStart)
+	if err != nil {
+		return 0, err
 	}
 	if at == nil || end < localStart {
 		return 0, fmt.Errorf("tiering: %s: the tier (to %d) does not hold offset %d, below the leader's local log start", x.prefix, x.m.TieredEnd(), localStart-1)
