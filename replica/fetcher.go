@@ -504,7 +504,7 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 
 // fromTier starts a partition from the tier at its leader's local log
 // start (KIP-405), asked with ListOffsets (EARLIEST_LOCAL_TIMESTAMP); a
-// failure pauses it for replica.fetch.backoff.ms.
+// failure pauses it as a refusal does.
 func (f *fetcher) fromTier(ctx context.Context, fs *fetchState) {
 	err := errors.New("this broker has no tier (serve --store) to start the replica from")
 	if f.m.opts.StartFromTier != nil {

@@ -53,8 +53,9 @@ type Options struct {
 	FetchResponseMaxBytes int32
 	// FetchWait is replica.fetch.wait.max.ms (default 500 ms).
 	FetchWait time.Duration
-	// FetchBackoff is replica.fetch.backoff.ms (default 1 s): how long a
-	// partition the leader refused waits before it is fetched again.
+	// FetchBackoff is replica.fetch.backoff.ms (default 1 s): the longest
+	// a partition the leader refused waits before it is fetched again
+	// (the first wait is 25 ms, doubling at each refusal in a row).
 	FetchBackoff time.Duration
 	// MinInsyncReplicas is min.insync.replicas for topics that do not set
 	// it (default 1).

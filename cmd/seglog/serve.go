@@ -348,7 +348,7 @@ var serveConfigs = []serveConfig{
 	msConfig("replica.fetch.wait.max.ms", "how long a follower's fetch waits for records (default 500)", func(s *serveSettings, d time.Duration) {
 		s.cluster.FetchWait = d
 	}),
-	msConfig("replica.fetch.backoff.ms", "how long a partition its leader refused waits before it is fetched again (default 1000)", func(s *serveSettings, d time.Duration) {
+	msConfig("replica.fetch.backoff.ms", "the longest a partition its leader refused waits before it is fetched again: 25 ms first, doubling (default 1000)", func(s *serveSettings, d time.Duration) {
 		s.cluster.FetchBackoff = d
 	}),
 	intConfig("num.replica.fetchers", "fetchers per leader a follower runs, each with its connection, sharing the partitions by Kafka's hash (default 1)", 1, 1<<10, func(s *serveSettings, n int64) {
