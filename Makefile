@@ -34,14 +34,15 @@ clients:
 # The benchmark harness's tests run every workload end to end: under -race
 # they were the slowest package of make test (about 70 s against 18 s), and
 # what they drive is raced by its own packages' tests; they run without it,
-# beside the rest.
+# beside the rest, followed there by the cluster's process tests and the
+# fuzz smoke run (the race run is the longest part).
 RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/bench$$')
 
 test: vet examples clients $(VERSITYGW)
-	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand)$$' ./cmd/seglog) & bench=$$!; \
+	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand)$$' ./cmd/seglog && \
+		$(MAKE) fuzz-smoke FUZZTIME=4000x) & bench=$$!; \
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 $(RACE_PKGS); raced=$$?; \
 	wait $$bench && exit $$raced
-	$(MAKE) fuzz-smoke FUZZTIME=4000x
 
 vet:
 	$(GO) vet $(PKGS)
