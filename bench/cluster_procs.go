@@ -116,10 +116,8 @@ func (c *procCluster) seeds() []string {
 // metadata asks for the topics (nil: all) through cl.
 func metadata(ctx context.Context, cl *kgo.Client, topics ...string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	if topics != nil {
-		for _, t := range topics {
-			req.Topics = append(req.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(t)})
-		}
+	for _, t := range topics {
+		req.Topics = append(req.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(t)})
 	}
 	return req.RequestWith(ctx, cl)
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"net"
 	"path/filepath"
 	"testing"
@@ -21,7 +22,7 @@ func brokerConfig(t *testing.T, b *Broker, name, resource string) kmsg.DescribeC
 	r := kmsg.NewPtrDescribeConfigsRequest()
 	r.IncludeSynonyms = true
 	r.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: resource, ConfigNames: []string{name}}}
-	resp := b.describeConfigs(nil, header{}, r)
+	resp := b.describeConfigs(context.Background(), header{}, r)
 	require.Zero(t, resp.Resources[0].ErrorCode)
 	for _, c := range resp.Resources[0].Configs {
 		if c.Name == name {
@@ -115,7 +116,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 
 	// Across a restart, the dynamic values hold.
 	stop()
-	b, m, addr = open()
+	_, m, addr = open()
 	adm, _, ctx = adminClient(t, addr)
 	require.Equal(t, "7200000", valueOf(configOf(t, ctx, adm, "follows", "retention.ms")))
 	require.Equal(t, int64(7200000), m.DefaultConfig().RetentionMs)
