@@ -58,6 +58,46 @@ func (c *testCluster) createAssigned(ctx context.Context, name string, assignmen
 	}
 }
 
+// producer is an acks=all client of the cluster that learns leader
+// changes quickly, closed at the test's end; opts add to it.
+func (c *testCluster) producer(opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
+	require.NoError(c.t, err)
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// add starts broker id and waits until every broker sees it.
+func (c *testCluster) add(id int32) {
+	c.start(id)
+	n := len(c.servers)
+	for _, s := range c.servers {
+		until(c.t, s.Member(), fmt.Sprintf("sees %d brokers", n), func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == n })
+	}
+}
+
+// tieredCluster is a cluster whose brokers tier to one file:// store
+// (its directory returned), stepped by the test (tierStep).
+func tieredCluster(t *testing.T) (*testCluster, string) {
+	storeDir := t.TempDir()
+	c := makeTestCluster(t)
+	c.configure = func(_ int32, cfg *Config) {
+		cfg.Store, cfg.TierInterval = "file://"+storeDir, time.Hour
+	}
+	return c, storeDir
+}
+
+// tierTopic makes a topic tiered, with small segments and local.retention.bytes
+// localBytes.
+func (c *testCluster) tierTopic(ctx context.Context, topic, localBytes string) {
+	set := func(v string) *string { return &v }
+	rs, err := c.admin().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: set("true")},
+		{Name: "segment.bytes", Value: set("4096")}, {Name: "local.retention.bytes", Value: set(localBytes)}}, topic)
+	require.NoError(c.t, err)
+	require.NoError(c.t, rs[0].Err)
+}
+
 // leaderOf is a partition's leader and epoch as broker via sees them.
 func (c *testCluster) leaderOf(via int32, topic string, p int32) (int32, int32) {
 	st, ok := c.servers[via].Member().Snapshot().Partition(topic, p)
@@ -102,10 +142,7 @@ func TestClusterLeaderElections(t *testing.T) {
 	c.createAssigned(ctx, "u", []int32{2, 3})
 	adm := c.admin()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
+	cl := c.producer(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, "e", "a", 200))
 
@@ -204,10 +241,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	c := newTestCluster(t, 3)
 	ctx := context.Background()
 	c.createAssigned(ctx, "r", []int32{1, 2, 3}, []int32{2, 3, 1}, []int32{3, 1, 2})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
+	cl := c.producer(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	chk := clustertest.New()
 
 	stop := make(chan struct{})
@@ -300,17 +334,11 @@ func TestClusterReassignment(t *testing.T) {
 		c.links[id+1] = faultproxy.StartFor(t)
 	}
 	c.boot(3)
-	c.start(4)
-	for _, s := range c.servers {
-		until(t, s.Member(), "sees 4 brokers", func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == 4 })
-	}
+	c.add(4)
 	ctx := context.Background()
 	c.createAssigned(ctx, "m", []int32{1, 2, 3}, []int32{1, 2, 3})
 	adm := c.admin()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
+	cl := c.producer(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, "m", "a", 300))
 
@@ -396,10 +424,7 @@ func TestClusterReassignment(t *testing.T) {
 func TestClusterReplicationThrottle(t *testing.T) {
 	t.Parallel()
 	c := newTestCluster(t, 3)
-	c.start(4)
-	for _, s := range c.servers {
-		until(t, s.Member(), "sees 4 brokers", func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == 4 })
-	}
+	c.add(4)
 	ctx := context.Background()
 	c.createAssigned(ctx, "th", []int32{1, 2, 3})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(1<<20))
@@ -559,10 +584,7 @@ func TestClusterWipedBroker(t *testing.T) {
 	c := newTestCluster(t, 3)
 	ctx := context.Background()
 	c.createAssigned(ctx, "w", []int32{1, 2, 3}, []int32{3, 1, 2})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.MetadataMinAge(50*time.Millisecond))
-	require.NoError(t, err)
-	defer cl.Close()
+	cl := c.producer(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, "w", "a", 200))
 	adm := c.admin()
@@ -618,24 +640,12 @@ func (c *testCluster) tierStep(gc bool, ids ...int32) {
 // broker leaves every key the published manifest names.
 func TestClusterTiering(t *testing.T) {
 	t.Parallel()
-	storeDir := t.TempDir()
-	c := makeTestCluster(t)
-	c.configure = func(_ int32, cfg *Config) {
-		cfg.Store, cfg.TierInterval = "file://"+storeDir, time.Hour // (stepped by the test)
-	}
+	c, storeDir := tieredCluster(t)
 	c.boot(3)
 	ctx := context.Background()
 	c.createAssigned(ctx, "tt", []int32{1, 2, 3})
-	adm := c.admin()
-	set := func(v string) *string { return &v }
-	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: set("true")},
-		{Name: "segment.bytes", Value: set("4096")}, {Name: "local.retention.bytes", Value: set("0")}}, "tt")
-	require.NoError(t, err)
-	require.NoError(t, rs[0].Err)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(50*time.Millisecond),
-		kgo.ProducerLinger(0))
-	require.NoError(t, err)
-	defer cl.Close()
+	c.tierTopic(ctx, "tt", "0")
+	cl := c.producer(kgo.ProducerLinger(0))
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, "tt", "a", 300))
 
@@ -670,7 +680,7 @@ func TestClusterTiering(t *testing.T) {
 	require.Equal(t, st.LeaderEpoch, next.LeaderEpoch, "published at the new leader's epoch")
 	require.Greater(t, next.TieredEnd, ptr.TieredEnd)
 	require.Greater(t, next.Seq, ptr.Seq)
-	err = c.servers[newLeader].Member().PublishTier(ctx, "tt", 0, epoch, ptr)
+	err := c.servers[newLeader].Member().PublishTier(ctx, "tt", 0, epoch, ptr)
 	require.ErrorIs(t, err, cluster.ErrStaleState, "a publication at the old epoch is refused")
 
 	c.start(1)
@@ -721,28 +731,14 @@ func localBytes(tb *tablet.Tablet) int64 {
 // history, and every acknowledged record reads back after the move.
 func TestClusterTieredReassignment(t *testing.T) {
 	t.Parallel()
-	storeDir := t.TempDir()
-	c := makeTestCluster(t)
-	c.configure = func(_ int32, cfg *Config) {
-		cfg.Store, cfg.TierInterval = "file://"+storeDir, time.Hour // (stepped by the test)
-	}
+	c, _ := tieredCluster(t)
 	c.boot(3)
-	c.start(4)
-	for _, s := range c.servers {
-		until(t, s.Member(), "sees 4 brokers", func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == 4 })
-	}
+	c.add(4)
 	ctx := context.Background()
 	c.createAssigned(ctx, "mv", []int32{1, 2, 3})
 	adm := c.admin()
-	set := func(v string) *string { return &v }
-	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: set("true")},
-		{Name: "segment.bytes", Value: set("4096")}, {Name: "local.retention.bytes", Value: set("8192")}}, "mv")
-	require.NoError(t, err)
-	require.NoError(t, rs[0].Err)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(50*time.Millisecond),
-		kgo.ProducerLinger(0))
-	require.NoError(t, err)
-	defer cl.Close()
+	c.tierTopic(ctx, "mv", "8192")
+	cl := c.producer(kgo.ProducerLinger(0))
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, "mv", "a", 1500))
 	c.tierStep(false, 1, 2, 3)
