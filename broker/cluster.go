@@ -339,10 +339,11 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 		return fetchSource{t: t, code: code, preferred: -1}
 	}
 	if id := fetchReplica(r); id >= 0 {
-		if code := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset); code != 0 {
+		code, throttled := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset)
+		if code != 0 {
 			return fetchSource{code: code, preferred: -1}
 		}
-		throttled, held := p.LeaderThrottle(id)
+		held := throttled && b.opts.Cluster.Replicas.LeaderThrottleHeld()
 		return fetchSource{t: p.Tablet(), throttled: throttled, held: held, preferred: -1, follower: true}
 	}
 	code = p.CheckLeader(rp.CurrentLeaderEpoch)

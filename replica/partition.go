@@ -208,17 +208,20 @@ func (p *Partition) Changed() <-chan struct{} {
 // (it holds everything below) with its log starting at logStart: its
 // progress, whether it is caught up, the ISR's expansion, the high
 // watermark and the low one. It answers Kafka's error for a fetch this
-// broker cannot serve as leader.
-func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset, logStart int64) int16 {
+// broker cannot serve as leader, and whether the bytes sent count against
+// the leader's replication throttle (the topic throttles this replica,
+// the follower is not in the ISR: throttle.go).
+func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset, logStart int64) (code int16, throttled bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c := p.checkLeaderLocked(currentEpoch); c != 0 {
-		return c
+		return c, false
 	}
 	f, ok := p.followers[replica]
 	if !ok {
-		return kerr.NotLeaderForPartition.Code // (not a replica of it: Kafka's answer to an unknown follower)
+		return kerr.NotLeaderForPartition.Code, false // (not a replica of it: Kafka's answer to an unknown follower)
 	}
+	throttled = p.leaderThrottled && !p.st.InISR(replica)
 	now := p.m.opts.Now()
 	leo := p.t.Offsets().LogEndOffset
 	switch {
@@ -237,7 +240,7 @@ func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset
 		isr := append(slices.Clone(p.st.ISR), replica)
 		p.alterLocked(isr, "expand")
 	}
-	return 0
+	return 0, throttled
 }
 
 // AwaitLowWatermark waits until every replica in the ISR has its log

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,9 +67,10 @@ func (t ThrottledReplicas) Has(partition, broker int32) bool {
 
 // quota is a throttle's rate, a token bucket of one second's bytes: bytes
 // moved take tokens (going below zero), time gives them back at the rate.
+// An unthrottled quota (the usual case) costs its callers no lock.
 type quota struct {
+	rate   atomic.Int64 // bytes a second; Unthrottled: none
 	mu     sync.Mutex
-	rate   int64 // bytes a second; Unthrottled: none
 	tokens float64
 	at     time.Time
 }
@@ -80,37 +82,42 @@ func (q *quota) set(rate int64, now time.Time) {
 	if rate < 0 {
 		rate = Unthrottled
 	}
-	if rate != q.rate {
-		q.rate, q.tokens, q.at = rate, float64(rate), now
+	if rate != q.rate.Load() {
+		q.rate.Store(rate)
+		q.tokens, q.at = float64(rate), now
 	}
 }
 
+// limited reports whether the quota throttles anything.
+func (q *quota) limited() bool { return q.rate.Load() != Unthrottled }
+
 func (q *quota) refillLocked(now time.Time) {
-	if q.rate == Unthrottled || q.at.IsZero() {
+	rate := q.rate.Load()
+	if rate == Unthrottled || q.at.IsZero() {
 		return
 	}
-	q.tokens = min(q.tokens+now.Sub(q.at).Seconds()*float64(q.rate), float64(q.rate))
+	q.tokens = min(q.tokens+now.Sub(q.at).Seconds()*float64(rate), float64(rate))
 	q.at = now
 }
 
 // exceeded reports whether more bytes were moved than the rate allows.
 func (q *quota) exceeded(now time.Time) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.rate == Unthrottled {
+	if !q.limited() {
 		return false
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.refillLocked(now)
 	return q.tokens < 0
 }
 
 // record counts n bytes moved.
 func (q *quota) record(n int64, now time.Time) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.rate == Unthrottled {
+	if !q.limited() {
 		return
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.refillLocked(now)
 	q.tokens -= float64(n)
 }
@@ -123,26 +130,20 @@ func (m *Manager) SetThrottleRates(leader, follower int64) {
 	m.followerQuota.set(follower, now)
 }
 
-// LeaderThrottle says, for a follower's fetch of the partition, whether
-// the bytes sent count against the leader's throttle (the topic throttles
-// the partition's replica here and the follower is not in the ISR), and
-// whether the throttle holds them back now.
-func (p *Partition) LeaderThrottle(follower int32) (counted, held bool) {
-	p.mu.Lock()
-	counted = p.leaderThrottled && !p.st.InISR(follower)
-	p.mu.Unlock()
-	if !counted {
-		return false, false
-	}
-	return true, p.m.leaderQuota.exceeded(p.m.opts.Now())
-}
+// LeaderThrottleHeld reports whether the leader's throttle holds back
+// the bytes it counts now (FollowerFetch says which fetches it counts).
+func (m *Manager) LeaderThrottleHeld() bool { return m.leaderQuota.exceeded(m.opts.Now()) }
 
 // LeaderThrottled counts bytes a throttled fetch sent.
 func (m *Manager) LeaderThrottled(n int64) { m.leaderQuota.record(n, m.opts.Now()) }
 
 // followerThrottled reports whether this replica's fetches count against
-// the follower throttle (the topic throttles it, it is not in the ISR).
+// the follower throttle (one is set, the topic throttles this replica,
+// it is not in the ISR).
 func (p *Partition) followerThrottled() bool {
+	if !p.m.followerQuota.limited() {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.followThrottled && !p.st.InISR(p.m.me)

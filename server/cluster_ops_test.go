@@ -483,9 +483,9 @@ func TestClusterReplicationThrottle(t *testing.T) {
 			t.Fatal("the new replica never fetched")
 		}
 	}
-	leader, _ := c.servers[1].Replicas().Get(tp)
-	counted, held := leader.LeaderThrottle(4)
-	require.True(t, counted && held, "the leader's throttle holds back what it sends broker 4 (counted %v, held %v)", counted, held)
+	st, _ := c.servers[1].Member().Snapshot().Partition("th", 0)
+	require.False(t, st.InISR(4), "broker 4, out of the ISR, is what the leader's throttle counts")
+	require.True(t, c.servers[1].Replicas().LeaderThrottleHeld(), "the leader's throttle holds back what it sends broker 4")
 	src, _ := c.servers[1].Manager().Get(tp)
 	require.Less(t, copyTablet.Offsets().LogEndOffset, src.Offsets().LogEndOffset)
 	listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"th": {0: {}}})

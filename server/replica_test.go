@@ -77,7 +77,9 @@ func TestNewLeaderHighWatermarkIsKnownFirst(t *testing.T) {
 
 	// 3 fetches from the epoch's start: the high watermark is the
 	// epoch's, and consumers are served.
-	require.Zero(t, p.FollowerFetch(3, st.LeaderEpoch, 3, 0))
+	code, throttled := p.FollowerFetch(3, st.LeaderEpoch, 3, 0)
+	require.Zero(t, code)
+	require.False(t, throttled, "no throttle is set")
 	require.Equal(t, int64(3), p.Tablet().Offsets().HighWatermark)
 	require.Zero(t, p.CheckHighWatermark())
 }
