@@ -90,9 +90,16 @@ func (p *Partition) notifyLocked() {
 // Leads reports whether this broker leads the partition and may act as
 // its leader now (its session lease certainly alive).
 func (p *Partition) Leads() bool {
+	_, leads := p.LeaderEpoch()
+	return leads
+}
+
+// LeaderEpoch reports the partition's leader epoch as this broker applied
+// it, and whether this broker leads at it now (Leads).
+func (p *Partition) LeaderEpoch() (int32, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.leading && p.m.opts.Member.Leased()
+	return p.st.LeaderEpoch, p.leading && p.m.opts.Member.Leased()
 }
 
 // CheckLeader answers a client request for the partition at

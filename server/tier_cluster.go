@@ -34,8 +34,7 @@ func (f tierFence) Leads() (int32, bool) {
 	if !ok {
 		return -1, false
 	}
-	epoch := p.State().LeaderEpoch
-	return epoch, p.Leads() && p.State().LeaderEpoch == epoch
+	return p.LeaderEpoch()
 }
 
 func (f tierFence) Pointer() (tiering.Pointer, bool) {

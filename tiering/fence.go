@@ -3,7 +3,6 @@ package tiering
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -68,7 +67,7 @@ func (x *Tier) sync(ctx context.Context) (epoch int32, leads bool, err error) {
 	epoch, leads = f.Leads()
 	p, ok := f.Pointer()
 	if !ok || p.Mirror == x.adopted.Mirror {
-		if leads && x.epoch != epoch {
+		if leads {
 			x.epoch = epoch
 		}
 		return epoch, leads, nil
@@ -117,16 +116,11 @@ func (x *Tier) publish(ctx context.Context) error {
 	if x.opts.Fence == nil {
 		return x.mirror(ctx)
 	}
-	st := x.m.State()
-	if st.Seq == x.adopted.Seq && x.adopted.Mirror != "" {
+	if x.adopted.Mirror != "" && x.m.State().Seq == x.adopted.Seq {
 		return nil // (published as it is)
 	}
-	data, err := json.Marshal(st)
+	st, key, err := x.mirrorAs(ctx, func(seq int64) string { return x.fencedMirrorKey(seq, x.epoch) })
 	if err != nil {
-		return err
-	}
-	key := x.fencedMirrorKey(st.Seq, x.epoch)
-	if _, err := x.store.Put(ctx, key, data); err != nil && !errors.Is(err, ErrExists) {
 		return err
 	}
 	p := Pointer{Seq: st.Seq, Mirror: key, TieredEnd: st.TieredEnd, LogStart: x.m.LogStart(), Epoch: x.epoch}

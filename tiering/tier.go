@@ -638,16 +638,24 @@ func (p progressWriter) Write(b []byte) (int, error) {
 
 // mirror writes the manifest to the store as manifest-<seq>.json.
 func (x *Tier) mirror(ctx context.Context) error {
+	_, _, err := x.mirrorAs(ctx, x.mirrorKey)
+	return err
+}
+
+// mirrorAs writes the manifest to the store under key(its sequence) (a
+// mirror already there under that key is the same one) and returns the
+// state written and its key.
+func (x *Tier) mirrorAs(ctx context.Context, key func(seq int64) string) (ManifestState, string, error) {
 	st := x.m.State()
 	data, err := json.Marshal(st)
 	if err != nil {
-		return err
+		return st, "", err
 	}
-	_, err = x.store.Put(ctx, x.mirrorKey(st.Seq), data)
-	if errors.Is(err, ErrExists) {
-		return nil
+	k := key(st.Seq)
+	if _, err := x.store.Put(ctx, k, data); err != nil && !errors.Is(err, ErrExists) {
+		return st, k, err
 	}
-	return err
+	return st, k, nil
 }
 
 // restoreFromMirror rebuilds a lost manifest from the newest valid mirror
