@@ -91,19 +91,14 @@ func electionAnswer(r *kmsg.ElectLeadersRequest, out map[cluster.TopicPartition]
 	}
 	byTopic := map[string]int{}
 	add := func(tp cluster.TopicPartition, err error) {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(resp.Topics)
-			byTopic[tp.Topic] = i
-			rt := kmsg.NewElectLeadersResponseTopic()
-			rt.Topic = tp.Topic
-			resp.Topics = append(resp.Topics, rt)
-		}
+		rt := topicEntry(&resp.Topics, byTopic, tp.Topic, func() kmsg.ElectLeadersResponseTopic {
+			return kmsg.ElectLeadersResponseTopic{Topic: tp.Topic}
+		})
 		rp := kmsg.ElectLeadersResponseTopicPartition{Partition: tp.Partition}
 		if err != nil {
 			rp.ErrorCode, rp.ErrorMessage = errorCode(err), errMessage(err)
 		}
-		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+		rt.Partitions = append(rt.Partitions, rp)
 	}
 	if r.Topics != nil {
 		for _, t := range r.Topics {
@@ -127,4 +122,17 @@ func sortedPartitions(out map[cluster.TopicPartition]error) []cluster.TopicParti
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return tps
+}
+
+// topicEntry is topic's entry of a response's list, appended (mk) the
+// first time; byTopic indexes the list by topic. The pointer holds until
+// the list grows again.
+func topicEntry[T any](list *[]T, byTopic map[string]int, topic string, mk func() T) *T {
+	i, ok := byTopic[topic]
+	if !ok {
+		i = len(*list)
+		byTopic[topic] = i
+		*list = append(*list, mk())
+	}
+	return &(*list)[i]
 }

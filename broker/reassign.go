@@ -103,18 +103,13 @@ func (b *Broker) listReassignments(_ context.Context, _ header, r *kmsg.ListPart
 		if ps, ok := asked[ra.Topic]; asked != nil && (!ok || !slices.Contains(ps, ra.Partition)) {
 			continue
 		}
-		i, ok := byTopic[ra.Topic]
-		if !ok {
-			i = len(resp.Topics)
-			byTopic[ra.Topic] = i
-			rt := kmsg.NewListPartitionReassignmentsResponseTopic()
-			rt.Topic = ra.Topic
-			resp.Topics = append(resp.Topics, rt)
-		}
+		rt := topicEntry(&resp.Topics, byTopic, ra.Topic, func() kmsg.ListPartitionReassignmentsResponseTopic {
+			return kmsg.ListPartitionReassignmentsResponseTopic{Topic: ra.Topic}
+		})
 		rp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
 		rp.Partition, rp.Replicas = ra.Partition, ra.Replicas
 		rp.AddingReplicas, rp.RemovingReplicas = nonNil(ra.Adding), nonNil(ra.Removing)
-		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+		rt.Partitions = append(rt.Partitions, rp)
 	}
 	return resp
 }

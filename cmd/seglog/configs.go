@@ -152,14 +152,8 @@ it.`,
 			if err != nil {
 				return err
 			}
-			for _, r := range res {
-				if r.Err != nil {
-					msg := r.Err.Error()
-					if r.ErrMessage != "" {
-						msg += ": " + r.ErrMessage
-					}
-					return fmt.Errorf("altering %s %s: %s", entityType, r.Name, msg)
-				}
+			if err := alterErr(res, nil); err != nil {
+				return fmt.Errorf("altering %s %w", entityType, err)
 			}
 			if defaults {
 				fmt.Fprintln(out, "Completed updating default config for brokers in the cluster.")

@@ -340,7 +340,7 @@ func setThrottles(c *adminConn, plan, cur reassignment, rate int64) error {
 	alters = append(alters, kadm.AlterConfig{Name: leaderRate, Value: &v}, kadm.AlterConfig{Name: followerRate, Value: &v})
 	for _, b := range slices.Sorted(maps.Keys(brokers)) {
 		rs, err := c.adm.AlterBrokerConfigs(c.ctx, alters, b)
-		if err := firstAlterErr(rs, err); err != nil {
+		if err := alterErr(rs, err); err != nil {
 			return fmt.Errorf("throttling broker %d: %w", b, err)
 		}
 	}
@@ -351,7 +351,7 @@ func setThrottles(c *adminConn, plan, cur reassignment, rate int64) error {
 			ac = append(ac, kadm.AlterConfig{Name: followerReplicas, Value: &f})
 		}
 		rs, err := c.adm.AlterTopicConfigs(c.ctx, ac, t)
-		if err := firstAlterErr(rs, err); err != nil {
+		if err := alterErr(rs, err); err != nil {
 			return fmt.Errorf("throttling topic %s: %w", t, err)
 		}
 	}
@@ -369,14 +369,14 @@ func clearThrottles(c *adminConn, out io.Writer, md kadm.Metadata, plan reassign
 	slices.Sort(brokers)
 	for _, b := range md.Brokers {
 		rs, err := c.adm.AlterBrokerConfigs(c.ctx, del, b.NodeID)
-		if err := firstAlterErr(rs, err); err != nil {
+		if err := alterErr(rs, err); err != nil {
 			return fmt.Errorf("clearing broker %d's throttle: %w", b.NodeID, err)
 		}
 	}
 	fmt.Fprintf(out, "Clearing broker-level throttles on brokers %s\n", ids(brokers))
 	for _, t := range topicsOf(plan) {
 		rs, err := c.adm.AlterTopicConfigs(c.ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: leaderReplicas}, {Op: kadm.DeleteConfig, Name: followerReplicas}}, t)
-		if err := firstAlterErr(rs, err); err != nil {
+		if err := alterErr(rs, err); err != nil {
 			return fmt.Errorf("clearing topic %s's throttle: %w", t, err)
 		}
 		fmt.Fprintf(out, "Clearing topic-level throttles on topic %s\n", t)
@@ -384,14 +384,20 @@ func clearThrottles(c *adminConn, out io.Writer, md kadm.Metadata, plan reassign
 	return nil
 }
 
-func firstAlterErr(rs kadm.AlterConfigsResponses, err error) error {
+// alterErr is an AlterConfigs answer's first failure (the request's, or
+// a resource's with its message), or nil.
+func alterErr(rs kadm.AlterConfigsResponses, err error) error {
 	if err != nil {
 		return err
 	}
 	for _, r := range rs {
-		if r.Err != nil {
-			return fmt.Errorf("%w %s", r.Err, r.ErrMessage)
+		if r.Err == nil {
+			continue
 		}
+		if r.ErrMessage != "" {
+			return fmt.Errorf("%s: %w: %s", r.Name, r.Err, r.ErrMessage)
+		}
+		return fmt.Errorf("%s: %w", r.Name, r.Err)
 	}
 	return nil
 }
