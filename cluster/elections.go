@@ -39,9 +39,10 @@ type TopicPartition struct {
 	Partition int32
 }
 
-// electionRounds bounds how often ElectLeaders computes a partition again
-// after its write lost a race with another change of its state.
-const electionRounds = 20
+// changeRounds bounds how often a change of a partition's state
+// (ElectLeaders, PublishTier) is computed again after its write lost a
+// race with another change of the state.
+const changeRounds = 20
 
 // ElectLeaders runs elections of the type for the partitions (nil: every
 // partition of every topic), as Kafka's ElectLeaders: each partition's
@@ -59,7 +60,7 @@ func (m *Member) ElectLeaders(ctx context.Context, typ ElectionType, parts []Top
 	out := make(map[TopicPartition]error, len(parts))
 	pending := parts
 	for round := 0; len(pending) > 0; round++ {
-		if round == electionRounds {
+		if round == changeRounds {
 			for _, tp := range pending {
 				out[tp] = fmt.Errorf("%w: %s-%d changed %d times while it was elected", ErrStaleState, tp.Topic, tp.Partition, round)
 			}

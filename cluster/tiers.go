@@ -45,7 +45,7 @@ func (m *Member) PublishTier(ctx context.Context, topic string, p int32, leaderE
 		return err
 	}
 	me := m.prefix + keyBrokers + strconv.Itoa(int(m.opts.NodeID))
-	for range electionRounds {
+	for range changeRounds {
 		st, ok := m.Snapshot().Partition(topic, p)
 		if !ok || st.Leader != m.opts.NodeID || st.LeaderEpoch != leaderEpoch || !m.Leased() {
 			return fmt.Errorf("%w: %s-%d is not led by node %d at leader epoch %d", ErrStaleState, topic, p, m.opts.NodeID, leaderEpoch)

@@ -81,9 +81,9 @@ func (t *Tablet) setRemote(r Remote, start int64, lower bool) error {
 	if start < 0 || start > v.hw.offset {
 		return fmt.Errorf("%w: %d is not in [0, %d]", ErrRemoteStart, start, v.hw.offset)
 	}
-	first := t.remote.Load() == nil || lower && start < v.logStart
+	attaching := t.remote.Load() == nil || lower && start < v.logStart
 	t.remote.Store(&remoteHolder{r})
-	if first && start <= v.localStart {
+	if attaching && start <= v.localStart {
 		// Attaching: the log start moves down into the tier, as far as the
 		// log start the checkpoint kept (DeleteRecordsBefore below the
 		// local log start) allows.
