@@ -21,7 +21,6 @@ type TierPointer struct {
 	Seq         int64  `json:"seq"`
 	Mirror      string `json:"mirror"`
 	TieredEnd   int64  `json:"tiered_end"`
-	LogStart    int64  `json:"log_start"`
 	LeaderEpoch int32  `json:"leader_epoch"`
 }
 

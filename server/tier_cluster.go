@@ -39,12 +39,12 @@ func (f tierFence) Leads() (int32, bool) {
 
 func (f tierFence) Pointer() (tiering.Pointer, bool) {
 	p, ok := f.m.Snapshot().Tier(f.tp.Topic, f.tp.Partition)
-	return tiering.Pointer{Seq: p.Seq, Mirror: p.Mirror, TieredEnd: p.TieredEnd, LogStart: p.LogStart, Epoch: p.LeaderEpoch}, ok
+	return tiering.Pointer{Seq: p.Seq, Mirror: p.Mirror, TieredEnd: p.TieredEnd, Epoch: p.LeaderEpoch}, ok
 }
 
 func (f tierFence) Publish(ctx context.Context, epoch int32, p tiering.Pointer) error {
 	err := f.m.PublishTier(ctx, f.tp.Topic, f.tp.Partition, epoch, cluster.TierPointer{Seq: p.Seq, Mirror: p.Mirror,
-		TieredEnd: p.TieredEnd, LogStart: p.LogStart, LeaderEpoch: p.Epoch})
+		TieredEnd: p.TieredEnd, LeaderEpoch: p.Epoch})
 	if errors.Is(err, cluster.ErrStaleState) {
 		return fmt.Errorf("%w: %w", tiering.ErrFenced, err)
 	}

@@ -34,15 +34,13 @@ type Fence interface {
 	Publish(ctx context.Context, epoch int32, p Pointer) error
 }
 
-// Pointer names a published manifest: its mirror's key in the store and
-// what it says of the log.
+// Pointer names a published manifest: its sequence, its mirror's key in
+// the store, its tiered end, and the leader epoch it was published at.
 type Pointer struct {
-	Seq       int64  `json:"seq"`
-	Mirror    string `json:"mirror"`
-	TieredEnd int64  `json:"tiered_end"`
-	LogStart  int64  `json:"log_start"`
-	// Epoch is the leader epoch it was published at.
-	Epoch int32 `json:"leader_epoch"`
+	Seq       int64
+	Mirror    string
+	TieredEnd int64
+	Epoch     int32
 }
 
 // ErrFenced is a publication refused: this broker no longer leads the
@@ -123,7 +121,7 @@ func (x *Tier) publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := Pointer{Seq: st.Seq, Mirror: key, TieredEnd: st.TieredEnd, LogStart: x.m.LogStart(), Epoch: x.epoch}
+	p := Pointer{Seq: st.Seq, Mirror: key, TieredEnd: st.TieredEnd, Epoch: x.epoch}
 	if err := x.opts.Fence.Publish(ctx, x.epoch, p); err != nil {
 		return err
 	}
