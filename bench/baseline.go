@@ -141,6 +141,56 @@ func rawSharedSync(dir string, chunk []byte, n int64, producers int) (time.Durat
 	})
 }
 
+// rawPipelinedSync is the least a pipelined group commit does: producers
+// CRC and pwrite their chunks one after another at the end of one file,
+// and each waits for an fdatasync that started after its write; whoever
+// waits while none runs starts the next at once.
+func rawPipelinedSync(dir string, chunk []byte, n int64, producers int) (time.Duration, error) {
+	f, err := os.Create(filepath.Join(dir, "raw-pipelined"))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { f.Close(); os.Remove(f.Name()) }()
+	var (
+		write   sync.Mutex
+		written atomic.Int64 // the end of the writes done
+		mu      sync.Mutex
+		cond    = sync.NewCond(&mu)
+		synced  int64
+		running bool
+		failed  error
+	)
+	return spread(producers, n, func(int, int64) error {
+		if record.Checksum(chunk[21:]) == 0 {
+			return fmt.Errorf("bench: a zero checksum")
+		}
+		write.Lock()
+		pos := written.Load()
+		_, err := f.WriteAt(chunk, pos)
+		written.Store(pos + int64(len(chunk)))
+		write.Unlock()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for synced < pos+int64(len(chunk)) && failed == nil {
+			if running {
+				cond.Wait()
+				continue
+			}
+			running = true
+			target := written.Load()
+			mu.Unlock()
+			err := f.Sync()
+			mu.Lock()
+			running, synced, failed = false, max(synced, target), err
+			cond.Broadcast()
+		}
+		return failed
+	})
+}
+
 func firstErr(errs []error) error {
 	for _, err := range errs {
 		if err != nil {

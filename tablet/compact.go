@@ -240,7 +240,7 @@ func (t *Tablet) Clean(o CleanOptions) (CleanResult, error) {
 		log.Producers[e.ProducerID] = cleaner.Producer{LastDataOffset: e.LastDataOffset(), Epoch: e.Epoch}
 	}
 	segOpts := t.segmentOptionsLocked()
-	truncations := t.mu.truncations
+	truncations := t.truncations.Load() // even: no truncation runs, mu is held
 	v := t.view()
 	t.mu.Unlock()
 
@@ -295,7 +295,7 @@ func (t *Tablet) swapCleaned(truncations int64) cleaner.Swap {
 		if err := t.usableLocked(); err != nil {
 			return err
 		}
-		if t.mu.truncations != truncations {
+		if t.truncations.Load() != truncations {
 			return fmt.Errorf("%w: a truncation ran", ErrCleaningAborted)
 		}
 		old := make([]*seg, 0, len(sources))

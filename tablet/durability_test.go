@@ -5,8 +5,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -61,42 +61,12 @@ func TestSyncAppendsSurviveACrash(t *testing.T) {
 	}
 }
 
-// gatedFS holds the first fsync of a .log until released, to line up
-// concurrent Sync appends behind it.
-type gatedFS struct {
-	vfs.FS
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := g.FS.OpenFile(name, flag, perm)
-	if err != nil || !strings.HasSuffix(name, ".log") {
-		return f, err
-	}
-	return &gatedFile{File: f, g: g}, nil
-}
-
-type gatedFile struct {
-	vfs.File
-	g *gatedFS
-}
-
-func (f *gatedFile) Datasync() error {
-	f.g.once.Do(func() {
-		close(f.g.entered)
-		<-f.g.release
-	})
-	return f.File.Datasync()
-}
-
 // Concurrent Sync appends share fsyncs (group commit): while one flush
 // runs, the appends that arrive wait and are then covered by one flush.
 func TestGroupCommitSharesFsyncs(t *testing.T) {
 	const others = 7
 	in := vfs.NewInjector(vfs.NewMem())
-	g := &gatedFS{FS: in, entered: make(chan struct{}), release: make(chan struct{})}
+	g := newStepFS(in)
 	e := newEnv(t, g, "/data")
 	tab := e.create(DefaultConfig())
 	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{}) // the segment exists and is written
@@ -114,12 +84,14 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	for i := range followers {
 		followers[i] = batch(t, 1, 1, 10)
 	}
+	g.armed.Store(true)
 	go func() { // the leader: its fsync blocks at the gate
 		defer done.Done()
 		_, err := tab.Append(leader, AppendOptions{Sync: true})
 		assert.NoError(t, err)
 	}()
-	<-g.entered
+	release := <-g.entered
+	g.armed.Store(false)
 	before := in.Count(vfs.OpSync)
 	for i := range others {
 		go func() {
@@ -130,7 +102,7 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	}
 	waiting.Wait() // all appended, all waiting for the flush in progress
 	tab.flush.onWait = nil
-	close(g.release)
+	close(release)
 	done.Wait()
 	require.Equal(t, int64(1+1+others), tab.Offsets().DurableOffset, "every Sync append is durable")
 	// The leader's flush finishes (its .log fsync, counted before), then
@@ -156,53 +128,115 @@ func TestFailedFsyncIsSticky(t *testing.T) {
 	require.NoError(t, err, "reads go on")
 }
 
-// A sync gathers its group: with three Sync callers learned to wait
-// together, the first to arrive does not sync alone — one fsync covers
-// all three.
-func TestGroupCommitGathers(t *testing.T) {
-	e := newEnv(t, vfs.NewMem(), "/data")
-	tab := e.create(DefaultConfig())
-	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
-	require.NoError(t, err)
-	tab.flush.mu.Lock()
-	tab.flush.group = 3
-	tab.flush.lastSync, tab.flush.maxGather = time.Hour, time.Hour // no gathering times out
-	tab.flush.mu.Unlock()
-	before := tab.FsyncCount()
-
-	batches := [][]byte{batch(t, 1, 1, 10), batch(t, 1, 1, 10), batch(t, 1, 1, 10)}
-	var done sync.WaitGroup
-	for _, b := range batches {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			_, err := tab.Append(b, AppendOptions{Sync: true})
-			assert.NoError(t, err)
-		}()
-	}
-	done.Wait()
-	require.Equal(t, int64(4), tab.Offsets().DurableOffset)
-	require.Equal(t, before+1, tab.FsyncCount(), "one sync for the gathered three")
+// stepFS holds every fsync of a .log while armed: each sends on entered
+// the channel whose close releases it.
+type stepFS struct {
+	vfs.FS
+	armed   atomic.Bool
+	entered chan chan struct{}
 }
 
-// A gathering that times out syncs the callers that came and lowers the
-// group to them: a producer that left costs one wait, not one per sync.
-func TestGroupCommitGatheringTimesOut(t *testing.T) {
-	e := newEnv(t, vfs.NewMem(), "/data")
-	tab := e.create(DefaultConfig())
-	tab.flush.mu.Lock()
-	tab.flush.group = 8
-	tab.flush.lastSync, tab.flush.maxGather = time.Hour, time.Millisecond
-	tab.flush.mu.Unlock()
+func newStepFS(fs vfs.FS) *stepFS {
+	return &stepFS{FS: fs, entered: make(chan chan struct{})}
+}
 
-	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true})
+func (g *stepFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &stepFile{File: f, g: g}, nil
+}
+
+type stepFile struct {
+	vfs.File
+	g *stepFS
+}
+
+func (f *stepFile) Datasync() error {
+	if f.g.armed.Load() {
+		release := make(chan struct{})
+		f.g.entered <- release
+		<-release
+	}
+	return f.File.Datasync()
+}
+
+// The syncs are pipelined: a Sync append that arrived during a sync
+// starts the next one itself as that one returns, and the callers the
+// first covered are released while the second runs — nobody waits for a
+// gathering.
+func TestGroupCommitPipelines(t *testing.T) {
+	g := newStepFS(vfs.NewMem())
+	e := newEnv(t, g, "/data")
+	t.Cleanup(func() { g.armed.Store(false) }) // before the manager's Close flushes
+	tab := e.create(DefaultConfig())
+	_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{Sync: true}) // the segment exists and is named
 	require.NoError(t, err)
-	require.Equal(t, int64(1), tab.Offsets().DurableOffset)
+	g.armed.Store(true)
+
+	first, second := batch(t, 1, 1, 10), batch(t, 1, 1, 10)
+	aDone, bDone := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := tab.Append(first, AppendOptions{Sync: true}); aDone <- err }()
+	firstSync := <-g.entered // the first sync runs, for offset 1
+	waiting := make(chan struct{})
 	tab.flush.mu.Lock()
-	group := tab.flush.group
+	tab.flush.onWait = func() { close(waiting) }
 	tab.flush.mu.Unlock()
-	require.Equal(t, 1, group, "the group shrinks to the one caller that came")
-	require.Equal(t, int64(1), tab.FsyncCount())
+	go func() { _, err := tab.Append(second, AppendOptions{Sync: true}); bDone <- err }()
+	<-waiting // offset 2 is appended and waits for the sync in progress
+	close(firstSync)
+	secondSync := <-g.entered // the second sync started: the first did not cover offset 2
+	require.NoError(t, <-aDone, "the first caller is released while the second sync runs")
+	select {
+	case err := <-bDone:
+		t.Fatalf("the second caller returned (%v) before its sync ended", err)
+	default:
+	}
+	require.Equal(t, int64(2), tab.Offsets().DurableOffset)
+	close(secondSync)
+	require.NoError(t, <-bDone)
+	require.Equal(t, int64(3), tab.Offsets().DurableOffset)
+}
+
+// A sync reads the log end without the tablet's lock. A truncation while
+// it runs may refill the offsets it covered with records it did not sync:
+// its end is then not taken as durable, and the next sync covers them.
+func TestSyncOverlappingATruncation(t *testing.T) {
+	g := newStepFS(vfs.NewMem())
+	e := newEnv(t, g, "/data")
+	t.Cleanup(func() { g.armed.Store(false) }) // before the manager's Close flushes
+	tab := e.create(DefaultConfig())
+	for range 10 {
+		_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{})
+		require.NoError(t, err)
+	}
+	g.armed.Store(true)
+	last := batch(t, 1, 1, 10)
+	done := make(chan error, 1)
+	go func() { _, err := tab.Append(last, AppendOptions{Sync: true}); done <- err }()
+	firstSync := <-g.entered // a sync up to offset 11 runs
+	truncated := make(chan error, 1)
+	go func() { truncated <- tab.TruncateTo(5) }()
+	close(<-g.entered) // the truncation syncs the segment it cut
+	require.NoError(t, <-truncated)
+	for range 8 {
+		_, err := tab.Append(batch(t, 1, 1, 10), AppendOptions{})
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(13), tab.Offsets().LogEndOffset)
+	close(firstSync)
+	var again chan struct{}
+	select {
+	case again = <-g.entered: // the caller syncs again: what the first sync covered was truncated meanwhile
+	case err := <-done:
+		t.Fatalf("the Sync append returned (%v) on a sync a truncation overlapped: durable offset %d",
+			err, tab.Offsets().DurableOffset)
+	}
+	require.Equal(t, int64(0), tab.Offsets().DurableOffset, "offsets 5–10 hold records the first sync may not have covered")
+	close(again)
+	require.NoError(t, <-done)
+	require.Equal(t, int64(13), tab.Offsets().DurableOffset)
 }
 
 // After an unclean load the recovered records are made durable and the

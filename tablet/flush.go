@@ -1,27 +1,26 @@
 package tablet
 
 import (
-	"cmp"
 	"errors"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/google/btree"
+	"github.com/seglog/seglog/writerstate"
 )
 
 // flusher runs one flush at a time and lets concurrent callers share it:
 // a caller that needs offset o durable waits for a flush in progress, and
 // starts the next one only if that did not cover o (group commit).
 //
-// Sync callers also gather before a sync. A sync costs about the same for
-// one append as for several, and closed-loop producers — each waiting for
-// its append's sync before its next append — come back within
-// microseconds of being released. A sync started as soon as the last one
-// ended covers only the producers that arrived during it, and they split
-// into two cohorts each syncing half of them; so the next sync waits until
-// as many callers wait for it as waited together at the end of the last
-// (group), or until half the last sync's time has passed. A gathering that
-// times out lowers the group to those who came: a producer that left
-// costs one wait.
+// The syncs are pipelined: when one returns, a caller it did not cover —
+// one that appended while it ran — starts the next at once, while the
+// callers it covered are being released. Nothing waits for a gathering:
+// the appends of the producers just released are written while the next
+// sync runs, so the disk is never idle while someone waits for it and the
+// CPU's work (copying, checksumming) overlaps the device's. Closed-loop
+// producers settle into cohorts that alternate between two syncs, each
+// sync covering everything appended while the one before ran.
 type flusher struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -29,19 +28,8 @@ type flusher struct {
 	synced  int64 // the records below it are durable (≥ flushed): what Sync appends wait for
 	running bool
 	fsyncs  int64 // flushes run, for metrics and tests
-	// waits holds the offset each Sync caller waiting now needs synced;
-	// group is how many of them a sync gathers. A gathering is open from
-	// its generation's start until a sync starts; expired says its timer
-	// fired.
-	waits     []int64
-	group     int
-	gathering bool
-	expired   bool
-	gen       int64
-	lastSync  time.Duration
-	maxGather time.Duration // bounds a gathering; defaultMaxGather unless a test sets it
-	lastErr   error
-	onWait    func() // a test hook: a caller starts waiting for a flush (once per call)
+	lastErr error
+	onWait  func() // a test hook: a caller starts waiting for a flush (once per call)
 }
 
 // Flush makes everything appended so far durable and moves the recovery
@@ -67,10 +55,6 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 	f := &t.flush
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !full {
-		f.waits = append(f.waits, o)
-		defer f.leave(o)
-	}
 	waited := false
 	for {
 		// A truncation may have taken the log end below o since.
@@ -85,16 +69,12 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 			return f.lastErr
 		}
 		if !f.running {
-			// A waiting Sync caller runs the sync itself when the group
-			// has gathered (or its time is up): it waits for that sync
+			// The caller runs the sync itself: it waits for that sync
 			// anyway, and no other goroutine must first be woken.
-			if full || f.gatheredLocked() {
-				if err := t.runFlushLocked(full); err != nil {
-					return err
-				}
-				continue
+			if err := t.runFlushLocked(full); err != nil {
+				return err
 			}
-			t.openGatheringLocked()
+			continue
 		}
 		if !waited && f.onWait != nil {
 			f.onWait()
@@ -104,81 +84,28 @@ func (t *Tablet) flushUpTo(o int64, full bool) error {
 	}
 }
 
-// leave removes a Sync caller's wait.
-func (f *flusher) leave(o int64) {
-	if i := slices.Index(f.waits, o); i >= 0 {
-		f.waits = slices.Delete(f.waits, i, i+1)
-	}
-}
-
-// gatheredLocked says a sync may start: as many callers wait for offsets
-// not synced yet as the group, or the gathering's time is up (and the
-// group shrinks to those who came).
-func (f *flusher) gatheredLocked() bool {
-	n := 0
-	for _, o := range f.waits {
-		if o > f.synced {
-			n++
-		}
-	}
-	if f.expired {
-		f.group = max(1, n)
-	}
-	return n >= f.group || f.expired
-}
-
-// openGatheringLocked starts the timer of a gathering if none is open.
-func (t *Tablet) openGatheringLocked() {
-	f := &t.flush
-	if f.gathering {
-		return
-	}
-	f.gathering = true
-	f.gen++
-	gen := f.gen
-	time.AfterFunc(min(f.lastSync/2, cmp.Or(f.maxGather, defaultMaxGather)), func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.gen == gen && f.gathering {
-			f.expired = true
-			f.cond.Broadcast()
-		}
-	})
-}
-
-// defaultMaxGather bounds how long a sync waits for its callers to gather.
-const defaultMaxGather = 2 * time.Millisecond
-
 // runFlushLocked runs one flush with f.mu released, and publishes what it
-// made durable.
+// made durable — unless a truncation started since the flush read the log
+// end (the offsets it covered may since hold other records; the
+// truncation lowers what is durable under f.mu, so one that starts after
+// this check finds what it publishes).
 func (t *Tablet) runFlushLocked(full bool) error {
 	f := &t.flush
 	f.running = true
-	if !full {
-		f.gathering, f.expired = false, false
-		f.gen++ // the open gathering's timer finds another generation
-	}
 	f.mu.Unlock()
-	start := time.Now()
-	covered, err := t.flushSegments(full)
-	took := time.Since(start)
+	covered, truncations, err := t.flushSegments(full)
 	f.mu.Lock()
 	f.running = false
 	f.fsyncs++
-	if !full {
-		f.lastSync = took
-		// Everyone waiting now, released by this sync or not, is likely
-		// to wait together for a later one.
-		f.group = max(f.group, len(f.waits))
-	}
-	if err == nil {
+	switch {
+	case err != nil:
+		f.lastErr = err
+	case t.truncations.Load() == truncations:
 		f.synced = max(f.synced, covered)
 		t.durable.Store(f.synced)
 		if full {
 			f.flushed = max(f.flushed, covered)
 		}
-	} else {
-		f.lastErr = err
 	}
 	f.cond.Broadcast()
 	return err
@@ -186,47 +113,16 @@ func (t *Tablet) runFlushLocked(full bool) error {
 
 // flushSegments fsyncs every dirty segment below the log end (and the
 // writer-state snapshots below it), then the directory if a segment or
-// snapshot was created since the last flush, and moves the recovery point. It returns
-// the offset everything below which is now durable: the log end it
-// started at, or less if a truncation ran meanwhile (the offsets it flushed may since hold other
-// records). A failure makes the tablet fail: the kernel may have dropped
-// the pages.
-func (t *Tablet) flushSegments(full bool) (int64, error) {
-	t.mu.Lock()
-	if err := t.usableLocked(); err != nil {
-		t.mu.Unlock()
-		return 0, err
+// snapshot was created since the last flush, and moves the recovery point.
+// It returns the log end it started at, everything below which is now
+// durable, with the truncation count it read before: a truncation since
+// may have removed those offsets. A failure makes the tablet fail: the
+// kernel may have dropped the pages.
+func (t *Tablet) flushSegments(full bool) (int64, int64, error) {
+	segs, snaps, state, target, truncations, err := t.flushTargets(full)
+	if err != nil {
+		return 0, 0, err
 	}
-	truncations := t.mu.truncations
-	target := t.view().leo.offset // everything appended by now
-	// Segments wholly below the recovery point were synced by the full
-	// flush that moved it there, or loaded clean: the walk starts at the
-	// one holding it, not at the oldest of possibly thousands.
-	var segs []*seg
-	from := pivot(0)
-	if g := floorSeg(t.mu.segs, t.view().recoveryPoint); g != nil {
-		from.base = g.base
-	}
-	t.mu.segs.AscendGreaterOrEqual(from, func(g *seg) bool {
-		if g.base >= target {
-			return false
-		}
-		if ((full && g.dirty.Load()) || g.unsynced.Load() || !g.named.Load()) && g.acquire() {
-			segs = append(segs, g)
-		}
-		return true
-	})
-	pivots.Put(from)
-	// Every snapshot below the target written without fsync — at a roll,
-	// by a truncation's rebuild, by recovery — is synced before the
-	// recovery point moves past it.
-	var snaps []int64
-	if full {
-		snaps = t.mu.state.UnsyncedSnapshots(target)
-	}
-	state := t.mu.state
-	t.mu.Unlock()
-
 	start := time.Now()
 	defer func() { t.stats.fsyncSeconds.observe(time.Since(start)) }()
 	var errs []error
@@ -248,7 +144,7 @@ func (t *Tablet) flushSegments(full bool) (int64, error) {
 	if newFile {
 		errs = append(errs, t.fsys.SyncDir(t.dir))
 	}
-	err := errors.Join(errs...)
+	err = errors.Join(errs...)
 	for _, g := range segs {
 		if err == nil {
 			g.named.Store(true)
@@ -256,23 +152,24 @@ func (t *Tablet) flushSegments(full bool) (int64, error) {
 		g.release()
 		t.touch(g) // a flush may have reopened a parked segment
 	}
-
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if err != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
 		for _, g := range segs {
 			g.unsynced.Store(true)
 			if full {
 				g.dirty.Store(true)
 			}
 		}
-		return 0, t.failLocked(err)
-	}
-	if t.mu.truncations != truncations {
-		return 0, nil // the caller looks again at the log end as it is now
+		return 0, 0, t.failLocked(err)
 	}
 	if !full {
-		return target, nil
+		return target, truncations, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.truncations.Load() != truncations {
+		return 0, truncations, nil // the caller looks again at the log end as it is now
 	}
 	t.lastFlushMs.Store(t.opts.Now().UnixMilli())
 	v := t.view()
@@ -280,7 +177,61 @@ func (t *Tablet) flushSegments(full bool) (int64, error) {
 		v.recoveryPoint = target
 		t.publishLocked(v)
 	}
-	return target, nil
+	return target, truncations, nil
+}
+
+// flushTargets returns what a flush syncs: the segments that may hold
+// unsynced bytes below the log end (acquired), and for a full flush the
+// writer-state snapshots written without fsync; the log end; and the
+// truncation count read before it. A sync of the records alone reads them
+// from the published view without the tablet's lock, which appends hold
+// while they write: the next sync starts at once, not after them. While a
+// truncation runs, or once the tablet failed or closed, it takes the lock.
+func (t *Tablet) flushTargets(full bool) (segs []*seg, snaps []int64, state *writerstate.State, target, truncations int64, err error) {
+	if !full {
+		truncations = t.truncations.Load()
+		if truncations%2 == 0 && !t.unusable.Load() {
+			v := t.view()
+			return t.syncable(v.segs, v.recoveryPoint, v.leo.offset, false), nil, nil, v.leo.offset, truncations, nil
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usableLocked(); err != nil {
+		return nil, nil, nil, 0, 0, err
+	}
+	truncations = t.truncations.Load() // even: mu is held
+	target = t.view().leo.offset       // everything appended by now
+	// Every snapshot below the target written without fsync — at a roll,
+	// by a truncation's rebuild, by recovery — is synced before the
+	// recovery point moves past it.
+	if full {
+		snaps = t.mu.state.UnsyncedSnapshots(target)
+	}
+	return t.syncable(t.mu.segs, t.view().recoveryPoint, target, full), snaps, t.mu.state, target, truncations, nil
+}
+
+// syncable acquires the segments of segs below target a flush must sync.
+// Segments wholly below the recovery point were synced by the full flush
+// that moved it there, or loaded clean: the walk starts at the one holding
+// it, not at the oldest of possibly thousands.
+func (t *Tablet) syncable(segs *btree.BTreeG[*seg], recoveryPoint, target int64, full bool) []*seg {
+	var out []*seg
+	from := pivot(0)
+	if g := floorSeg(segs, recoveryPoint); g != nil {
+		from.base = g.base
+	}
+	segs.AscendGreaterOrEqual(from, func(g *seg) bool {
+		if g.base >= target {
+			return false
+		}
+		if ((full && g.dirty.Load()) || g.unsynced.Load() || !g.named.Load()) && g.acquire() {
+			out = append(out, g)
+		}
+		return true
+	})
+	pivots.Put(from)
+	return out
 }
 
 // FsyncCount returns how many flushes the tablet has run.

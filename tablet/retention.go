@@ -280,6 +280,11 @@ func (t *Tablet) truncateTo(offset int64) (bool, error) {
 }
 
 func (t *Tablet) truncateToLocked(offset int64) error {
+	defer t.truncating()()
+	return t.truncateToBodyLocked(offset)
+}
+
+func (t *Tablet) truncateToBodyLocked(offset int64) error {
 	if err := t.usableLocked(); err != nil {
 		return err
 	}
@@ -290,10 +295,9 @@ func (t *Tablet) truncateToLocked(offset int64) error {
 	if offset >= v.leo.offset {
 		return nil
 	}
-	t.mu.truncations++
 	first, _ := t.mu.segs.Min()
 	if offset < first.base || offset < v.logStart {
-		return t.truncateFullyLocked(offset)
+		return t.truncateFullyBodyLocked(offset)
 	}
 	var doomed []*seg
 	t.mu.segs.Descend(func(g *seg) bool {
@@ -343,7 +347,7 @@ func (t *Tablet) afterTruncationLocked(end int64, v view) error {
 	if end < v.logStart {
 		// The log start lay inside the batch that went: nothing is left
 		// from it on. The log starts over there, as recovery would have it.
-		return t.truncateFullyLocked(v.logStart)
+		return t.truncateFullyBodyLocked(v.logStart)
 	}
 	a := t.mu.active
 	v.leo = mark{offset: end, base: a.base, pos: a.Size()}
@@ -392,10 +396,23 @@ func (t *Tablet) TruncateFullyAndStartAt(offset int64) error {
 }
 
 func (t *Tablet) truncateFullyLocked(offset int64) error {
+	defer t.truncating()()
+	return t.truncateFullyBodyLocked(offset)
+}
+
+// truncating marks a truncation under way until the function it returns
+// is called: the count is odd meanwhile and changes with every truncation
+// (a seqlock), so that a flush, which reads it without the tablet's lock,
+// can tell that the log end it started from may since hold other records.
+func (t *Tablet) truncating() func() {
+	t.truncations.Add(1)
+	return func() { t.truncations.Add(1) }
+}
+
+func (t *Tablet) truncateFullyBodyLocked(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: cannot start at %d", ErrOffsetOutOfRange, offset)
 	}
-	t.mu.truncations++
 	var doomed []*seg
 	t.mu.segs.Ascend(func(g *seg) bool { doomed = append(doomed, g); return true })
 	errs := []error{}

@@ -276,10 +276,15 @@ type Tablet struct {
 		epoch  int32 // stamped on appended batches
 		failed error
 		closed bool
-		// truncations counts TruncateTo and TruncateFullyAndStartAt calls:
-		// a flush that overlaps one does not move the recovery point.
-		truncations int64
 	}
+	// truncations counts truncations twice, as they start and as they end
+	// (odd while one runs, under mu): a flush or cleaning that overlaps one
+	// does not move the recovery point or swap segments.
+	truncations atomic.Int64
+	// unusable is set once the tablet failed or closed (mu.failed,
+	// mu.closed): a sync, which starts without mu, then takes it to learn
+	// why.
+	unusable atomic.Bool
 
 	flush flusher
 	// cleanMu serializes cleanings; cleanedTo is the cleaner's checkpoint
@@ -715,6 +720,7 @@ func (t *Tablet) Failed() error {
 // failLocked makes the tablet fail with err from now on.
 func (t *Tablet) failLocked(err error) error {
 	if t.mu.failed == nil {
+		t.unusable.Store(true)
 		t.mu.failed = fmt.Errorf("%w: %s: %w", ErrFailed, t.tp, err)
 		t.opts.Logger.Error("tablet failed", "tablet", t.tp.String(), "err", err)
 	}
@@ -751,6 +757,7 @@ func (t *Tablet) Close() (Offsets, error) {
 		}
 	}
 	t.mu.closed = true
+	t.unusable.Store(true)
 	errs := []error{err}
 	log := func(err error) { t.opts.Logger.Error("closing a segment", "tablet", t.tp.String(), "err", err) }
 	t.mu.segs.Ascend(func(g *seg) bool {
