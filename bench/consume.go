@@ -143,13 +143,79 @@ func runConsume(o Options) (*Result, error) {
 	}
 	o.Progress("consume scan", int64(o.Repeat), int64(o.Repeat))
 
+	b100, b100Base, err := pointReads(o, dir)
+	if err != nil {
+		return nil, err
+	}
+
 	r := latency("consume.random", ours, "ReadInto of the batch + CRC + Iter", base)
 	r = r.target("p50 ≤ 2 × baseline", r.Ratio <= 2)
 	s := figure("consume.scan", "MB/s", scan, "ReadInto 1 MiB + CRC + Iter", scanBase)
 	s = s.target("≥ 0.9 × baseline", s.Ratio >= 0.9)
 	a := Figure{Name: "consume.allocs-per-batch", Value: allocs, Unit: "allocs", Min: allocs, Max: allocs}
 	a = a.target("0", allocs < 0.5)
-	return &Result{Workload: "consume", Params: fmt.Sprintf("Tablet.Records over %d records of %d B, %d to a batch; %d random reads",
-		end, o.RecordSize, perBatch, len(ours)), Figures: []Figure{r, s, a},
-		Samples: map[string][]float64{"Records": ours, "ReadInto": base}}, nil
+	p := latency("consume.random.b100", b100, fmt.Sprintf("pread of %d B", o.RecordSize), b100Base)
+	p = p.target("p50 ≤ 4 × baseline", p.Ratio <= 4)
+	return &Result{Workload: "consume", Params: fmt.Sprintf("Tablet.Records over %d records of %d B, %d to a batch; %d random reads; "+
+		"%d random reads of one record from batches of 100", end, o.RecordSize, perBatch, len(ours), len(b100)),
+		Figures: []Figure{r, s, a, p},
+		Samples: map[string][]float64{"Records": ours, "ReadInto": base, "Records (batches of 100)": b100, "pread of a record": b100Base}}, nil
+}
+
+// pointReads: one record at a random offset through Records from a tablet
+// of batches of 100 records (hot: the files in the page cache; the batches
+// read before are remembered), against a pread of one record's bytes at a
+// random position of the same files.
+func pointReads(o Options, dir string) (ours, base []float64, err error) {
+	m, t, logs, err := filled(filepath.Join(dir, "b100"), min(o.Bytes, 64<<20), 100, o.RecordSize,
+		func(d, n int64) { o.Progress("consume: writing batches of 100", d, n) })
+	if err != nil {
+		return nil, nil, err
+	}
+	defer m.Close()
+	if _, _, err := rawRead(logs, make([]byte, 1<<20)); err != nil {
+		return nil, nil, err
+	}
+	files := make([]*os.File, len(logs))
+	sizes := make([]int64, len(logs))
+	for i, p := range logs {
+		if files[i], err = os.Open(p); err != nil {
+			return nil, nil, err
+		}
+		defer files[i].Close()
+		info, err := files[i].Stat()
+		if err != nil {
+			return nil, nil, err
+		}
+		sizes[i] = info.Size()
+	}
+	end := t.Offsets().LogEndOffset
+	rng := rand.New(rand.NewPCG(11, 12))
+	buf := make([]byte, o.RecordSize)
+	var got int64
+	one := func(_ record.Batch, r *record.Record) bool { got = r.Offset; return false }
+	for i := range o.Ops {
+		if i%1024 == 0 {
+			o.Progress("consume random (batches of 100)", int64(i), int64(o.Ops))
+		}
+		f := rng.IntN(len(files))
+		pos := rng.Int64N(max(1, sizes[f]-int64(len(buf))))
+		off := rng.Int64N(end)
+		start := time.Now()
+		if _, err := files[f].ReadAt(buf, pos); err != nil && err != io.EOF {
+			return nil, nil, err
+		}
+		mid := time.Now()
+		if err := t.Records(off, tablet.ReadHighWatermark, one); err != nil {
+			return nil, nil, err
+		}
+		stop := time.Now()
+		if got != off {
+			return nil, nil, fmt.Errorf("bench: Records from %d gave %d", off, got)
+		}
+		base = append(base, float64(mid.Sub(start).Nanoseconds())/1e3)
+		ours = append(ours, float64(stop.Sub(mid).Nanoseconds())/1e3)
+	}
+	o.Progress("consume random (batches of 100)", int64(o.Ops), int64(o.Ops))
+	return ours, base, nil
 }

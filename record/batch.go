@@ -128,6 +128,18 @@ func ParseHeader(b []byte) (BatchHeader, int64, error) {
 	return Batch{b: b[:HeaderSize]}.Header(), size, nil
 }
 
+// HeaderBatch returns the batch whose first HeaderSize bytes are h as a
+// Batch of its header alone — its header fields are the batch's, Bytes is
+// the header and NumRecords still counts every record of the batch —
+// after the framing checks of ParseHeader. A point read hands it out with
+// the records it read (Iter.ResetPart).
+func HeaderBatch(h []byte) (Batch, error) {
+	if _, _, err := ParseHeader(h); err != nil {
+		return Batch{}, err
+	}
+	return Batch{b: h[:HeaderSize:HeaderSize]}, nil
+}
+
 // entrySize returns the total size declared by the prefix at b, failing if
 // the length field is below Kafka's minimum. pos is only for the error.
 func entrySize(b []byte, pos int64) (int64, error) {

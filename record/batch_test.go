@@ -582,3 +582,42 @@ func TestErrorMessage(t *testing.T) {
 	require.Equal(t, "replication", OriginReplication.String())
 	require.Equal(t, fmt.Sprint(Running), "running")
 }
+
+// A point read: the header alone and some consecutive records give the
+// records with the batch's offsets, timestamps and sequences.
+func TestResetPartOfAHeaderBatch(t *testing.T) {
+	b := NewBuilder(None)
+	b.SetProducer(9, 1, 40)
+	for i := range 5 {
+		require.NoError(t, b.Append(Record{Timestamp: 1000 + int64(i), Value: []byte{byte('a' + i)}}))
+	}
+	batch, err := b.Build()
+	require.NoError(t, err)
+	var starts []int
+	var it Iter
+	it.Reset(batch, DefaultMaxUncompressed)
+	pos := 0
+	for it.Next() {
+		starts = append(starts, pos)
+		pos += len(it.Record().Raw)
+	}
+	require.NoError(t, it.Err())
+	starts = append(starts, pos)
+
+	head, err := HeaderBatch(batch.Bytes()[:HeaderSize])
+	require.NoError(t, err)
+	require.Equal(t, HeaderSize, head.Size())
+	require.Equal(t, batch.NumRecords(), head.NumRecords())
+	records := batch.Bytes()[HeaderSize:]
+	it.ResetPart(head, records[starts[2]:starts[5]], 3)
+	var got []string
+	for it.Next() {
+		r := it.Record()
+		got = append(got, fmt.Sprintf("%d %d %d %s", r.Offset, r.Timestamp, r.Sequence, r.Value))
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, []string{"2 1002 42 c", "3 1003 43 d", "4 1004 44 e"}, got)
+
+	_, err = HeaderBatch(batch.Bytes()[:HeaderSize-1])
+	require.ErrorIs(t, err, ErrCorruptBatch)
+}

@@ -71,7 +71,17 @@ func (it *Iter) Reset(b Batch, limit int) {
 	*it = Iter{batch: b, limit: limit, headers: it.headers[:0], buf: it.buf[:0]}
 }
 
-// Err returns the first error met, or nil.
+// ResetPart prepares the iterator for count consecutive records at the
+// start of records, a part of the records section of the uncompressed
+// batch whose header b holds (b may be the header alone, from
+// HeaderBatch): a point read that knows where a record starts reads only
+// its bytes. The records' offsets, timestamps and sequences come from b.
+func (it *Iter) ResetPart(b Batch, records []byte, count int32) {
+	*it = Iter{batch: b, headers: it.headers[:0], buf: it.buf[:0], started: true,
+		data: records, count: count, left: count}
+}
+
+// Err returns the first error met, or nil.// Err returns the first error met, or nil.
 func (it *Iter) Err() error { return it.err }
 
 // Record returns the current record. It is overwritten by the next call to

@@ -38,8 +38,13 @@ var recordReaders = sync.Pool{New: func() any { return new(recordReader) }}
 // never served. The batch and record are valid only during the call.
 //
 // The first read returns only the batch holding from, so reading one record
-// costs one batch; later reads grow to 1 MiB. Buffers are pooled: in steady
-// state Records allocates nothing.
+// costs one batch; later reads grow to 1 MiB. A large uncompressed batch
+// (32 KiB or more) read and checked whole once is remembered — where its
+// records start, in a table bounded to 8 MiB across tablets and forgotten
+// at a truncation — so that a later read from inside it reads only the
+// records fn takes (fn's b is then the batch's header alone: its header
+// fields are the batch's, its Bytes only the header). Buffers are pooled:
+// in steady state Records allocates nothing.
 func (t *Tablet) Records(from int64, iso Isolation, fn func(b record.Batch, r *record.Record) bool) error {
 	rr := recordReaders.Get().(*recordReader)
 	err := rr.run(t, from, iso, fn)
@@ -80,11 +85,28 @@ func (t *Tablet) Scan(from int64, iso Isolation) iter.Seq2[*record.Record, error
 func (rr *recordReader) run(t *Tablet, from int64, iso Isolation, fn func(b record.Batch, r *record.Record) bool) error {
 	res := &rr.res
 	opts := ReadOptions{MaxBytes: 1, Isolation: iso, MinOneMessage: true}
-	for {
+	for first := true; ; first = false {
+		truncations := t.truncations.Load() // before the read: a truncation since changes it
 		if err := t.ReadInto(res, from, opts); err != nil {
 			return err
 		}
 		opts.MaxBytes = min(max(2*opts.MaxBytes, firstChunk), maxChunk)
+		// The first read holds the batch of from alone: a large one
+		// checked before is served from its table, record by record.
+		key, table := batchKey{}, false
+		if first {
+			key, table = pointKey(res, truncations)
+		}
+		if table {
+			served, stop, next, err := rr.point(key, truncations, from, fn)
+			switch {
+			case err != nil || stop:
+				return err
+			case served:
+				from = max(from, next)
+				continue
+			}
+		}
 		var err error
 		rr.buf, err = res.Records.AppendTo(rr.buf[:0])
 		path, pos := "", res.Records.Position()
@@ -110,6 +132,12 @@ func (rr *recordReader) run(t *Tablet, from int64, iso Isolation, fn func(b reco
 			if err := b.Verify(); err != nil { // a flipped bit is reported, never served
 				return &seglog.CorruptionError{Path: path, Offset: at, Err: err,
 					Reason: fmt.Sprintf("the batch of offsets %d to %d fails its CRC check", b.BaseOffset(), b.LastOffset())}
+			}
+			if table {
+				if e := newBatchTable(b, truncations); e != nil {
+					verified.put(key, e)
+				}
+				table = false
 			}
 			next := b.NextOffset()
 			if b.IsControl() || abortedBatch(b, res.AbortedTxns) {
