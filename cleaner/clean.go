@@ -21,13 +21,13 @@
 package cleaner
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
-	"runtime"
-	"runtime/debug"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/seglog/seglog"
@@ -89,6 +89,10 @@ type Options struct {
 	// Stop, when closed, ends the cleaning with ErrStopped at the next
 	// segment: the groups swapped in so far stay.
 	Stop <-chan struct{}
+
+	// dead is what BuildMap learnt for Recopy: the batches of each
+	// segment it read none of whose records is the last of its key.
+	dead deadBatches
 }
 
 // ErrStopped is returned by a cleaning ended by Options.Stop.
@@ -122,6 +126,9 @@ type Stats struct {
 	// records (a producer's last batch).
 	BatchesRemoved int64 `json:"batchesRemoved"`
 	BatchesEmptied int64 `json:"batchesEmptied"`
+	// BatchesSkipped of those removed were not read again: building the
+	// map found none of their records the last of its key.
+	BatchesSkipped int64 `json:"batchesSkipped"`
 	// Keys is how many keys the map held.
 	Keys int `json:"keys"`
 	// Groups is how many cleaned segments replaced the old ones.
@@ -135,6 +142,7 @@ type Stats struct {
 func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 	o.ensureDefaults()
 	o.Map.Clear()
+	o.dead.reset()
 	tx := newTxns(l.Aborted)
 	end := l.End
 	var it record.Iter
@@ -146,7 +154,7 @@ func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 		if err := o.stopped(); err != nil {
 			return 0, err
 		}
-		err := scan(s, true, func(b record.Batch) error {
+		err := scan(s, true, nil, func(b record.Batch, pos int64) error {
 			if b.LastOffset() < l.FirstDirty {
 				return nil
 			}
@@ -172,6 +180,9 @@ func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 					o.Map.Put(r.Key, r.Offset)
 				}
 			}
+			if !b.IsTransactional() && !lastOfProducer(l, b) {
+				o.dead.add(s, deadBatch{pos: pos, size: int32(b.Size()), records: b.NumRecords(), base: b.BaseOffset(), last: b.LastOffset()})
+			}
 			return it.Err()
 		})
 		if err == stop {
@@ -185,54 +196,92 @@ func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 		return 0, fmt.Errorf("%w (%d keys fit; the batch at offset %d holds more)", ErrMapTooSmall, o.Map.Limit(), end)
 	}
 	st.Keys = o.Map.Len()
+	o.dead.keepDead(o.Map)
 	return end, nil
 }
 
-// scan calls fn with every batch of s, read from a mapping of its .log
-// (no copy), CRC checked if verify; damage is a *seglog.CorruptionError
-// with the file and position. A fault reading the mapping (the file cut
-// under it) is an error, not a crash.
-func scan(s *segment.Segment, verify bool, fn func(b record.Batch) error) (err error) {
-	if s.Size() == 0 {
-		return nil
-	}
-	m, err := s.MapLog()
+// scan calls fn with every batch of s, read into a buffer of 1 MiB (grown
+// for a larger batch) chunk by chunk, CRC checked if verify; damage is a
+// *seglog.CorruptionError with the file and position. The batch is valid
+// only during fn. Reading, not mapping: a mapping's page faults, one per
+// 4 KiB page and pass, and its unmapping cost the cleaner more than the
+// copy does, and a file cut under a read is an error, not a fault.
+//
+// The batches skip lists (by position, in order) are not read: skipped is
+// called with each instead.
+func scan(s *segment.Segment, verify bool, skip *deadList, fn func(b record.Batch, pos int64) error) error {
+	log, err := s.LogSlice()
 	if err != nil {
 		return err
 	}
-	defer m.Unmap()
-	_ = m.Advise(vfs.AdviseSequential)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	size := log.Size()
+	bp := scanBufs.Get().(*[]byte)
 	defer func() {
-		if r := recover(); r != nil {
-			re, ok := r.(runtime.Error)
-			if !ok || !strings.Contains(re.Error(), "fault") {
-				panic(r)
-			}
-			err = fmt.Errorf("cleaner: reading %s: %v (was it cut while being cleaned?)", s.LogPath(), r)
+		if cap(*bp) <= 4*scanChunk {
+			scanBufs.Put(bp)
 		}
 	}()
-	data := m.Bytes()
-	for pos := 0; pos < len(data); {
-		b, _, err := record.ParseBatch(data[pos:])
+	buf := (*bp)[:0]
+	start := int64(0) // buf[0]'s position in the .log
+	off := 0          // the next batch's position in buf
+	for start+int64(off) < size {
+		if d, ok := skip.at(start + int64(off)); ok {
+			if err := skip.skipped(d); err != nil {
+				return err
+			}
+			if off += int(d.size); off > len(buf) {
+				start, off, buf = start+int64(off), 0, buf[:0]
+			}
+			continue
+		}
+		// The next batch's bytes, as many as it declares (or the file
+		// has: ParseBatch reports a batch cut short).
+		want := int64(record.LogOverhead)
+		if rem := buf[off:]; len(rem) >= record.LogOverhead {
+			want = int64(binary.BigEndian.Uint32(rem[8:12])) + record.LogOverhead
+		}
+		want = max(min(want, size-start-int64(off)), 1)
+		if int64(len(buf)-off) < want {
+			n := copy(buf[:cap(buf)], buf[off:])
+			start, off = start+int64(off), 0
+			if int64(cap(buf)) < want {
+				grown := make([]byte, n, want)
+				copy(grown, buf[:n])
+				buf, *bp = grown, grown
+			}
+			fill := min(int64(cap(buf)), size-start, max(skip.next(start)-start, want))
+			got, err := log.ReadAt(buf[n:fill], start+int64(n))
+			buf = buf[:n+got]
+			if got == 0 || (err != nil && !errors.Is(err, io.EOF)) {
+				return fmt.Errorf("cleaner: reading %s at %d: %d bytes of %d (was it cut while being cleaned?): %v",
+					s.LogPath(), start+int64(n), got, fill-int64(n), err)
+			}
+			continue
+		}
+		b, _, err := record.ParseBatch(buf[off:])
 		if err == nil && verify {
 			err = b.Verify()
 		}
 		if err != nil {
-			at := int64(pos)
+			at := start + int64(off)
 			var re *record.Error
 			if errors.As(err, &re) {
 				at += re.Pos
 			}
 			return &seglog.CorruptionError{Path: s.LogPath(), Offset: at, Reason: err.Error(), Err: err}
 		}
-		if err := fn(b); err != nil {
+		if err := fn(b, start+int64(off)); err != nil {
 			return err
 		}
-		pos += b.Size()
+		off += b.Size()
 	}
 	return nil
 }
+
+// scanChunk is what scan reads at once.
+const scanChunk = 1 << 20
+
+var scanBufs = sync.Pool{New: func() any { b := make([]byte, 0, scanChunk); return &b }}
 
 // Swap replaces the sources by cleaned, a sealed and synced segment whose
 // files carry the .cleaned suffix; it returns an error, and the cleaning
@@ -350,7 +399,8 @@ func (c *copier) cleanGroup(g []*segment.Segment) (*segment.Segment, error) {
 	err = func() error {
 		for _, s := range g {
 			// A segment BuildMap read, CRC checked, is read again without.
-			if err := scan(s, s.BaseOffset() < c.l.FirstDirty, c.batch); err != nil {
+			skip := c.o.dead.of(s, c.skipped)
+			if err := scan(s, s.BaseOffset() < c.l.FirstDirty, skip, c.batch); err != nil {
 				return err
 			}
 		}
@@ -368,8 +418,18 @@ func (c *copier) cleanGroup(g []*segment.Segment) (*segment.Segment, error) {
 	return out, nil
 }
 
+// skipped counts a batch BuildMap found dead, removed without reading it.
+func (c *copier) skipped(d deadBatch) error {
+	c.st.RecordsRead += int64(d.records)
+	c.st.RecordsRemoved += int64(d.records)
+	c.st.BatchesRemoved++
+	c.st.BatchesSkipped++
+	c.tx.reach(d.last)
+	return nil
+}
+
 // batch copies what survives of one batch.
-func (c *copier) batch(b record.Batch) error {
+func (c *copier) batch(b record.Batch, _ int64) error {
 	c.st.BytesRead += int64(b.Size())
 	c.o.Throttle.wait(int64(b.Size()))
 	if b.BaseOffset() >= c.end {
@@ -377,7 +437,7 @@ func (c *copier) batch(b record.Batch) error {
 	}
 	n := int64(b.NumRecords())
 	c.st.RecordsRead += n
-	last := c.lastOfProducer(b)
+	last := lastOfProducer(c.l, b)
 	if b.IsControl() {
 		removable, reindex := c.tx.onControl(b)
 		if reindex != nil {
@@ -445,11 +505,11 @@ func (c *copier) batch(b record.Batch) error {
 // lastOfProducer says b is the last batch of an active producer (Kafka's
 // isBatchLastRecordOfProducer): its last data batch, or, for a producer
 // whose data is gone, a marker of its current epoch.
-func (c *copier) lastOfProducer(b record.Batch) bool {
+func lastOfProducer(l *Log, b record.Batch) bool {
 	if !b.HasProducerID() {
 		return false
 	}
-	p, ok := c.l.Producers[b.ProducerID()]
+	p, ok := l.Producers[b.ProducerID()]
 	if !ok {
 		return false
 	}

@@ -114,6 +114,15 @@ func (m *OffsetMap) Get(key []byte) int64 {
 	return s.offset
 }
 
+// each calls fn with every offset held.
+func (m *OffsetMap) each(fn func(offset int64)) {
+	for i := range m.slots {
+		if s := &m.slots[i]; s.h != [2]uint64{} {
+			fn(s.offset)
+		}
+	}
+}
+
 // Len returns the number of keys held; Limit, how many fit.
 func (m *OffsetMap) Len() int   { return m.used }
 func (m *OffsetMap) Limit() int { return m.limit }

@@ -103,6 +103,7 @@ func TestCleanKeepsTheLastRecordOfEachKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2000), res.RecordsRead)
 	require.Equal(t, int64(1980), res.RecordsRemoved)
+	require.Equal(t, int64(198), res.BatchesSkipped, "only the last two batches hold a key's last record: the recopy reads no other")
 	require.Equal(t, 20, res.Keys)
 	require.Equal(t, int64(2000), res.CleanedTo)
 	require.Equal(t, int64(2000), tab.CleanerCheckpoint())

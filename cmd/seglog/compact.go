@@ -86,7 +86,7 @@ func printCleaning(cmd *cobra.Command, tp checkpoint.TopicPartition, r tablet.Cl
 		fmt.Fprintf(w, "%s: nothing dirty (cleaned to %d; the dirty section starts at the active segment or the last stable offset)\n", tp, r.CleanedTo)
 		return
 	}
-	fmt.Fprintf(w, "%s: offsets %d to %d cleaned in %v: read %d bytes (%d to map %d keys), wrote %d; removed %d of %d records (%d batches, %d kept empty); %d cleaned segment(s)\n",
+	fmt.Fprintf(w, "%s: offsets %d to %d cleaned in %v: read %d bytes (%d to map %d keys), wrote %d; removed %d of %d records (%d batches, %d of them not read again; %d kept empty); %d cleaned segment(s)\n",
 		tp, r.FirstDirty, r.CleanedTo, r.Took.Round(time.Microsecond), r.MapBytesRead+r.BytesRead, r.MapBytesRead, r.Keys,
-		r.BytesWritten, r.RecordsRemoved, r.RecordsRead, r.BatchesRemoved, r.BatchesEmptied, r.Groups)
+		r.BytesWritten, r.RecordsRemoved, r.RecordsRead, r.BatchesRemoved, r.BatchesSkipped, r.BatchesEmptied, r.Groups)
 }
