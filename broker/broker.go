@@ -349,6 +349,10 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	if gopts.Logger == nil {
 		gopts.Logger = opts.Logger
 	}
+	// A single node serves at once and loads its groups behind
+	// (COORDINATOR_LOAD_IN_PROGRESS until each partition is in), as Kafka's
+	// coordinator does; a cluster's load as their leadership comes.
+	gopts.LoadInBackground = !gopts.ReadOnly
 	if c := opts.Cluster; c != nil {
 		gopts.Cluster = clusterGroupHooks(c, gopts, opts.Logger)
 		gopts.TopicExists = func(topic string, partition int32) bool {

@@ -72,6 +72,15 @@ func (c *Coordinator) DescribeGroups(r *kmsg.DescribeGroupsRequest) *kmsg.Descri
 // the given types (classic, consumer) from v5.
 func (c *Coordinator) ListGroups(r *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+	// Kafka's answer while partitions load: the groups of those loaded,
+	// and COORDINATOR_LOAD_IN_PROGRESS (an admin client retries).
+	c.mu.Lock()
+	for _, state := range c.ownedParts {
+		if state == store.Loading {
+			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		}
+	}
+	c.mu.Unlock()
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
 		dead, state, protocolType, kind := g.state == Dead, g.state.String(), g.protocolType, "classic"

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -242,4 +243,45 @@ func TestStaticLeaderRejoinSkipsAssignment(t *testing.T) {
 	synced := e.c.SyncGroup(context.Background(), sr)
 	require.Zero(t, synced.ErrorCode)
 	require.Equal(t, []byte("mine"), synced.MemberAssignment)
+}
+
+// A coordinator loading in the background answers at once: a group whose
+// partition is not loaded yet is COORDINATOR_LOAD_IN_PROGRESS (ListGroups
+// too), and a transaction marker written meanwhile applies once its
+// partition's groups are installed.
+func TestBackgroundLoad(t *testing.T) {
+	e := newTestEnv(t, Options{})
+	require.Equal(t, int16(0), commitOne(e, "g1", "", -1, "t", 42, "m"))
+	r := kmsg.NewPtrTxnOffsetCommitRequest()
+	r.SetVersion(3)
+	r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = "g2", 7, 0, -1
+	r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{
+		{Partition: 0, Offset: 77, LeaderEpoch: -1}}}}
+	require.Equal(t, int16(0), e.c.TxnOffsetCommit(r).Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, int64(-1), fetchOne(e, "g2"), "pending until its transaction commits")
+
+	release := make(chan struct{})
+	e.opts.LoadInBackground = true
+	e.opts.loadHook = func(int32) { <-release }
+	e.restart()
+	f := kmsg.NewPtrOffsetFetchRequest()
+	f.SetVersion(7)
+	f.Group = "g1"
+	require.Equal(t, kerr.CoordinatorLoadInProgress.Code, e.c.OffsetFetch(f).ErrorCode)
+	require.Equal(t, kerr.CoordinatorLoadInProgress.Code, commitOne(e, "g1", "", -1, "t", 43, ""))
+	require.Equal(t, kerr.CoordinatorLoadInProgress.Code, e.c.ListGroups(kmsg.NewPtrListGroupsRequest()).ErrorCode)
+	select {
+	case <-e.c.Loaded():
+		t.Fatal("loaded while its partitions are held")
+	default:
+	}
+	// The transaction commits while g2's partition loads.
+	e.c.OnMarker(checkpoint.TopicPartition{Topic: Topic, Partition: PartitionFor("g2", e.opts.Partitions)}, 7, true)
+	close(release)
+	<-e.c.Loaded()
+	require.Equal(t, int64(42), fetchOne(e, "g1"))
+	require.Equal(t, int64(77), fetchOne(e, "g2"), "the marker written while loading applied")
+	require.Equal(t, int16(0), e.c.ListGroups(kmsg.NewPtrListGroupsRequest()).ErrorCode)
+	require.Equal(t, int16(0), commitOne(e, "g1", "", -1, "t", 43, ""))
+	require.Equal(t, int64(43), fetchOne(e, "g1"))
 }

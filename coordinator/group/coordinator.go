@@ -68,6 +68,14 @@ type Options struct {
 	// ReadOnly loads the groups for inspection only (a read-only data
 	// directory): no session timers, no expiry, nothing written.
 	ReadOnly bool
+	// LoadInBackground returns from New at once and loads the groups
+	// after, partition by partition, as Kafka's coordinator does: a
+	// request for a group of a partition not loaded yet is
+	// COORDINATOR_LOAD_IN_PROGRESS (clients retry), ListGroups says so
+	// too, and Loaded is closed when every partition is loaded. A
+	// partition that fails to load is logged and stays loading: its
+	// groups are refused, never served without their commits.
+	LoadInBackground bool
 	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a
 	// consumer group member without a heartbeat for this long is removed.
 	// The default is 45 s.
@@ -92,7 +100,8 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	clock clock // tests' time; the default is the real one
+	clock    clock         // tests' time; the default is the real one
+	loadHook func(p int32) // tests: called before partition p loads
 }
 
 func (o *Options) ensureDefaults(m *tablet.Manager) {
@@ -168,10 +177,18 @@ type Coordinator struct {
 	// owned are, in a cluster, the partitions this coordinator loads or
 	// has loaded (nil: a single node's, which owns every one).
 	ownedParts store.Ownership
-	closed     bool
-	shut       atomic.Bool // closed, for the timers
-	expiry     stopper
-	stats      stats
+	// loaded is closed once the groups are loaded (a single node; in a
+	// cluster, nil: partitions load as their leadership comes); loading
+	// counts a background load.
+	loaded  chan struct{}
+	loading sync.WaitGroup
+	// deferred holds, by partition, the transaction markers written while
+	// the partition's groups were loading.
+	deferred map[int32][]deferredMarker
+	closed   bool
+	shut     atomic.Bool // closed, for the timers
+	expiry   stopper
+	stats    stats
 }
 
 // ErrClosed is returned once the coordinator is closed.
@@ -189,10 +206,16 @@ func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 	}
 	c := &Coordinator{m: m, topics: m, opts: opts, groups: map[string]*group{}, txnGroups: map[int64]map[*group]bool{}}
 	c.log = store.Open(m, Topic, opts.Partitions, opts.SegmentBytes)
-	if opts.Cluster != nil {
+	switch {
+	case opts.Cluster != nil:
 		c.clustered(opts.Cluster)
-	} else if err := c.load(); err != nil {
-		return nil, err
+	case opts.LoadInBackground && !opts.ReadOnly:
+		c.loadInBackground()
+	default:
+		if err := c.load(); err != nil {
+			return nil, err
+		}
+		c.loaded = closedChan
 	}
 	if !opts.ReadOnly {
 		c.scheduleExpiry()
@@ -214,6 +237,7 @@ func (c *Coordinator) Close() error {
 		c.expiry.Stop()
 	}
 	c.mu.Unlock()
+	c.loading.Wait() // a background load stops at its next partition
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
 		g.stopTimers()

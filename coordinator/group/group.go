@@ -131,10 +131,18 @@ type group struct {
 	pendingTxn map[int64]map[topicPartition]Offset
 }
 
+// Its maps of members and their state are made as the first entry comes
+// (a loaded group of offsets alone, most of a large load, has none).
 func newGroup(id string, partition int32, now time.Time) *group {
-	return &group{id: id, partition: partition, stateTime: now.UnixMilli(), members: map[string]*member{},
-		static: map[string]string{}, pending: map[string]stopper{}, pendingSync: map[string]bool{},
-		offsets: map[topicPartition]Offset{}, pendingTxn: map[int64]map[topicPartition]Offset{}}
+	return &group{id: id, partition: partition, stateTime: now.UnixMilli(), offsets: map[topicPartition]Offset{}}
+}
+
+// put sets m[k] = v, making m first if it is nil.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
 }
 
 func (g *group) transition(s State, now time.Time) {
@@ -214,10 +222,10 @@ func (g *group) add(m *member) {
 	if len(g.members) == 0 {
 		g.protocolType = m.protocolType
 	}
-	g.members[m.id] = m
+	put(&g.members, m.id, m)
 	g.order = append(g.order, m.id)
 	if m.instanceID != "" {
-		g.static[m.instanceID] = m.id
+		put(&g.static, m.instanceID, m.id)
 	}
 	if g.leader == "" {
 		g.leader = m.id

@@ -174,19 +174,19 @@ func (c *Coordinator) joinStatic(g *group, j joining) (*kmsg.JoinGroupResponse, 
 	m := j.member(id)
 	m.assignment = old.assignment
 	delete(g.members, oldID)
-	g.members[id] = m
+	put(&g.members, id, m)
 	for i, o := range g.order {
 		if o == oldID {
 			g.order[i] = id
 		}
 	}
-	g.static[j.instanceID] = id
+	put(&g.static, j.instanceID, id)
 	if g.leader == oldID {
 		g.leader = id
 	}
 	if g.pendingSync[oldID] {
 		delete(g.pendingSync, oldID)
-		g.pendingSync[id] = true
+		put(&g.pendingSync, id, true)
 	}
 	if g.state == Stable && g.selectProtocol() == g.protocol {
 		// Kafka's answer: the member's place is stored, and it gets the

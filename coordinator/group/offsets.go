@@ -212,7 +212,7 @@ func (c *Coordinator) TxnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnO
 	pending := g.pendingTxn[r.ProducerID]
 	if pending == nil {
 		pending = map[topicPartition]Offset{}
-		g.pendingTxn[r.ProducerID] = pending
+		put(&g.pendingTxn, r.ProducerID, pending)
 		c.notePending(r.ProducerID, g)
 	}
 	for i, tp := range tps {
@@ -259,7 +259,22 @@ func (c *Coordinator) OnMarker(tp checkpoint.TopicPartition, producerID int64, c
 	if tp.Topic != Topic {
 		return
 	}
-	for _, g := range c.takePending(producerID, tp.Partition) {
+	c.mu.Lock()
+	if c.ownedParts.Code(tp.Partition) == kerr.CoordinatorLoadInProgress.Code {
+		// The partition's groups are being loaded (in the background, on
+		// a single node): the marker applies once they are installed.
+		put(&c.deferred, tp.Partition, append(c.deferred[tp.Partition], deferredMarker{producerID, commit}))
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.settle(tp.Partition, producerID, commit)
+}
+
+// settle applies (commit) or drops a producer's pending offsets in the
+// groups of partition p.
+func (c *Coordinator) settle(p int32, producerID int64, commit bool) {
+	for _, g := range c.takePending(producerID, p) {
 		g.mu.Lock()
 		if pending := g.pendingTxn[producerID]; pending != nil {
 			if commit {
@@ -269,6 +284,35 @@ func (c *Coordinator) OnMarker(tp checkpoint.TopicPartition, producerID int64, c
 			delete(g.pendingTxn, producerID)
 		}
 		g.mu.Unlock()
+	}
+}
+
+// deferredMarker is a transaction marker written to a partition whose
+// groups were loading.
+type deferredMarker struct {
+	producerID int64
+	commit     bool
+}
+
+// ownLoaded makes partition p, whose groups are installed, owned — after
+// applying the markers written to it while it loaded, in their order and
+// before any request for its groups is taken. A marker the replay read
+// already found the producer's pending offsets settled: it changes
+// nothing.
+func (c *Coordinator) ownLoaded(p int32) {
+	for {
+		c.mu.Lock()
+		ms := c.deferred[p]
+		delete(c.deferred, p)
+		if len(ms) == 0 {
+			c.ownedParts[p] = store.Owned
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		for _, m := range ms {
+			c.settle(p, m.producerID, m.commit)
+		}
 	}
 }
 

@@ -124,7 +124,7 @@ func (c *Coordinator) completeJoin(g *group) {
 		m := g.members[id]
 		m.joinWait <- g.joinResponse(m)
 		m.joinWait, m.isNew = nil, false
-		g.pendingSync[id] = true
+		put(&g.pendingSync, id, true)
 		c.heartbeat(g, m)
 	}
 	gen := g.generation
@@ -191,7 +191,7 @@ func (c *Coordinator) removeMember(g *group, id, reason string) {
 // addPending hands out a member id (MEMBER_ID_REQUIRED): the member must
 // join with it within its session timeout.
 func (c *Coordinator) addPending(g *group, id string, session time.Duration) {
-	g.pending[id] = c.after(session, func() {
+	put(&g.pending, id, c.after(session, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if _, ok := g.pending[id]; !ok {
@@ -199,7 +199,7 @@ func (c *Coordinator) addPending(g *group, id string, session time.Duration) {
 		}
 		delete(g.pending, id)
 		c.tryCompleteJoin(g)
-	})
+	}))
 }
 
 // addMemberAndRebalance adds a joining member, which waits for the
