@@ -133,6 +133,8 @@ type Coordinator struct {
 	closed bool
 	timer  *time.Timer
 	stats  Stats
+	// finishing counts the completions running after their EndTxn.
+	finishing sync.WaitGroup
 	// ownedParts, in a cluster, are the __transaction_state partitions
 	// coordinated here (loading or owned), and epochs their coordinator
 	// epochs; nil on a single node, which owns every partition.
@@ -170,11 +172,12 @@ func New(m *tablet.Manager, opts Options) (*Coordinator, error) {
 // Close stops the timeout aborts.
 func (c *Coordinator) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	c.mu.Unlock()
+	c.finishing.Wait() // the completions EndTxn answered before
 	return nil
 }
 
@@ -264,6 +267,15 @@ func (c *Coordinator) persist(t *txnMeta) error {
 	return c.log.Append(t.partition, c.opts.Now(), store.KV{Key: key(t.id), Value: t.value()})
 }
 
+// persistLazy is persist without waiting for the fsync.
+func (c *Coordinator) persistLazy(t *txnMeta) error {
+	if !c.current(t) {
+		return fmt.Errorf("%w: %q", errNotCoordinator, t.id)
+	}
+	t.updated = c.opts.Now().UnixMilli()
+	return c.log.AppendLazy(t.partition, c.opts.Now(), store.KV{Key: key(t.id), Value: t.value()})
+}
+
 // fenced is the error for a producer epoch below the current one:
 // PRODUCER_FENCED from the versions that know it (KIP-588),
 // INVALID_PRODUCER_EPOCH before.
@@ -322,7 +334,7 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			return resp
 		}
-		if err := c.end(t, false); err != nil {
+		if err := c.end(t, false, false); err != nil {
 			c.opts.Logger.Error("aborting a fenced producer's transaction", "transactional_id", id, "err", err)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			return resp
@@ -502,7 +514,15 @@ func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 		resp.ErrorCode = code
 		return resp
 	}
-	defer t.mu.Unlock()
+	prepared := false // answered at the commit point: t's lock goes to the completion
+	defer func() {
+		if prepared {
+			c.finishing.Add(1)
+			go c.finish(t)
+			return
+		}
+		t.mu.Unlock()
+	}()
 	if v2 {
 		defer func() {
 			if resp.ErrorCode == 0 {
@@ -514,21 +534,22 @@ func (c *Coordinator) EndTxn(r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	case kmsg.TransactionStateOngoing:
 		var err error
 		if v2 {
-			err = c.endV2(t, r.Commit)
+			err = c.endV2(t, r.Commit, true)
 		} else {
-			err = c.end(t, r.Commit)
+			err = c.end(t, r.Commit, true)
 		}
 		if err != nil {
 			c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", r.Commit, "err", err)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
+		prepared = err == nil && (t.state == kmsg.TransactionStatePrepareCommit || t.state == kmsg.TransactionStatePrepareAbort)
 	case kmsg.TransactionStateEmpty, kmsg.TransactionStateCompleteCommit, kmsg.TransactionStateCompleteAbort:
 		switch {
 		case v2 && !r.Commit && !retry:
 			// Transactions v2: a producer whose produces all failed aborts
 			// a transaction that added nothing. It ends at a new epoch like
 			// any other (no partition to write a marker to), as Kafka's.
-			if err := c.endV2(t, false); err != nil {
+			if err := c.endV2(t, false, false); err != nil {
 				c.opts.Logger.Error("ending a transaction", "transactional_id", t.id, "commit", false, "err", err)
 				resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			}
@@ -584,11 +605,14 @@ func (t *txnMeta) ended(commit bool) bool {
 // bumped with the Prepare state, the markers carry the new one, and when
 // no epoch is left after it the producer gets a new id once the
 // transaction is complete.
-func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
+func (c *Coordinator) endV2(t *txnMeta, commit, prepareOnly bool) error {
 	epoch, prevPID, prevEpoch, state := t.epoch, t.prevPID, t.prevEpoch, t.state
 	t.prevPID, t.prevEpoch = t.pid, t.epoch // logged with the new state: a retry is known after a restart
 	t.epoch++                               // below MaxInt16: InitProducerId and endV2 move to a new id before it
-	if err := c.end(t, commit); err != nil {
+	// The last epoch's completion moves to a new producer id, which the
+	// answer carries: it completes before answering.
+	prepareOnly = prepareOnly && t.epoch < math.MaxInt16-1
+	if err := c.end(t, commit, prepareOnly); err != nil {
 		if t.state == state { // nothing logged: as it was
 			t.epoch, t.prevPID, t.prevEpoch = epoch, prevPID, prevEpoch
 		}
@@ -597,8 +621,11 @@ func (c *Coordinator) endV2(t *txnMeta, commit bool) error {
 	return nil
 }
 
-// end logs the Prepare state, then completes the transaction.
-func (c *Coordinator) end(t *txnMeta, commit bool) error {
+// end logs the Prepare state, then completes the transaction — unless
+// prepareOnly: EndTxn answers once the Prepare state is durable, Kafka's
+// commit point (a restart completes a prepared transaction), and finish
+// completes it after.
+func (c *Coordinator) end(t *txnMeta, commit, prepareOnly bool) error {
 	prev := t.state
 	t.state = kmsg.TransactionStatePrepareAbort
 	if commit {
@@ -608,7 +635,25 @@ func (c *Coordinator) end(t *txnMeta, commit bool) error {
 		t.state = prev
 		return err
 	}
+	if prepareOnly {
+		return nil
+	}
 	return c.complete(t, commit)
+}
+
+// finish completes t, which EndTxn prepared and answered, holding t's
+// lock EndTxn handed over: the producer's next request for t (its next
+// transaction's AddPartitionsToTxn, InitProducerId) waits for the markers
+// instead of getting CONCURRENT_TRANSACTIONS and backing off. A failure
+// is retried in the background, as in a cluster.
+func (c *Coordinator) finish(t *txnMeta) {
+	defer c.finishing.Done()
+	defer t.mu.Unlock()
+	err := c.completeNow(t, t.state == kmsg.TransactionStatePrepareCommit)
+	if err != nil && !errors.Is(err, errNotCoordinator) {
+		c.opts.Logger.Warn("a transaction's markers are not all written yet: retrying", "transactional_id", t.id, "err", err)
+		c.retryLater(t, minMarkerRetry)
+	}
 }
 
 // writeLocal writes a transaction's markers to the partitions' tablets in
@@ -702,7 +747,12 @@ func (c *Coordinator) completeNow(t *txnMeta, commit bool) error {
 		t.state = kmsg.TransactionStateCompleteCommit
 	}
 	t.parts = map[checkpoint.TopicPartition]bool{}
-	if err := c.persist(t); err != nil {
+	// The completion need not be durable before the next step: lost, a
+	// restart finds the transaction prepared and writes its markers again
+	// (to partitions where the producer has nothing newer — its next
+	// transaction starts with a durable record of this same partition,
+	// which covers this one).
+	if err := c.persistLazy(t); err != nil {
 		return err
 	}
 	if t.prevEpoch >= 0 && t.epoch == math.MaxInt16-1 {
@@ -801,7 +851,7 @@ func (c *Coordinator) AbortTimedOut() int {
 		if t.state == kmsg.TransactionStateOngoing && t.start >= 0 && now-t.start > t.timeout.Milliseconds() {
 			err := c.bumpEpoch(t)
 			if err == nil {
-				err = c.end(t, false)
+				err = c.end(t, false, false)
 			}
 			if err != nil {
 				c.opts.Logger.Error("aborting a timed-out transaction", "transactional_id", t.id, "err", err)

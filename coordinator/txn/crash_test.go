@@ -116,6 +116,7 @@ func TestEndTxnCrashAtEveryStep(t *testing.T) {
 		end := kmsg.NewPtrEndTxnRequest()
 		end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "t", pid, epoch, true
 		code := c.EndTxn(end).ErrorCode
+		c.finishing.Wait() // the markers and the completion, written after the answer
 		reached := inj.Injected() > 0
 		img := mem.Crash(vfs.CrashRandom, uint64(k))
 		c.Close()

@@ -141,5 +141,5 @@ func (c *Coordinator) Abort(id string) (bool, error) {
 	if err := c.bumpEpoch(t); err != nil {
 		return false, err
 	}
-	return true, c.end(t, false)
+	return true, c.end(t, false, false)
 }

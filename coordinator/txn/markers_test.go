@@ -66,25 +66,32 @@ func (b *barrierFS) meet() {
 	}
 }
 
+// commitOn opens a coordinator on fsys with transaction "t" open (see
+// openTxn), arms fsys's barrier and returns the EndTxn that commits it.
+func commitOn(t *testing.T, fsys *barrierFS) (*tablet.Manager, *Coordinator, *kmsg.EndTxnRequest) {
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	m := openManager(t, fsys)
+	t.Cleanup(func() { m.Close() })
+	c, err := New(m, testOptions(&now))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	pid, epoch := openTxn(t, m, c)
+	fsys.armed.Store(true)
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "t", pid, epoch, true
+	return m, c, end
+}
+
 // EndTxn writes its markers to the transaction's partitions at once: the
 // three partitions' fsyncs are under way together (a barrier that opens
 // only when all three wait), not one after another; the transaction is
 // committed in every partition.
 func TestEndTxnWritesMarkersAtOnce(t *testing.T) {
-	var now atomic.Int64
-	now.Store(1_700_000_000_000)
 	fsys := &barrierFS{FS: vfs.NewMem(), want: len(dataTPs), release: make(chan struct{})}
-	m := openManager(t, fsys)
-	defer m.Close()
-	c, err := New(m, testOptions(&now))
-	require.NoError(t, err)
-	defer c.Close()
-	pid, epoch := openTxn(t, m, c)
-
-	fsys.armed.Store(true)
-	end := kmsg.NewPtrEndTxnRequest()
-	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "t", pid, epoch, true
+	m, c, end := commitOn(t, fsys)
 	require.Zero(t, c.EndTxn(end).ErrorCode)
+	c.finishing.Wait() // the markers are written after the answer
 	fsys.armed.Store(false)
 	require.Zero(t, fsys.timedOut.Load(), "the markers' fsyncs ran one after another")
 	committed, open := outcome(t, m)
@@ -201,4 +208,47 @@ func TestEndTxnV2RetryAfterRestart(t *testing.T) {
 	restart()
 	end.ProducerID, end.ProducerEpoch = pid, math.MaxInt16-2
 	require.NotZero(t, c.EndTxn(end).ErrorCode, "a retry from before the fence")
+}
+
+// EndTxn answers at Kafka's commit point, once the Prepare state is
+// durable: with the markers' fsyncs held, it has answered; a crash then
+// leaves a prepared transaction the restart commits everywhere. The
+// producer's next AddPartitionsToTxn waits for the completion instead of
+// getting CONCURRENT_TRANSACTIONS (and a client's backoff).
+func TestEndTxnAnswersAtTheCommitPoint(t *testing.T) {
+	mem := vfs.NewMem()
+	fsys := &barrierFS{FS: mem, want: len(dataTPs) + 1, release: make(chan struct{})} // never met: the test releases
+	m, c, end := commitOn(t, fsys)
+	pid, epoch := end.ProducerID, end.ProducerEpoch
+	require.Zero(t, c.EndTxn(end).ErrorCode, "answered while the markers' fsyncs are held")
+	img := mem.Crash(vfs.CrashDropAll, 1)
+
+	added := make(chan int16, 1)
+	go func() {
+		add := kmsg.NewPtrAddPartitionsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch = "t", pid, epoch
+		add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "a", Partitions: []int32{0}}}
+		added <- c.AddPartitionsToTxn(add).Topics[0].Partitions[0].ErrorCode
+	}()
+	fsys.mu.Lock()
+	fsys.want = 0 // (never met now: every sync passes the closed channel)
+	close(fsys.release)
+	fsys.mu.Unlock()
+	require.Zero(t, <-added, "the next transaction starts once this one is complete")
+	fsys.armed.Store(false)
+	require.Zero(t, fsys.timedOut.Load())
+	committed, open := outcome(t, m)
+	require.Equal(t, len(dataTPs), committed)
+	require.False(t, open)
+
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	m2 := openManager(t, img)
+	defer m2.Close()
+	c2, err := New(m2, testOptions(&now))
+	require.NoError(t, err)
+	defer c2.Close()
+	committed, open = outcome(t, m2)
+	require.Equal(t, len(dataTPs), committed, "crashed after the answer: committed at the restart")
+	require.False(t, open)
 }

@@ -183,10 +183,23 @@ func (l *Log) Append(p int32, now time.Time, recs ...KV) error {
 	return err
 }
 
+// AppendLazy writes records to partition p without waiting for their
+// fsync: the next durable append to the partition (or its flush) covers
+// them. For a record whose loss a restart repairs (a transaction's
+// completion: the restart completes it again).
+func (l *Log) AppendLazy(p int32, now time.Time, recs ...KV) error {
+	_, err := l.appendAs(p, now, Producer{}, false, recs...)
+	return err
+}
+
 // AppendAs writes records durably as one batch, transactional for a
 // producer (appended as the coordinator: no sequence), and returns the
 // first one's offset.
 func (l *Log) AppendAs(p int32, now time.Time, prod Producer, recs ...KV) (int64, error) {
+	return l.appendAs(p, now, prod, true, recs...)
+}
+
+func (l *Log) appendAs(p int32, now time.Time, prod Producer, sync bool, recs ...KV) (int64, error) {
 	if len(recs) == 0 {
 		return -1, nil
 	}
@@ -195,7 +208,7 @@ func (l *Log) AppendAs(p int32, now time.Time, prod Producer, recs ...KV) (int64
 		return -1, err
 	}
 	b := record.NewBuilder(record.None)
-	opts := tablet.AppendOptions{Sync: true}
+	opts := tablet.AppendOptions{Sync: sync}
 	if prod.ID > 0 {
 		b.SetProducer(prod.ID, prod.Epoch, -1)
 		b.SetTransactional(true)
