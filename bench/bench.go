@@ -154,7 +154,7 @@ var Workloads = []Workload{
 	{"open", "clean open of a tablet of many segments: time, heap, descriptors, against list + stat", runOpen},
 	{"tier", "sealed segments uploaded as stream objects and read back through the tier, against raw PUT and GET", runTier},
 	{"consume", "the consumer API (Tablet.Records): one record at a random offset and a whole scan, against ReadInto + CRC + Iter", runConsume},
-	{"serve", "seglog serve through franz-go over loopback (produce, consume; 1, 4, 16 partitions; durable acks; idle connections), against a null broker and kfake", runServe},
+	{"serve", "seglog serve through franz-go (and kcat) over loopback (produce, consume; 1, 4, 16, 1,000 partitions; 1, 10, 100 clients; server CPU-s/GB and RSS; durable acks; idle connections), against a null broker and kfake, each a process of its own", runServe},
 	{"groups", "offset commits through the broker (kadm, 100 partitions, durable; 1 and 8 groups), against write + fdatasync; loading 100,000 groups' offsets at start, against a scan of the same tablets", runGroups},
 	{"txn", "transactions through the broker (franz-go, 10 records each, committed; 1 and 8 producers) with their fsyncs, against write + fdatasync", runTxn},
 	{"security", "produce and consume over SASL_SSL (TLS, SCRAM-SHA-512, ACLs on) and SCRAM logins, against PLAINTEXT without an authorizer", runSecurity},

@@ -53,14 +53,26 @@ func (c *procCluster) start(id int32) error {
 		"--config", "broker.session.timeout.ms=2000", "--config", "broker.heartbeat.interval.ms=200",
 		"--config", "default.replication.factor=3", "--config", "min.insync.replicas=2",
 		"--config", "log.level=warn")
+	b, err := startServing(cmd)
+	if err != nil {
+		return fmt.Errorf("bench: broker %d: %w", id, err)
+	}
+	c.brokers[id] = b
+	return nil
+}
+
+// startServing runs cmd, a server that says on its stdout where it serves
+// ("serving the Kafka protocol on ADDR", as seglog serve does), and
+// returns once it serves.
+func startServing(cmd *exec.Cmd) (*procBroker, error) {
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	lines := bufio.NewScanner(out)
 	b := &procBroker{cmd: cmd, done: make(chan error, 1)}
@@ -72,15 +84,26 @@ func (c *procCluster) start(id int32) error {
 	}
 	if b.addr == "" {
 		_ = cmd.Process.Kill()
-		return fmt.Errorf("bench: broker %d did not serve: %v %s", id, cmd.Wait(), stderr.String())
+		return nil, fmt.Errorf("it did not serve: %v %s", cmd.Wait(), stderr.String())
 	}
 	go func() {
-		for lines.Scan() { // (drained: the broker never blocks on its stdout)
+		for lines.Scan() { // (drained: the server never blocks on its stdout)
 		}
 		b.done <- cmd.Wait()
 	}()
-	c.brokers[id] = b
-	return nil
+	return b, nil
+}
+
+// stop ends the process with SIGTERM (a clean shutdown), SIGKILL after a
+// minute.
+func (b *procBroker) stop() {
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(time.Minute):
+		_ = b.cmd.Process.Kill()
+		<-b.done
+	}
 }
 
 // kill SIGKILLs broker id and waits for its process to end.
@@ -94,13 +117,7 @@ func (c *procCluster) kill(id int32) {
 // close stops every broker (SIGTERM: a controlled shutdown).
 func (c *procCluster) close() {
 	for id, b := range c.brokers {
-		_ = b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.done:
-		case <-time.After(time.Minute):
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
+		b.stop()
 		delete(c.brokers, id)
 	}
 }

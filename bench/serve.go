@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -32,6 +33,7 @@ type serveTarget struct {
 	addr  string
 	close func() error
 	m     *tablet.Manager // seglog's, for its fsync counts
+	proc  *procBroker     // the process serving, if not this one
 }
 
 const serveTopic = "bench"
@@ -183,10 +185,13 @@ func consumeAll(addr string, n, size int, opts ...kgo.Opt) (float64, error) {
 }
 
 // runServe: seglog serve's produce and consume through franz-go over
-// loopback, 1, 4 and 16 partitions, against the null broker (produce) and
-// kfake (produce and consume), alternating repetition by repetition; the
-// latency of a durable acks=-1 produce against a write + fdatasync of the
-// same size; and the memory 1,000 idle connections hold.
+// loopback, 1, 4, 16 and 1,000 partitions and 1, 10 and 100 clients,
+// against the null broker (produce) and kfake (produce and consume), each
+// a process of its own (see startTarget), one after another in every
+// repetition, with each one's CPU seconds per GB and resident memory; the
+// same with librdkafka's client (kcat); the latency of a durable acks=-1
+// produce against a write + fdatasync of the same size; and the memory
+// 1,000 idle connections hold.
 func runServe(o Options) (*Result, error) {
 	dir, err := scratch(o, "serve")
 	if err != nil {
@@ -195,59 +200,123 @@ func runServe(o Options) (*Result, error) {
 	defer os.RemoveAll(dir)
 	size := o.RecordSize
 	n := int(min(o.Bytes, 64<<20) / int64(size))
+	bytes := int64(n * size)
 	values := randomValues(size)
 	var figs []Figure
+	procs := o.Serve != nil
 	run := 0
+	// point runs kind with parts partitions once: produce (and consume,
+	// unless nil), into the samples.
+	point := func(kind string, parts int32, produce func(addr string) (float64, error), consume bool, p, c *serveSample) error {
+		run++
+		data := filepath.Join(dir, fmt.Sprintf("data-%d", run))
+		t, err := startTarget(o, kind, data, parts)
+		if err != nil {
+			return err
+		}
+		mbps, cpu, err := t.run(bytes, func() (float64, error) { return produce(t.addr) })
+		var cm, ccpu float64
+		if err == nil && consume {
+			cm, ccpu, err = t.run(bytes, func() (float64, error) { return consumeAll(t.addr, n, size) })
+		}
+		rss, rerr := t.rssBytes()
+		if err := errors.Join(err, rerr, t.close(), os.RemoveAll(data)); err != nil {
+			return fmt.Errorf("bench: %s, %d partitions: %w", kind, parts, err)
+		}
+		p.add(mbps, cpu, rss)
+		if consume {
+			c.add(cm, ccpu, rss)
+		}
+		return nil
+	}
+	franz := func(opts ...kgo.Opt) func(string) (float64, error) {
+		return func(addr string) (float64, error) { return produceAll(addr, values, n, opts...) }
+	}
 	for _, parts := range []int32{1, 4, 16} {
-		var ours, null, peer, oursC, peerC []float64
+		var ours, null, peer, oursC, peerC serveSample
 		// A run is short (64 MiB at close to 1 GB/s): at least five
 		// repetitions, alternating the brokers, for a median that holds.
 		reps := max(o.Repeat, 5)
 		for rep := range reps {
 			o.Progress(fmt.Sprintf("serve: %d partitions", parts), int64(rep), int64(reps))
-			run++
-			t, err := startSeglog(filepath.Join(dir, fmt.Sprintf("data-%d", run)), parts, false)
-			if err != nil {
+			if err := errors.Join(point("seglog", parts, franz(), true, &ours, &oursC),
+				point("null", parts, franz(), false, &null, nil),
+				point("kfake", parts, franz(), true, &peer, &peerC)); err != nil {
 				return nil, err
 			}
-			p, err := produceAll(t.addr, values, n)
-			var c float64
-			if err == nil {
-				c, err = consumeAll(t.addr, n, size)
-			}
-			if err := errors.Join(err, t.close(), os.RemoveAll(filepath.Join(dir, fmt.Sprintf("data-%d", run)))); err != nil {
-				return nil, err
-			}
-			ours, oursC = append(ours, p), append(oursC, c)
-
-			if t, err = startNull(parts); err != nil {
-				return nil, err
-			}
-			p, err = produceAll(t.addr, values, n)
-			if err := errors.Join(err, t.close()); err != nil {
-				return nil, err
-			}
-			null = append(null, p)
-
-			if t, err = startKfake(parts); err != nil {
-				return nil, err
-			}
-			p, err = produceAll(t.addr, values, n)
-			if err == nil {
-				c, err = consumeAll(t.addr, n, size)
-			}
-			if err := errors.Join(err, t.close()); err != nil {
-				return nil, err
-			}
-			peer, peerC = append(peer, p), append(peerC, c)
 		}
 		name := fmt.Sprintf("serve.produce.p%d", parts)
-		f := figure(name, "MB/s", ours, "null broker", null)
-		figs = append(figs, f.target("≥ 0.8 × null broker", f.Ratio >= 0.8))
-		f = figure(name+".kfake", "MB/s", ours, "kfake", peer)
+		f := figure(name, "MB/s", ours.mbps, "null broker", null.mbps)
+		want := 0.8
+		if parts == 16 {
+			want = 0.9
+		}
+		figs = append(figs, f.target(fmt.Sprintf("≥ %g × null broker", want), f.Ratio >= want))
+		f = figure(name+".kfake", "MB/s", ours.mbps, "kfake", peer.mbps)
+		figs = append(figs, f.target("≥ 1.5 × kfake", f.Ratio >= 1.5))
+		f = figure(fmt.Sprintf("serve.consume.p%d", parts), "MB/s", oursC.mbps, "kfake", peerC.mbps)
 		figs = append(figs, f.target("≥ 2 × kfake", f.Ratio >= 2))
-		f = figure(fmt.Sprintf("serve.consume.p%d", parts), "MB/s", oursC, "kfake", peerC)
-		figs = append(figs, f.target("≥ 2 × kfake", f.Ratio >= 2))
+		if procs {
+			figs = append(figs, figure(name+".cpu", "CPU-s/GB", ours.cpu, "kfake", peer.cpu),
+				figure(fmt.Sprintf("serve.consume.p%d.cpu", parts), "CPU-s/GB", oursC.cpu, "kfake", peerC.cpu),
+				figure(fmt.Sprintf("serve.rss.p%d", parts), "MiB", mib(ours.rss), "kfake", mib(peer.rss)))
+		}
+	}
+
+	// Many partitions, small batches: records spread round robin over
+	// 1,000 partitions (a batch of a few records each).
+	var many, manyNull serveSample
+	roundRobin := franz(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for rep := range o.Repeat {
+		o.Progress("serve: 1,000 partitions", int64(rep), int64(o.Repeat))
+		if err := errors.Join(point("seglog", 1000, roundRobin, false, &many, nil),
+			point("null", 1000, roundRobin, false, &manyNull, nil)); err != nil {
+			return nil, err
+		}
+	}
+	f := figure("serve.produce.p1000", "MB/s", many.mbps, "null broker", manyNull.mbps)
+	figs = append(figs, f.target("≥ 0.8 × null broker", f.Ratio >= 0.8))
+	if procs {
+		figs = append(figs, figure("serve.produce.p1000.cpu", "CPU-s/GB", many.cpu, "null broker", manyNull.cpu),
+			figure("serve.rss.p1000", "MiB", mib(many.rss), "null broker", mib(manyNull.rss)))
+	}
+
+	// Many clients: each its own connection and share of the records.
+	for _, clients := range []int{10, 100} {
+		var ours, null serveSample
+		several := func(addr string) (float64, error) { return produceClients(addr, values, n, clients) }
+		for rep := range o.Repeat {
+			o.Progress(fmt.Sprintf("serve: %d clients", clients), int64(rep), int64(o.Repeat))
+			if err := errors.Join(point("seglog", 16, several, false, &ours, nil),
+				point("null", 16, several, false, &null, nil)); err != nil {
+				return nil, err
+			}
+		}
+		figs = append(figs, figure(fmt.Sprintf("serve.produce.p16.clients=%d", clients), "MB/s", ours.mbps, "null broker", null.mbps))
+		if procs {
+			figs = append(figs, figure(fmt.Sprintf("serve.rss.p16.clients=%d", clients), "MiB", mib(ours.rss), "null broker", mib(null.rss)))
+		}
+	}
+
+	// librdkafka's client, the same brokers.
+	clientsUsed := "franz-go"
+	if kcat, err := exec.LookPath("kcat"); err == nil {
+		clientsUsed += " and kcat (librdkafka)"
+		file, err := kcatRecords(dir, n, size)
+		if err != nil {
+			return nil, err
+		}
+		produce := func(addr string) (float64, error) { return kcatProduce(kcat, addr, file, n, size) }
+		var ours, null, peer serveSample
+		for rep := range o.Repeat {
+			o.Progress("serve: kcat", int64(rep), int64(o.Repeat))
+			if err := errors.Join(point("seglog", 4, produce, false, &ours, nil), point("null", 4, produce, false, &null, nil),
+				point("kfake", 4, produce, false, &peer, nil)); err != nil {
+				return nil, err
+			}
+		}
+		figs = append(figs, figure("serve.produce.p4.kcat", "MB/s", ours.mbps, "null broker", null.mbps),
+			figure("serve.produce.p4.kcat.kfake", "MB/s", ours.mbps, "kfake", peer.mbps))
 	}
 
 	lat, fsyncs, err := durableProduceLatency(filepath.Join(dir, "durable"), values[0], min(o.Ops, 2000))
@@ -255,7 +324,7 @@ func runServe(o Options) (*Result, error) {
 		return nil, err
 	}
 	// The p99s compared: the figure's value is the produce's p99.
-	f := latency("serve.durable-produce-p99", lat, "", nil)
+	f = latency("serve.durable-produce-p99", lat, "", nil)
 	f.Value, f.Baseline, f.BaselineValue = f.P99, "write + fdatasync of the batch, p99", percentile(sortedCopy(fsyncs), 99)
 	f.Ratio = f.Value / f.BaselineValue
 	figs = append(figs, f.target("≤ 3 × fsync p99", f.Ratio <= 3))
@@ -265,8 +334,13 @@ func runServe(o Options) (*Result, error) {
 		return nil, err
 	}
 	figs = append(figs, Figure{Name: "serve.idle-connection-bytes", Value: perConn, Min: perConn, Max: perConn, Unit: "B"})
-	return &Result{Workload: "serve", Params: fmt.Sprintf("franz-go over loopback, %d records of %d B (random) per run, idempotent acks=-1; "+
-		"seglog (page-cache acks), the null broker, kfake; %d durable produces; 1,000 idle connections", n, size, len(lat)),
+	where := "in this process"
+	if procs {
+		where = "each a process of its own (CPU seconds and RSS from /proc)"
+	}
+	return &Result{Workload: "serve", Params: fmt.Sprintf("%s over loopback, %d records of %d B (random) per run, idempotent acks=-1; "+
+		"seglog serve (page-cache acks), the null broker, kfake, %s; 1, 4, 16 and 1,000 partitions (round robin), 1, 10 and 100 clients; "+
+		"%d durable produces; 1,000 idle connections", clientsUsed, n, size, where, len(lat)),
 		Figures: figs, Samples: map[string][]float64{"durable produce": lat, "fdatasync": fsyncs}}, nil
 }
 
@@ -319,6 +393,22 @@ func durableProduceLatency(dir string, value []byte, n int) ([]float64, []float6
 		}
 	}
 	return lat, base, nil
+}
+
+// serveSample is a point's repetitions: MB/s, the server's CPU seconds
+// per GB, its resident bytes at the end.
+type serveSample struct{ mbps, cpu, rss []float64 }
+
+func (s *serveSample) add(mbps, cpu, rss float64) {
+	s.mbps, s.cpu, s.rss = append(s.mbps, mbps), append(s.cpu, cpu), append(s.rss, rss)
+}
+
+func mib(bytes []float64) []float64 {
+	out := make([]float64, len(bytes))
+	for i, b := range bytes {
+		out[i] = b / (1 << 20)
+	}
+	return out
 }
 
 // record100Overhead is what a batch of one record adds to its value.
