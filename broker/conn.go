@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/bits"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -121,35 +120,62 @@ type pending struct {
 	done chan struct{}
 }
 
-// framePool keeps request frames' buffers for reuse: a decoded request's
-// bytes (a produce's records) alias its frame, so a buffer is put back only
-// once its request is answered. Frames up to 8 MiB are pooled.
-var framePool sync.Pool
+// framePools keep request frames' buffers for reuse, one pool per size
+// class (powers of four from 64 KiB to 64 MiB; smaller frames take the
+// smallest): a decoded request's bytes (a produce's records) alias its
+// frame, so a buffer is put back only once its request is answered.
+var framePools [frameClasses]sync.Pool
 
-const maxPooledFrame = 8 << 20
+const (
+	minFrameClass  = firstFrameChunk
+	frameClasses   = 6
+	maxPooledFrame = minFrameClass << (2 * (frameClasses - 1)) // 64 MiB
+)
 
-func getFrame(n int) *[]byte {
-	if n <= maxPooledFrame {
-		if b, ok := framePool.Get().(*[]byte); ok {
-			if cap(*b) >= n {
-				return b
-			}
-			framePool.Put(b)
+// frameClass returns the class of a frame of n bytes (its capacity is
+// minFrameClass << 2·class), or -1 past the largest.
+func frameClass(n int) int {
+	for c := range frameClasses {
+		if n <= minFrameClass<<(2*c) {
+			return c
 		}
 	}
-	size := n
-	if n <= maxPooledFrame {
-		// A power of two: the next request, a little larger or smaller,
-		// reuses the frame instead of allocating its own size.
-		size = 1 << bits.Len(uint(n-1))
+	return -1
+}
+
+// getFrame returns a buffer of at least n bytes: pooled, or of its class's
+// capacity (the next request of about the same size reuses it), or of n
+// bytes past the largest class.
+func getFrame(n int) *[]byte {
+	c := frameClass(n)
+	if c < 0 {
+		b := make([]byte, n)
+		return &b
 	}
-	b := make([]byte, n, max(size, n))
+	if b, ok := framePools[c].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, n, minFrameClass<<(2*c))
 	return &b
 }
 
+// pooledFrame returns a pooled buffer of at least n bytes, or nil: the
+// memory is held already, so a frame read into it grows without copies.
+func pooledFrame(n int) *[]byte {
+	if c := frameClass(n); c >= 0 {
+		if b, ok := framePools[c].Get().(*[]byte); ok {
+			return b
+		}
+	}
+	return nil
+}
+
 func putFrame(b *[]byte) {
-	if b != nil && cap(*b) <= maxPooledFrame {
-		framePool.Put(b)
+	if b == nil {
+		return
+	}
+	if c := frameClass(cap(*b)); c >= 0 && cap(*b) == minFrameClass<<(2*c) {
+		framePools[c].Put(b)
 	}
 }
 
@@ -164,7 +190,9 @@ const firstFrameChunk = 64 << 10
 // The buffer's length is the memory reserved, released once answered; ctx
 // ending (the broker closing) ends a wait for memory.
 func (b *Broker) readFrame(ctx context.Context, r io.Reader, n int, log *slog.Logger) (*[]byte, error) {
-	var buf *[]byte
+	// A pooled buffer that holds the whole frame takes it as it grows (its
+	// memory reserved step by step all the same): no copies.
+	buf := pooledFrame(n)
 	have := 0
 	for size := min(n, firstFrameChunk); ; size = min(n, size*4) {
 		ok := b.reqMem.acquire(ctx, int64(size-have), func() {
@@ -178,13 +206,15 @@ func (b *Broker) readFrame(ctx context.Context, r io.Reader, n int, log *slog.Lo
 			}
 			return nil, ctx.Err()
 		}
-		next := getFrame(size)
-		*next = (*next)[:size]
-		if buf != nil {
-			copy(*next, (*buf)[:have])
-			putFrame(buf)
+		if buf == nil || cap(*buf) < size {
+			next := getFrame(size)
+			if buf != nil {
+				copy((*next)[:have], (*buf)[:have])
+				putFrame(buf)
+			}
+			buf = next
 		}
-		buf = next
+		*buf = (*buf)[:size]
 		read, err := io.ReadFull(r, (*buf)[have:size])
 		if err != nil {
 			b.reqMem.release(int64(size))

@@ -258,19 +258,36 @@ func TestIdleConnectionsClose(t *testing.T) {
 	require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
 }
 
-// Request frames come in power-of-two capacities, so that a pooled frame
-// serves the next request of about the same size instead of a new one
-// being allocated for each size.
+// Request frames come in size classes (powers of four from 64 KiB to
+// 64 MiB), so that a pooled frame serves the next request of about the
+// same size — a 9 MB produce's too — instead of a new one being allocated
+// for each size.
 func TestFramesRoundUp(t *testing.T) {
-	for _, n := range []int{1, 1000, 4097, 1<<20 + 1, maxPooledFrame} {
+	for _, n := range []int{1, 1000, 4097, 1<<20 + 1, 9 << 20, maxPooledFrame} {
 		b := getFrame(n)
 		c := cap(*b)
 		require.GreaterOrEqual(t, c, n)
 		require.Zero(t, c&(c-1), "a power of two: %d for %d", c, n)
+		require.GreaterOrEqual(t, c, minFrameClass)
+		require.Less(t, c, 4*max(n, minFrameClass), "the class above %d", n)
 		putFrame(b)
+		// (A sync.Pool may drop what it is given — the race detector
+		// makes it drop some at random — so a few tries.)
+		var again *[]byte
+		for range 100 {
+			if again = pooledFrame(n); again != nil {
+				break
+			}
+			putFrame(getFrame(n))
+		}
+		require.NotNil(t, again, "a frame of %d bytes is pooled", n)
+		require.GreaterOrEqual(t, cap(*again), n)
+		putFrame(again)
 	}
 	b := getFrame(maxPooledFrame + 1)
 	require.Equal(t, maxPooledFrame+1, cap(*b), "larger frames are not pooled, nor rounded")
+	putFrame(b)
+	require.Nil(t, pooledFrame(maxPooledFrame+1))
 }
 
 // Produce v13 and Fetch v13+ name topics by id, as Kafka 4 does: a record

@@ -21,13 +21,14 @@ const Undefined = -1
 type Entry = checkpoint.EpochEntry
 
 // Cache is a leader-epoch cache. It is safe for concurrent use; every
-// change is written to the checkpoint before it returns.
+// change is written to the checkpoint before it returns, but AssignLazy's.
 type Cache struct {
 	fsys vfs.FS
 	path string
 
 	mu      sync.RWMutex
 	entries []Entry // increasing in both epoch and start offset
+	dirty   bool    // an AssignLazy not written yet
 }
 
 // Open reads the cache from the checkpoint at path (a missing file is an
@@ -62,6 +63,34 @@ func (c *Cache) Assign(epoch int32, startOffset int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.assignLocked(Entry{Epoch: epoch, StartOffset: startOffset}) {
+		return nil
+	}
+	return c.flushLocked()
+}
+
+// AssignLazy is Assign for an epoch a batch of the log carries: the
+// checkpoint is written by the next Flush (or any change after), not now.
+// A crash before loses nothing recovery cannot find again: it rebuilds
+// the entries from the leader epochs of the batches it replays, and the
+// tablet flushes the cache before its recovery point passes the entry.
+// So the first append of every epoch costs no write, fsync and rename.
+func (c *Cache) AssignLazy(epoch int32, startOffset int64) error {
+	if epoch < 0 || startOffset < 0 {
+		return fmt.Errorf("leaderepoch: invalid entry (epoch %d, start offset %d)", epoch, startOffset)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.assignLocked(Entry{Epoch: epoch, StartOffset: startOffset}) {
+		c.dirty = true
+	}
+	return nil
+}
+
+// Flush writes the checkpoint if an AssignLazy left it behind.
+func (c *Cache) Flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
 		return nil
 	}
 	return c.flushLocked()
@@ -205,5 +234,9 @@ func (c *Cache) Clear() error {
 }
 
 func (c *Cache) flushLocked() error {
-	return checkpoint.WriteEpochs(c.fsys, c.path, c.entries)
+	if err := checkpoint.WriteEpochs(c.fsys, c.path, c.entries); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
 }

@@ -631,7 +631,25 @@ func (v *tabletVerifier) checkEpochs(end, logStart int64) {
 	if len(v.epochs) == 0 && len(cache) <= 1 {
 		return // no batch left to say which epoch is in force
 	}
-	for _, want := range [][]checkpoint.EpochEntry{left, inForce} {
+	// The epochs that begin at or above the recovery point may be missing
+	// after an unclean shutdown: the tablet writes a batch's new epoch
+	// lazily, before the recovery point passes it, and recovery finds it
+	// again in the batch.
+	lazy := func(es []checkpoint.EpochEntry) []checkpoint.EpochEntry {
+		for i, e := range es {
+			if e.StartOffset >= v.durable {
+				return slices.Clone(es[:i])
+			}
+		}
+		return nil
+	}
+	candidates := [][]checkpoint.EpochEntry{left, inForce}
+	for _, es := range [][]checkpoint.EpochEntry{left, inForce} {
+		if l := lazy(es); l != nil {
+			candidates = append(candidates, l)
+		}
+	}
+	for _, want := range candidates {
 		if len(want) > 0 {
 			want[0].StartOffset = max(want[0].StartOffset, logStart)
 		}

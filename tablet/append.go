@@ -189,7 +189,7 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 		}
 	}
 	if latest, ok := t.mu.epochs.LatestEpoch(); !ok || epoch > latest {
-		if err := t.mu.epochs.Assign(epoch, first); err != nil {
+		if err := t.mu.epochs.AssignLazy(epoch, first); err != nil {
 			return res, t.failLocked(err)
 		}
 		t.mu.epoch = max(t.mu.epoch, epoch)

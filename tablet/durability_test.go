@@ -14,6 +14,8 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/testenv"
+	"github.com/seglog/seglog/leaderepoch"
+	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -317,4 +319,45 @@ func TestRolledSegmentSurvivesAPowerCutAfterReopen(t *testing.T) {
 			require.Equal(t, acked, got.Offsets().LogEndOffset, "the durable records in the rolled segment")
 		})
 	}
+}
+
+// The epoch a replicated batch starts is written to the
+// leader-epoch-checkpoint lazily: not by its append, by the flush that
+// moves the recovery point past it. A crash before loses nothing: the
+// recovery rebuilds the entry from the batch.
+func TestLeaderEpochWrittenLazily(t *testing.T) {
+	mem := vfs.NewMem()
+	e := newEnv(t, mem, "/data")
+	tab := e.create(DefaultConfig())
+	file := tab.Dir() + "/leader-epoch-checkpoint"
+	replicated := func(base int64, epoch int32) {
+		b := batch(t, 2, 1, 10)
+		parsed, _, err := record.ParseBatch(b)
+		require.NoError(t, err)
+		parsed.SetBaseOffset(base)
+		parsed.SetPartitionLeaderEpoch(epoch)
+		_, err = tab.Append(b, AppendOptions{Origin: record.OriginReplication, Sync: true})
+		require.NoError(t, err)
+	}
+	replicated(0, 3)
+	replicated(2, 5)
+	require.Equal(t, []leaderepoch.Entry{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 2}}, tab.LeaderEpochs())
+	onDisk, err := checkpoint.ReadEpochs(mem, file)
+	require.NoError(t, err)
+	require.Empty(t, onDisk, "the appends wrote no checkpoint")
+
+	crashed := mem.Crash(vfs.CrashDropAll, 1)
+	m, err := OpenManager(crashed, "/data", ManagerOptions{Tablet: Options{Logger: quiet}})
+	require.NoError(t, err)
+	got, ok := m.Get(tp0)
+	require.True(t, ok)
+	require.Equal(t, []leaderepoch.Entry{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 2}}, got.LeaderEpochs(),
+		"recovery found the epochs in the synced batches")
+	require.NoError(t, m.Close())
+
+	require.NoError(t, tab.Flush())
+	onDisk, err = checkpoint.ReadEpochs(mem, file)
+	require.NoError(t, err)
+	require.Equal(t, []checkpoint.EpochEntry{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 2}}, onDisk, "the flush that moved the recovery point wrote them")
+	require.Equal(t, int64(4), tab.Offsets().RecoveryPoint)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/btree"
+	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/writerstate"
 )
 
@@ -129,6 +130,11 @@ func (t *Tablet) flushSegments(full bool) (int64, int64, error) {
 	for _, o := range snaps {
 		errs = append(errs, state.SyncSnapshot(o))
 	}
+	if full {
+		// The epochs appends assigned lazily (AssignLazy), before the
+		// recovery point passes them: recovery rebuilds them only above it.
+		errs = append(errs, t.epochs().Flush())
+	}
 	newFile := len(snaps) > 0 // a new snapshot's name needs the directory synced
 	for _, g := range segs {
 		// Cleared before the fsync: an append during it sets them again.
@@ -239,4 +245,11 @@ func (t *Tablet) FsyncCount() int64 {
 	t.flush.mu.Lock()
 	defer t.flush.mu.Unlock()
 	return t.flush.fsyncs
+}
+
+// epochs returns the leader-epoch cache.
+func (t *Tablet) epochs() *leaderepoch.Cache {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.epochs
 }
