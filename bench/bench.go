@@ -218,6 +218,11 @@ func figure(name, unit string, reps []float64, baseline string, baseReps []float
 	return f
 }
 
+// atLeast sets the target ratio ≥ r × the baseline.
+func (f Figure) atLeast(r float64) Figure {
+	return f.target(fmt.Sprintf("≥ %g × baseline", r), f.Ratio >= r)
+}
+
 // target sets a figure's target: met reports whether it was reached.
 func (f Figure) target(text string, met bool) Figure {
 	f.Target = text

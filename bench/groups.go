@@ -47,7 +47,7 @@ func runGroups(o Options) (*Result, error) {
 		base = append(base, 1e6/mean(b))
 		rate8 = append(rate8, r8)
 	}
-	one := figure("groups.commit-rate", "commits/s", rate, "write + fdatasync of the same bytes", base)
+	one := figure("groups.commit-rate", "commits/s", rate, "write + fdatasync of the same bytes", base).atLeast(0.7)
 	eight := figure("groups.commit-rate.groups=8", "commits/s", rate8, "1 group", rate)
 	p99 := latency("groups.commit-latency", lat, "", nil)
 
@@ -66,6 +66,7 @@ func runGroups(o Options) (*Result, error) {
 		loads, scans = append(loads, l), append(scans, s)
 	}
 	load := figure("groups.load-time", "ms", loads, "Tablet.Records over the same tablets (read + CRC + iterate)", scans)
+	load = load.target("≤ 3 × the scan", load.Ratio <= 3)
 	return &Result{Workload: "groups", Params: fmt.Sprintf("%d commits of 100 partitions' offsets per run (kadm, durable), "+
 		"8 groups at once; %d groups of 5 offsets (%d records) loaded at start", commits, groups, records),
 		Figures: []Figure{one, eight, p99, load}}, nil

@@ -33,8 +33,8 @@ func runTxn(o Options) (*Result, error) {
 	}
 	return &Result{Workload: "txn", Params: fmt.Sprintf("%d transactions of 10 records of 100 B per producer and run, committed; 1 and 8 producers", n),
 		Figures: []Figure{
-			figure("txn.rate", "txn/s", one, "write + fdatasync of the records", base),
-			figure("txn.rate.producers=8", "txn/s", eight, "1 producer", one),
+			figure("txn.rate", "txn/s", one, "write + fdatasync of the records", base).atLeast(0.4),
+			figure("txn.rate.producers=8", "txn/s", eight, "1 producer", one).atLeast(3),
 			figure("txn.fsyncs-per-txn", "fsyncs", fsyncs, "", nil),
 		}}, nil
 }
