@@ -58,7 +58,7 @@ lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 	cd examples && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-# bench runs the harness's quick profile (under two minutes) and rewrites
+# bench runs the harness's quick profile (about eight minutes) and rewrites
 # BENCHMARKS.md and the plots in docs/bench; bench-micro runs every
 # go test benchmark.
 bench:
