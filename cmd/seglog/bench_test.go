@@ -14,7 +14,7 @@ func TestBenchCommand(t *testing.T) {
 	d := t.TempDir()
 	md := filepath.Join(d, "BENCHMARKS.md")
 	code, out, errOut := runSeglog(t, "bench", "lookup", "open", "--ops", "200", "--segments", "20", "--repeat", "1",
-		"--dir", d, "--json", "--benchmarks-md", md)
+		"--bytes", "4MiB", "--dir", d, "--json", "--benchmarks-md", md)
 	require.Equal(t, 0, code, errOut)
 	var r struct {
 		Ratios  map[string]float64 `json:"ratios"`
@@ -30,7 +30,7 @@ func TestBenchCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(data), "| lookup.offset.warm-tail |")
 
-	code, out, _ = runSeglog(t, "bench", "lookup", "--ops", "200", "--repeat", "1", "--dir", d)
+	code, out, _ = runSeglog(t, "bench", "lookup", "--ops", "200", "--repeat", "1", "--bytes", "4MiB", "--dir", d)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "lookup.offset.random")
 	require.Contains(t, out, "hardware: pwrite")
