@@ -134,9 +134,12 @@ func (rr *recordReader) point(k batchKey, truncations, from int64, fn func(b rec
 		return true, false, next, nil
 	}
 	base := hb.BaseOffset()
-	i := sort.Search(len(e.deltas), func(i int) bool { return base+int64(e.deltas[i]) >= from })
-	// The record asked for alone, then (if fn goes on) the rest at once.
-	for _, part := range [][2]int{{i, i + 1}, {i + 1, len(e.deltas)}} {
+	n := len(e.deltas)
+	// The first record at or after from (none: the batch's last records
+	// were cleaned away, its last offset kept), alone, then (if fn goes on)
+	// the rest at once.
+	i := sort.Search(n, func(i int) bool { return base+int64(e.deltas[i]) >= from })
+	for _, part := range [][2]int{{i, min(i+1, n)}, {min(i+1, n), n}} {
 		if part[0] >= part[1] {
 			continue
 		}

@@ -171,3 +171,40 @@ func TestPointReadSkipsControlAndAborted(t *testing.T) {
 		require.Equal(t, int64(101), first, "ReadCommitted skips the aborted batch and the marker")
 	}
 }
+
+// A batch whose last records were cleaned away keeps its last offset: a
+// point read from an offset past its last record, but inside the batch,
+// finds nothing in it and goes on with the next batch.
+func TestPointReadPastACleanedBatchsLastRecord(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	full := valuedBatch(t, 100, 1024, "c")
+	parsed, _, err := record.ParseBatch(full)
+	require.NoError(t, err)
+	b := record.NewBuilder(record.None)
+	var it record.Iter
+	it.Reset(parsed, record.DefaultMaxUncompressed)
+	for it.Next() && it.Record().OffsetDelta < 60 { // records 60–99 cleaned away
+		require.NoError(t, b.AppendRaw(it.Record()))
+	}
+	h := parsed.Header()
+	h.NumRecords, h.PartitionLeaderEpoch = 60, 0
+	b.SetHeader(h) // the last offset delta stays 99
+	cleaned, err := b.Build()
+	require.NoError(t, err)
+	require.Equal(t, int64(99), cleaned.LastOffset())
+	_, err = tab.Append(cleaned.Bytes(), AppendOptions{Origin: record.OriginReplication})
+	require.NoError(t, err)
+	next := valuedBatch(t, 100, 1024, "n")
+	np, _, err := record.ParseBatch(next)
+	require.NoError(t, err)
+	np.SetBaseOffset(100)
+	np.SetPartitionLeaderEpoch(0)
+	_, err = tab.Append(next, AppendOptions{Origin: record.OriginReplication})
+	require.NoError(t, err)
+	for range 2 { // the second from the table
+		r, _ := pointRead(t, tab, 80)
+		require.Equal(t, int64(100), r.Offset, "the next record after the cleaned gap")
+		require.True(t, strings.HasPrefix(string(r.Value), "n-0\x00"))
+	}
+}
