@@ -120,22 +120,21 @@ func (t *Tablet) runFlushLocked(full bool) error {
 // may have removed those offsets. A failure makes the tablet fail: the
 // kernel may have dropped the pages.
 func (t *Tablet) flushSegments(full bool) (int64, int64, error) {
-	segs, snaps, state, target, truncations, err := t.flushTargets(full)
+	p, err := t.flushTargets(full)
 	if err != nil {
 		return 0, 0, err
 	}
+	segs, target, truncations := p.segs, p.target, p.truncations
 	start := time.Now()
 	defer func() { t.stats.fsyncSeconds.observe(time.Since(start)) }()
 	var errs []error
-	for _, o := range snaps {
-		errs = append(errs, state.SyncSnapshot(o))
+	for _, o := range p.snaps {
+		errs = append(errs, p.state.SyncSnapshot(o))
 	}
-	if full {
-		// The epochs appends assigned lazily (AssignLazy), before the
-		// recovery point passes them: recovery rebuilds them only above it.
-		errs = append(errs, t.epochs().Flush())
+	if p.epochs != nil {
+		errs = append(errs, p.epochs.Flush())
 	}
-	newFile := len(snaps) > 0 // a new snapshot's name needs the directory synced
+	newFile := len(p.snaps) > 0 // a new snapshot's name needs the directory synced
 	for _, g := range segs {
 		// Cleared before the fsync: an append during it sets them again.
 		g.unsynced.Store(false)
@@ -186,35 +185,49 @@ func (t *Tablet) flushSegments(full bool) (int64, int64, error) {
 	return target, truncations, nil
 }
 
-// flushTargets returns what a flush syncs: the segments that may hold
-// unsynced bytes below the log end (acquired), and for a full flush the
-// writer-state snapshots written without fsync; the log end; and the
-// truncation count read before it. A sync of the records alone reads them
-// from the published view without the tablet's lock, which appends hold
-// while they write: the next sync starts at once, not after them. While a
-// truncation runs, or once the tablet failed or closed, it takes the lock.
-func (t *Tablet) flushTargets(full bool) (segs []*seg, snaps []int64, state *writerstate.State, target, truncations int64, err error) {
+// flushPlan is what a flush syncs: the segments that may hold unsynced
+// bytes below the log end (acquired); for a full flush the writer-state
+// snapshots written without fsync and the leader-epoch cache (whose
+// lazily assigned epochs are written before the recovery point passes
+// them: recovery rebuilds them only above it); the log end; and the
+// truncation count read before it.
+type flushPlan struct {
+	segs                []*seg
+	snaps               []int64
+	state               *writerstate.State
+	epochs              *leaderepoch.Cache
+	target, truncations int64
+}
+
+// flushTargets returns the flush's plan. A sync of the records alone reads
+// them from the published view without the tablet's lock, which appends
+// hold while they write: the next sync starts at once, not after them.
+// While a truncation runs, or once the tablet failed or closed, it takes
+// the lock.
+func (t *Tablet) flushTargets(full bool) (flushPlan, error) {
 	if !full {
-		truncations = t.truncations.Load()
+		truncations := t.truncations.Load()
 		if truncations%2 == 0 && !t.unusable.Load() {
 			v := t.view()
-			return t.syncable(v.segs, v.recoveryPoint, v.leo.offset, false), nil, nil, v.leo.offset, truncations, nil
+			return flushPlan{segs: t.syncable(v.segs, v.recoveryPoint, v.leo.offset, false),
+				target: v.leo.offset, truncations: truncations}, nil
 		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.usableLocked(); err != nil {
-		return nil, nil, nil, 0, 0, err
+		return flushPlan{}, err
 	}
-	truncations = t.truncations.Load() // even: mu is held
-	target = t.view().leo.offset       // everything appended by now
-	// Every snapshot below the target written without fsync — at a roll,
-	// by a truncation's rebuild, by recovery — is synced before the
-	// recovery point moves past it.
+	p := flushPlan{truncations: t.truncations.Load(), // even: mu is held
+		target: t.view().leo.offset} // everything appended by now
 	if full {
-		snaps = t.mu.state.UnsyncedSnapshots(target)
+		// Every snapshot below the target written without fsync — at a
+		// roll, by a truncation's rebuild, by recovery — is synced before
+		// the recovery point moves past it.
+		p.snaps, p.state, p.epochs = t.mu.state.UnsyncedSnapshots(p.target), t.mu.state, t.mu.epochs
 	}
-	return t.syncable(t.mu.segs, t.view().recoveryPoint, target, full), snaps, t.mu.state, target, truncations, nil
+	p.segs = t.syncable(t.mu.segs, t.view().recoveryPoint, p.target, full)
+	return p, nil
 }
 
 // syncable acquires the segments of segs below target a flush must sync.
@@ -245,11 +258,4 @@ func (t *Tablet) FsyncCount() int64 {
 	t.flush.mu.Lock()
 	defer t.flush.mu.Unlock()
 	return t.flush.fsyncs
-}
-
-// epochs returns the leader-epoch cache.
-func (t *Tablet) epochs() *leaderepoch.Cache {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.mu.epochs
 }
