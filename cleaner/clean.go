@@ -207,8 +207,8 @@ func BuildMap(l *Log, o *Options, st *Stats) (int64, error) {
 // 4 KiB page and pass, and its unmapping cost the cleaner more than the
 // copy does, and a file cut under a read is an error, not a fault.
 //
-// The batches skip lists (by position, in order) are not read: skipped is
-// called with each instead.
+// The batches skip lists (dead ones, in position order) are not read:
+// its skipped is called with each instead, and no read reaches into one.
 func scan(s *segment.Segment, verify bool, skip *deadList, fn func(b record.Batch, pos int64) error) error {
 	log, err := s.LogSlice()
 	if err != nil {
@@ -249,7 +249,7 @@ func scan(s *segment.Segment, verify bool, skip *deadList, fn func(b record.Batc
 				copy(grown, buf[:n])
 				buf, *bp = grown, grown
 			}
-			fill := min(int64(cap(buf)), size-start, max(skip.next(start)-start, want))
+			fill := min(int64(cap(buf)), size-start, max(skip.next()-start, want))
 			got, err := log.ReadAt(buf[n:fill], start+int64(n))
 			buf = buf[:n+got]
 			if got == 0 || (err != nil && !errors.Is(err, io.EOF)) {

@@ -114,15 +114,11 @@ func (l *deadList) at(pos int64) (deadBatch, bool) {
 	return deadBatch{}, false
 }
 
-// next returns where the next dead batch at or after pos starts.
-func (l *deadList) next(pos int64) int64 {
-	if l == nil {
+// next returns where the next dead batch starts (at or after the scan's
+// position: at dropped those before it).
+func (l *deadList) next() int64 {
+	if l == nil || len(l.list) == 0 {
 		return math.MaxInt64
 	}
-	for _, d := range l.list {
-		if d.pos >= pos {
-			return d.pos
-		}
-	}
-	return math.MaxInt64
+	return l.list[0].pos
 }
