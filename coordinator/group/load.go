@@ -13,7 +13,6 @@ import (
 
 	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/tablet"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/coordinator/internal/store"
 )
@@ -24,13 +23,18 @@ import (
 // consumers that keep heartbeating with their generation go on without a
 // rebalance; one without members comes back Empty.
 func (c *Coordinator) load() error {
+	return c.loadFrom(c.existing())
+}
+
+// existing returns the __consumer_offsets partitions that have a tablet.
+func (c *Coordinator) existing() map[int32]*tablet.Tablet {
 	tabs := map[int32]*tablet.Tablet{}
 	for p, t := range c.log.Existing() {
 		if t != nil {
 			tabs[int32(p)] = t
 		}
 	}
-	return c.loadFrom(tabs)
+	return tabs
 }
 
 // loadInBackground loads every partition after New returns: until a
@@ -38,12 +42,7 @@ func (c *Coordinator) load() error {
 // ownership a cluster's coordinator keeps, every partition this node's);
 // once all are, the node owns every group again.
 func (c *Coordinator) loadInBackground() {
-	tabs := map[int32]*tablet.Tablet{}
-	for p, t := range c.log.Existing() {
-		if t != nil {
-			tabs[int32(p)] = t
-		}
-	}
+	tabs := c.existing()
 	c.ownedParts = store.Ownership{}
 	for p := range int32(c.log.Partitions()) {
 		c.ownedParts[p] = store.Owned
@@ -55,19 +54,17 @@ func (c *Coordinator) loadInBackground() {
 	c.loading.Add(1)
 	go func() {
 		defer c.loading.Done()
-		failed := false
+		var failed atomic.Bool
 		err := c.eachPartition(tabs, func(p int32, err error) {
 			if err != nil {
-				c.mu.Lock()
-				failed = true
-				c.mu.Unlock()
+				failed.Store(true)
 				c.opts.Logger.Error("loading consumer groups: the partition's groups stay COORDINATOR_LOAD_IN_PROGRESS",
 					"partition", fmt.Sprintf("%s-%d", Topic, p), "err", err)
 				return
 			}
 			c.ownLoaded(p)
 		})
-		if err != nil || failed {
+		if err != nil || failed.Load() {
 			return
 		}
 		c.mu.Lock()
@@ -88,10 +85,11 @@ var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); re
 // their groups, a partition per CPU at once (a group's records are all in
 // its partition).
 func (c *Coordinator) loadFrom(tabs map[int32]*tablet.Tablet) error {
+	var mu sync.Mutex
 	var errs []error
 	err := c.eachPartition(tabs, func(_ int32, err error) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
 		errs = append(errs, err)
 	})
 	return errors.Join(append(errs, err)...)
@@ -327,15 +325,12 @@ func parseOffsetKey(key []byte) (offsetKeyView, bool) {
 // decodeOffsetValue reads an offset commit's value (any version) as the
 // record at offset at of __consumer_offsets holds it.
 func decodeOffsetValue(value []byte, at int64) (Offset, error) {
-	v := kmsg.NewOffsetCommitValue()
-	if err := v.ReadFrom(value); err != nil {
+	v, err := readOffsetValue(value)
+	if err != nil {
 		return Offset{}, err
 	}
 	o := Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata,
 		CommitTimestamp: v.CommitTimestamp, ExpireTimestamp: -1, at: at}
-	if v.Version < 3 {
-		o.LeaderEpoch = -1
-	}
 	if v.Version == 1 {
 		o.ExpireTimestamp = v.ExpireTimestamp
 	}

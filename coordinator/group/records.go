@@ -116,12 +116,9 @@ func Decode(key, value []byte) (Decoded, error) {
 		}
 		d := Decoded{Group: k.Group, IsOffset: true, Topic: k.Topic, Partition: k.Partition}
 		if value != nil {
-			v := kmsg.NewOffsetCommitValue()
-			if err := v.ReadFrom(value); err != nil {
+			v, err := readOffsetValue(value)
+			if err != nil {
 				return Decoded{}, fmt.Errorf("group: offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
-			}
-			if v.Version < 3 {
-				v.LeaderEpoch = -1
 			}
 			d.Offset = &v
 		}
@@ -150,6 +147,19 @@ func Decode(key, value []byte) (Decoded, error) {
 	default:
 		return Decoded{}, fmt.Errorf("group: unknown record type %d", typ)
 	}
+}
+
+// readOffsetValue reads an offset commit's value, of any version (the
+// leader epoch -1 before version 3, which has none).
+func readOffsetValue(value []byte) (kmsg.OffsetCommitValue, error) {
+	v := kmsg.NewOffsetCommitValue()
+	if err := v.ReadFrom(value); err != nil {
+		return v, err
+	}
+	if v.Version < 3 {
+		v.LeaderEpoch = -1
+	}
+	return v, nil
 }
 
 // OffsetRecord returns the __consumer_offsets record of a committed offset
