@@ -259,21 +259,17 @@ func (c *Coordinator) loadPartition(p int32, tab *tablet.Tablet) (map[string]*tx
 var errNotCoordinator = seglog.NewKafkaError("txn: not the coordinator of the transactional id any more", kerr.NotCoordinator.Code)
 
 // persist appends t's state durably.
-func (c *Coordinator) persist(t *txnMeta) error {
-	if !c.current(t) {
-		return fmt.Errorf("%w: %q", errNotCoordinator, t.id)
-	}
-	t.updated = c.opts.Now().UnixMilli()
-	return c.log.Append(t.partition, c.opts.Now(), store.KV{Key: key(t.id), Value: t.value()})
-}
+func (c *Coordinator) persist(t *txnMeta) error { return c.persistWith(t, c.log.Append) }
 
 // persistLazy is persist without waiting for the fsync.
-func (c *Coordinator) persistLazy(t *txnMeta) error {
+func (c *Coordinator) persistLazy(t *txnMeta) error { return c.persistWith(t, c.log.AppendLazy) }
+
+func (c *Coordinator) persistWith(t *txnMeta, write func(p int32, now time.Time, recs ...store.KV) error) error {
 	if !c.current(t) {
 		return fmt.Errorf("%w: %q", errNotCoordinator, t.id)
 	}
 	t.updated = c.opts.Now().UnixMilli()
-	return c.log.AppendLazy(t.partition, c.opts.Now(), store.KV{Key: key(t.id), Value: t.value()})
+	return write(t.partition, c.opts.Now(), store.KV{Key: key(t.id), Value: t.value()})
 }
 
 // fenced is the error for a producer epoch below the current one:
