@@ -47,7 +47,7 @@ func startTarget(o Options, kind, dir string, parts int32) (*serveTarget, error)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", kind, err)
 	}
-	t := &serveTarget{addr: p.addr, proc: p, close: func() error { p.stop(); return os.RemoveAll(dir) }}
+	t := &serveTarget{addr: p.addr, proc: p, close: func() error { p.stop(); return nil }} // (the caller removes dir)
 	if kind == "seglog" {
 		if err := createServeTopic(p.addr, parts); err != nil {
 			return nil, errors.Join(err, t.close())

@@ -299,6 +299,16 @@ func TestClusterRollingRestart(t *testing.T) {
 	t.Logf("rolling restart of 3 brokers: %d records acknowledged, none failed or lost; longest produce stall %v", chk.Acked(), stall)
 }
 
+// move asks for partition p of topic to move to replicas, and requires
+// the request accepted.
+func (c *testCluster) move(ctx context.Context, adm *kadm.Client, topic string, p int32, replicas ...int32) {
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, p, replicas)
+	rs, err := adm.AlterPartitionAssignments(ctx, req)
+	require.NoError(c.t, err)
+	require.NoError(c.t, rs[topic][p].Err)
+}
+
 // reassigned waits until every running broker sees tp's replicas be
 // replicas, with no reassignment in progress, and its replicas reflect
 // that (a removed broker has dropped its replica).
@@ -346,11 +356,7 @@ func TestClusterReassignment(t *testing.T) {
 	_, epoch := c.leaderOf(1, "m", 0)
 	done := make(chan error, 1)
 	go func() { done <- chk.Produce(ctx, cl, "m", "during", 200) }()
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign("m", 0, []int32{4, 2, 3})
-	rs, err := adm.AlterPartitionAssignments(ctx, req)
-	require.NoError(t, err)
-	require.NoError(t, rs["m"][0].Err)
+	c.move(ctx, adm, "m", 0, 4, 2, 3)
 	c.reassigned(m0, []int32{4, 2, 3})
 	require.NoError(t, <-done)
 	leader, after := c.leaderOf(2, "m", 0)
@@ -366,11 +372,7 @@ func TestClusterReassignment(t *testing.T) {
 	// m-1's leader (1) is cut off from its followers: broker 4 cannot
 	// copy the log, so the reassignment stays in progress until cancelled.
 	c.links[1].Cut()
-	req = nil
-	req.Assign("m", 1, []int32{1, 2, 4})
-	rs, err = adm.AlterPartitionAssignments(ctx, req)
-	require.NoError(t, err)
-	require.NoError(t, rs["m"][1].Err)
+	c.move(ctx, adm, "m", 1, 1, 2, 4)
 	listed, err = adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"m": {1: {}}})
 	require.NoError(t, err)
 	require.Equal(t, kadm.ListPartitionReassignmentsResponse{Topic: "m", Partition: 1, Replicas: []int32{1, 2, 4, 3},
@@ -384,9 +386,9 @@ func TestClusterReassignment(t *testing.T) {
 	require.Equal(t, "m", all.Topics[0].Topic)
 	require.Len(t, all.Topics[0].Partitions, 1)
 	require.Equal(t, int32(1), all.Topics[0].Partitions[0].Partition)
-	req = nil
+	var req kadm.AlterPartitionAssignmentsReq
 	req.CancelAssign("m", 1)
-	rs, err = adm.AlterPartitionAssignments(ctx, req)
+	rs, err := adm.AlterPartitionAssignments(ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, rs["m"][1].Err)
 	c.reassigned(checkpoint.TopicPartition{Topic: "m", Partition: 1}, []int32{1, 2, 3})
@@ -461,11 +463,7 @@ func TestClusterReplicationThrottle(t *testing.T) {
 		cancel()
 	}
 
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign("th", 0, []int32{4, 2, 3})
-	ar, err := adm.AlterPartitionAssignments(ctx, req)
-	require.NoError(t, err)
-	require.NoError(t, ar["th"][0].Err)
+	c.move(ctx, adm, "th", 0, 4, 2, 3)
 	tp := checkpoint.TopicPartition{Topic: "th"}
 	sn := until(t, c.servers[4].Member(), "sees the reassignment", func(sn *cluster.Snapshot) bool {
 		st, _ := sn.Partition("th", 0)
@@ -748,11 +746,7 @@ func TestClusterTieredReassignment(t *testing.T) {
 	tail := localBytes(src) // (before the move: the removed replica goes)
 	ptr, _ := c.servers[1].Member().Snapshot().Tier("mv", 0)
 
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign("mv", 0, []int32{4, 2, 3})
-	ar, err := adm.AlterPartitionAssignments(ctx, req)
-	require.NoError(t, err)
-	require.NoError(t, ar["mv"][0].Err)
+	c.move(ctx, adm, "mv", 0, 4, 2, 3)
 	c.reassigned(tp, []int32{4, 2, 3})
 	moved := mustTablet(t, c.servers[4], tp)
 	o := moved.Offsets()

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/seglog/seglog/vfs"
 )
 
 // DeleteInBackground frees the partition at once (a new tablet of it can
@@ -15,14 +13,7 @@ import (
 // directory is gone.
 func TestDeleteInBackground(t *testing.T) {
 	dir := t.TempDir()
-	e := newEnv(t, vfs.OS, dir)
-	cfg := DefaultConfig()
-	cfg.SegmentBytes = 4096
-	tab := e.create(cfg)
-	for i := range 50 {
-		_, err := tab.Append(batch(t, 3, 1_700_000_000_000+int64(i), 100), AppendOptions{})
-		require.NoError(t, err)
-	}
+	e, _, cfg := segmentedTablet(t, dir)
 	require.NoError(t, e.m.DeleteInBackground(tp0))
 	again := e.create(cfg)
 	require.Zero(t, again.Offsets().LogEndOffset, "a new tablet of the partition, empty")

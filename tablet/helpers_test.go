@@ -179,3 +179,18 @@ func logStep(t *testing.T, tab *Tablet, step int, what string) {
 	}
 	t.Logf("step %d: %s → %+v %v", step, what, tab.Offsets(), bases)
 }
+
+// segmentedTablet creates, on real files in dir, a tablet of 4 KiB
+// segments and appends 50 batches of 3 records of 100 B to it (several
+// sealed segments and an active one).
+func segmentedTablet(t *testing.T, dir string) (*env, *Tablet, Config) {
+	e := newEnv(t, vfs.OS, dir)
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 4096
+	tab := e.create(cfg)
+	for i := range 50 {
+		_, err := tab.Append(batch(t, 3, 1_700_000_000_000+int64(i), 100), AppendOptions{})
+		require.NoError(t, err)
+	}
+	return e, tab, cfg
+}

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seglog/seglog/record"
-	"github.com/seglog/seglog/vfs"
 )
 
 // Sealed opens a whole sealed segment at its base, or its part from a
@@ -15,14 +14,7 @@ import (
 // segment ended); an offset that starts no batch, or the active
 // segment, is refused.
 func TestSealedFromInsideASegment(t *testing.T) {
-	e := newEnv(t, vfs.OS, t.TempDir())
-	cfg := DefaultConfig()
-	cfg.SegmentBytes = 4096
-	tab := e.create(cfg)
-	for i := range 50 {
-		_, err := tab.Append(batch(t, 3, 1_700_000_000_000+int64(i), 100), AppendOptions{})
-		require.NoError(t, err)
-	}
+	_, tab, _ := segmentedTablet(t, t.TempDir())
 	segs := tab.Segments()
 	require.GreaterOrEqual(t, len(segs), 3)
 	whole, err := tab.Sealed(segs[0].BaseOffset)
