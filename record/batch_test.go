@@ -476,6 +476,7 @@ func TestMalformedRecords(t *testing.T) {
 		{"header count too large", hdr, []byte{0x0c, 0, 0, 0, 1, 1, 0x7e}, "header count 63"},
 		{"negative header key", hdr, []byte{0x10, 0, 0, 0, 1, 1, 0x02, 0x01, 0x01}, "negative header key"},
 		{"bytes left in body", hdr, []byte{0x0e, 0, 0, 0, 1, 1, 0, 0, 0}, "left over"},
+		{"a byte left in the last body", hdr, []byte{0x0e, 0, 0, 0, 1, 1, 0, 0}, "left over"},
 		{"key past body", hdr, []byte{0x08, 0, 0, 0, 0x20}, "field of 16 bytes"},
 		{"empty body", hdr, []byte{0x00}, "attributes"},
 	}
@@ -490,6 +491,11 @@ func TestMalformedRecords(t *testing.T) {
 			var e *Error
 			require.ErrorAs(t, it.Err(), &e)
 			require.GreaterOrEqual(t, e.Pos, int64(recordsCountOff))
+
+			// The append's check (its quick pass included) refuses it too.
+			_, err := ValidateAppend(rawBatch(tc.h, tc.records).Bytes(), ValidateOptions{Origin: OriginReplication, TimestampType: LogAppendTime})
+			require.ErrorIs(t, err, ErrInvalidRecord)
+			require.Contains(t, err.Error(), tc.reason)
 		})
 	}
 }

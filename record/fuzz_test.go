@@ -78,7 +78,31 @@ func FuzzRecords(f *testing.F) {
 		require.NoError(t, b.Verify())
 		checkRoundTrip(t, b, true)
 		_, _ = ValidateAppend(b.Bytes(), ValidateOptions{MaxUncompressed: fuzzLimit})
+		for _, compacted := range []bool{false, true} {
+			checkSkim(t, b, ValidateOptions{Origin: OriginReplication, MaxUncompressed: fuzzLimit, Compacted: compacted})
+		}
 	})
+}
+
+// checkSkim holds validateRecords' quick pass to the full one: when it
+// passes a batch, the full pass refuses nothing, finds the records in
+// order and the same largest timestamp.
+func checkSkim(t *testing.T, b Batch, opts ValidateOptions) {
+	opts.EnsureDefaults()
+	maxTs, delta, ok := skimRecords(b, &opts)
+	if !ok {
+		return
+	}
+	v, err := validateEach(b, opts)
+	require.NoError(t, err)
+	require.Equal(t, b, v.Batch, "the full pass would have rebuilt it")
+	require.Equal(t, v.MaxTimestamp, maxTs)
+	require.Equal(t, v.MaxTimestampDelta, delta)
+	var it Iter
+	var index int32
+	for it.Reset(b, fuzzLimit); it.Next(); index++ {
+		require.Equal(t, index, it.Record().OffsetDelta)
+	}
 }
 
 // checkRoundTrip iterates b and, for a valid uncompressed batch whose

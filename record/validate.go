@@ -156,9 +156,20 @@ func validateClientBatch(b Batch) error {
 	return nil
 }
 
-// validateRecords iterates every record, collecting per-record errors the
-// way Kafka's validateRecord does.
+// validateRecords checks every record the way Kafka's validateRecord does:
+// the quick pass when it finds nothing to say, else the full one.
 func validateRecords(b Batch, opts ValidateOptions) (Validated, error) {
+	v := Validated{Batch: b}
+	if maxTs, delta, ok := skimRecords(b, &opts); ok {
+		v.MaxTimestamp, v.MaxTimestampDelta = maxTs, delta
+		return finishValidated(b, v, opts)
+	}
+	return validateEach(b, opts)
+}
+
+// validateEach is validateRecords' full pass: every record decoded and
+// checked, each refusal collected.
+func validateEach(b Batch, opts ValidateOptions) (Validated, error) {
 	v := Validated{Batch: b, MaxTimestamp: NoTimestamp, MaxTimestampDelta: -1}
 	var (
 		it         Iter
@@ -192,11 +203,17 @@ func validateRecords(b Batch, opts ValidateOptions) (Validated, error) {
 		}
 		return Validated{}, &Error{Pos: recordsOff, Reason: reason, Err: kind, Records: errs}
 	}
-	recompress := opts.Recompress && b.Compression() != opts.Compression
-	switch {
-	case b.IsControl():
-	case !sequential && (b.Compression() != None || recompress):
+	if !sequential && !b.IsControl() && (b.Compression() != None || opts.Recompress && b.Compression() != opts.Compression) {
 		return rebuild(b, opts)
+	}
+	return finishValidated(b, v, opts)
+}
+
+// finishValidated recompresses a valid batch whose records are in order
+// when the topic's codec asks for it.
+func finishValidated(b Batch, v Validated, opts ValidateOptions) (Validated, error) {
+	switch recompress := opts.Recompress && b.Compression() != opts.Compression; {
+	case b.IsControl():
 	case recompress:
 		// The records as they are, compressed with the topic's codec.
 		nb, err := Recompress(b, opts.Compression, opts.MaxUncompressed)
@@ -209,6 +226,89 @@ func validateRecords(b Batch, opts ValidateOptions) (Validated, error) {
 		v.Batch, v.Rebuilt = nb, true
 	}
 	return v, nil
+}
+
+// skimRecords is validateRecords' quick path for an uncompressed
+// CreateTime batch: one pass over the record bodies that decodes only the
+// lengths, deltas and header counts it checks, and builds no Record. ok is
+// false whenever the full pass could find anything to refuse or to
+// rebuild (a malformed record, a missing key, a timestamp out of range,
+// offsets out of order): that pass then runs and says why. Otherwise it
+// returns what that pass would: the largest timestamp and its offset delta.
+func skimRecords(b Batch, o *ValidateOptions) (maxTs int64, maxDelta int32, ok bool) {
+	if b.Compression() != None || b.TimestampType() != CreateTime || len(b.b) < recordsOff {
+		return 0, 0, false
+	}
+	d, n, base := b.b[recordsOff:], b.NumRecords(), b.BaseTimestamp()
+	checkTs := o.TimestampType == CreateTime
+	maxTs, maxDelta = NoTimestamp, -1
+	pos := 0
+	for index := int32(0); index < n; index++ {
+		size, k := readVarint(d[pos:])
+		if k <= 0 || size < 0 || int(size) > len(d)-pos-k {
+			return 0, 0, false
+		}
+		r := d[pos+k : pos+k+int(size)]
+		pos += k + int(size)
+		if len(r) == 0 {
+			return 0, 0, false
+		}
+		tsDelta, k := readVarlong(r[1:])
+		if k <= 0 {
+			return 0, 0, false
+		}
+		r = r[1+k:]
+		delta, k := readVarint(r)
+		if k <= 0 || delta != index {
+			return 0, 0, false
+		}
+		r = r[k:]
+		var key, value, headers int32
+		if key, r = skimField(r); key < -1 || key == -1 && o.Compacted {
+			return 0, 0, false
+		}
+		if value, r = skimField(r); value < -1 {
+			return 0, 0, false
+		}
+		if headers, k = readVarint(r); k <= 0 || headers < 0 || int(headers) > (len(r)-k)/2 {
+			return 0, 0, false
+		}
+		r = r[k:]
+		for range headers {
+			if key, r = skimField(r); key < 0 {
+				return 0, 0, false
+			}
+			if value, r = skimField(r); value < -1 {
+				return 0, 0, false
+			}
+		}
+		if len(r) != 0 {
+			return 0, 0, false
+		}
+		ts := base + tsDelta
+		if checkTs && ts != NoTimestamp {
+			if diff := o.NowMs - ts; diff > o.TimestampBeforeMaxMs || -diff > o.TimestampAfterMaxMs {
+				return 0, 0, false
+			}
+		}
+		if ts > maxTs {
+			maxTs, maxDelta = ts, delta
+		}
+	}
+	return maxTs, maxDelta, n >= 0 && pos == len(d)
+}
+
+// skimField passes over a length-prefixed field at the start of r: its
+// length (-1 for null) and what follows it, or -2 if it is malformed.
+func skimField(r []byte) (int32, []byte) {
+	l, k := readVarint(r)
+	switch {
+	case k <= 0 || l < -1 || int(l) > len(r)-k:
+		return -2, r
+	case l < 0:
+		return -1, r[k:]
+	}
+	return l, r[k+int(l):]
 }
 
 // checkRecord returns why r is refused ("" if it is not) and whether the

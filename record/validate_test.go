@@ -183,4 +183,11 @@ func TestValidateNonSequentialInnerOffsets(t *testing.T) {
 	require.False(t, v.Rebuilt)
 	got = readAll(t, v.Batch)
 	require.Equal(t, []int64{0, 2}, []int64{got[0].Offset, got[1].Offset})
+
+	// Uncompressed, recompressed with the topic's codec: rebuilt in order.
+	v, err = ValidateAppend(mk(None), ValidateOptions{Recompress: true, Compression: Gzip})
+	require.NoError(t, err)
+	require.True(t, v.Rebuilt)
+	got = readAll(t, v.Batch)
+	require.Equal(t, []int64{0, 1}, []int64{got[0].Offset, got[1].Offset})
 }

@@ -258,7 +258,7 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 	}
 	g := newSeg(s)
 	g.dirty.Store(true) // its creation needs a directory sync (named is false)
-	t.mu.segs.ReplaceOrInsert(g)
+	t.putSegLocked(g)
 	t.mu.active = g
 	t.mu.state.UpdateMapEndOffset(base)
 	// The snapshot is synced by the flush that moves the recovery point

@@ -324,7 +324,7 @@ func (t *Tablet) swapCleaned(truncations int64) cleaner.Swap {
 			return fail(err)
 		}
 		for _, g := range old {
-			t.mu.segs.Delete(g)
+			t.dropSegLocked(g)
 			if err := g.Delete(); err != nil {
 				return fail(err)
 			}
@@ -344,7 +344,7 @@ func (t *Tablet) swapCleaned(truncations int64) cleaner.Swap {
 		if next, err := cleaned.ReadNextOffset(); err == nil {
 			g.next.Store(next)
 		}
-		t.mu.segs.ReplaceOrInsert(g)
+		t.putSegLocked(g)
 		t.publishLocked(t.view())
 		var errs []error
 		for _, o := range old {

@@ -100,7 +100,7 @@ func (t *Tablet) ApplyRetention() (RetentionResult, error) {
 func (t *Tablet) deleteSegmentsLocked(doomed []*seg, why string, keepLogStart bool) (RetentionResult, error) {
 	var res RetentionResult
 	for _, g := range doomed {
-		t.mu.segs.Delete(g)
+		t.dropSegLocked(g)
 		res.Segments++
 		res.Bytes += g.Size()
 	}
@@ -308,7 +308,7 @@ func (t *Tablet) truncateToBodyLocked(offset int64) error {
 		return true
 	})
 	for _, g := range doomed {
-		t.mu.segs.Delete(g)
+		t.dropSegLocked(g)
 	}
 	holder := floorSeg(t.mu.segs, offset)
 	if !holder.acquire() { // it must not be parked while it becomes the active one
@@ -417,7 +417,7 @@ func (t *Tablet) truncateFullyBodyLocked(offset int64) error {
 	t.mu.segs.Ascend(func(g *seg) bool { doomed = append(doomed, g); return true })
 	errs := []error{}
 	for _, g := range doomed {
-		t.mu.segs.Delete(g)
+		t.dropSegLocked(g)
 		errs = append(errs, t.retireSegmentLocked(g)) // renamed first: the new segment may take a base
 	}
 	s, err := segment.Create(t.fsys, t.dir, offset, t.segmentOptionsLocked())
@@ -428,7 +428,7 @@ func (t *Tablet) truncateFullyBodyLocked(offset int64) error {
 	err = t.fsys.SyncDir(t.dir) // durable at once, as TruncateTo
 	g.named.Store(err == nil)
 	errs = append(errs, err)
-	t.mu.segs.ReplaceOrInsert(g)
+	t.putSegLocked(g)
 	t.mu.active = g
 	end := mark{offset: offset, base: offset}
 	v := t.view()

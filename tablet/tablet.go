@@ -268,14 +268,17 @@ type Tablet struct {
 
 	mu struct {
 		sync.Mutex
-		cfg    Config
-		segs   *btree.BTreeG[*seg] // the writer's tree; cloned into the view
-		active *seg
-		state  *writerstate.State
-		epochs *leaderepoch.Cache
-		epoch  int32 // stamped on appended batches
-		failed error
-		closed bool
+		cfg  Config
+		segs *btree.BTreeG[*seg] // the writer's tree; cloned into the view
+		// segsChanged: segs changed since its last clone was published
+		// (an append that rolls nothing publishes the same clone again).
+		segsChanged bool
+		active      *seg
+		state       *writerstate.State
+		epochs      *leaderepoch.Cache
+		epoch       int32 // stamped on appended batches
+		failed      error
+		closed      bool
 	}
 	// truncations counts truncations twice, as they start and as they end
 	// (odd while one runs, under mu): a flush or cleaning that overlaps one
@@ -446,7 +449,7 @@ func Open(fsys vfs.FS, r *recovery.Tablet, cfg Config, opts Options) (*Tablet, e
 		// after the flush that put it there, its name never synced: only
 		// one below it is known to be named durably.
 		g.named.Store(!above && g.base < r.RecoveryPoint)
-		t.mu.segs.ReplaceOrInsert(g)
+		t.putSegLocked(g)
 		t.mu.active = g
 	}
 	t.mu.active.sealed.Store(false)
@@ -610,13 +613,16 @@ func (t *Tablet) view() view {
 	return t.pub.v
 }
 
-// publishLocked makes v what readers see; the caller holds mu and gives a
-// view whose tree is a clone nobody will change.
+// publishLocked makes v what readers see, with a clone of the writer's
+// tree (the last one published while the tree has not changed); the
+// caller holds mu, under which alone pub.v is written.
 func (t *Tablet) publishLocked(v view) {
 	if invariants.Enabled {
 		t.checkInvariantsLocked(v)
 	}
-	v.segs = t.mu.segs.Clone()
+	if v.segs = t.pub.v.segs; v.segs == nil || t.mu.segsChanged {
+		v.segs, t.mu.segsChanged = t.mu.segs.Clone(), false
+	}
 	t.pub.Lock()
 	t.pub.v = v
 	changed := t.pub.changed
@@ -639,6 +645,18 @@ func (t *Tablet) Changed() <-chan struct{} {
 		t.pub.changed = make(chan struct{})
 	}
 	return t.pub.changed
+}
+
+// putSegLocked adds g to the writer's tree (or replaces the one at its
+// base); dropSegLocked removes g. The next publish clones the tree.
+func (t *Tablet) putSegLocked(g *seg) {
+	t.mu.segs.ReplaceOrInsert(g)
+	t.mu.segsChanged = true
+}
+
+func (t *Tablet) dropSegLocked(g *seg) {
+	t.mu.segs.Delete(g)
+	t.mu.segsChanged = true
 }
 
 // checkInvariantsLocked panics if the offsets or the segments about to be

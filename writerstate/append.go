@@ -62,20 +62,23 @@ type appendInfo struct {
 type Append struct {
 	s      *State
 	origin record.Origin
-	infos  map[int64]*appendInfo
-	order  []int64 // producer ids in the order first seen
+	// infos are the producers' parts in the order first seen: an append
+	// holds one batch, or a few, so a search beats a map.
+	infos []*appendInfo
 }
 
 // NewAppend starts an append from origin: clients get every check,
 // coordinators the epoch checks, replication (and recovery) none but
 // logging.
 func (s *State) NewAppend(origin record.Origin) *Append {
-	return &Append{s: s, origin: origin, infos: map[int64]*appendInfo{}}
+	return &Append{s: s, origin: origin}
 }
 
 func (a *Append) info(pid int64) *appendInfo {
-	if ai, ok := a.infos[pid]; ok {
-		return ai
+	for _, ai := range a.infos {
+		if ai.pid == pid {
+			return ai
+		}
 	}
 	current, ok := a.s.producers[pid]
 	if !ok {
@@ -84,8 +87,7 @@ func (a *Append) info(pid int64) *appendInfo {
 	updated := *current
 	updated.Batches = nil
 	ai := &appendInfo{pid: pid, current: current, updated: &updated, verification: a.s.verification[pid]}
-	a.infos[pid] = ai
-	a.order = append(a.order, pid)
+	a.infos = append(a.infos, ai)
 	return ai
 }
 

@@ -97,12 +97,11 @@ func Open(fsys vfs.FS, dir string, opts Options) (*State, error) {
 // complete the transactions its markers ended (LastStableOffsetOf,
 // CompleteTxn) and move the map end (UpdateMapEndOffset).
 func (s *State) Apply(a *Append) {
-	for _, pid := range a.order {
-		ai := a.infos[pid]
-		if e, ok := s.producers[pid]; ok {
+	for _, ai := range a.infos {
+		if e, ok := s.producers[ai.pid]; ok {
 			e.merge(ai.updated)
 		} else {
-			s.producers[pid] = ai.updated.clone()
+			s.producers[ai.pid] = ai.updated.clone()
 		}
 		for _, t := range ai.started {
 			s.ongoing = insertTxn(s.ongoing, t)

@@ -234,7 +234,7 @@ func TestSkipEmptyTransactions(t *testing.T) {
 	}
 	first := s.NewAppend(record.OriginClient)
 	appendData(first, 16, 20)
-	require.Equal(t, []TxnMetadata{{producerID, 16, -1}}, first.infos[producerID].started)
+	require.Equal(t, []TxnMetadata{{producerID, 16, -1}}, first.info(producerID).started)
 	s.Apply(first)
 	s.OnHighWatermarkUpdated(21)
 	require.Equal(t, int64(16), fuo(s))
@@ -249,7 +249,7 @@ func TestSkipEmptyTransactions(t *testing.T) {
 	require.NotNil(t, c2)
 	require.Nil(t, end(second, true, 29))
 	appendData(second, 30, 31)
-	started := second.infos[producerID].started
+	started := second.info(producerID).started
 	require.Len(t, started, 2)
 	require.Equal(t, int64(24), started[0].FirstOffset)
 	require.Equal(t, int64(30), started[1].FirstOffset)
@@ -343,7 +343,7 @@ func TestAppendDoesNotMutateBeforeApply(t *testing.T) {
 	a = s.NewAppend(record.OriginClient)
 	require.NoError(t, a.AddData(producerID, DataBatch{Epoch: epoch, FirstSeq: 1, LastSeq: 5, FirstOffset: 16, LastOffset: 20, Transactional: true}))
 	require.NoError(t, a.AddData(producerID, DataBatch{Epoch: epoch, FirstSeq: 6, LastSeq: 10, FirstOffset: 26, LastOffset: 30, Transactional: true}))
-	updated := a.infos[producerID].updated
+	updated := a.info(producerID).updated
 	require.Equal(t, int32(1), updated.FirstSeq())
 	require.Equal(t, int32(10), updated.LastSeq())
 	require.Equal(t, int64(16), updated.CurrentTxnFirstOffset)
