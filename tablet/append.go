@@ -109,8 +109,9 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 	leo := pub.leo.offset
 	res := AppendResult{LogAppendTime: -1, LogStartOffset: pub.logStart}
 
+	a := t.mu.state.NewAppend(opts.Origin)
 	if b.HasProducerID() && !b.IsControl() && opts.Origin != record.OriginReplication {
-		if dup, ok := t.mu.state.FindDuplicate(b.ProducerID(), b.ProducerEpoch(), b.BaseSequence(), b.LastSequence()); ok {
+		if dup, ok := a.Duplicate(b); ok {
 			res.FirstOffset, res.LastOffset, res.Duplicate = dup.FirstOffset(), dup.LastOffset, true
 			return res, nil
 		}
@@ -160,7 +161,6 @@ func (t *Tablet) append(v record.Validated, opts AppendOptions, now int64) (Appe
 			b.SetMaxTimestamp(record.CreateTime, v.MaxTimestamp)
 		}
 	}
-	a := t.mu.state.NewAppend(opts.Origin)
 	completed, err := a.AddBatch(b)
 	if err != nil {
 		return res, err

@@ -52,7 +52,7 @@ type Marker struct {
 type appendInfo struct {
 	pid          int64
 	current      *Entry // stored, or empty; never changed here
-	updated      *Entry // current's fields with no batches, then this append's
+	updated      Entry  // current's fields with no batches, then this append's
 	verification *Verification
 	started      []TxnMetadata
 }
@@ -84,11 +84,22 @@ func (a *Append) info(pid int64) *appendInfo {
 	if !ok {
 		current = emptyEntry(pid)
 	}
-	updated := *current
-	updated.Batches = nil
-	ai := &appendInfo{pid: pid, current: current, updated: &updated, verification: a.s.verification[pid]}
+	ai := &appendInfo{pid: pid, current: current, updated: *current}
+	ai.updated.Batches = nil
+	if len(a.s.verification) > 0 {
+		ai.verification = a.s.verification[pid]
+	}
 	a.infos = append(a.infos, ai)
 	return ai
+}
+
+// Duplicate returns the retained batch of a client data batch's producer
+// with the batch's epoch and sequence range: a retry of it, to be answered
+// with the original offsets instead of being written again (docs/format.md
+// §5.2). It is FindDuplicate through the producer's part of this append,
+// whose entry the batch's AddBatch then uses without looking it up again.
+func (a *Append) Duplicate(b record.Batch) (BatchMetadata, bool) {
+	return a.info(b.ProducerID()).current.duplicateOf(b.ProducerEpoch(), b.BaseSequence(), b.LastSequence())
 }
 
 // AddBatch checks and records one batch (records or a marker) whose offsets

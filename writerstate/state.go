@@ -99,7 +99,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*State, error) {
 func (s *State) Apply(a *Append) {
 	for _, ai := range a.infos {
 		if e, ok := s.producers[ai.pid]; ok {
-			e.merge(ai.updated)
+			e.merge(&ai.updated)
 		} else {
 			s.producers[ai.pid] = ai.updated.clone()
 		}

@@ -343,7 +343,7 @@ func TestAppendDoesNotMutateBeforeApply(t *testing.T) {
 	a = s.NewAppend(record.OriginClient)
 	require.NoError(t, a.AddData(producerID, DataBatch{Epoch: epoch, FirstSeq: 1, LastSeq: 5, FirstOffset: 16, LastOffset: 20, Transactional: true}))
 	require.NoError(t, a.AddData(producerID, DataBatch{Epoch: epoch, FirstSeq: 6, LastSeq: 10, FirstOffset: 26, LastOffset: 30, Transactional: true}))
-	updated := a.info(producerID).updated
+	updated := &a.info(producerID).updated
 	require.Equal(t, int32(1), updated.FirstSeq())
 	require.Equal(t, int32(10), updated.LastSeq())
 	require.Equal(t, int64(16), updated.CurrentTxnFirstOffset)
