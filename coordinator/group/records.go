@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -133,6 +134,12 @@ func Decode(key, value []byte) (Decoded, error) {
 			v := kmsg.NewGroupMetadataValue()
 			if err := v.ReadFrom(value); err != nil {
 				return Decoded{}, fmt.Errorf("group: group metadata value of %s: %w", k.Group, err)
+			}
+			// The members' bytes alias value (kmsg's strings are
+			// copies): a load keeps them past the read buffer's reuse.
+			for i := range v.Members {
+				m := &v.Members[i]
+				m.Subscription, m.Assignment = bytes.Clone(m.Subscription), bytes.Clone(m.Assignment)
 			}
 			d.Metadata = &v
 		}

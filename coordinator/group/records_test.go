@@ -101,3 +101,21 @@ func TestFormatIsKafkasDump(t *testing.T) {
 		`"currentStateTimestamp":1700000000000,"members":[{"memberId":"m-1","groupInstanceId":null,"clientId":"c",`+
 		`"clientHost":"/127.0.0.1","rebalanceTimeout":60000,"sessionTimeout":45000,"subscription":"AQ==","assignment":"Ag=="}]}}`, v)
 }
+
+// A group's members, decoded, own their subscription and assignment: the
+// load reads __consumer_offsets into a buffer it reuses, and a member's
+// bytes must outlive it.
+func TestDecodedMembersOwnTheirBytes(t *testing.T) {
+	g := &group{id: "g", protocolType: "consumer", protocol: "range", generation: 3, leader: "m1",
+		members: map[string]*member{"m1": {id: "m1", clientID: "c", clientHost: "/127.0.0.1", sessionTimeout: time.Second,
+			rebalanceTimeout: time.Second, protocols: []protocol{{name: "range", metadata: []byte("subscription")}},
+			assignment: []byte("assignment")}},
+		order: []string{"m1"}}
+	value := groupValue(g)
+	d, err := Decode(groupKey("g"), value)
+	require.NoError(t, err)
+	clear(value) // the buffer, reused
+	require.Len(t, d.Metadata.Members, 1)
+	require.Equal(t, "subscription", string(d.Metadata.Members[0].Subscription))
+	require.Equal(t, "assignment", string(d.Metadata.Members[0].Assignment))
+}

@@ -230,15 +230,29 @@ func (l *Log) appendAs(p int32, now time.Time, prod Producer, sync bool, recs ..
 	return res.FirstOffset, err
 }
 
+// replayRead is what Replay reads at once, into a buffer the loads of
+// many partitions share (a fresh one per partition costs its page faults,
+// on a load of thousands of groups as much as the reading).
+const replayRead = 1 << 20
+
+var replayBufs = sync.Pool{New: func() any { b := make([]byte, 0, replayRead); return &b }}
+
 // Replay reads a tablet from its log start to its log end, in order:
 // data gets every record of the data batches (transactional or not),
 // marker every COMMIT or ABORT marker. Every batch's CRC is checked.
 func Replay(t *tablet.Tablet, data func(b record.Batch, r *record.Record) error, marker func(b record.Batch, commit bool) error) error {
 	off := t.Offsets().LogStartOffset
-	var buf []byte
+	bp := replayBufs.Get().(*[]byte)
+	buf := *bp
+	defer func() {
+		if cap(buf) <= replayRead {
+			*bp = buf[:0]
+			replayBufs.Put(bp)
+		}
+	}()
 	var it record.Iter
 	for off < t.Offsets().LogEndOffset {
-		res, err := t.Read(off, tablet.ReadOptions{MaxBytes: 1 << 20, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
+		res, err := t.Read(off, tablet.ReadOptions{MaxBytes: replayRead, Isolation: tablet.ReadLogEnd, MinOneMessage: true})
 		if err != nil {
 			return err
 		}
