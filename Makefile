@@ -39,7 +39,7 @@ clients:
 RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/bench$$')
 
 test: vet examples clients $(VERSITYGW)
-	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand)$$' ./cmd/seglog && \
+	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
 		$(MAKE) fuzz-smoke FUZZTIME=4000x) & bench=$$!; \
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 $(RACE_PKGS); raced=$$?; \
 	wait $$bench && exit $$raced

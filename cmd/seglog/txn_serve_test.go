@@ -1,3 +1,11 @@
+// Not built under -race, as the cluster's kill loop (cluster_test.go):
+// the child servers would be race binaries, and the kills mostly wait for
+// sessions to expire; make test runs it without the race detector beside
+// the benchmark harness's tests, and the broker and coordinators it drives
+// are raced by their own packages' tests.
+
+//go:build !race
+
 package main
 
 import (
