@@ -533,7 +533,7 @@ func TestManagerCleaner(t *testing.T) {
 	rollAndFlush(t, tab)
 	require.NoError(t, e.m.Close())
 	opts := e.options()
-	opts.Cleaner.Backoff = time.Millisecond
+	opts.Cleaner.Disable, opts.Cleaner.Backoff = false, time.Millisecond
 	m, err := OpenManager(mem, "/data", opts)
 	require.NoError(t, err)
 	defer m.Close()

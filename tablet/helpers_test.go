@@ -56,8 +56,11 @@ func newEnv(t *testing.T, fsys vfs.FS, dir string) *env {
 	return e
 }
 
+// options are the env's manager options. The background cleaner is off: a
+// test cleans when it says so (a slow run past the cleaner's backoff had
+// it clean part of a log under a test that then counted what it removed).
 func (e *env) options() ManagerOptions {
-	return ManagerOptions{Tablet: Options{Now: e.clock.Now, Logger: quiet}}
+	return ManagerOptions{Tablet: Options{Now: e.clock.Now, Logger: quiet}, Cleaner: CleanerOptions{Disable: true}}
 }
 
 func (e *env) open() {
