@@ -62,10 +62,17 @@ type appendInfo struct {
 type Append struct {
 	s      *State
 	origin record.Origin
-	// infos are the producers' parts in the order first seen: an append
-	// holds one batch, or a few, so a search beats a map.
+	// infos are the producers' parts in the order first seen. A client's
+	// append holds one producer's batch, which a search finds without a
+	// map; byPID indexes them once there are more than a few (a rebuild
+	// replays a whole segment of many producers as one append).
 	infos []*appendInfo
+	byPID map[int64]*appendInfo
 }
+
+// searchedInfos is how many producers' parts an append searches before
+// it indexes them.
+const searchedInfos = 8
 
 // NewAppend starts an append from origin: clients get every check,
 // coordinators the epoch checks, replication (and recovery) none but
@@ -75,9 +82,15 @@ func (s *State) NewAppend(origin record.Origin) *Append {
 }
 
 func (a *Append) info(pid int64) *appendInfo {
-	for _, ai := range a.infos {
-		if ai.pid == pid {
+	if a.byPID != nil {
+		if ai, ok := a.byPID[pid]; ok {
 			return ai
+		}
+	} else {
+		for _, ai := range a.infos {
+			if ai.pid == pid {
+				return ai
+			}
 		}
 	}
 	current, ok := a.s.producers[pid]
@@ -90,6 +103,15 @@ func (a *Append) info(pid int64) *appendInfo {
 		ai.verification = a.s.verification[pid]
 	}
 	a.infos = append(a.infos, ai)
+	switch {
+	case a.byPID != nil:
+		a.byPID[pid] = ai
+	case len(a.infos) > searchedInfos:
+		a.byPID = make(map[int64]*appendInfo, 2*len(a.infos))
+		for _, x := range a.infos {
+			a.byPID[x.pid] = x
+		}
+	}
 	return ai
 }
 

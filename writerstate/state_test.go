@@ -476,3 +476,29 @@ func TestDuplicateAppends(t *testing.T) {
 	_, ok = s.FindDuplicate(99, e, fifth.firstSeq, fifth.lastSeq)
 	require.False(t, ok, "another producer")
 }
+
+// One append of many producers' batches (a rebuild replays a segment as
+// one): each producer's batches land in its own part, searched while there
+// are few and indexed past searchedInfos, and Apply gives each its own.
+func TestAppendOfManyProducers(t *testing.T) {
+	s := newFixture(t).s
+	a := s.NewAppend(record.OriginClient)
+	const producers = 3 * searchedInfos
+	offset := int64(0)
+	for round := range int32(2) {
+		for pid := range int64(producers) {
+			require.NoError(t, a.AddData(1000+pid, DataBatch{Epoch: 0, FirstSeq: round * 5, LastSeq: round*5 + 4,
+				FirstOffset: offset, LastOffset: offset + 4}))
+			offset += 5
+		}
+	}
+	require.Len(t, a.infos, producers)
+	s.Apply(a)
+	require.Equal(t, producers, s.ProducerCount())
+	for pid := range int64(producers) {
+		e := lastEntry(t, s, 1000+pid)
+		require.Equal(t, int32(0), e.FirstSeq())
+		require.Equal(t, int32(9), e.LastSeq())
+		require.Len(t, e.Batches, 2)
+	}
+}
