@@ -43,6 +43,7 @@ var kafkaCodes = []struct {
 	want *kerr.Error
 }{
 	{seglog.ErrCorruption, kerr.KafkaStorageError},
+	{ErrNotServed, kerr.UnsupportedVersion},
 	{record.ErrCorruptBatch, kerr.CorruptMessage},
 	{record.ErrInvalidRecord, kerr.InvalidRecord},
 	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},

@@ -198,6 +198,11 @@ var probes = map[int16]probe{
 		r.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "secret"}}
 		return r
 	}},
+	35: {req: func() kmsg.Request {
+		r := kmsg.NewPtrDescribeLogDirsRequest()
+		r.Topics = []kmsg.DescribeLogDirsRequestTopic{{Topic: "secret", Partitions: []int32{0}}}
+		return r
+	}, listed: func(resp kmsg.Response) int { return len(resp.(*kmsg.DescribeLogDirsResponse).Dirs) }},
 	37: {req: func() kmsg.Request {
 		r := kmsg.NewPtrCreatePartitionsRequest()
 		r.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "secret", Count: 4}}

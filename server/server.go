@@ -43,6 +43,7 @@ import (
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/console"
 	"github.com/seglog/seglog/internal/ratelog"
 	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
@@ -624,6 +625,11 @@ func (s *Server) openMetrics(tier prometheus.Collector) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	con, err := console.New(s.b, console.Options{Logger: s.log})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", con)
 	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.closers = append(s.closers, s.metrics.Close) // closes ln once Run serves it
 	return nil

@@ -569,6 +569,19 @@ type SegmentInfo struct {
 	MaxTimestamp int64 `json:"maxTimestamp"`
 }
 
+// Size returns the bytes of the tablet's local segments (its .log files'
+// logical sizes), as DescribeLogDirs reports a partition's size.
+func (t *Tablet) Size() int64 {
+	_, segs := t.acquireAll()
+	var n int64
+	for _, g := range segs {
+		n += g.Size()
+		g.release()
+		t.touch(g)
+	}
+	return n
+}
+
 // Segments describes the segments, oldest first.
 func (t *Tablet) Segments() []SegmentInfo {
 	v, segs := t.acquireAll()

@@ -1,0 +1,390 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// brokerRow is one broker of the cluster page.
+type brokerRow struct {
+	ID         int32
+	Host       string
+	Port       int32
+	Rack       string
+	Controller bool
+}
+
+// partitionRow is one partition: its replicas and offsets.
+type partitionRow struct {
+	Partition           int32
+	Leader, LeaderEpoch int32
+	Replicas, ISR       []int32
+	Offline             []int32
+	LogStart, HW, LSO   int64
+	Bytes               int64
+	Error               string
+}
+
+func (p partitionRow) UnderReplicated() bool { return len(p.ISR) < len(p.Replicas) }
+func (p partitionRow) IsOffline() bool       { return p.Leader < 0 }
+
+// topicRow is one topic of the topics page, and the topic page's head.
+type topicRow struct {
+	Name       string
+	Internal   bool
+	Partitions []partitionRow
+	Cleanup    string
+	Retention  string
+	Bytes      int64
+	Records    int64 // high watermark less log start, summed: the records a consumer would read at most
+	Error      string
+}
+
+// sum adds f over the topic's partitions.
+func (t topicRow) sum(f func(partitionRow) int64) (n int64) {
+	for _, p := range t.Partitions {
+		n += f(p)
+	}
+	return n
+}
+
+func (t topicRow) UnderReplicated() (n int) {
+	for _, p := range t.Partitions {
+		if p.UnderReplicated() {
+			n++
+		}
+	}
+	return n
+}
+
+func (t topicRow) Offline() (n int) {
+	for _, p := range t.Partitions {
+		if p.IsOffline() {
+			n++
+		}
+	}
+	return n
+}
+
+// cluster is the cluster page's data.
+type cluster struct {
+	ID              string
+	Brokers         []brokerRow
+	Controller      int32
+	Topics          int
+	Partitions      int
+	UnderReplicated int
+	Offline         int
+}
+
+// metadata asks for every topic (topics nil) or the ones named.
+func (c *Console) metadata(ctx context.Context, r *http.Request, topics ...string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	if topics != nil {
+		for _, t := range topics {
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, mt)
+		}
+	}
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
+
+func (c *Console) cluster(ctx context.Context, r *http.Request) (string, view, error) {
+	md, err := c.metadata(ctx, r)
+	if err != nil {
+		return "", view{}, err
+	}
+	cl := cluster{ID: deref(md.ClusterID), Controller: md.ControllerID}
+	for _, b := range md.Brokers {
+		cl.Brokers = append(cl.Brokers, brokerRow{ID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack),
+			Controller: b.NodeID == md.ControllerID})
+	}
+	slices.SortFunc(cl.Brokers, func(a, b brokerRow) int { return cmp.Compare(a.ID, b.ID) })
+	for _, t := range md.Topics {
+		if t.ErrorCode != 0 {
+			continue
+		}
+		cl.Topics++
+		for _, p := range t.Partitions {
+			cl.Partitions++
+			if p.Leader < 0 {
+				cl.Offline++
+			}
+			if len(p.ISR) < len(p.Replicas) {
+				cl.UnderReplicated++
+			}
+		}
+	}
+	return "cluster", view{Title: "Cluster", Nav: "cluster", Data: cl}, nil
+}
+
+func (c *Console) topics(ctx context.Context, r *http.Request) (string, view, error) {
+	rows, err := c.describeTopics(ctx, r, nil)
+	if err != nil {
+		return "", view{}, err
+	}
+	return "topics", view{Title: "Topics", Nav: "topics", Data: rows}, nil
+}
+
+func (c *Console) topic(ctx context.Context, r *http.Request) (string, view, error) {
+	name := r.PathValue("topic")
+	rows, err := c.describeTopics(ctx, r, []string{name})
+	if err != nil {
+		return "", view{}, err
+	}
+	if len(rows) != 1 {
+		return "", view{}, fmt.Errorf("topic %q: %w", name, errNotFound)
+	}
+	if rows[0].Error != "" {
+		return "", view{}, fmt.Errorf("topic %q: %s: %w", name, rows[0].Error, errNotFound)
+	}
+	return "topic", view{Title: "Topic " + name, Nav: "topics", Data: rows[0]}, nil
+}
+
+// describeTopics gathers the topics' metadata, offsets, sizes and
+// configs (all topics when names is nil), sorted by name.
+func (c *Console) describeTopics(ctx context.Context, r *http.Request, names []string) ([]topicRow, error) {
+	md, err := c.metadata(ctx, r, names...)
+	if err != nil {
+		return nil, err
+	}
+	var rows []topicRow
+	for _, t := range md.Topics {
+		row := topicRow{Name: deref(t.Topic), Internal: t.IsInternal}
+		if t.ErrorCode != 0 {
+			row.Error = kerr.ErrorForCode(t.ErrorCode).Error()
+		}
+		for _, p := range t.Partitions {
+			pr := partitionRow{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
+				ISR: p.ISR, Offline: p.OfflineReplicas, LogStart: -1, HW: -1, LSO: -1}
+			if p.ErrorCode != 0 {
+				pr.Error = kerr.ErrorForCode(p.ErrorCode).Error()
+			}
+			row.Partitions = append(row.Partitions, pr)
+		}
+		slices.SortFunc(row.Partitions, func(a, b partitionRow) int { return cmp.Compare(a.Partition, b.Partition) })
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b topicRow) int { return strings.Compare(a.Name, b.Name) })
+	if err := c.fillOffsets(ctx, r, rows); err != nil {
+		return nil, err
+	}
+	if err := c.fillSizes(ctx, r, rows); err != nil {
+		return nil, err
+	}
+	if err := c.fillConfigs(ctx, r, rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// fillOffsets asks each partition's log start (earliest), high watermark
+// (latest, read uncommitted) and last stable offset (latest, read
+// committed). A partition the answer leaves out, or answers with an error,
+// keeps -1 (shown as unknown).
+func (c *Console) fillOffsets(ctx context.Context, r *http.Request, rows []topicRow) error {
+	for _, q := range []struct {
+		ts        int64
+		isolation int8
+		set       func(*partitionRow, int64)
+	}{
+		{-2, 0, func(p *partitionRow, o int64) { p.LogStart = o }},
+		{-1, 0, func(p *partitionRow, o int64) { p.HW = o }},
+		{-1, 1, func(p *partitionRow, o int64) { p.LSO = o }},
+	} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID, req.IsolationLevel = -1, q.isolation
+		for _, t := range rows {
+			if t.Error != "" {
+				continue
+			}
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = t.Name
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, q.ts, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		if len(req.Topics) == 0 {
+			return nil
+		}
+		resp, err := c.b.Request(ctx, c.caller(r), req)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if pr := findPartition(rows, t.Topic, p.Partition); pr != nil && p.ErrorCode == 0 {
+					q.set(pr, p.Offset)
+				}
+			}
+		}
+	}
+	for i := range rows {
+		rows[i].Records = rows[i].sum(func(p partitionRow) int64 {
+			if p.HW < 0 || p.LogStart < 0 {
+				return 0 // unknown
+			}
+			return p.HW - p.LogStart
+		})
+	}
+	return nil
+}
+
+// fillSizes adds each partition's bytes on this broker's disks
+// (DescribeLogDirs).
+func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRow) error {
+	req := kmsg.NewPtrDescribeLogDirsRequest()
+	for _, t := range rows {
+		if t.Error != "" {
+			continue
+		}
+		rt := kmsg.NewDescribeLogDirsRequestTopic()
+		rt.Topic = t.Name
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, p.Partition)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	if len(req.Topics) == 0 {
+		return nil
+	}
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return err
+	}
+	for _, d := range resp.(*kmsg.DescribeLogDirsResponse).Dirs {
+		for _, t := range d.Topics {
+			for _, p := range t.Partitions {
+				if pr := findPartition(rows, t.Topic, p.Partition); pr != nil {
+					pr.Bytes += p.Size
+				}
+			}
+		}
+	}
+	for i := range rows {
+		rows[i].Bytes = rows[i].sum(func(p partitionRow) int64 { return p.Bytes })
+	}
+	return nil
+}
+
+// fillConfigs adds each topic's cleanup.policy and retention.ms.
+func (c *Console) fillConfigs(ctx context.Context, r *http.Request, rows []topicRow) error {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range rows {
+		if t.Error != "" {
+			continue
+		}
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, t.Name
+		rr.ConfigNames = []string{"cleanup.policy", "retention.ms"}
+		req.Resources = append(req.Resources, rr)
+	}
+	if len(req.Resources) == 0 {
+		return nil
+	}
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return err
+	}
+	for _, res := range resp.(*kmsg.DescribeConfigsResponse).Resources {
+		i := slices.IndexFunc(rows, func(t topicRow) bool { return t.Name == res.ResourceName })
+		if i < 0 || res.ErrorCode != 0 {
+			continue
+		}
+		for _, cfg := range res.Configs {
+			switch cfg.Name {
+			case "cleanup.policy":
+				rows[i].Cleanup = deref(cfg.Value)
+			case "retention.ms":
+				rows[i].Retention = retention(deref(cfg.Value))
+			}
+		}
+	}
+	return nil
+}
+
+func findPartition(rows []topicRow, topic string, partition int32) *partitionRow {
+	for i := range rows {
+		if rows[i].Name != topic {
+			continue
+		}
+		for j := range rows[i].Partitions {
+			if rows[i].Partitions[j].Partition == partition {
+				return &rows[i].Partitions[j]
+			}
+		}
+	}
+	return nil
+}
+
+// retention shows retention.ms in the largest whole unit ("forever" for -1).
+func retention(ms string) string {
+	n, err := strconv.ParseInt(ms, 10, 64)
+	switch {
+	case err != nil:
+		return ms
+	case n < 0:
+		return "forever"
+	}
+	for _, u := range []struct {
+		ms   int64
+		name string
+	}{{86_400_000, "d"}, {3_600_000, "h"}, {60_000, "min"}, {1000, "s"}} {
+		if n >= u.ms && n%u.ms == 0 {
+			return fmt.Sprintf("%d %s", n/u.ms, u.name)
+		}
+	}
+	return fmt.Sprintf("%d ms", n)
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func joinInt32s(vs []int32) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = strconv.Itoa(int(v))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// runServer starts a server on cfg and runs it until the test ends.
+func runServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := New(context.Background(), cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return s
+}
+
+// get fetches a console page and returns its status and body.
+func get(t *testing.T, s *Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.MetricsAddr().String() + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// The console on the HTTP listener, beside /metrics: the cluster, the
+// topics with their records and configs, a topic's partitions with their
+// offsets — read through the broker's own request handling after a client
+// produced.
+func TestConsolePages(t *testing.T) {
+	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()), kgo.DefaultProduceTopic("orders"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(ctx, 3, 1, map[string]*string{"retention.ms": kstr("3600000")}, "orders")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kstr("compact")}, "profiles")
+	require.NoError(t, err)
+	for i := range 30 {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "order-%d", i)}).FirstErr())
+	}
+
+	// DescribeLogDirs (what the console's sizes come from), as kadm asks.
+	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+	require.NoError(t, err)
+	var orders int64
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		require.NoError(t, d.Err)
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "orders" {
+				orders += p.Size
+			}
+		})
+	})
+	require.Positive(t, orders)
+
+	status, body := get(t, s, "/")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="topic-count"><a href="/topics">2</a></dd>`)
+	require.Contains(t, body, `<dd id="partition-count">4</dd>`)
+	require.Contains(t, body, `<dd id="under-replicated">0</dd>`)
+	require.Regexp(t, `<tr><td>0</td><td>127\.0\.0\.1</td><td>\d+</td><td></td><td>controller</td></tr>`, body)
+
+	status, body = get(t, s, "/topics")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<a href="/topics/orders">orders</a>`)
+	require.Regexp(t, `orders</a></td>\s*<td>3</td><td>30</td><td>[0-9.]+ (B|KiB)</td><td>delete</td><td>1 h</td>`, body)
+	require.Regexp(t, `profiles</a></td>\s*<td>1</td><td>0</td><td>0 B</td><td>compact</td><td>7 d</td>`, body)
+
+	status, body = get(t, s, "/topics/orders")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="records">30</dd>`)
+	for p := range 3 {
+		// Round robin: ten records in each partition, from offset 0.
+		require.Regexp(t, fmt.Sprintf(`<td>%d</td><td>0</td><td>0</td><td>0</td>\s*<td>0</td>\s*<td>0</td><td>10</td><td>10</td>`, p), body)
+	}
+
+	status, body = get(t, s, "/topics/missing")
+	require.Equal(t, http.StatusNotFound, status)
+	require.Contains(t, body, "UNKNOWN_TOPIC_OR_PARTITION")
+
+	status, body = get(t, s, "/static/style.css")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "dl.facts")
+
+	status, body = get(t, s, "/metrics")
+	require.Equal(t, http.StatusOK, status, "/metrics is still served")
+	require.Contains(t, body, "go_goroutines")
+}
+
+// With ACLs on, the console shows nothing: its login is not built, and
+// authorization denies what it has no rule for.
+func TestConsoleRefusesEverythingWithACLs(t *testing.T) {
+	cfg := config(filepath.Join(t.TempDir(), "data"))
+	cfg.Broker.Authorizer = true
+	s := runServer(t, cfg)
+	for _, path := range []string{"/", "/topics", "/topics/orders", "/static/style.css"} {
+		status, body := get(t, s, path)
+		require.Equal(t, http.StatusUnauthorized, status, path)
+		require.True(t, strings.Contains(body, "shows nothing before a login"), path)
+	}
+	status, _ := get(t, s, "/metrics")
+	require.Equal(t, http.StatusOK, status)
+}
+
+func kstr(s string) *string { return &s }
