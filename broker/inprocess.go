@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -56,7 +57,32 @@ func (b *Broker) Request(ctx context.Context, caller Caller, req kmsg.Request) (
 	if resp == nil {
 		return nil, fmt.Errorf("broker: %s v%d has no response", kmsg.NameForKey(req.Key()), v)
 	}
+	if fr, ok := resp.(*fetchReply); ok {
+		return fr.materialize(h)
+	}
 	resp.SetVersion(v)
+	return resp, nil
+}
+
+// materialize is a fetch's answer as a client reads it: the records the
+// reply would send from the segment files, in memory (the caller's fetch
+// bounds them with its MaxBytes).
+func (fr *fetchReply) materialize(h header) (kmsg.Response, error) {
+	defer fr.close()
+	chunks, _ := fr.encode(h)
+	var buf bytes.Buffer
+	if err := fr.writeTo(&buf, chunks); err != nil {
+		return nil, err
+	}
+	body := buf.Bytes()[8:] // the size and the correlation id
+	if fr.IsFlexible() {
+		body = body[1:] // the header's empty tag buffer
+	}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(h.version)
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("broker: reading back a fetch's answer: %w", err)
+	}
 	return resp, nil
 }
 

@@ -60,7 +60,7 @@ func New(b Requester, opts Options) (*Console, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{b: b, opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
-	for _, page := range []string{"cluster", "topics", "topic", "refused"} {
+	for _, page := range []string{"cluster", "topics", "topic", "messages", "refused"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: %s: %w", page, err)
@@ -75,6 +75,7 @@ func New(b Requester, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /{$}", c.page(c.cluster))
 	c.mux.HandleFunc("GET /topics", c.page(c.topics))
 	c.mux.HandleFunc("GET /topics/{topic}", c.page(c.topic))
+	c.mux.HandleFunc("GET /topics/{topic}/messages", c.page(c.messages))
 	return c, nil
 }
 
@@ -110,8 +111,11 @@ func (c *Console) page(read func(ctx context.Context, r *http.Request) (string, 
 		name, v, err := read(ctx, r)
 		if err != nil {
 			status := http.StatusBadGateway
-			if errors.Is(err, errNotFound) {
+			switch {
+			case errors.Is(err, errNotFound):
 				status = http.StatusNotFound
+			case errors.Is(err, errBadRequest):
+				status = http.StatusBadRequest
 			}
 			c.opts.Logger.Debug("console page failed", "path", r.URL.Path, "err", err)
 			c.render(w, status, "refused", view{Title: http.StatusText(status), Message: err.Error()})
@@ -129,7 +133,10 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, v view)
 	}
 }
 
-var errNotFound = errors.New("not found")
+var (
+	errNotFound   = errors.New("not found")
+	errBadRequest = errors.New("bad request")
+)
 
 // caller is who the console's requests come from: the anonymous principal
 // until there is a login. It has no listener: the brokers' addresses are
@@ -140,5 +147,6 @@ func (c *Console) caller(r *http.Request) broker.Caller {
 
 var funcs = template.FuncMap{
 	"bytes": humanBytes,
+	"limit": func() int { return browseLimit },
 	"join":  joinInt32s,
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -92,7 +93,7 @@ func TestConsolePages(t *testing.T) {
 	require.Contains(t, body, `<dd id="records">30</dd>`)
 	for p := range 3 {
 		// Round robin: ten records in each partition, from offset 0.
-		require.Regexp(t, fmt.Sprintf(`<td>%d</td><td>0</td><td>0</td><td>0</td>\s*<td>0</td>\s*<td>0</td><td>10</td><td>10</td>`, p), body)
+		require.Regexp(t, fmt.Sprintf(`<td><a href="/topics/orders/messages\?partition=%d&amp;from=end">%d</a></td><td>0</td><td>0</td><td>0</td>\s*<td>0</td>\s*<td>0</td><td>10</td><td>10</td>`, p, p), body)
 	}
 
 	status, body = get(t, s, "/topics/missing")
@@ -121,6 +122,82 @@ func TestConsoleRefusesEverythingWithACLs(t *testing.T) {
 	}
 	status, _ := get(t, s, "/metrics")
 	require.Equal(t, http.StatusOK, status)
+}
+
+// The message browser: from an offset, from the end, from a time; JSON
+// pretty-printed, text, hex; headers; read committed leaves an aborted
+// transaction's records out, read uncommitted shows them; each record's
+// batch and producer.
+func TestConsoleMessageBrowser(t *testing.T) {
+	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
+	seed := kgo.SeedBrokers(s.Listeners()[0].Addr.String())
+	ctx := context.Background()
+	cl, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("events"))
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "events")
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx,
+		&kgo.Record{Key: []byte("order-1"), Value: []byte(`{"id":1,"items":["pen"]}`),
+			Headers: []kgo.RecordHeader{{Key: "source", Value: []byte("web")}}},
+		&kgo.Record{Key: []byte{0xff, 0x00, 0x01}, Value: []byte("plain text")},
+		&kgo.Record{Value: nil}).FirstErr())
+	// An aborted transaction, then a committed one.
+	tx, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("events"), kgo.TransactionalID("console-test"))
+	require.NoError(t, err)
+	defer tx.Close()
+	for _, commit := range []bool{false, true} {
+		require.NoError(t, tx.BeginTransaction())
+		require.NoError(t, tx.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "txn-committed=%v", commit)}).FirstErr())
+		require.NoError(t, tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
+	}
+	// EndTxn answers at the commit point, the markers follow: a read
+	// committed consumer waits for the committed record to be stable.
+	rc, err := kgo.NewClient(seed, kgo.ConsumeTopics("events"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer rc.Close()
+	for stable := false; !stable; {
+		fs := rc.PollFetches(ctx)
+		require.NoError(t, fs.Err())
+		fs.EachRecord(func(r *kgo.Record) { stable = stable || string(r.Value) == "txn-committed=true" })
+	}
+
+	status, body := get(t, s, "/topics/events/messages")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, "<pre class=\"json\">{\n  &#34;id&#34;: 1,\n  &#34;items&#34;: [\n    &#34;pen&#34;\n  ]\n}</pre>")
+	require.Contains(t, body, `<b>source</b>: <pre class="utf-8">web</pre>`)
+	require.Contains(t, body, `<pre class="hex">ff0001</pre>`)
+	require.Contains(t, body, `<pre class="utf-8">plain text</pre>`)
+	require.Contains(t, body, `<span class="null">null</span>`)
+	require.Contains(t, body, "txn-committed=true")
+	require.NotContains(t, body, "txn-committed=false", "read committed leaves the aborted record out")
+	require.Regexp(t, `producer \d+ epoch \d+, transactional`, body)
+
+	status, body = get(t, s, "/topics/events/messages?isolation=uncommitted")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "txn-committed=false")
+
+	status, body = get(t, s, "/topics/events/messages?from=offset&offset=1&format=hex")
+	require.Equal(t, http.StatusOK, status)
+	require.NotContains(t, body, "<td>0</td><td>", "from offset 1")
+	require.Contains(t, body, `<pre class="hex">706c61696e2074657874</pre>`) // "plain text"
+
+	status, body = get(t, s, "/topics/events/messages?from=end")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "order-1", "the last 50 hold them all")
+
+	future := time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04")
+	status, body = get(t, s, "/topics/events/messages?from=time&time="+future)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "No records there.")
+
+	status, _ = get(t, s, "/topics/events/messages?partition=7")
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = get(t, s, "/topics/events/messages?offset=x")
+	require.Equal(t, http.StatusBadRequest, status)
+	status, _ = get(t, s, "/topics/nothing/messages")
+	require.Equal(t, http.StatusNotFound, status)
 }
 
 func kstr(s string) *string { return &s }
