@@ -200,4 +200,56 @@ func TestConsoleMessageBrowser(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, status)
 }
 
+// Consumer groups: an empty one with commits and its lag, a live one with
+// its member and assignment.
+func TestConsoleGroups(t *testing.T) {
+	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
+	seed := kgo.SeedBrokers(s.Listeners()[0].Addr.String())
+	ctx := context.Background()
+	cl, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("in"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(ctx, 2, 1, nil, "in")
+	require.NoError(t, err)
+	for i := range 20 {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr())
+	}
+	var offsets kadm.Offsets
+	offsets.AddOffset("in", 0, 3, -1)
+	offsets.AddOffset("in", 1, 5, -1)
+	resp, err := adm.CommitOffsets(ctx, "idle", offsets)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+
+	live, err := kgo.NewClient(seed, kgo.ConsumerGroup("live"), kgo.ConsumeTopics("in"), kgo.ClientID("live-client"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	require.NoError(t, err)
+	defer live.Close()
+	for n := 0; n < 20; {
+		fs := live.PollFetches(ctx)
+		require.NoError(t, fs.Err())
+		n += fs.NumRecords()
+	}
+	require.NoError(t, live.CommitUncommittedOffsets(ctx))
+
+	status, body := get(t, s, "/groups")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Regexp(t, `<a href="/groups/idle">idle</a></td>\s*<td>Empty</td><td>classic</td>\s*<td>2</td><td class="lag">12</td>`, body)
+	require.Regexp(t, `<a href="/groups/live">live</a></td>\s*<td>Stable</td><td>classic \(consumer\)</td>\s*<td>2</td><td class="lag">0</td>`, body)
+
+	status, body = get(t, s, "/groups/idle")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="lag">12</dd>`)
+	require.Contains(t, body, `<td><a href="/topics/in">in</a></td><td>0</td><td>3</td>`+"\n"+`<td>10</td><td>7</td>`)
+
+	status, body = get(t, s, "/groups/live")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="state">Stable</dd>`)
+	require.Regexp(t, `<td>live-client</td><td>/?127\.0\.0\.1</td><td>in-0, in-1</td>`, body)
+
+	status, _ = get(t, s, "/groups/none")
+	require.Equal(t, http.StatusNotFound, status)
+}
+
 func kstr(s string) *string { return &s }

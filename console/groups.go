@@ -1,0 +1,155 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// groupRow is a consumer group: its state, protocol, members and lag.
+type groupRow struct {
+	ID           string
+	State        string
+	Type         string // "classic" or "consumer"
+	ProtocolType string
+	Protocol     string
+	Members      []memberRow
+	Offsets      []offsetRow
+	Lag          int64 // summed over the partitions with a commit and a known end
+	Error        string
+}
+
+type memberRow struct {
+	ID, InstanceID, ClientID, Host string
+	Assigned                       []string // topic-partition names
+}
+
+// offsetRow is a group's committed offset of a partition and its lag
+// behind the partition's high watermark.
+type offsetRow struct {
+	Topic     string
+	Partition int32
+	Committed int64
+	End       int64 // -1: unknown
+	Lag       int64 // -1: unknown
+	Metadata  string
+}
+
+func (c *Console) groups(ctx context.Context, r *http.Request) (string, view, error) {
+	req := kmsg.NewPtrListGroupsRequest()
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return "", view{}, err
+	}
+	lg := resp.(*kmsg.ListGroupsResponse)
+	if err := kerr.ErrorForCode(lg.ErrorCode); err != nil {
+		return "", view{}, err
+	}
+	var rows []groupRow
+	for _, g := range lg.Groups {
+		row := groupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType}
+		if err := c.fillGroupOffsets(ctx, r, &row); err != nil {
+			return "", view{}, err
+		}
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b groupRow) int { return strings.Compare(a.ID, b.ID) })
+	return "groups", view{Title: "Consumer groups", Nav: "groups", Data: rows}, nil
+}
+
+func (c *Console) group(ctx context.Context, r *http.Request) (string, view, error) {
+	id := r.PathValue("group")
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{id}
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return "", view{}, err
+	}
+	dg := resp.(*kmsg.DescribeGroupsResponse)
+	if len(dg.Groups) != 1 {
+		return "", view{}, fmt.Errorf("group %q: %w", id, errNotFound)
+	}
+	g := dg.Groups[0]
+	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+		return "", view{}, fmt.Errorf("group %q: %v: %w", id, err, errNotFound)
+	}
+	if g.State == "Dead" {
+		return "", view{}, fmt.Errorf("group %q does not exist: %w", id, errNotFound)
+	}
+	row := groupRow{ID: id, State: g.State, ProtocolType: g.ProtocolType, Protocol: g.Protocol}
+	for _, m := range g.Members {
+		mr := memberRow{ID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}
+		var a kmsg.ConsumerMemberAssignment
+		if g.ProtocolType == "consumer" && a.ReadFrom(m.MemberAssignment) == nil {
+			for _, t := range a.Topics {
+				for _, p := range t.Partitions {
+					mr.Assigned = append(mr.Assigned, fmt.Sprintf("%s-%d", t.Topic, p))
+				}
+			}
+		}
+		row.Members = append(row.Members, mr)
+	}
+	if err := c.fillGroupOffsets(ctx, r, &row); err != nil {
+		return "", view{}, err
+	}
+	return "group", view{Title: "Group " + id, Nav: "groups", Data: row}, nil
+}
+
+// fillGroupOffsets reads the group's committed offsets (OffsetFetch of
+// every partition) and each partition's high watermark, for the lag.
+func (c *Console) fillGroupOffsets(ctx context.Context, r *http.Request, g *groupRow) error {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = g.ID // Topics nil: every partition with a commit
+	req.Groups = []kmsg.OffsetFetchRequestGroup{rg}
+	req.Group = g.ID
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return err
+	}
+	of := resp.(*kmsg.OffsetFetchResponse)
+	for _, rgp := range of.Groups {
+		if err := kerr.ErrorForCode(rgp.ErrorCode); err != nil {
+			g.Error = err.Error()
+			return nil
+		}
+		for _, t := range rgp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 || p.Offset < 0 {
+					continue
+				}
+				g.Offsets = append(g.Offsets, offsetRow{Topic: t.Topic, Partition: p.Partition, Committed: p.Offset,
+					End: -1, Lag: -1, Metadata: deref(p.Metadata)})
+			}
+		}
+	}
+	slices.SortFunc(g.Offsets, func(a, b offsetRow) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	// The ends: each topic's high watermarks, read as the topics page does.
+	var rows []topicRow
+	for _, o := range g.Offsets {
+		if n := len(rows); n == 0 || rows[n-1].Name != o.Topic {
+			rows = append(rows, topicRow{Name: o.Topic})
+		}
+		rows[len(rows)-1].Partitions = append(rows[len(rows)-1].Partitions, partitionRow{Partition: o.Partition, LogStart: -1, HW: -1, LSO: -1})
+	}
+	if err := c.fillOffsets(ctx, r, rows); err != nil {
+		return err
+	}
+	g.Lag = 0
+	for i := range g.Offsets {
+		o := &g.Offsets[i]
+		if p := findPartition(rows, o.Topic, o.Partition); p != nil && p.HW >= 0 {
+			o.End, o.Lag = p.HW, max(p.HW-o.Committed, 0)
+			g.Lag += o.Lag
+		}
+	}
+	return nil
+}
