@@ -60,7 +60,7 @@ func New(b Requester, opts Options) (*Console, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{b: b, opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
-	for _, page := range []string{"cluster", "topics", "topic", "messages", "groups", "group", "refused"} {
+	for _, page := range []string{"cluster", "topics", "topic", "messages", "groups", "group", "txns", "refused"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: %s: %w", page, err)
@@ -78,6 +78,7 @@ func New(b Requester, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /topics/{topic}/messages", c.page(c.messages))
 	c.mux.HandleFunc("GET /groups", c.page(c.groups))
 	c.mux.HandleFunc("GET /groups/{group}", c.page(c.group))
+	c.mux.HandleFunc("GET /transactions", c.page(c.txns))
 	return c, nil
 }
 

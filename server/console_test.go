@@ -252,4 +252,25 @@ func TestConsoleGroups(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, status)
 }
 
+// Transactions: an open one with its partitions listed first, a committed
+// one after it.
+func TestConsoleTransactions(t *testing.T) {
+	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
+	seed := kgo.SeedBrokers(s.Listeners()[0].Addr.String())
+	ctx := context.Background()
+	for _, id := range []string{"done", "open"} {
+		tx, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("t"), kgo.TransactionalID(id), kgo.AllowAutoTopicCreation())
+		require.NoError(t, err)
+		defer tx.Close()
+		require.NoError(t, tx.BeginTransaction())
+		require.NoError(t, tx.ProduceSync(ctx, &kgo.Record{Value: []byte(id)}).FirstErr())
+		if id == "done" {
+			require.NoError(t, tx.EndTransaction(ctx, kgo.TryCommit))
+		}
+	}
+	status, body := get(t, s, "/transactions")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Regexp(t, `(?s)<td>open</td>\s*<td>Ongoing</td>.*<td>t-0</td>.*<td>done</td>\s*<td>(CompleteCommit|PrepareCommit)</td>`, body)
+}
+
 func kstr(s string) *string { return &s }
