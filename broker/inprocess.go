@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-
-	"github.com/seglog/seglog"
+	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/broker/auth"
 )
 
 // Caller is who sends an in-process request: the principal its ACLs are
@@ -89,3 +92,28 @@ func (fr *fetchReply) materialize(h header) (kmsg.Response, error) {
 // Authorizes reports whether ACLs are on (authorizer.class.name): the
 // console then shows nothing before a login.
 func (b *Broker) Authorizes() bool { return b.authz != nil }
+
+// Login checks a user's password against its SCRAM credentials as SASL/PLAIN
+// checks it, for the console's login form, and returns the principal
+// (User:name). A refusal counts toward the same failed-authentication rate
+// as SASL's (by the host it came from), is logged without the password,
+// and waits connection.failed.authentication.delay.ms; an address past the
+// rate is refused unchecked until it falls back.
+func (b *Broker) Login(host, user, password string) (string, error) {
+	h := header{host: host}
+	if retry := b.failedAuthRetry(strings.TrimPrefix(host, "/")); retry > 0 {
+		return "", fmt.Errorf("%w: too many failed authentications from this address: retry in %d ms", auth.ErrAuthentication,
+			max(1, retry.Milliseconds()))
+	}
+	if b.creds == nil || user == "" || !b.creds.VerifyPassword(user, password) {
+		err := fmt.Errorf("%w: unknown user or wrong password", auth.ErrBadCredentials)
+		b.authFailed(h, "console", user, err.Error(), true)
+		select {
+		case <-time.After(b.opts.FailedAuthDelay):
+		case <-b.stop:
+		}
+		return "", err
+	}
+	b.metrics.authentications.WithLabelValues("console", "ok").Inc()
+	return "User:" + user, nil
+}

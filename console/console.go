@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,7 +34,12 @@ var staticFS embed.FS
 // broker's Request.
 type Requester interface {
 	Request(ctx context.Context, caller broker.Caller, req kmsg.Request) (kmsg.Response, error)
+	// Authorizes reports whether ACLs are on: then nothing is shown
+	// before a login.
 	Authorizes() bool
+	// Login checks a user's password as SASL/PLAIN does and returns its
+	// principal.
+	Login(host, user, password string) (string, error)
 }
 
 // Options configure the console.
@@ -45,10 +51,11 @@ type Options struct {
 
 // Console serves the pages.
 type Console struct {
-	b     Requester
-	opts  Options
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	b        Requester
+	opts     Options
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	sessions *sessions
 }
 
 // New returns the console of b.
@@ -59,8 +66,8 @@ func New(b Requester, opts Options) (*Console, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{b: b, opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
-	for _, page := range []string{"cluster", "topics", "topic", "messages", "groups", "group", "txns", "refused"} {
+	c := &Console{b: b, opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux(), sessions: newSessions()}
+	for _, page := range []string{"cluster", "topics", "topic", "messages", "groups", "group", "txns", "login", "refused"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: %s: %w", page, err)
@@ -82,19 +89,86 @@ func New(b Requester, opts Options) (*Console, error) {
 	return c, nil
 }
 
-// ServeHTTP serves a page, or refuses: with an authorizer on, nothing is
-// shown before a login, which this console does not have yet — so nothing
-// is shown (authorization denies what it has no rule for).
+// ServeHTTP serves a page. With ACLs on, everything but the stylesheet
+// and the login form needs a session: a page asked without one is sent to
+// the login, anything else refused (401); a mutating request needs its
+// session's CSRF token (403 without).
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
-	if c.b.Authorizes() {
-		c.render(w, http.StatusUnauthorized, "refused", view{Title: "Login required",
-			Message: "ACLs are on (authorizer.class.name): the console shows nothing before a login, and its login is not built yet."})
+	if !c.b.Authorizes() {
+		c.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, &consoleSession{principal: broker.Anonymous})))
 		return
 	}
-	c.mux.ServeHTTP(w, r)
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/static/"):
+		c.mux.ServeHTTP(w, r)
+		return
+	case r.URL.Path == "/login":
+		c.login(w, r)
+		return
+	}
+	id, cs := c.sessions.get(r)
+	if cs == nil {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		c.render(w, r, http.StatusUnauthorized, "refused", view{Title: "Login required", Message: "Log in first."})
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if !sameToken(r.PostFormValue("csrf"), cs.csrf) {
+			c.render(w, r, http.StatusForbidden, "refused", view{Title: "Forbidden", Message: "The form's token is missing or stale: reload the page."})
+			return
+		}
+	}
+	if r.URL.Path == "/logout" && r.Method == http.MethodPost {
+		c.sessions.close(id)
+		setCookie(w, r, sessionCookie, "", -1)
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	c.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, cs)))
+}
+
+// maxForm bounds a form's body.
+const maxForm = 64 << 10
+
+type principalKey struct{}
+
+// login shows the login form (GET) or checks it (POST): the form carries
+// a token its cookie must match (no login from another site's form).
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		t := token()
+		setCookie(w, r, loginCookie, t, 600)
+		c.render(w, r, http.StatusOK, "login", view{Title: "Log in", Data: t})
+	case http.MethodPost:
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		cookie, err := r.Cookie(loginCookie)
+		if err != nil || !sameToken(r.PostFormValue("csrf"), cookie.Value) {
+			c.render(w, r, http.StatusForbidden, "refused", view{Title: "Forbidden", Message: "The login form is stale: reload it."})
+			return
+		}
+		principal, err := c.b.Login(hostOf(r.RemoteAddr), r.PostFormValue("user"), r.PostFormValue("password"))
+		if err != nil {
+			t := token()
+			setCookie(w, r, loginCookie, t, 600)
+			c.render(w, r, http.StatusUnauthorized, "login", view{Title: "Log in", Message: "Login failed.", Data: t})
+			return
+		}
+		id, _ := c.sessions.open(principal)
+		setCookie(w, r, loginCookie, "", -1)
+		setCookie(w, r, sessionCookie, id, int(sessionTTL.Seconds()))
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		c.render(w, r, http.StatusMethodNotAllowed, "refused", view{Title: "Method not allowed"})
+	}
 }
 
 // view is what a page's template gets.
@@ -103,6 +177,9 @@ type view struct {
 	Nav     string
 	Message string
 	Data    any
+	// Principal and CSRF are the session's (empty without a login): the
+	// layout's logout form carries the token.
+	Principal, CSRF string
 }
 
 // page adapts a page's reader: its error is the page's (404 for what does
@@ -121,14 +198,17 @@ func (c *Console) page(read func(ctx context.Context, r *http.Request) (string, 
 				status = http.StatusBadRequest
 			}
 			c.opts.Logger.Debug("console page failed", "path", r.URL.Path, "err", err)
-			c.render(w, status, "refused", view{Title: http.StatusText(status), Message: err.Error()})
+			c.render(w, r, status, "refused", view{Title: http.StatusText(status), Message: err.Error()})
 			return
 		}
-		c.render(w, http.StatusOK, name, v)
+		c.render(w, r, http.StatusOK, name, v)
 	}
 }
 
-func (c *Console) render(w http.ResponseWriter, status int, name string, v view) {
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
+	if cs, ok := r.Context().Value(principalKey{}).(*consoleSession); ok && cs.csrf != "" {
+		v.Principal, v.CSRF = cs.principal, cs.csrf
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := c.pages[name].Execute(w, v); err != nil {
@@ -141,11 +221,16 @@ var (
 	errBadRequest = errors.New("bad request")
 )
 
-// caller is who the console's requests come from: the anonymous principal
-// until there is a login. It has no listener: the brokers' addresses are
-// the ones the broker advertises by default (its first listener's).
+// caller is who the console's requests come from: the session's
+// principal (the anonymous one without ACLs). It has no listener: the
+// brokers' addresses are the ones the broker advertises by default (its
+// first listener's).
 func (c *Console) caller(r *http.Request) broker.Caller {
-	return broker.Caller{Principal: broker.Anonymous, Host: hostOf(r.RemoteAddr), ClientID: "seglog-console"}
+	principal := broker.Anonymous
+	if cs, ok := r.Context().Value(principalKey{}).(*consoleSession); ok {
+		principal = cs.principal
+	}
+	return broker.Caller{Principal: principal, Host: hostOf(r.RemoteAddr), ClientID: "seglog-console"}
 }
 
 var funcs = template.FuncMap{

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -109,19 +112,124 @@ func TestConsolePages(t *testing.T) {
 	require.Contains(t, body, "go_goroutines")
 }
 
-// With ACLs on, the console shows nothing: its login is not built, and
-// authorization denies what it has no rule for.
-func TestConsoleRefusesEverythingWithACLs(t *testing.T) {
+// With ACLs on, the console asks for a login before anything (but its
+// stylesheet): a SCRAM user's password, checked as SASL/PLAIN checks it;
+// the session cookie is HttpOnly and SameSite; a principal sees what its
+// ACLs let it describe; every POST needs the session's CSRF token.
+func TestConsoleLogin(t *testing.T) {
 	cfg := config(filepath.Join(t.TempDir(), "data"))
 	cfg.Broker.Authorizer = true
+	cfg.Broker.SuperUsers = []string{"User:admin", "User:ANONYMOUS"} // the test's own client sets up as ANONYMOUS
 	s := runServer(t, cfg)
-	for _, path := range []string{"/", "/topics", "/topics/orders", "/static/style.css"} {
-		status, body := get(t, s, path)
-		require.Equal(t, http.StatusUnauthorized, status, path)
-		require.True(t, strings.Contains(body, "shows nothing before a login"), path)
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(ctx, 1, 1, nil, "secret")
+	require.NoError(t, err)
+	for _, u := range []string{"admin", "alice"} {
+		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: u, Mechanism: kadm.ScramSha256, Iterations: 4096,
+			Password: u + "-password"}})
+		require.NoError(t, err)
+		require.NoError(t, res.Error())
 	}
-	status, _ := get(t, s, "/metrics")
-	require.Equal(t, http.StatusOK, status)
+
+	base := "http://" + s.MetricsAddr().String()
+	browser := func() *http.Client {
+		jar, err := cookiejar.New(nil)
+		require.NoError(t, err)
+		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	do := func(c *http.Client, method, path string, form url.Values) (*http.Response, string) {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequest(method, base+path, body)
+		require.NoError(t, err)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	csrfOf := func(body string) string {
+		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+		require.Len(t, m, 2, body)
+		return m[1]
+	}
+	login := func(user, password string) *http.Client {
+		c := browser()
+		resp, body := do(c, "GET", "/login", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		resp, _ = do(c, "POST", "/login", url.Values{"csrf": {csrfOf(body)}, "user": {user}, "password": {password}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/", resp.Header.Get("Location"))
+		return c
+	}
+
+	anon := browser()
+	for _, path := range []string{"/", "/topics", "/topics/secret", "/groups", "/transactions"} {
+		resp, _ := do(anon, "GET", path, nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, path)
+		require.Equal(t, "/login", resp.Header.Get("Location"), path)
+	}
+	resp, _ := do(anon, "POST", "/logout", url.Values{})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, _ = do(anon, "GET", "/static/style.css", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// A login without the form's token, and a wrong password, are refused.
+	resp, body := do(anon, "GET", "/login", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, _ = do(anon, "POST", "/login", url.Values{"user": {"alice"}, "password": {"alice-password"}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp, body = do(anon, "POST", "/login", url.Values{"csrf": {csrfOf(body)}, "user": {"alice"}, "password": {"wrong"}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, body, "Login failed.")
+	for _, c := range resp.Cookies() {
+		require.NotEqual(t, "seglog_session", c.Name, "no session for a wrong password")
+	}
+
+	alice := login("alice", "alice-password")
+	resp, body = do(alice, "GET", "/topics", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<span id="principal">User:alice</span>`)
+	require.NotContains(t, body, "secret", "alice may not describe it")
+
+	admin := browser()
+	resp, body = do(admin, "GET", "/login", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, _ = do(admin, "POST", "/login", url.Values{"csrf": {csrfOf(body)}, "user": {"admin"}, "password": {"admin-password"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "seglog_session" {
+			session = c
+		}
+	}
+	require.NotNil(t, session)
+	require.True(t, session.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, session.SameSite)
+	resp, body = do(admin, "GET", "/topics", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<a href="/topics/secret">secret</a>`)
+
+	// Logging out needs the session's token; then the session is gone.
+	resp, _ = do(admin, "POST", "/logout", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp, _ = do(admin, "POST", "/logout", url.Values{"csrf": {csrfOf(body)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = do(admin, "GET", "/topics", nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = do(alice, "GET", "/topics", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "alice's session is her own")
 }
 
 // The message browser: from an offset, from the end, from a time; JSON
