@@ -89,12 +89,10 @@ type cluster struct {
 // metadata asks for every topic (topics nil) or the ones named.
 func (c *Console) metadata(ctx context.Context, r *http.Request, topics ...string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	if topics != nil {
-		for _, t := range topics {
-			mt := kmsg.NewMetadataRequestTopic()
-			mt.Topic = kmsg.StringPtr(t)
-			req.Topics = append(req.Topics, mt)
-		}
+	for _, t := range topics { // none: req.Topics stays nil, every topic
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, mt)
 	}
 	resp, err := c.b.Request(ctx, c.caller(r), req)
 	if err != nil {

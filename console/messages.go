@@ -168,15 +168,15 @@ func (c *Console) offsetForTime(ctx context.Context, r *http.Request, topic stri
 	if err != nil {
 		return 0, err
 	}
-	for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, err
-			}
-			return p.Offset, nil
-		}
+	lo := resp.(*kmsg.ListOffsetsResponse)
+	if len(lo.Topics) != 1 || len(lo.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("ListOffsets of %s-%d answered %d topics", topic, partition, len(lo.Topics))
 	}
-	return -1, nil
+	p := lo.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return 0, err
+	}
+	return p.Offset, nil
 }
 
 // readMessages fetches from br.Start until browseLimit records or end,
