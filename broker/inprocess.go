@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -14,14 +13,14 @@ import (
 )
 
 // Caller is who sends an in-process request: the principal its ACLs are
-// checked for (User:name, or Anonymous), the host it comes from (what
-// host-scoped ACLs and a group member's host see), and the listener whose
-// view it gets (Metadata's endpoints; nil for none).
+// checked for (User:name, or Anonymous) and the host it comes from (what
+// host-scoped ACLs and a group member's host see). It comes through no
+// listener: Metadata gives the broker's default endpoints (its first
+// listener's).
 type Caller struct {
 	Principal string
 	Host      string
 	ClientID  string
-	Listener  *Listener
 }
 
 // ErrNotServed is an in-process request of an API the broker does not
@@ -48,7 +47,7 @@ func (b *Broker) Request(ctx context.Context, caller Caller, req kmsg.Request) (
 	if principal == "" {
 		principal = Anonymous
 	}
-	h := header{key: req.Key(), version: v, clientID: caller.ClientID, host: caller.Host, listener: caller.Listener,
+	h := header{key: req.Key(), version: v, clientID: caller.ClientID, host: caller.Host,
 		sess: &session{principal: principal, authed: true}}
 	fresh := kmsg.RequestForKey(req.Key())
 	fresh.SetVersion(v)
@@ -100,18 +99,13 @@ func (b *Broker) Authorizes() bool { return b.authz != nil }
 // and waits connection.failed.authentication.delay.ms; an address past the
 // rate is refused unchecked until it falls back.
 func (b *Broker) Login(host, user, password string) (string, error) {
-	h := header{host: host}
-	if retry := b.failedAuthRetry(strings.TrimPrefix(host, "/")); retry > 0 {
-		return "", fmt.Errorf("%w: too many failed authentications from this address: retry in %d ms", auth.ErrAuthentication,
-			max(1, retry.Milliseconds()))
+	if err := b.refuseGuesser(strings.TrimPrefix(host, "/")); err != nil {
+		return "", err
 	}
 	if b.creds == nil || user == "" || !b.creds.VerifyPassword(user, password) {
 		err := fmt.Errorf("%w: unknown user or wrong password", auth.ErrBadCredentials)
-		b.authFailed(h, "console", user, err.Error(), true)
-		select {
-		case <-time.After(b.opts.FailedAuthDelay):
-		case <-b.stop:
-		}
+		b.authFailed(header{host: host}, "console", user, err.Error(), true)
+		b.failedAuthPause()
 		return "", err
 	}
 	b.metrics.authentications.WithLabelValues("console", "ok").Inc()

@@ -175,13 +175,7 @@ func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 	ip := strings.TrimPrefix(h.host, "/")
 	var out []byte
 	var err error
-	if retry := b.failedAuthRetry(ip); retry > 0 {
-		// Guessing from this address: no password is checked until its
-		// failures fall below the rate (this refusal is not one of them),
-		// and the client is told when that is.
-		err = fmt.Errorf("%w: too many failed authentications from this address: retry in %d ms", auth.ErrAuthentication,
-			max(1, retry.Milliseconds()))
-	} else {
+	if err = b.refuseGuesser(ip); err == nil {
 		out, err = s.exch.Step(token)
 	}
 	if err == nil && s.exch.Done() {
@@ -199,10 +193,7 @@ func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 	if err != nil {
 		b.authFailed(h, s.exch.Mechanism(), s.exch.User(), err.Error(), errors.Is(err, auth.ErrBadCredentials))
 		s.exch, s.closeAfter = nil, true
-		select {
-		case <-time.After(b.opts.FailedAuthDelay):
-		case <-b.stop:
-		}
+		b.failedAuthPause()
 		return nil, err
 	}
 	return out, nil
@@ -233,6 +224,27 @@ func (b *Broker) authFailed(h header, mech, user, reason string, checked bool) {
 		b.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(b.clock(), 1)
 	}
 	b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user, "reason", reason)
+}
+
+// refuseGuesser refuses an address guessing passwords: past
+// Options.MaxFailedAuthRate, no password is checked until its failures fall
+// below the rate (this refusal is not one of them), and the client is told
+// when that is.
+func (b *Broker) refuseGuesser(ip string) error {
+	if retry := b.failedAuthRetry(ip); retry > 0 {
+		return fmt.Errorf("%w: too many failed authentications from this address: retry in %d ms", auth.ErrAuthentication,
+			max(1, retry.Milliseconds()))
+	}
+	return nil
+}
+
+// failedAuthPause waits connection.failed.authentication.delay.ms after a
+// failed authentication (slowing a guesser down), or until the broker closes.
+func (b *Broker) failedAuthPause() {
+	select {
+	case <-time.After(b.opts.FailedAuthDelay):
+	case <-b.stop:
+	}
 }
 
 // failedAuthRetry is how long until an address past

@@ -491,3 +491,31 @@ func TestFailedLoginRate(t *testing.T) {
 	}
 	require.Zero(t, login("alice-secret").ErrorCode, "malformed logins are not counted")
 }
+
+// The console's login (Broker.Login) checks the same credentials and
+// counts toward the same failed-login rate, by address, as SASL: its
+// guesses lock SASL logins from that address out, and the reverse.
+func TestConsoleLoginSharesTheFailedLoginRate(t *testing.T) {
+	sb := serveSecure(t, Options{SASLMechanisms: []string{auth.PLAIN}, MaxFailedAuthRate: 0.5}, TLSOptions{},
+		map[string]string{"alice": "alice-secret"})
+	fakeClock(sb.b, time.Unix(1_000_000, 0))
+	principal, err := sb.b.Login("127.0.0.1", "alice", "alice-secret")
+	require.NoError(t, err)
+	require.Equal(t, "User:alice", principal)
+	for i := range 5 {
+		_, err := sb.b.Login("127.0.0.1", "alice", fmt.Sprintf("guess-%d", i))
+		require.ErrorIs(t, err, auth.ErrBadCredentials)
+	}
+	_, err = sb.b.Login("127.0.0.1", "nobody", "x")
+	require.ErrorIs(t, err, auth.ErrBadCredentials, "an unknown user is a checked failure too")
+	_, err = sb.b.Login("127.0.0.1", "alice", "alice-secret")
+	require.ErrorIs(t, err, auth.ErrAuthentication)
+	require.NotErrorIs(t, err, auth.ErrBadCredentials, "past the rate the password is not checked")
+	require.ErrorContains(t, err, "too many failed authentications from this address")
+	c := dialRaw(t, sb.addrs[ProtocolSASLPlaintext])
+	require.Zero(t, handshake(c, 1, auth.PLAIN).ErrorCode)
+	r := authenticate(c, 1, "\x00alice\x00alice-secret")
+	require.Equal(t, kerr.SaslAuthenticationFailed.Code, r.ErrorCode, "SASL from the address is locked out as well")
+	_, err = sb.b.Login("10.0.0.9", "alice", "alice-secret")
+	require.NoError(t, err, "another address is not")
+}
