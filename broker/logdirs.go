@@ -2,10 +2,11 @@ package broker
 
 import (
 	"context"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
+
+	"github.com/seglog/seglog/checkpoint"
 )
 
 // DescribeLogDirs (KIP-113): this broker's data directory and the size of
@@ -29,20 +30,18 @@ func (b *Broker) describeLogDirs(_ context.Context, _ header, r *kmsg.DescribeLo
 	if err := unix.Statfs(dir.Dir, &st); err == nil {
 		dir.TotalBytes, dir.UsableBytes = int64(st.Blocks)*st.Bsize, int64(st.Bavail)*st.Bsize
 	}
-	asked := func(topic string, partition int32) bool {
-		if r.Topics == nil {
-			return true // every partition
-		}
+	var asked map[checkpoint.TopicPartition]bool // nil: every partition
+	if r.Topics != nil {
+		asked = map[checkpoint.TopicPartition]bool{}
 		for _, t := range r.Topics {
-			if t.Topic == topic && slices.Contains(t.Partitions, partition) {
-				return true
+			for _, p := range t.Partitions {
+				asked[checkpoint.TopicPartition{Topic: t.Topic, Partition: p}] = true
 			}
 		}
-		return false
 	}
 	for _, t := range b.m.Tablets() { // sorted: a topic's partitions together
 		tp := t.TopicPartition()
-		if !asked(tp.Topic, tp.Partition) {
+		if asked != nil && !asked[tp] {
 			continue
 		}
 		if n := len(dir.Topics); n == 0 || dir.Topics[n-1].Topic != tp.Topic {
