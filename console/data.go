@@ -204,34 +204,12 @@ func (c *Console) fillOffsets(ctx context.Context, r *http.Request, rows []topic
 		{-1, 0, func(p *partitionRow, o int64) { p.HW = o }},
 		{-1, 1, func(p *partitionRow, o int64) { p.LSO = o }},
 	} {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID, req.IsolationLevel = -1, q.isolation
-		for _, t := range rows {
-			if t.Error != "" {
-				continue
+		if err := c.listOffsets(ctx, r, rows, q.ts, q.isolation, func(p *partitionRow, o int64, err error) {
+			if err == nil {
+				q.set(p, o)
 			}
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = t.Name
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsRequestTopicPartition()
-				rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, q.ts, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
-		}
-		if len(req.Topics) == 0 {
-			return nil
-		}
-		resp, err := c.b.Request(ctx, c.caller(r), req)
-		if err != nil {
+		}); err != nil {
 			return err
-		}
-		for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
-			for _, p := range t.Partitions {
-				if pr := findPartition(rows, t.Topic, p.Partition); pr != nil && p.ErrorCode == 0 {
-					q.set(pr, p.Offset)
-				}
-			}
 		}
 	}
 	for i := range rows {
@@ -245,14 +223,57 @@ func (c *Console) fillOffsets(ctx context.Context, r *http.Request, rows []topic
 	return nil
 }
 
+// listOffsets is one ListOffsets of every partition of rows (the topics
+// described without an error) at timestamp ts (-2 earliest, -1 latest)
+// and isolation; set gets each partition's answer, its offset or its error.
+func (c *Console) listOffsets(ctx context.Context, r *http.Request, rows []topicRow, ts int64, isolation int8,
+	set func(p *partitionRow, offset int64, err error)) error {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID, req.IsolationLevel = -1, isolation
+	for _, t := range described(rows) {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = t.Name
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, ts, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	if len(req.Topics) == 0 {
+		return nil
+	}
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, p := range t.Partitions {
+			if pr := findPartition(rows, t.Topic, p.Partition); pr != nil {
+				set(pr, p.Offset, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	}
+	return nil
+}
+
+// described are the topics of rows described without an error: the ones
+// to ask more of.
+func described(rows []topicRow) []topicRow {
+	out := make([]topicRow, 0, len(rows))
+	for _, t := range rows {
+		if t.Error == "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // fillSizes adds each partition's bytes on this broker's disks
 // (DescribeLogDirs).
 func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRow) error {
 	req := kmsg.NewPtrDescribeLogDirsRequest()
-	for _, t := range rows {
-		if t.Error != "" {
-			continue
-		}
+	for _, t := range described(rows) {
 		rt := kmsg.NewDescribeLogDirsRequestTopic()
 		rt.Topic = t.Name
 		for _, p := range t.Partitions {
@@ -285,10 +306,7 @@ func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRo
 // fillConfigs adds each topic's cleanup.policy and retention.ms.
 func (c *Console) fillConfigs(ctx context.Context, r *http.Request, rows []topicRow) error {
 	req := kmsg.NewPtrDescribeConfigsRequest()
-	for _, t := range rows {
-		if t.Error != "" {
-			continue
-		}
+	for _, t := range described(rows) {
 		rr := kmsg.NewDescribeConfigsRequestResource()
 		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, t.Name
 		rr.ConfigNames = []string{"cleanup.policy", "retention.ms"}

@@ -53,11 +53,13 @@ func (c *Console) groups(ctx context.Context, r *http.Request) (string, view, er
 	}
 	var rows []groupRow
 	for _, g := range lg.Groups {
-		row := groupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType}
-		if err := c.fillGroupOffsets(ctx, r, &row); err != nil {
-			return "", view{}, err
-		}
-		rows = append(rows, row)
+		rows = append(rows, groupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType})
+	}
+	if err := c.fillGroupOffsets(ctx, r, rows); err != nil {
+		return "", view{}, err
+	}
+	if err := c.fillLag(ctx, r, rows); err != nil {
+		return "", view{}, err
 	}
 	slices.SortFunc(rows, func(a, b groupRow) int { return strings.Compare(a.ID, b.ID) })
 	return "groups", view{Title: "Consumer groups", Nav: "groups", Data: rows}, nil
@@ -95,29 +97,43 @@ func (c *Console) group(ctx context.Context, r *http.Request) (string, view, err
 		}
 		row.Members = append(row.Members, mr)
 	}
-	if err := c.fillGroupOffsets(ctx, r, &row); err != nil {
+	groups := []groupRow{row}
+	if err := c.fillGroupOffsets(ctx, r, groups); err != nil {
 		return "", view{}, err
 	}
-	return "group", view{Title: "Group " + id, Nav: "groups", Data: row}, nil
+	if err := c.fillLag(ctx, r, groups); err != nil {
+		return "", view{}, err
+	}
+	return "group", view{Title: "Group " + id, Nav: "groups", Data: groups[0]}, nil
 }
 
-// fillGroupOffsets reads the group's committed offsets (OffsetFetch of
-// every partition) and each partition's high watermark, for the lag.
-func (c *Console) fillGroupOffsets(ctx context.Context, r *http.Request, g *groupRow) error {
+// fillGroupOffsets reads the groups' committed offsets: one OffsetFetch
+// of every partition of every group.
+func (c *Console) fillGroupOffsets(ctx context.Context, r *http.Request, groups []groupRow) error {
+	if len(groups) == 0 {
+		return nil
+	}
 	req := kmsg.NewPtrOffsetFetchRequest()
-	rg := kmsg.NewOffsetFetchRequestGroup()
-	rg.Group = g.ID // Topics nil: every partition with a commit
-	req.Groups = []kmsg.OffsetFetchRequestGroup{rg}
-	req.Group = g.ID
+	index := make(map[string]int, len(groups))
+	for i, g := range groups {
+		index[g.ID] = i
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = g.ID // Topics nil: every partition with a commit
+		req.Groups = append(req.Groups, rg)
+	}
 	resp, err := c.b.Request(ctx, c.caller(r), req)
 	if err != nil {
 		return err
 	}
-	of := resp.(*kmsg.OffsetFetchResponse)
-	for _, rgp := range of.Groups {
+	for _, rgp := range resp.(*kmsg.OffsetFetchResponse).Groups {
+		i, ok := index[rgp.Group]
+		if !ok {
+			continue
+		}
+		g := &groups[i]
 		if err := kerr.ErrorForCode(rgp.ErrorCode); err != nil {
 			g.Error = err.Error()
-			return nil
+			continue
 		}
 		for _, t := range rgp.Topics {
 			for _, p := range t.Partitions {
@@ -128,27 +144,46 @@ func (c *Console) fillGroupOffsets(ctx context.Context, r *http.Request, g *grou
 					End: -1, Lag: -1, Metadata: deref(p.Metadata)})
 			}
 		}
+		slices.SortFunc(g.Offsets, func(a, b offsetRow) int {
+			return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
 	}
-	slices.SortFunc(g.Offsets, func(a, b offsetRow) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
-	// The ends: each topic's high watermarks, read as the topics page does.
+	return nil
+}
+
+// fillLag sets every committed offset's lag behind its partition's high
+// watermark, and each group's total: one ListOffsets for all the groups'
+// partitions.
+func (c *Console) fillLag(ctx context.Context, r *http.Request, groups []groupRow) error {
 	var rows []topicRow
-	for _, o := range g.Offsets {
-		if n := len(rows); n == 0 || rows[n-1].Name != o.Topic {
-			rows = append(rows, topicRow{Name: o.Topic})
+	for _, g := range groups {
+		for _, o := range g.Offsets {
+			if findPartition(rows, o.Topic, o.Partition) != nil {
+				continue
+			}
+			i := slices.IndexFunc(rows, func(t topicRow) bool { return t.Name == o.Topic })
+			if i < 0 {
+				i, rows = len(rows), append(rows, topicRow{Name: o.Topic})
+			}
+			rows[i].Partitions = append(rows[i].Partitions, partitionRow{Partition: o.Partition, HW: -1})
 		}
-		rows[len(rows)-1].Partitions = append(rows[len(rows)-1].Partitions, partitionRow{Partition: o.Partition, LogStart: -1, HW: -1, LSO: -1})
 	}
-	if err := c.fillOffsets(ctx, r, rows); err != nil {
+	if err := c.listOffsets(ctx, r, rows, -1, 0, func(p *partitionRow, o int64, err error) {
+		if err == nil {
+			p.HW = o
+		}
+	}); err != nil {
 		return err
 	}
-	g.Lag = 0
-	for i := range g.Offsets {
-		o := &g.Offsets[i]
-		if p := findPartition(rows, o.Topic, o.Partition); p != nil && p.HW >= 0 {
-			o.End, o.Lag = p.HW, max(p.HW-o.Committed, 0)
-			g.Lag += o.Lag
+	for i := range groups {
+		g := &groups[i]
+		g.Lag = 0
+		for j := range g.Offsets {
+			o := &g.Offsets[j]
+			if p := findPartition(rows, o.Topic, o.Partition); p != nil && p.HW >= 0 {
+				o.End, o.Lag = p.HW, max(p.HW-o.Committed, 0)
+				g.Lag += o.Lag
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode"
@@ -100,11 +101,7 @@ func (c *Console) messages(ctx context.Context, r *http.Request) (string, view, 
 		}
 		br.Partition = int32(p)
 	}
-	found := false
-	for _, p := range br.Partitions {
-		found = found || p == br.Partition
-	}
-	if !found {
+	if !slices.Contains(br.Partitions, br.Partition) {
 		return "", view{}, fmt.Errorf("topic %q has no partition %d: %w", name, br.Partition, errNotFound)
 	}
 	isolation := int8(0)
@@ -156,27 +153,12 @@ func (c *Console) messages(ctx context.Context, r *http.Request) (string, view, 
 // offsetForTime is ListOffsets by time: the first offset whose timestamp
 // is at or after ts, or -1.
 func (c *Console) offsetForTime(ctx context.Context, r *http.Request, topic string, partition int32, ts int64, isolation int8) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID, req.IsolationLevel = -1, isolation
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, ts, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := c.b.Request(ctx, c.caller(r), req)
-	if err != nil {
+	rows := []topicRow{{Name: topic, Partitions: []partitionRow{{Partition: partition}}}}
+	offset, answer := int64(-1), fmt.Errorf("ListOffsets of %s-%d answered nothing of it", topic, partition)
+	if err := c.listOffsets(ctx, r, rows, ts, isolation, func(_ *partitionRow, o int64, err error) { offset, answer = o, err }); err != nil {
 		return 0, err
 	}
-	lo := resp.(*kmsg.ListOffsetsResponse)
-	if len(lo.Topics) != 1 || len(lo.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("ListOffsets of %s-%d answered %d topics", topic, partition, len(lo.Topics))
-	}
-	p := lo.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return 0, err
-	}
-	return p.Offset, nil
+	return offset, answer
 }
 
 // readMessages fetches from br.Start until browseLimit records or end,
