@@ -18,9 +18,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// runServer starts a server on cfg and runs it until the test ends.
-func runServer(t *testing.T, cfg Config) *Server {
+// runServer starts a server on a fresh data directory (its config changed
+// by tune, if set) and runs it until the test ends; seed is a client's
+// option to reach it.
+func runServer(t *testing.T, tune func(*Config)) (s *Server, seed kgo.Opt) {
 	t.Helper()
+	cfg := config(filepath.Join(t.TempDir(), "data"))
+	if tune != nil {
+		tune(&cfg)
+	}
 	s, err := New(context.Background(), cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -30,7 +36,7 @@ func runServer(t *testing.T, cfg Config) *Server {
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return s
+	return s, kgo.SeedBrokers(s.Listeners()[0].Addr.String())
 }
 
 // get fetches a console page and returns its status and body.
@@ -49,8 +55,8 @@ func get(t *testing.T, s *Server, path string) (int, string) {
 // offsets — read through the broker's own request handling after a client
 // produced.
 func TestConsolePages(t *testing.T) {
-	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()), kgo.DefaultProduceTopic("orders"),
+	s, seed := runServer(t, nil)
+	cl, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("orders"),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	require.NoError(t, err)
 	defer cl.Close()
@@ -117,12 +123,12 @@ func TestConsolePages(t *testing.T) {
 // the session cookie is HttpOnly and SameSite; a principal sees what its
 // ACLs let it describe; every POST needs the session's CSRF token.
 func TestConsoleLogin(t *testing.T) {
-	cfg := config(filepath.Join(t.TempDir(), "data"))
-	cfg.Broker.Authorizer = true
-	cfg.Broker.SuperUsers = []string{"User:admin", "User:ANONYMOUS"} // the test's own client sets up as ANONYMOUS
-	s := runServer(t, cfg)
+	s, seed := runServer(t, func(cfg *Config) {
+		cfg.Broker.Authorizer = true
+		cfg.Broker.SuperUsers = []string{"User:admin", "User:ANONYMOUS"} // the test's own client sets up as ANONYMOUS
+	})
 	ctx := context.Background()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Listeners()[0].Addr.String()))
+	cl, err := kgo.NewClient(seed)
 	require.NoError(t, err)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -237,8 +243,7 @@ func TestConsoleLogin(t *testing.T) {
 // transaction's records out, read uncommitted shows them; each record's
 // batch and producer.
 func TestConsoleMessageBrowser(t *testing.T) {
-	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
-	seed := kgo.SeedBrokers(s.Listeners()[0].Addr.String())
+	s, seed := runServer(t, nil)
 	ctx := context.Background()
 	cl, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("events"))
 	require.NoError(t, err)
@@ -311,8 +316,7 @@ func TestConsoleMessageBrowser(t *testing.T) {
 // Consumer groups: an empty one with commits and its lag, a live one with
 // its member and assignment.
 func TestConsoleGroups(t *testing.T) {
-	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
-	seed := kgo.SeedBrokers(s.Listeners()[0].Addr.String())
+	s, seed := runServer(t, nil)
 	ctx := context.Background()
 	cl, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("in"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	require.NoError(t, err)
@@ -363,8 +367,7 @@ func TestConsoleGroups(t *testing.T) {
 // Transactions: an open one with its partitions listed first, a committed
 // one after it.
 func TestConsoleTransactions(t *testing.T) {
-	s := runServer(t, config(filepath.Join(t.TempDir(), "data")))
-	seed := kgo.SeedBrokers(s.Listeners()[0].Addr.String())
+	s, seed := runServer(t, nil)
 	ctx := context.Background()
 	for _, id := range []string{"done", "open"} {
 		tx, err := kgo.NewClient(seed, kgo.DefaultProduceTopic("t"), kgo.TransactionalID(id), kgo.AllowAutoTopicCreation())
