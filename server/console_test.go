@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/broker"
+	"github.com/seglog/seglog/internal/testpki"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -385,3 +388,38 @@ func TestConsoleTransactions(t *testing.T) {
 }
 
 func kstr(s string) *string { return &s }
+
+// The HTTP listener over TLS (--http-tls): the console and /metrics on
+// https with the listeners' certificate; the login's cookies are Secure.
+func TestConsoleOverTLS(t *testing.T) {
+	pki := testpki.New(t)
+	cert, key := pki.Issue(t, "node", 10, "broker", true)
+	s, _ := runServer(t, func(cfg *Config) {
+		cfg.HTTPTLS = true
+		cfg.TLS = broker.TLSOptions{CertFile: cert, KeyFile: key}
+		cfg.Broker.Authorizer = true
+	})
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	base := "https://" + s.MetricsAddr().String()
+	resp, err := c.Get(base + "/topics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "a login first, over TLS")
+	resp, err = c.Get(base + "/login")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotEmpty(t, resp.Cookies())
+	for _, ck := range resp.Cookies() {
+		require.True(t, ck.Secure, ck.Name)
+	}
+	resp, err = c.Get(base + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, err = http.Get("http://" + s.MetricsAddr().String() + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "no plain HTTP on a TLS listener")
+}

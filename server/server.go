@@ -96,8 +96,13 @@ type Config struct {
 	// MetricsAddr, if set, serves the Prometheus collectors on
 	// http://MetricsAddr/metrics (the engine's, the broker's and its
 	// coordinators', the tier's, the Go runtime's and the process's) and
-	// the Go profiler on /debug/pprof/. The default is "": none.
+	// the Go profiler on /debug/pprof/, and the web console on / (package
+	// console). The default is "": none.
 	MetricsAddr string
+	// HTTPTLS serves MetricsAddr over TLS (https) with the Kafka
+	// listeners' certificate, key and CA (TLS, the ssl.* configs; an
+	// ssl.client.auth=required asks browsers for a certificate too).
+	HTTPTLS bool
 	// Logger receives the server's logs, at most ten lines a second of
 	// each message (internal/ratelog). The default is slog.Default().
 	Logger *slog.Logger
@@ -465,18 +470,21 @@ func (s *Server) Member() *cluster.Member { return s.member }
 // Replicas are the broker's replicas (nil for a single node).
 func (s *Server) Replicas() *replica.Manager { return s.replicas }
 
-// openTLS loads the TLS files if a listener needs them.
+// openTLS loads the TLS files if a listener or the HTTP listener needs
+// them.
 func (s *Server) openTLS() error {
+	need := s.cfg.HTTPTLS && s.cfg.MetricsAddr != ""
 	for _, l := range s.cfg.Listeners {
-		if l.SecurityProtocol == broker.ProtocolSSL || l.SecurityProtocol == broker.ProtocolSASLSSL {
-			t, err := broker.NewTLS(s.cfg.TLS)
-			if err != nil {
-				return err
-			}
-			s.tls = t
-			return nil
-		}
+		need = need || l.SecurityProtocol == broker.ProtocolSSL || l.SecurityProtocol == broker.ProtocolSASLSSL
 	}
+	if !need {
+		return nil
+	}
+	t, err := broker.NewTLS(s.cfg.TLS)
+	if err != nil {
+		return err
+	}
+	s.tls = t
 	return nil
 }
 
@@ -572,8 +580,11 @@ func (s *Server) bind() error {
 		if err != nil {
 			return err
 		}
-		s.metricsLn = ln
 		s.closers = append(s.closers, func() error { _ = ln.Close(); return nil }) // if Run never served it
+		if s.cfg.HTTPTLS {
+			ln = tls.NewListener(ln, s.tls.Config())
+		}
+		s.metricsLn = ln
 	}
 	for _, spec := range s.cfg.Listeners {
 		ln, err := net.Listen("tcp", spec.Address)
@@ -630,7 +641,8 @@ func (s *Server) openMetrics(tier prometheus.Collector) error {
 		return err
 	}
 	mux.Handle("/", con)
-	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)} // (a failed TLS handshake, say)
 	s.closers = append(s.closers, s.metrics.Close) // closes ln once Run serves it
 	return nil
 }

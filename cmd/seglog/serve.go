@@ -575,12 +575,13 @@ func serveConfigHelp() string {
 
 func newServeCmd() *cobra.Command {
 	var (
-		dataDir     string
-		configFile  string
-		configs     []string
-		metricsAddr string
-		store       string
-		creds       s3Flags
+		dataDir    string
+		configFile string
+		configs    []string
+		httpAddr   string
+		httpTLS    bool
+		store      string
+		creds      s3Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D [--config-file server.properties] [--config key=value]...",
@@ -607,9 +608,11 @@ and must be one of these, under Kafka's broker config names:
 
 ` + serveConfigHelp() + `
 The default listener is PLAINTEXT://127.0.0.1:9092: loopback only unless
-told otherwise. --metrics-addr serves the Prometheus collectors (the
-engine's, the broker's, the tier's, the Go runtime's and the process's) on
-/metrics and the Go profiler on /debug/pprof/ (keep it on loopback).
+told otherwise. --http-addr (or its older name --metrics-addr) serves the
+web console on / (a login first when ACLs are on), the Prometheus collectors
+(the engine's, the broker's, the tier's, the Go runtime's and the process's)
+on /metrics and the Go profiler on /debug/pprof/ (keep it on loopback);
+--http-tls serves it over https with the listeners' ssl.* certificate.
 
 --store URL runs the tiering service inside the broker (as seglog tier does):
 the sealed segments of topics with remote.storage.enable=true go to the store,
@@ -671,7 +674,10 @@ the data directory cleanly.`,
 			if len(ignored) > 0 {
 				logger.Warn("configs not used by seglog serve", "file", configFile, "keys", strings.Join(ignored, ","))
 			}
-			cfg.Logger, cfg.Store, cfg.MetricsAddr = logger, store, metricsAddr
+			cfg.Logger, cfg.Store, cfg.MetricsAddr, cfg.HTTPTLS = logger, store, httpAddr, httpTLS
+			if httpTLS && httpAddr == "" {
+				return errors.New("--http-tls needs --http-addr")
+			}
 			if store != "" {
 				if cfg.S3, err = creds.options(); err != nil {
 					return err
@@ -685,7 +691,10 @@ the data directory cleanly.`,
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a broker config as key=value, repeatable, after --config-file (see the list above)")
 	cmd.Flags().StringVar(&store, "store", "", "run the tiering service to this object store: file:///dir or s3://bucket/prefix?endpoint=…")
 	creds.register(cmd)
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the Prometheus collectors on http://ADDR/metrics (loopback unless told otherwise, e.g. 127.0.0.1:9308)")
+	cmd.Flags().StringVar(&httpAddr, "http-addr", "", "serve the web console on http://ADDR/ and the Prometheus collectors on /metrics (loopback unless told otherwise, e.g. 127.0.0.1:9308)")
+	cmd.Flags().StringVar(&httpAddr, "metrics-addr", "", "the older name of --http-addr")
+	_ = cmd.Flags().MarkHidden("metrics-addr") // (kept working, not offered)
+	cmd.Flags().BoolVar(&httpTLS, "http-tls", false, "serve --http-addr over TLS (https) with the ssl.* certificate, key and CA")
 	return cmd
 }
 
@@ -808,7 +817,11 @@ func runServer(cmd *cobra.Command, cfg server.Config, logger *slog.Logger) error
 		return err
 	}
 	if a := srv.MetricsAddr(); a != nil {
-		fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", a)
+		scheme := "http"
+		if cfg.HTTPTLS {
+			scheme = "https"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "metrics on %s://%s/metrics (the console on %[1]s://%[2]s/)\n", scheme, a)
 	}
 	for _, l := range srv.Listeners() {
 		fmt.Fprintf(cmd.OutOrStdout(), "serving the Kafka protocol on %s (%s, %s; data directory %s)\n", l.Addr, l.Name,

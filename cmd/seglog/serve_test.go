@@ -73,7 +73,7 @@ func TestServeCommand(t *testing.T) {
 	cmd, lines := startServe(t, "--config-file", props, "--config", "listeners=PLAINTEXT://127.0.0.1:0",
 		"--config", "seglog.durable.acks=true", "--metrics-addr", "127.0.0.1:0")
 	require.True(t, lines.Scan(), "serve printed nothing: %s", cmd.Stderr)
-	metrics := strings.TrimPrefix(lines.Text(), "metrics on ")
+	metrics := strings.Fields(strings.TrimPrefix(lines.Text(), "metrics on "))[0]
 	require.True(t, strings.HasPrefix(metrics, "http://127.0.0.1:"), lines.Text())
 	require.True(t, lines.Scan(), "serve printed nothing more: %s", cmd.Stderr)
 	line := lines.Text()
@@ -213,7 +213,7 @@ func TestServeSIGTERMUnderLoad(t *testing.T) {
 func TestServeWithStore(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "data")
 	storeDir := t.TempDir()
-	js, err := json.Marshal([]string{"serve", "--data-dir", d, "--store", "file://" + storeDir, "--metrics-addr", "127.0.0.1:0",
+	js, err := json.Marshal([]string{"serve", "--data-dir", d, "--store", "file://" + storeDir, "--http-addr", "127.0.0.1:0",
 		"--config", "listeners=PLAINTEXT://127.0.0.1:0", "--config", "remote.log.manager.task.interval.ms=20"})
 	require.NoError(t, err)
 	cmd := childCmd("cli", "SEGLOG_CHILD_ARGS="+string(js))
@@ -226,7 +226,7 @@ func TestServeWithStore(t *testing.T) {
 	reapAtCleanup(t, cmd)
 	lines := bufio.NewScanner(out)
 	require.True(t, lines.Scan())
-	metrics := strings.TrimPrefix(lines.Text(), "metrics on ")
+	metrics := strings.Fields(strings.TrimPrefix(lines.Text(), "metrics on "))[0]
 	addr := servedAddr(t, cmd, lines)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
