@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet examples clients lint bench bench-peers measure-hostile measure-sessions bench-micro fuzz fuzz-smoke crash clean
+.PHONY: run build test vet examples clients lint console-screenshots bench bench-peers measure-hostile measure-sessions bench-micro fuzz fuzz-smoke crash clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -21,13 +21,14 @@ $(VERSITYGW):
 	mkdir -p $(dir $@)
 	GOBIN=$(dir $@) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
-# clients are the Kafka clients the broker's tests drive: from Debian,
-# kcat (librdkafka) and the Python client; from npm, kafkajs (the lockfile
-# in broker/testdata/kafkajs, installed with npm ci).
+# clients are the clients the broker's tests drive: from Debian, kcat
+# (librdkafka), the Python client and chromium (the console's tests drive
+# it headless with chromedp); from npm, kafkajs (the lockfile in
+# broker/testdata/kafkajs, installed with npm ci).
 KAFKAJS_DIR := broker/testdata/kafkajs
 clients:
-	@command -v kcat >/dev/null && /usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat python3-confluent-kafka)
+	@command -v kcat >/dev/null && command -v chromium >/dev/null && /usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat python3-confluent-kafka chromium)
 	@test $(KAFKAJS_DIR)/node_modules/.package-lock.json -nt $(KAFKAJS_DIR)/package-lock.json || \
 		(cd $(KAFKAJS_DIR) && npm ci --no-audit --no-fund --loglevel=error)
 
@@ -57,6 +58,12 @@ lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 	cd examples && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+# console-screenshots drives the console in chromium (its browser tests)
+# and keeps their screenshots in docs/console, the README's pictures.
+console-screenshots: clients
+	mkdir -p docs/console
+	SEGLOG_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsole(Login)?InABrowser$$' ./server
 
 # bench runs the harness's quick profile (about eight minutes) and rewrites
 # BENCHMARKS.md and the plots in docs/bench; bench-micro runs every

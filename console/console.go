@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -67,7 +68,7 @@ func New(b Requester, opts Options) (*Console, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{b: b, opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux(), sessions: newSessions()}
-	for _, page := range []string{"cluster", "topics", "topic", "messages", "groups", "group", "txns", "login", "refused"} {
+	for _, page := range []string{"cluster", "topics", "topic", "messages", "groups", "group", "txns", "login", "refused", "confirm", "result"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: %s: %w", page, err)
@@ -86,23 +87,38 @@ func New(b Requester, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /groups", c.page(c.groups))
 	c.mux.HandleFunc("GET /groups/{group}", c.page(c.group))
 	c.mux.HandleFunc("GET /transactions", c.page(c.txns))
+	c.registerActions()
 	return c, nil
 }
 
 // ServeHTTP serves a page. With ACLs on, everything but the stylesheet
 // and the login form needs a session: a page asked without one is sent to
-// the login, anything else refused (401); a mutating request needs its
-// session's CSRF token (403 without).
+// the login, anything else refused (401). Every mutating request needs a
+// CSRF token — its session's, or without ACLs the browser's own (a
+// double-submit cookie) — and must not come from another origin (403).
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	mutating := r.Method != http.MethodGet && r.Method != http.MethodHead
+	if mutating {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if !sameOrigin(r) {
+			c.render(w, r, http.StatusForbidden, "refused", view{Title: "Forbidden", Message: "A change must come from the console's own pages."})
+			return
+		}
+	}
 	if !c.b.Authorizes() {
-		c.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, &consoleSession{principal: broker.Anonymous})))
+		cs := &consoleSession{principal: broker.Anonymous, csrf: browserToken(w, r, mutating)}
+		if mutating && !sameToken(r.PostFormValue("csrf"), cs.csrf) {
+			c.render(w, r, http.StatusForbidden, "refused", view{Title: "Forbidden", Message: "The form's token is missing or stale: reload the page."})
+			return
+		}
+		c.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, cs)))
 		return
 	}
 	switch {
-	case strings.HasPrefix(r.URL.Path, "/static/"):
+	case strings.HasPrefix(r.URL.Path, "/static/") || r.URL.Path == "/favicon.ico": // (none: 404, not the login)
 		c.mux.ServeHTTP(w, r)
 		return
 	case r.URL.Path == "/login":
@@ -111,19 +127,16 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id, cs := c.sessions.get(r)
 	if cs == nil {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if !mutating {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
 		c.render(w, r, http.StatusUnauthorized, "refused", view{Title: "Login required", Message: "Log in first."})
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if !sameToken(r.PostFormValue("csrf"), cs.csrf) {
-			c.render(w, r, http.StatusForbidden, "refused", view{Title: "Forbidden", Message: "The form's token is missing or stale: reload the page."})
-			return
-		}
+	if mutating && !sameToken(r.PostFormValue("csrf"), cs.csrf) {
+		c.render(w, r, http.StatusForbidden, "refused", view{Title: "Forbidden", Message: "The form's token is missing or stale: reload the page."})
+		return
 	}
 	if r.URL.Path == "/logout" && r.Method == http.MethodPost {
 		c.sessions.close(id)
@@ -132,6 +145,35 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, cs)))
+}
+
+// sameOrigin reports whether a mutating request may come from the
+// console's own page: a browser says where a form was sent from (Origin,
+// Sec-Fetch-Site); a request that says another site is refused.
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || origin == "null" {
+		return true // no browser's word on it: the CSRF token decides
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == r.Host
+}
+
+// browserToken is the CSRF token of a browser without ACLs: the value of
+// its csrfCookie, set on a page it reads without one.
+func browserToken(w http.ResponseWriter, r *http.Request, mutating bool) string {
+	if ck, err := r.Cookie(csrfCookie); err == nil && len(ck.Value) >= 32 {
+		return ck.Value
+	}
+	if mutating {
+		return ""
+	}
+	t := token()
+	setCookie(w, r, csrfCookie, t, int(sessionTTL.Seconds()))
+	return t
 }
 
 // maxForm bounds a form's body.
@@ -144,7 +186,12 @@ type principalKey struct{}
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+		// The form's token stays the browser's while it has one: a page
+		// it loads beside the form must not make the form stale.
 		t := token()
+		if ck, err := r.Cookie(loginCookie); err == nil && len(ck.Value) >= 32 {
+			t = ck.Value
+		}
 		setCookie(w, r, loginCookie, t, 600)
 		c.render(w, r, http.StatusOK, "login", view{Title: "Log in", Data: t})
 	case http.MethodPost:
@@ -207,7 +254,10 @@ func (c *Console) page(read func(ctx context.Context, r *http.Request) (string, 
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
 	if cs, ok := r.Context().Value(principalKey{}).(*consoleSession); ok && cs.csrf != "" {
-		v.Principal, v.CSRF = cs.principal, cs.csrf
+		v.CSRF = cs.csrf
+		if cs.login {
+			v.Principal = cs.principal
+		}
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)

@@ -47,7 +47,13 @@ type topicRow struct {
 	Bytes      int64
 	Records    int64 // high watermark less log start, summed: the records a consumer would read at most
 	Error      string
+	// Configs are every config of the topic, on its own page only.
+	Configs []configRow
 }
+
+// configRow is a topic's config: its value and where it comes from
+// (DescribeConfigs' source: the topic's own, the broker's default, …).
+type configRow struct{ Name, Value, Source string }
 
 // sum adds f over the topic's partitions.
 func (t topicRow) sum(f func(partitionRow) int64) (n int64) {
@@ -303,13 +309,16 @@ func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRo
 	return nil
 }
 
-// fillConfigs adds each topic's cleanup.policy and retention.ms.
+// fillConfigs adds each topic's cleanup.policy and retention.ms, and all
+// its configs when it is the only one.
 func (c *Console) fillConfigs(ctx context.Context, r *http.Request, rows []topicRow) error {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	for _, t := range described(rows) {
 		rr := kmsg.NewDescribeConfigsRequestResource()
 		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, t.Name
-		rr.ConfigNames = []string{"cleanup.policy", "retention.ms"}
+		if len(rows) > 1 {
+			rr.ConfigNames = []string{"cleanup.policy", "retention.ms"}
+		}
 		req.Resources = append(req.Resources, rr)
 	}
 	if len(req.Resources) == 0 {
@@ -325,6 +334,10 @@ func (c *Console) fillConfigs(ctx context.Context, r *http.Request, rows []topic
 			continue
 		}
 		for _, cfg := range res.Configs {
+			if len(rows) == 1 {
+				src := strings.ReplaceAll(strings.ToLower(strings.TrimSuffix(cfg.Source.String(), "_CONFIG")), "_", " ")
+				rows[i].Configs = append(rows[i].Configs, configRow{Name: cfg.Name, Value: deref(cfg.Value), Source: src})
+			}
 			switch cfg.Name {
 			case "cleanup.policy":
 				rows[i].Cleanup = deref(cfg.Value)

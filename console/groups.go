@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -187,4 +189,154 @@ func (c *Console) fillLag(ctx context.Context, r *http.Request, groups []groupRo
 		}
 	}
 	return nil
+}
+
+// resetTargets are the places a group's offsets may be reset to, as
+// kafka-consumer-groups.sh --reset-offsets names them.
+var resetTargets = []string{"earliest", "latest", "time", "offset"}
+
+func (c *Console) planReset(r *http.Request) (string, error) {
+	to, value := r.PostForm.Get("to"), strings.TrimSpace(r.PostForm.Get("value"))
+	where := "every partition it has committed"
+	if t := strings.TrimSpace(r.PostForm.Get("topic")); t != "" {
+		where = "every partition of " + t
+	}
+	g := r.PathValue("group")
+	switch to {
+	case "earliest", "latest":
+		return fmt.Sprintf("Reset group %s's offsets of %s to the %s offset.", g, where, to), nil
+	case "time":
+		if _, err := time.ParseInLocation(timeLayout, value, time.UTC); err != nil {
+			return "", fmt.Errorf("time %q (YYYY-MM-DDThh:mm, UTC): %w", value, errBadRequest)
+		}
+		return fmt.Sprintf("Reset group %s's offsets of %s to the first record at or after %s UTC.", g, where, value), nil
+	case "offset":
+		if _, err := strconv.ParseInt(value, 10, 64); err != nil {
+			return "", fmt.Errorf("offset %q: %w", value, errBadRequest)
+		}
+		return fmt.Sprintf("Reset group %s's offsets of %s to %s (within each partition's log).", g, where, value), nil
+	}
+	return "", fmt.Errorf("reset to %q: one of %s: %w", to, strings.Join(resetTargets, ", "), errBadRequest)
+}
+
+// resetOffsets commits the group's new offsets, as Kafka's tool does: only
+// while the group has no members (their commits would overwrite it), each
+// partition's new offset within its log (an offset below the log start is
+// the log start, past the end the end; a time after the last record is
+// the end).
+func (c *Console) resetOffsets(ctx context.Context, r *http.Request) (string, string, error) {
+	g, to := r.PathValue("group"), r.PostForm.Get("to")
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{g}
+	resp, err := c.b.Request(ctx, c.caller(r), dg)
+	if err != nil {
+		return "", "", err
+	}
+	for _, d := range resp.(*kmsg.DescribeGroupsResponse).Groups {
+		if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
+			return "", "", fmt.Errorf("group %s: %w", g, err)
+		}
+		if len(d.Members) > 0 {
+			return "", "", fmt.Errorf("group %s has %d members (state %s): its offsets are reset only while it has none; stop its consumers first: %w",
+				g, len(d.Members), d.State, errConflict)
+		}
+	}
+	var rows []topicRow
+	if topic := strings.TrimSpace(r.PostForm.Get("topic")); topic != "" {
+		if rows, err = c.describeTopics(ctx, r, []string{topic}); err != nil {
+			return "", "", err
+		}
+		if len(rows) != 1 || rows[0].Error != "" {
+			return "", "", fmt.Errorf("topic %s: %w", topic, errNotFound)
+		}
+	} else {
+		groups := []groupRow{{ID: g}}
+		if err := c.fillGroupOffsets(ctx, r, groups); err != nil {
+			return "", "", err
+		}
+		for _, o := range groups[0].Offsets {
+			i := slices.IndexFunc(rows, func(t topicRow) bool { return t.Name == o.Topic })
+			if i < 0 {
+				i, rows = len(rows), append(rows, topicRow{Name: o.Topic})
+			}
+			rows[i].Partitions = append(rows[i].Partitions, partitionRow{Partition: o.Partition, LogStart: -1, HW: -1, LSO: -1})
+		}
+		if len(rows) == 0 {
+			return "", "", fmt.Errorf("group %s has no committed offsets: name a topic: %w", g, errBadRequest)
+		}
+		if err := c.fillOffsets(ctx, r, rows); err != nil {
+			return "", "", err
+		}
+	}
+	// The new offset of each partition, in LSO's place.
+	target := map[*partitionRow]int64{}
+	switch to {
+	case "earliest", "latest", "offset":
+		n, _ := strconv.ParseInt(strings.TrimSpace(r.PostForm.Get("value")), 10, 64)
+		for _, t := range rows {
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				switch to {
+				case "earliest":
+					target[p] = p.LogStart
+				case "latest":
+					target[p] = p.HW
+				default:
+					target[p] = min(max(n, p.LogStart), p.HW)
+				}
+			}
+		}
+	case "time":
+		ts, _ := time.ParseInLocation(timeLayout, strings.TrimSpace(r.PostForm.Get("value")), time.UTC)
+		if err := c.listOffsets(ctx, r, rows, ts.UnixMilli(), 0, func(p *partitionRow, o int64, err error) {
+			if err == nil {
+				target[p] = o
+				if o < 0 {
+					target[p] = p.HW
+				}
+			}
+		}); err != nil {
+			return "", "", err
+		}
+	}
+	// (OffsetCommit names topics by id from v10.)
+	names := make([]string, len(rows))
+	for i, t := range rows {
+		names[i] = t.Name
+	}
+	ids, err := c.topicIDs(ctx, r, names...)
+	if err != nil {
+		return "", "", err
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation, req.MemberID = g, -1, ""
+	n := 0
+	for _, t := range rows {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic, rt.TopicID = t.Name, ids[t.Name]
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			o, ok := target[p]
+			if !ok || o < 0 {
+				return "", "", fmt.Errorf("%s-%d: its offsets are unknown (%s): nothing was reset", t.Name, p.Partition, p.Error)
+			}
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p.Partition, o, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			n++
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err = c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return "", "", err
+	}
+	for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return "", "", fmt.Errorf("committing %s-%d for group %s: %w", t.Topic, p.Partition, g, err)
+			}
+		}
+	}
+	return fmt.Sprintf("Reset group %s's offsets of %d partitions.", g, n), "", nil
 }

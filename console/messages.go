@@ -122,7 +122,7 @@ func (c *Console) messages(ctx context.Context, r *http.Request) (string, view, 
 	switch br.From {
 	case "time":
 		br.Time = q.Get("time")
-		ts, err := time.ParseInLocation("2006-01-02T15:04", br.Time, time.UTC)
+		ts, err := time.ParseInLocation(timeLayout, br.Time, time.UTC)
 		if err != nil {
 			return "", view{}, fmt.Errorf("time %q (YYYY-MM-DDThh:mm, UTC): %w", br.Time, errBadRequest)
 		}
@@ -312,3 +312,7 @@ func printable(b []byte) bool {
 	}
 	return true
 }
+
+// timeLayout is how the forms take a time (UTC), as a datetime-local
+// input sends it.
+const timeLayout = "2006-01-02T15:04"

@@ -18,11 +18,13 @@ import (
 const (
 	sessionCookie = "seglog_session"
 	loginCookie   = "seglog_login" // the login form's CSRF token, before there is a session
+	csrfCookie    = "seglog_csrf"  // a browser's CSRF token without ACLs (no sessions then)
 	maxSessions   = 1024
 	sessionTTL    = 8 * time.Hour
 )
 
 type consoleSession struct {
+	login     bool // a login's session (not the anonymous one without ACLs)
 	principal string
 	csrf      string
 	expires   time.Time
@@ -46,7 +48,7 @@ func (s *sessions) open(principal string) (string, *consoleSession) {
 		s.order = s.order[1:]
 	}
 	id := token()
-	cs := &consoleSession{principal: principal, csrf: token(), expires: s.now().Add(sessionTTL)}
+	cs := &consoleSession{login: true, principal: principal, csrf: token(), expires: s.now().Add(sessionTTL)}
 	s.byID[id] = cs
 	s.order = append(s.order, id)
 	return id, cs

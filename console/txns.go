@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,5 +81,142 @@ func (c *Console) txns(ctx context.Context, r *http.Request) (string, view, erro
 		}
 		return cmp.Or(cmp.Compare(b.Age, a.Age), cmp.Compare(a.ID, b.ID))
 	})
-	return "txns", view{Title: "Transactions", Nav: "txns", Data: rows}, nil
+	open, err := c.openTxns(ctx, r, rows)
+	if err != nil {
+		return "", view{}, err
+	}
+	return "txns", view{Title: "Transactions", Nav: "txns", Data: txnsView{Txns: rows, Open: open}}, nil
+}
+
+// hangingAfter is how long a partition's open transaction must have been
+// quiet before it is called hanging when its coordinator has no such
+// transaction open: transaction.max.timeout.ms's default, the bound Kafka's
+// kafka-transactions.sh find-hanging uses.
+const hangingAfter = 15 * time.Minute
+
+// openTxnRow is a partition's open transaction as the partition has it
+// (DescribeProducers): a producer whose transaction started at StartOffset
+// and has had no marker yet.
+type openTxnRow struct {
+	Topic            string
+	Partition        int32
+	ProducerID       int64
+	ProducerEpoch    int32
+	CoordinatorEpoch int32
+	StartOffset      int64
+	LastWrite        time.Time
+	Quiet            time.Duration
+	// Hanging: quiet for hangingAfter and its coordinator has no open
+	// transaction of this producer on this partition: no marker will
+	// come, and the partition's last stable offset is held back.
+	Hanging bool
+}
+
+// txnsView is the transactions page: the coordinators' transactions and
+// the partitions' open ones.
+type txnsView struct {
+	Txns []txnRow
+	Open []openTxnRow
+}
+
+// openTxns asks every partition (one DescribeProducers) for its producers
+// with an open transaction, and marks the hanging ones against the
+// coordinators' transactions.
+func (c *Console) openTxns(ctx context.Context, r *http.Request, txns []txnRow) ([]openTxnRow, error) {
+	md, err := c.metadata(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrDescribeProducersRequest()
+	for _, t := range md.Topics {
+		if t.ErrorCode != 0 || len(t.Partitions) == 0 {
+			continue
+		}
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic = deref(t.Topic)
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, p.Partition)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	if len(req.Topics) == 0 {
+		return nil, nil
+	}
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var rows []openTxnRow
+	for _, t := range resp.(*kmsg.DescribeProducersResponse).Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				continue
+			}
+			for _, ap := range p.ActiveProducers {
+				if ap.CurrentTxnStartOffset < 0 {
+					continue
+				}
+				row := openTxnRow{Topic: t.Topic, Partition: p.Partition, ProducerID: ap.ProducerID, ProducerEpoch: ap.ProducerEpoch,
+					CoordinatorEpoch: ap.CoordinatorEpoch, StartOffset: ap.CurrentTxnStartOffset}
+				if ap.LastTimestamp > 0 {
+					row.LastWrite = time.UnixMilli(ap.LastTimestamp).UTC()
+					row.Quiet = now.Sub(row.LastWrite).Truncate(time.Second)
+				}
+				known := slices.ContainsFunc(txns, func(x txnRow) bool {
+					return x.ProducerID == ap.ProducerID && x.Open() &&
+						slices.Contains(x.Partitions, fmt.Sprintf("%s-%d", t.Topic, p.Partition))
+				})
+				row.Hanging = !known && row.Quiet >= hangingAfter
+				rows = append(rows, row)
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b openTxnRow) int {
+		return cmp.Or(cmp.Compare(b.Quiet, a.Quiet), strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return rows, nil
+}
+
+func (c *Console) planAbort(r *http.Request) (string, error) {
+	for _, f := range []string{"partition", "producer", "epoch", "coordinator_epoch"} {
+		if _, err := formInt(r, f, 0, 64); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("Abort producer %s's open transaction on %s-%s (epoch %s): its records there are left out of "+
+		"read-committed reads, and the partition's last stable offset moves past them.",
+		r.PostForm.Get("producer"), r.PostForm.Get("topic"), r.PostForm.Get("partition"), r.PostForm.Get("epoch")), nil
+}
+
+// abort writes an abort marker for a partition's open transaction
+// (WriteTxnMarkers, as kafka-transactions.sh abort does): the cluster
+// action ACL is needed.
+func (c *Console) abort(ctx context.Context, r *http.Request) (string, string, error) {
+	topic := r.PostForm.Get("topic")
+	p, _ := formInt(r, "partition", 0, 32)
+	pid, _ := formInt(r, "producer", 0, 64)
+	epoch, _ := formInt(r, "epoch", 0, 16)
+	cepoch, _ := formInt(r, "coordinator_epoch", 0, 32)
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pid, int16(epoch), false, int32(cepoch)
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{int32(p)}
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	resp, err := c.b.Request(ctx, c.caller(r), req)
+	if err != nil {
+		return "", "", err
+	}
+	for _, rm := range resp.(*kmsg.WriteTxnMarkersResponse).Markers {
+		for _, t := range rm.Topics {
+			for _, rp := range t.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return "", "", fmt.Errorf("aborting producer %d's transaction on %s-%d: %w", pid, topic, p, err)
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("Aborted producer %d's transaction on %s-%d.", pid, topic, p), "", nil
 }

@@ -24,6 +24,31 @@ import (
 // runServer starts a server on a fresh data directory (its config changed
 // by tune, if set) and runs it until the test ends; seed is a client's
 // option to reach it.
+// loginServer runs a server with ACLs on (User:admin a super user), a
+// topic "secret" and the named SCRAM-SHA-256 users, each with the
+// password "<user>-password"; adm is a super user's admin client.
+func loginServer(t *testing.T, users ...string) (*Server, *kadm.Client) {
+	t.Helper()
+	s, seed := runServer(t, func(cfg *Config) {
+		cfg.Broker.Authorizer = true
+		cfg.Broker.SuperUsers = []string{"User:admin", "User:ANONYMOUS"} // the test's own client sets up as ANONYMOUS
+	})
+	ctx := context.Background()
+	cl, err := kgo.NewClient(seed)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(ctx, 1, 1, nil, "secret")
+	require.NoError(t, err)
+	for _, u := range users {
+		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: u, Mechanism: kadm.ScramSha256, Iterations: 4096,
+			Password: u + "-password"}})
+		require.NoError(t, err)
+		require.NoError(t, res.Error())
+	}
+	return s, adm
+}
+
 func runServer(t *testing.T, tune func(*Config)) (s *Server, seed kgo.Opt) {
 	t.Helper()
 	cfg := config(filepath.Join(t.TempDir(), "data"))
@@ -126,23 +151,7 @@ func TestConsolePages(t *testing.T) {
 // the session cookie is HttpOnly and SameSite; a principal sees what its
 // ACLs let it describe; every POST needs the session's CSRF token.
 func TestConsoleLogin(t *testing.T) {
-	s, seed := runServer(t, func(cfg *Config) {
-		cfg.Broker.Authorizer = true
-		cfg.Broker.SuperUsers = []string{"User:admin", "User:ANONYMOUS"} // the test's own client sets up as ANONYMOUS
-	})
-	ctx := context.Background()
-	cl, err := kgo.NewClient(seed)
-	require.NoError(t, err)
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	_, err = adm.CreateTopic(ctx, 1, 1, nil, "secret")
-	require.NoError(t, err)
-	for _, u := range []string{"admin", "alice"} {
-		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: u, Mechanism: kadm.ScramSha256, Iterations: 4096,
-			Password: u + "-password"}})
-		require.NoError(t, err)
-		require.NoError(t, res.Error())
-	}
+	s, _ := loginServer(t, "admin", "alice")
 
 	base := "http://" + s.MetricsAddr().String()
 	browser := func() *http.Client {
@@ -211,6 +220,19 @@ func TestConsoleLogin(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `<span id="principal">User:alice</span>`)
 	require.NotContains(t, body, "secret", "alice may not describe it")
+	// An action needs the ACL its Kafka API needs: alice may not delete it.
+	resp, body = do(alice, "POST", "/topics/secret/delete", url.Values{"csrf": {csrfOf(body)}, "confirm": {"yes"}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, body)
+	require.Contains(t, body, "TOPIC_AUTHORIZATION_FAILED")
+	// A form another site sends is refused, with the right token too.
+	req, err := http.NewRequest("POST", base+"/topics", strings.NewReader(url.Values{"csrf": {csrfOf(body)}, "name": {"x"}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = alice.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 
 	admin := browser()
 	resp, body = do(admin, "GET", "/login", nil)
