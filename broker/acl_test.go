@@ -372,3 +372,43 @@ func TestRefusedFetchWaits(t *testing.T) {
 		t.Fatal("the refused fetch was answered without waiting")
 	}
 }
+
+// The console's reads beside the Kafka API: DescribePartition needs
+// Describe on the topic, as Metadata does; Authorized answers as the ACLs
+// do; the broker's own principal (Internal, which no connection can have)
+// passes every ACL.
+func TestDescribePartitionAndTheInternalPrincipal(t *testing.T) {
+	sb := serveSecure(t, Options{Authorizer: true, SuperUsers: []string{"User:admin"}}, TLSOptions{}, nil)
+	ctx := context.Background()
+	alice, admin, internal := Caller{Principal: "User:alice", Host: "127.0.0.1"}, Caller{Principal: "User:admin", Host: "127.0.0.1"},
+		Caller{Principal: Internal, Host: "127.0.0.1"}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "seen", 2, 1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 10_000
+	resp, err := sb.b.Request(ctx, alice, req)
+	require.NoError(t, err)
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode, "alice has no ACL")
+	resp, err = sb.b.Request(ctx, internal, req)
+	require.NoError(t, err)
+	require.Zero(t, resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode, "the broker's own principal passes every ACL")
+
+	_, err = sb.b.DescribePartition(alice, "seen", 1, 10)
+	require.ErrorIs(t, err, ErrNotAuthorized)
+	d, err := sb.b.DescribePartition(admin, "seen", 1, 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.SegmentCount)
+	require.Len(t, d.Segments, 1)
+	require.Equal(t, int64(0), d.Segments[0].BaseOffset)
+	require.Equal(t, int64(-1), d.Segments[0].FirstTimestamp, "an empty segment has no first batch")
+	require.True(t, d.Leading, "a single node leads its partitions")
+	require.False(t, d.Tiered)
+	_, err = sb.b.DescribePartition(admin, "seen", 2, 10)
+	require.ErrorIs(t, err, ErrNoReplica)
+
+	require.False(t, sb.b.Authorized(alice, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, auth.ClusterName))
+	require.True(t, sb.b.Authorized(admin, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, auth.ClusterName))
+	require.True(t, sb.b.Authorized(internal, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, auth.ClusterName))
+	require.Equal(t, map[string]int64{"seen": 0}, sb.b.LogEnds())
+}

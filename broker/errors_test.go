@@ -44,6 +44,8 @@ var kafkaCodes = []struct {
 }{
 	{seglog.ErrCorruption, kerr.KafkaStorageError},
 	{ErrNotServed, kerr.UnsupportedVersion},
+	{ErrNoReplica, kerr.UnknownTopicOrPartition},
+	{ErrNotAuthorized, kerr.TopicAuthorizationFailed},
 	{record.ErrCorruptBatch, kerr.CorruptMessage},
 	{record.ErrInvalidRecord, kerr.InvalidRecord},
 	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},

@@ -2,14 +2,19 @@ package broker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/broker/auth"
+	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/replica"
+	"github.com/seglog/seglog/tablet"
 )
 
 // Caller is who sends an in-process request: the principal its ACLs are
@@ -22,6 +27,12 @@ type Caller struct {
 	Host      string
 	ClientID  string
 }
+
+// Internal is the principal of the broker's own in-process requests (the
+// console's sampler): every ACL allows it. No connection can have it —
+// authentication gives User: principals — only a Caller inside the
+// process.
+const Internal = "Internal:seglog"
 
 // ErrNotServed is an in-process request of an API the broker does not
 // serve (Kafka's UNSUPPORTED_VERSION).
@@ -43,12 +54,8 @@ func (b *Broker) Request(ctx context.Context, caller Caller, req kmsg.Request) (
 		return nil, fmt.Errorf("%w: %s v%d–v%d (kmsg knows up to v%d)", ErrNotServed, kmsg.NameForKey(req.Key()), a.min, a.max, req.MaxVersion())
 	}
 	req.SetVersion(v)
-	principal := caller.Principal
-	if principal == "" {
-		principal = Anonymous
-	}
-	h := header{key: req.Key(), version: v, clientID: caller.ClientID, host: caller.Host,
-		sess: &session{principal: principal, authed: true}}
+	h := callerHeader(caller)
+	h.key, h.version = req.Key(), v
 	fresh := kmsg.RequestForKey(req.Key())
 	fresh.SetVersion(v)
 	body := req.AppendTo(nil)
@@ -110,4 +117,75 @@ func (b *Broker) Login(host, user, password string) (string, error) {
 	}
 	b.metrics.authentications.WithLabelValues("console", "ok").Inc()
 	return "User:" + user, nil
+}
+
+// PartitionDetail is what this broker's replica of a partition holds, as
+// the console's partition page shows it.
+type PartitionDetail struct {
+	Offsets tablet.Offsets
+	// Segments are the newest local segments (at most the number asked
+	// for), oldest first; SegmentCount is how many there are in all.
+	Segments     []tablet.SegmentDetail
+	SegmentCount int
+	// Tiered reports a tier attached; TierObjects are its objects.
+	Tiered      bool
+	TierObjects []tablet.RemoteObject
+	// Leading reports that this broker leads the partition (always on a
+	// single node); Followers are the other replicas' progress then.
+	Leading   bool
+	Followers []replica.FollowerProgress
+}
+
+// Authorized reports whether caller may do op on the resource (always
+// without ACLs): what the console asks before it shows what no single
+// Kafka request answers, such as the broker's own charts.
+func (b *Broker) Authorized(caller Caller, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	return b.may(callerHeader(caller), op, rt, name)
+}
+
+func callerHeader(caller Caller) header {
+	return header{clientID: caller.ClientID, host: caller.Host, sess: &session{principal: cmp.Or(caller.Principal, Anonymous), authed: true}}
+}
+
+// LogEnds sums the log end offsets of this broker's replicas by topic:
+// its growth is the records appended (on a leader) or replicated (on a
+// follower) since.
+func (b *Broker) LogEnds() map[string]int64 {
+	out := map[string]int64{}
+	for _, t := range b.m.Tablets() {
+		out[t.TopicPartition().Topic] += t.Offsets().LogEndOffset
+	}
+	return out
+}
+
+// ErrNoReplica is a partition this broker holds no replica of.
+var ErrNoReplica = seglog.NewKafkaError("broker: this broker holds no replica of the partition", kerr.UnknownTopicOrPartition.Code)
+
+// ErrNotAuthorized is a caller without Describe on the topic.
+var ErrNotAuthorized = seglog.NewKafkaError("broker: not authorized to describe the topic", kerr.TopicAuthorizationFailed.Code)
+
+// DescribePartition describes this broker's replica of a partition —
+// offsets, its newest segments (at most newest of them), its tier's
+// objects, its followers' progress while it leads — for a caller that may
+// Describe the topic. It reads the tablet's published view, never the
+// directory.
+func (b *Broker) DescribePartition(caller Caller, topic string, partition int32, newest int) (PartitionDetail, error) {
+	if !b.may(callerHeader(caller), opDescribe, resTopic, topic) {
+		return PartitionDetail{}, ErrNotAuthorized
+	}
+	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
+	t, ok := b.m.Get(tp)
+	if !ok {
+		return PartitionDetail{}, ErrNoReplica
+	}
+	d := PartitionDetail{Offsets: t.Offsets(), Leading: true}
+	d.SegmentCount, d.Segments = t.SegmentDetails(newest)
+	d.TierObjects, d.Tiered = t.TierObjects()
+	if b.clustered() {
+		d.Leading = false
+		if p, ok := b.opts.Cluster.Replicas.Get(tp); ok {
+			d.Leading, d.Followers = p.Leads(), p.Followers()
+		}
+	}
+	return d, nil
 }

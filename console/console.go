@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/broker"
@@ -41,6 +42,14 @@ type Requester interface {
 	// Login checks a user's password as SASL/PLAIN does and returns its
 	// principal.
 	Login(host, user, password string) (string, error)
+	// Authorized reports whether caller may do op on a resource.
+	Authorized(caller broker.Caller, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool
+	// LogEnds sums this broker's replicas' log ends by topic.
+	LogEnds() map[string]int64
+	// DescribePartition describes this broker's replica of a partition
+	// (its newest segments, tier objects, followers) for a caller that
+	// may describe the topic; broker.ErrNoReplica when it holds none.
+	DescribePartition(caller broker.Caller, topic string, partition int32, newest int) (broker.PartitionDetail, error)
 }
 
 // Options configure the console.
@@ -48,6 +57,12 @@ type Options struct {
 	// Timeout bounds the requests behind one page. The default is 10 s.
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Metrics are the broker's metrics (its Collector's), which the
+	// throughput and latency charts sample; nil: no such charts.
+	Metrics prometheus.Gatherer
+	// SampleInterval is how often Run samples for the charts (10 s by
+	// default; negative: never, the caller calls Sample).
+	SampleInterval time.Duration
 }
 
 // Console serves the pages.
@@ -57,6 +72,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	sessions *sessions
+	samples  sampler
 }
 
 // New returns the console of b.
@@ -64,11 +80,15 @@ func New(b Requester, opts Options) (*Console, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
+	if opts.SampleInterval == 0 {
+		opts.SampleInterval = defaultSampleInterval
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{b: b, opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux(), sessions: newSessions()}
-	for _, page := range []string{"cluster", "topics", "topic", "messages", "groups", "group", "txns", "login", "refused", "confirm", "result"} {
+	c.samples.lags = map[string][]lagSample{}
+	for _, page := range []string{"cluster", "topics", "topic", "partition", "messages", "groups", "group", "txns", "login", "refused", "confirm", "result"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: %s: %w", page, err)
@@ -83,6 +103,7 @@ func New(b Requester, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /{$}", c.page(c.cluster))
 	c.mux.HandleFunc("GET /topics", c.page(c.topics))
 	c.mux.HandleFunc("GET /topics/{topic}", c.page(c.topic))
+	c.mux.HandleFunc("GET /topics/{topic}/partitions/{partition}", c.page(c.partition))
 	c.mux.HandleFunc("GET /topics/{topic}/messages", c.page(c.messages))
 	c.mux.HandleFunc("GET /groups", c.page(c.groups))
 	c.mux.HandleFunc("GET /groups/{group}", c.page(c.group))
@@ -287,4 +308,15 @@ var funcs = template.FuncMap{
 	"bytes": humanBytes,
 	"limit": func() int { return browseLimit },
 	"join":  joinInt32s,
+	"at":    at,
+	"rate":  func(v float64) string { return count(v) + "/s" },
+}
+
+// at shows a timestamp in milliseconds (UTC, to the second); "–" for
+// none (a negative one).
+func at(ms int64) string {
+	if ms < 0 {
+		return "–"
+	}
+	return time.UnixMilli(ms).UTC().Format(time.DateTime)
 }

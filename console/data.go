@@ -12,6 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/broker/auth"
+	"github.com/seglog/seglog/tablet"
 )
 
 // brokerRow is one broker of the cluster page.
@@ -30,12 +33,18 @@ type partitionRow struct {
 	Replicas, ISR       []int32
 	Offline             []int32
 	LogStart, HW, LSO   int64
-	Bytes               int64
+	Bytes, Tiered       int64
 	Error               string
+	// MinISR is the topic's min.insync.replicas (0: unknown).
+	MinISR int
 }
 
 func (p partitionRow) UnderReplicated() bool { return len(p.ISR) < len(p.Replicas) }
 func (p partitionRow) IsOffline() bool       { return p.Leader < 0 }
+
+// UnderMinISR reports a partition whose ISR is below min.insync.replicas:
+// acks=all producers are refused (NOT_ENOUGH_REPLICAS).
+func (p partitionRow) UnderMinISR() bool { return !p.IsOffline() && len(p.ISR) < p.MinISR }
 
 // topicRow is one topic of the topics page, and the topic page's head.
 type topicRow struct {
@@ -45,8 +54,12 @@ type topicRow struct {
 	Cleanup    string
 	Retention  string
 	Bytes      int64
+	Tiered     int64 // bytes in the tier's objects, on this broker's replicas
 	Records    int64 // high watermark less log start, summed: the records a consumer would read at most
-	Error      string
+	// Rate is the records appended per second over the last sample
+	// interval (-1: unknown, not yet sampled or no replica here).
+	Rate  float64
+	Error string
 	// Configs are every config of the topic, on its own page only.
 	Configs []configRow
 }
@@ -72,6 +85,15 @@ func (t topicRow) UnderReplicated() (n int) {
 	return n
 }
 
+func (t topicRow) UnderMinISR() (n int) {
+	for _, p := range t.Partitions {
+		if p.UnderMinISR() {
+			n++
+		}
+	}
+	return n
+}
+
 func (t topicRow) Offline() (n int) {
 	for _, p := range t.Partitions {
 		if p.IsOffline() {
@@ -89,7 +111,11 @@ type cluster struct {
 	Topics          int
 	Partitions      int
 	UnderReplicated int
+	UnderMinISR     int
 	Offline         int
+	// Charts are the broker's throughput and request charts, for a
+	// principal that may describe the cluster.
+	Charts []chart
 }
 
 // metadata asks for every topic (topics nil) or the ones named.
@@ -118,20 +144,19 @@ func (c *Console) cluster(ctx context.Context, r *http.Request) (string, view, e
 			Controller: b.NodeID == md.ControllerID})
 	}
 	slices.SortFunc(cl.Brokers, func(a, b brokerRow) int { return cmp.Compare(a.ID, b.ID) })
-	for _, t := range md.Topics {
-		if t.ErrorCode != 0 {
-			continue
-		}
+	rows := described(topicRows(md))
+	if err := c.fillConfigs(ctx, r, rows); err != nil {
+		return "", view{}, err
+	}
+	for _, t := range rows {
 		cl.Topics++
-		for _, p := range t.Partitions {
-			cl.Partitions++
-			if p.Leader < 0 {
-				cl.Offline++
-			}
-			if len(p.ISR) < len(p.Replicas) {
-				cl.UnderReplicated++
-			}
-		}
+		cl.Partitions += len(t.Partitions)
+		cl.Offline += t.Offline()
+		cl.UnderReplicated += t.UnderReplicated()
+		cl.UnderMinISR += t.UnderMinISR()
+	}
+	if c.b.Authorized(c.caller(r), kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, auth.ClusterName) {
+		cl.Charts = c.brokerCharts()
 	}
 	return "cluster", view{Title: "Cluster", Nav: "cluster", Data: cl}, nil
 }
@@ -166,9 +191,25 @@ func (c *Console) describeTopics(ctx context.Context, r *http.Request, names []s
 	if err != nil {
 		return nil, err
 	}
+	rows := topicRows(md)
+	if err := c.fillOffsets(ctx, r, rows); err != nil {
+		return nil, err
+	}
+	if err := c.fillSizes(ctx, r, rows); err != nil {
+		return nil, err
+	}
+	if err := c.fillConfigs(ctx, r, rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// topicRows are the topics of a Metadata answer, sorted by name, their
+// partitions by number.
+func topicRows(md *kmsg.MetadataResponse) []topicRow {
 	var rows []topicRow
 	for _, t := range md.Topics {
-		row := topicRow{Name: deref(t.Topic), Internal: t.IsInternal}
+		row := topicRow{Name: deref(t.Topic), Internal: t.IsInternal, Rate: -1}
 		if t.ErrorCode != 0 {
 			row.Error = kerr.ErrorForCode(t.ErrorCode).Error()
 		}
@@ -184,16 +225,7 @@ func (c *Console) describeTopics(ctx context.Context, r *http.Request, names []s
 		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, func(a, b topicRow) int { return strings.Compare(a.Name, b.Name) })
-	if err := c.fillOffsets(ctx, r, rows); err != nil {
-		return nil, err
-	}
-	if err := c.fillSizes(ctx, r, rows); err != nil {
-		return nil, err
-	}
-	if err := c.fillConfigs(ctx, r, rows); err != nil {
-		return nil, err
-	}
-	return rows, nil
+	return rows
 }
 
 // fillOffsets asks each partition's log start (earliest), high watermark
@@ -276,7 +308,7 @@ func described(rows []topicRow) []topicRow {
 }
 
 // fillSizes adds each partition's bytes on this broker's disks
-// (DescribeLogDirs).
+// (DescribeLogDirs) and in its tier, and each topic's rate.
 func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRow) error {
 	req := kmsg.NewPtrDescribeLogDirsRequest()
 	for _, t := range described(rows) {
@@ -303,21 +335,39 @@ func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRo
 			}
 		}
 	}
+	for _, t := range described(rows) {
+		for _, p := range t.Partitions {
+			if d, err := c.b.DescribePartition(c.caller(r), t.Name, p.Partition, 0); err == nil {
+				findPartition(rows, t.Name, p.Partition).Tiered = tierBytes(d.TierObjects)
+			}
+		}
+	}
 	for i := range rows {
 		rows[i].Bytes = rows[i].sum(func(p partitionRow) int64 { return p.Bytes })
+		rows[i].Tiered = rows[i].sum(func(p partitionRow) int64 { return p.Tiered })
+		if rate, ok := c.topicRate(rows[i].Name); ok {
+			rows[i].Rate = rate
+		}
 	}
 	return nil
 }
 
-// fillConfigs adds each topic's cleanup.policy and retention.ms, and all
-// its configs when it is the only one.
+func tierBytes(objs []tablet.RemoteObject) (n int64) {
+	for _, o := range objs {
+		n += o.Size
+	}
+	return n
+}
+
+// fillConfigs adds each topic's cleanup.policy, retention.ms and
+// min.insync.replicas, and all its configs when it is the only one.
 func (c *Console) fillConfigs(ctx context.Context, r *http.Request, rows []topicRow) error {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	for _, t := range described(rows) {
 		rr := kmsg.NewDescribeConfigsRequestResource()
 		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, t.Name
 		if len(rows) > 1 {
-			rr.ConfigNames = []string{"cleanup.policy", "retention.ms"}
+			rr.ConfigNames = []string{"cleanup.policy", "retention.ms", "min.insync.replicas"}
 		}
 		req.Resources = append(req.Resources, rr)
 	}
@@ -343,6 +393,11 @@ func (c *Console) fillConfigs(ctx context.Context, r *http.Request, rows []topic
 				rows[i].Cleanup = deref(cfg.Value)
 			case "retention.ms":
 				rows[i].Retention = retention(deref(cfg.Value))
+			case "min.insync.replicas":
+				n, _ := strconv.Atoi(deref(cfg.Value))
+				for j := range rows[i].Partitions {
+					rows[i].Partitions[j].MinISR = n
+				}
 			}
 		}
 	}

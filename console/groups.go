@@ -25,6 +25,8 @@ type groupRow struct {
 	Offsets      []offsetRow
 	Lag          int64 // summed over the partitions with a commit and a known end
 	Error        string
+	// LagChart is its total lag sampled over the last hour (its page only).
+	LagChart *chart
 }
 
 type memberRow struct {
@@ -106,6 +108,8 @@ func (c *Console) group(ctx context.Context, r *http.Request) (string, view, err
 	if err := c.fillLag(ctx, r, groups); err != nil {
 		return "", view{}, err
 	}
+	ch := c.lagChart(id)
+	groups[0].LagChart = &ch
 	return "group", view{Title: "Group " + id, Nav: "groups", Data: groups[0]}, nil
 }
 

@@ -81,6 +81,32 @@ func (p *Partition) Replicas() []int32 {
 	return p.replicas
 }
 
+// FollowerProgress is a follower's progress as its leader sees it.
+type FollowerProgress struct {
+	Replica int32
+	// LogEnd is the offset it fetches next (-1: it has not fetched since
+	// this leadership began).
+	LogEnd int64
+	// LastCaughtUp is when it last had the leader's log end.
+	LastCaughtUp time.Time
+}
+
+// Followers are the other replicas' progress while this broker leads the
+// partition (nil when it does not), by replica id.
+func (p *Partition) Followers() []FollowerProgress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.leading {
+		return nil
+	}
+	var out []FollowerProgress
+	for r, f := range p.followers {
+		out = append(out, FollowerProgress{Replica: r, LogEnd: f.leo, LastCaughtUp: f.lastCaughtUp})
+	}
+	slices.SortFunc(out, func(a, b FollowerProgress) int { return int(a.Replica) - int(b.Replica) })
+	return out
+}
+
 // notifyLocked wakes whoever waits on the partition.
 func (p *Partition) notifyLocked() {
 	close(p.changed)

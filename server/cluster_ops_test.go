@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,6 +85,7 @@ func tieredCluster(t *testing.T) (*testCluster, string) {
 	c := makeTestCluster(t)
 	c.configure = func(_ int32, cfg *Config) {
 		cfg.Store, cfg.TierInterval = "file://"+storeDir, time.Hour
+		cfg.MetricsAddr, cfg.ConsoleSampleInterval = "127.0.0.1:0", -1 // (the console's partition page)
 	}
 	return c, storeDir
 }
@@ -663,6 +665,19 @@ func TestClusterTiering(t *testing.T) {
 		require.LessOrEqual(t, o.LocalLogStartOffset, ptr.TieredEnd, "follower %d deleted only below the published tiered end", id)
 		require.Zero(t, o.LogStartOffset, "the log starts in the tier")
 	}
+	// The console's partition page on the leader: its followers, its
+	// local segments, the tier's objects; on a follower, its role.
+	status, body := get(t, c.servers[1], "/topics/tt/partitions/0")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="role">leader</dd>`)
+	require.Regexp(t, `<tr><td>2</td>\s*<td>\d+</td><td>\d+</td><td>[^<]+ ago</td>\s*<td>yes</td></tr>`, body)
+	require.Regexp(t, `<tr><td>3</td>\s*<td>\d+</td><td>\d+</td><td>[^<]+ ago</td>\s*<td>yes</td></tr>`, body)
+	require.Regexp(t, `<p id="tier">[1-9]\d* object\(s\), [0-9.]+ (B|KiB|MiB), up to offset `+fmt.Sprint(ptr.TieredEnd)+`\.</p>`, body)
+	require.Contains(t, body, `<table id="tier-objects">`)
+	status, body = get(t, c.servers[2], "/topics/tt/partitions/0")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="role">follower</dd>`)
+	require.NotContains(t, body, `id="followers"`)
 
 	// The leader shuts down; the next continues the manifest.
 	c.stop(1)

@@ -97,6 +97,16 @@ func (b *browser) text(sel string) string {
 	return s
 }
 
+// js evaluates a JavaScript expression (awaiting a promise) in the page.
+func js[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	require.NoError(b.t, err, expr)
+	return v
+}
+
 func (b *browser) location() string {
 	b.t.Helper()
 	loc, err := chromedp.Run(b.ctx, chromedp.Location())
@@ -145,6 +155,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		_, err = adm.CreateTopic(ctx, 2, 1, nil, topic)
 		require.NoError(t, err)
 	}
+	s.Console().Sample(ctx) // (the charts' first sample: rates start at the next)
 	produce := func(from, to int) {
 		for i := from; i < to; i++ {
 			require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "order-%d", i),
@@ -185,6 +196,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		return o.Offset
 	}
 	require.Equal(t, int64(0), lso(), "the hanging transaction holds the last stable offset back")
+	s.Console().Sample(ctx)
 
 	// partitions asks the broker (not the client's cached metadata) how
 	// many partitions a topic has: -1 for none.
@@ -206,6 +218,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, int64(200), b.open("/"))
 	require.Contains(t, b.text("#brokers"), "127.0.0.1")
 	require.Equal(t, "3", b.text("#topic-count"), "orders, payments, __consumer_offsets")
+	require.Equal(t, "0", b.text("#under-min-isr"))
+	require.Contains(t, b.text("#charts"), "Produce request time")
+	require.Equal(t, "1", js[string](b, `document.getElementById("throughput").getAttribute("data-samples")`))
 	b.shot("cluster")
 	require.Equal(t, int64(200), b.click(`nav a[href="/topics"]`))
 	require.Contains(t, b.text("#topics"), "orders")
@@ -222,6 +237,14 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, body, "order-14")
 	require.Contains(t, body, "source")
 	b.shot("messages")
+	// A partition: this broker's replica of it, its segments.
+	require.Equal(t, int64(200), b.open("/topics/orders"))
+	require.Equal(t, int64(200), b.click(`#partitions a[href="/topics/orders/partitions/0"]`))
+	require.Equal(t, "leader", b.text("#role"))
+	require.Equal(t, "8", b.text("#leo"), "round robin: 8 of the 15 records in partition 0")
+	require.Contains(t, b.text("#segments"), "0 (active)")
+	require.Equal(t, "No tier is attached.", b.text("#tier"))
+	b.shot("partition")
 
 	// The groups, then billing's lag.
 	require.Equal(t, int64(200), b.click(`nav a[href="/groups"]`))
@@ -229,6 +252,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, int64(200), b.click(`#groups a[href="/groups/billing"]`))
 	require.Equal(t, "5", b.text("#lag"))
 	require.Equal(t, "Stable", b.text("#state"))
+	legend := `document.querySelector("#lag-chart text.legend").textContent`
+	require.Equal(t, "lag 5", js[string](b, legend), "the lag chart's latest sample")
 	b.shot("group")
 	// Its offsets are not reset while it has a member.
 	status, msg := b.act("reset-offsets", map[string]string{"to": "earliest"}, "Reset group billing's offsets")
@@ -248,6 +273,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	require.Equal(t, int64(200), b.click("#next"))
 	require.Equal(t, "15", b.text("#lag"))
+	// The live refresh: a new sample, and the page's chart follows it
+	// without a reload.
+	s.Console().Sample(ctx)
+	require.GreaterOrEqual(t, js[int](b, `window.seglogRefresh()`), 2, "the chart and the offsets replaced")
+	require.Equal(t, "lag 15", js[string](b, legend))
+	require.Equal(t, "2", js[string](b, `document.getElementById("lag-chart").getAttribute("data-samples")`))
 
 	// The transactions: the hanging one, aborted.
 	require.Equal(t, int64(200), b.click(`nav a[href="/transactions"]`))

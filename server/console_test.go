@@ -52,6 +52,7 @@ func loginServer(t *testing.T, users ...string) (*Server, *kadm.Client) {
 func runServer(t *testing.T, tune func(*Config)) (s *Server, seed kgo.Opt) {
 	t.Helper()
 	cfg := config(filepath.Join(t.TempDir(), "data"))
+	cfg.ConsoleSampleInterval = -1 // the test samples: s.Console().Sample
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -94,9 +95,11 @@ func TestConsolePages(t *testing.T) {
 	require.NoError(t, err)
 	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kstr("compact")}, "profiles")
 	require.NoError(t, err)
+	s.Console().Sample(ctx)
 	for i := range 30 {
 		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "order-%d", i)}).FirstErr())
 	}
+	s.Console().Sample(ctx)
 
 	// DescribeLogDirs (what the console's sizes come from), as kadm asks.
 	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
@@ -117,20 +120,44 @@ func TestConsolePages(t *testing.T) {
 	require.Contains(t, body, `<dd id="topic-count"><a href="/topics">2</a></dd>`)
 	require.Contains(t, body, `<dd id="partition-count">4</dd>`)
 	require.Contains(t, body, `<dd id="under-replicated">0</dd>`)
+	require.Contains(t, body, `<dd id="under-min-isr">0</dd>`)
+	// The broker's charts: one interval sampled, the produces in it.
+	for _, id := range []string{"throughput", "requests", "produce-latency"} {
+		require.Regexp(t, `<svg class="chart" id="`+id+`" [^>]*data-samples="1">`, body)
+	}
+	require.Regexp(t, `data-series="in" data-last="[1-9][0-9.e+]*"`, body, "bytes came in")
+	require.Regexp(t, `data-series="p99" data-last="[0-9][0-9.e+-]*"`, body, "produce requests were timed")
 	require.Regexp(t, `<tr><td>0</td><td>127\.0\.0\.1</td><td>\d+</td><td></td><td>controller</td></tr>`, body)
 
 	status, body = get(t, s, "/topics")
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, `<a href="/topics/orders">orders</a>`)
-	require.Regexp(t, `orders</a></td>\s*<td>3</td><td>30</td><td>[0-9.]+ (B|KiB)</td><td>delete</td><td>1 h</td>`, body)
-	require.Regexp(t, `profiles</a></td>\s*<td>1</td><td>0</td><td>0 B</td><td>compact</td><td>7 d</td>`, body)
+	require.Regexp(t, `orders</a></td>\s*<td>3</td><td>30</td><td class="rate">([1-9][0-9.]*|0\.[1-9])/s</td><td>[0-9.]+ (B|KiB)</td><td>0 B</td><td>delete</td><td>1 h</td>`, body)
+	require.Regexp(t, `profiles</a></td>\s*<td>1</td><td>0</td><td class="rate">0/s</td><td>0 B</td><td>0 B</td><td>compact</td><td>7 d</td>`, body)
 
 	status, body = get(t, s, "/topics/orders")
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, `<dd id="records">30</dd>`)
 	for p := range 3 {
 		// Round robin: ten records in each partition, from offset 0.
-		require.Regexp(t, fmt.Sprintf(`<td><a href="/topics/orders/messages\?partition=%d&amp;from=end">%d</a></td><td>0</td><td>0</td><td>0</td>\s*<td>0</td>\s*<td>0</td><td>10</td><td>10</td>`, p, p), body)
+		require.Regexp(t, fmt.Sprintf(`<td><a href="/topics/orders/partitions/%d">%d</a></td><td>0</td><td>0</td><td>0</td>\s*<td>0</td>\s*<td>0</td><td>10</td><td>10</td>`, p, p), body)
+	}
+
+	// A partition: its offsets, and this broker's replica — its one
+	// segment, active, with ten records and their times; no tier.
+	status, body = get(t, s, "/topics/orders/partitions/1")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `<dd id="hw">10</dd>`)
+	require.Contains(t, body, `<dd id="min-isr">1</dd>`)
+	require.Contains(t, body, `<dd id="role">leader</dd>`)
+	require.Contains(t, body, `<dd id="leo">10</dd>`)
+	require.Contains(t, body, "1 local segment(s).")
+	require.Regexp(t, `<tr><td>0 \(active\)</td><td>10</td><td>[0-9.]+ (B|KiB)</td>\s*<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</td><td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</td>\s*<td>\d+ / \d+ \(\d+%\)</td></tr>`, body)
+	require.Contains(t, body, `<p id="tier">No tier is attached.</p>`)
+	require.NotContains(t, body, `id="followers"`, "a single node has no followers")
+	for _, path := range []string{"/topics/orders/partitions/3", "/topics/orders/partitions/x", "/topics/missing/partitions/0"} {
+		status, _ = get(t, s, path)
+		require.Equal(t, http.StatusNotFound, status, path)
 	}
 
 	status, body = get(t, s, "/topics/missing")

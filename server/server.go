@@ -103,6 +103,10 @@ type Config struct {
 	// listeners' certificate, key and CA (TLS, the ssl.* configs; an
 	// ssl.client.auth=required asks browsers for a certificate too).
 	HTTPTLS bool
+	// ConsoleSampleInterval is how often the console samples the
+	// broker's rates and the groups' lag for its charts (10 s by default;
+	// negative: never by itself — a test calls Console().Sample).
+	ConsoleSampleInterval time.Duration
 	// Logger receives the server's logs, at most ten lines a second of
 	// each message (internal/ratelog). The default is slog.Default().
 	Logger *slog.Logger
@@ -217,6 +221,7 @@ type Server struct {
 	listeners []bound
 	metrics   *http.Server
 	metricsLn net.Listener
+	console   *console.Console
 	// createdDir: New created the data directory (it removes it when it
 	// fails).
 	createdDir bool
@@ -636,16 +641,36 @@ func (s *Server) openMetrics(tier prometheus.Collector) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	con, err := console.New(s.b, console.Options{Logger: s.log})
+	// The console's charts sample the broker's own metrics only.
+	own := prometheus.NewRegistry()
+	if err := own.Register(s.b.Collector()); err != nil {
+		return err
+	}
+	con, err := console.New(s.b, console.Options{Logger: s.log, Metrics: own, SampleInterval: s.cfg.ConsoleSampleInterval})
 	if err != nil {
 		return err
 	}
+	s.console = con
+	ctx, stop := context.WithCancel(context.Background())
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		con.Run(ctx)
+	}()
+	s.closers = append(s.closers, func() error {
+		stop()
+		<-sampled
+		return nil
+	})
 	mux.Handle("/", con)
 	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)} // (a failed TLS handshake, say)
 	s.closers = append(s.closers, s.metrics.Close) // closes ln once Run serves it
 	return nil
 }
+
+// Console is the web console (nil without an HTTP listener).
+func (s *Server) Console() *console.Console { return s.console }
 
 // Manager is the data directory's manager.
 func (s *Server) Manager() *tablet.Manager { return s.m }

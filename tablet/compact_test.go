@@ -877,3 +877,31 @@ func TestConcurrentReadsDuringCleanings(t *testing.T) {
 	}
 	e.reopen()
 }
+
+// SegmentDetails describes the newest segments: their offsets, the first
+// batch's and the largest timestamps, and the offset index's fill.
+func TestSegmentDetails(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	cfg := DefaultConfig()
+	cfg.SegmentBytes, cfg.IndexIntervalBytes = 4096, 256
+	tab := e.create(cfg)
+	for i := range 100 {
+		_, err := tab.Append(kvBatch(t, int64(1000+i), kv{key: "k", value: strings.Repeat("v", 100)}), AppendOptions{})
+		require.NoError(t, err)
+	}
+	total, ds := tab.SegmentDetails(2)
+	require.Equal(t, len(tab.Segments()), total)
+	require.Greater(t, total, 2)
+	require.Len(t, ds, 2, "the newest two")
+	all := tab.Segments()
+	sealed, active := ds[0], ds[1]
+	require.Equal(t, all[total-2], sealed.SegmentInfo)
+	require.Equal(t, all[total-1], active.SegmentInfo)
+	require.Equal(t, 1000+sealed.BaseOffset, sealed.FirstTimestamp, "each batch's timestamp is 1000 past its offset")
+	require.Equal(t, 1000+sealed.NextOffset-1, sealed.MaxTimestamp)
+	require.Positive(t, sealed.IndexEntries, "an entry every 256 bytes")
+	require.GreaterOrEqual(t, sealed.IndexSlots, sealed.IndexEntries)
+	require.Equal(t, int64(1099), active.MaxTimestamp)
+	_, none := tab.SegmentDetails(0)
+	require.Empty(t, none)
+}

@@ -39,6 +39,31 @@ type Remote interface {
 	RemoteEnd() int64
 }
 
+// RemoteObject is an object of a tier as an operator looks at it.
+type RemoteObject struct {
+	Key          string `json:"key"`
+	BaseOffset   int64  `json:"baseOffset"`
+	NextOffset   int64  `json:"nextOffset"`
+	Size         int64  `json:"size"`
+	MaxTimestamp int64  `json:"maxTimestamp"`
+}
+
+// RemoteLister is a Remote that lists the objects it reads from.
+type RemoteLister interface {
+	// RemoteObjects returns the objects reads may use, by base offset.
+	RemoteObjects() []RemoteObject
+}
+
+// TierObjects returns the attached tier's objects; false with no tier
+// attached or one that does not list them.
+func (t *Tablet) TierObjects() ([]RemoteObject, bool) {
+	l, ok := t.remoteTier().(RemoteLister)
+	if !ok {
+		return nil, false
+	}
+	return l.RemoteObjects(), true
+}
+
 // RemoteRead is what ReadRemote returns.
 type RemoteRead struct {
 	// Data are whole batches.

@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/internal/invariants"
 	"github.com/seglog/seglog/leaderepoch"
+	"github.com/seglog/seglog/record"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
@@ -587,21 +588,69 @@ func (t *Tablet) Segments() []SegmentInfo {
 	v, segs := t.acquireAll()
 	var out []SegmentInfo
 	for _, g := range segs {
-		next := v.leo.offset
-		if g.base != v.leo.base {
-			if n, err := g.nextOffset(); err == nil {
-				next = n
-			}
-		}
-		ts, err := g.LargestTimestamp()
-		if err != nil {
-			ts = -1
-		}
-		out = append(out, SegmentInfo{BaseOffset: g.base, NextOffset: next, Size: g.Size(), Path: g.LogPath(), MaxTimestamp: ts})
+		out = append(out, infoOf(v, g))
 		g.release()
 		t.touch(g)
 	}
 	return out
+}
+
+// SegmentDetail is a segment as an operator looks at it: SegmentInfo, the
+// first batch's timestamp (-1 if it has none) and the fill of its indexes.
+type SegmentDetail struct {
+	SegmentInfo
+	FirstTimestamp int64 `json:"firstTimestamp"`
+	// IndexEntries and IndexSlots are the offset index's entries and the
+	// entries its file has room for; IndexFull, that either index is full.
+	IndexEntries int  `json:"indexEntries"`
+	IndexSlots   int  `json:"indexSlots"`
+	IndexFull    bool `json:"indexFull"`
+}
+
+// errFirst stops a walk after its first batch.
+var errFirst = errors.New("first batch read")
+
+// SegmentDetails describes the newest segments, at most newest of them
+// (oldest first), and says how many there are in all. Each opens the
+// segment (a parked one reopens) and reads its first batch's header.
+func (t *Tablet) SegmentDetails(newest int) (total int, out []SegmentDetail) {
+	v, segs := t.acquireAll()
+	total = len(segs)
+	for i, g := range segs {
+		if i >= total-newest {
+			out = append(out, detailOf(v, g))
+		}
+		g.release()
+		t.touch(g)
+	}
+	return total, out
+}
+
+func infoOf(v view, g *seg) SegmentInfo {
+	info := SegmentInfo{BaseOffset: g.base, NextOffset: v.leo.offset, Size: g.Size(), Path: g.LogPath(), MaxTimestamp: -1}
+	if g.base != v.leo.base {
+		if n, err := g.nextOffset(); err == nil {
+			info.NextOffset = n
+		}
+	}
+	if ts, err := g.LargestTimestamp(); err == nil {
+		info.MaxTimestamp = ts
+	}
+	return info
+}
+
+func detailOf(v view, g *seg) SegmentDetail {
+	d := SegmentDetail{SegmentInfo: infoOf(v, g), FirstTimestamp: -1}
+	if d.Size > 0 {
+		_ = g.Batches(g.base, segment.NoMaxPosition, func(b record.Batch) error {
+			d.FirstTimestamp = b.BaseTimestamp()
+			return errFirst
+		})
+	}
+	if info, err := g.IndexInfo(); err == nil {
+		d.IndexEntries, d.IndexSlots, d.IndexFull = info.OffsetEntries, info.OffsetSlots, info.Full
+	}
+	return d
 }
 
 // acquireAll returns the published view with a use of each of its

@@ -422,6 +422,16 @@ func (x *Tier) RemoteOffsetForTimestamp(ctx context.Context, ts int64) (tablet.T
 // RemoteEnd implements tablet.Remote: the manifest's tiered end.
 func (x *Tier) RemoteEnd() int64 { return x.m.TieredEnd() }
 
+// RemoteObjects lists the committed objects (tablet.RemoteLister).
+func (x *Tier) RemoteObjects() []tablet.RemoteObject {
+	vis := x.m.Visible()
+	out := make([]tablet.RemoteObject, 0, len(vis))
+	for _, e := range vis {
+		out = append(out, tablet.RemoteObject{Key: e.Key, BaseOffset: e.Base, NextOffset: e.End, Size: e.Size, MaxTimestamp: e.MaxTimestamp})
+	}
+	return out
+}
+
 // DropCache empties the index and block caches (a cold start, for
 // benchmarks and tests). Fetches in flight finish.
 func (x *Tier) DropCache() {
