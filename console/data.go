@@ -33,6 +33,7 @@ type partitionRow struct {
 	Replicas, ISR       []int32
 	Offline             []int32
 	LogStart, HW, LSO   int64
+	LogEnd              int64 // this broker's replica's (-1: it holds none)
 	Bytes, Tiered       int64
 	Error               string
 	// MinISR is the topic's min.insync.replicas (0: unknown).
@@ -215,7 +216,7 @@ func topicRows(md *kmsg.MetadataResponse) []topicRow {
 		}
 		for _, p := range t.Partitions {
 			pr := partitionRow{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
-				ISR: p.ISR, Offline: p.OfflineReplicas, LogStart: -1, HW: -1, LSO: -1}
+				ISR: p.ISR, Offline: p.OfflineReplicas, LogStart: -1, HW: -1, LSO: -1, LogEnd: -1}
 			if p.ErrorCode != 0 {
 				pr.Error = kerr.ErrorForCode(p.ErrorCode).Error()
 			}
@@ -308,7 +309,8 @@ func described(rows []topicRow) []topicRow {
 }
 
 // fillSizes adds each partition's bytes on this broker's disks
-// (DescribeLogDirs) and in its tier, and each topic's rate.
+// (DescribeLogDirs) and in its tier, its replica's log end, and each
+// topic's rate.
 func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRow) error {
 	req := kmsg.NewPtrDescribeLogDirsRequest()
 	for _, t := range described(rows) {
@@ -338,7 +340,8 @@ func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRo
 	for _, t := range described(rows) {
 		for _, p := range t.Partitions {
 			if d, err := c.b.DescribePartition(c.caller(r), t.Name, p.Partition, 0); err == nil {
-				findPartition(rows, t.Name, p.Partition).Tiered = tierBytes(d.TierObjects)
+				pr := findPartition(rows, t.Name, p.Partition)
+				pr.Tiered, pr.LogEnd = tierBytes(d.TierObjects), d.Offsets.LogEndOffset
 			}
 		}
 	}

@@ -164,6 +164,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	}
 	produce(0, 10)
+	s.Console().Sample(ctx)
 	// The group billing reads the ten records and commits, then five more
 	// come: a lag of five. Its consumer stays a member for now.
 	billing, err := kgo.NewClient(seed, kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"),
@@ -176,6 +177,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		n += fs.NumRecords()
 	}
 	require.NoError(t, billing.CommitUncommittedOffsets(ctx))
+	s.Console().Sample(ctx)
 	produce(10, 15)
 	// A hanging transaction: a transactional batch on payments-0 an hour
 	// old whose coordinator never heard of it (as after a lost marker).
@@ -220,7 +222,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, "3", b.text("#topic-count"), "orders, payments, __consumer_offsets")
 	require.Equal(t, "0", b.text("#under-min-isr"))
 	require.Contains(t, b.text("#charts"), "Produce request time")
-	require.Equal(t, "1", js[string](b, `document.getElementById("throughput").getAttribute("data-samples")`))
+	require.Equal(t, "3", js[string](b, `document.getElementById("throughput").getAttribute("data-samples")`), "four samples: three intervals")
 	b.shot("cluster")
 	require.Equal(t, int64(200), b.click(`nav a[href="/topics"]`))
 	require.Contains(t, b.text("#topics"), "orders")
@@ -278,7 +280,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	s.Console().Sample(ctx)
 	require.GreaterOrEqual(t, js[int](b, `window.seglogRefresh()`), 2, "the chart and the offsets replaced")
 	require.Equal(t, "lag 15", js[string](b, legend))
-	require.Equal(t, "2", js[string](b, `document.getElementById("lag-chart").getAttribute("data-samples")`))
+	require.Equal(t, "3", js[string](b, `document.getElementById("lag-chart").getAttribute("data-samples")`), "lag 0, 5 and 15")
 
 	// The transactions: the hanging one, aborted.
 	require.Equal(t, int64(200), b.click(`nav a[href="/transactions"]`))

@@ -140,7 +140,7 @@ func TestConsolePages(t *testing.T) {
 	require.Contains(t, body, `<dd id="records">30</dd>`)
 	for p := range 3 {
 		// Round robin: ten records in each partition, from offset 0.
-		require.Regexp(t, fmt.Sprintf(`<td><a href="/topics/orders/partitions/%d">%d</a></td><td>0</td><td>0</td><td>0</td>\s*<td>0</td>\s*<td>0</td><td>10</td><td>10</td>`, p, p), body)
+		require.Regexp(t, fmt.Sprintf(`<td><a href="/topics/orders/partitions/%d">%d</a></td><td>0</td><td>0</td><td>0</td>\s*<td>0</td>\s*<td>0</td><td>10</td><td>10</td><td>10</td>`, p, p), body)
 	}
 
 	// A partition: its offsets, and this broker's replica — its one
