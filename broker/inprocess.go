@@ -29,9 +29,9 @@ type Caller struct {
 }
 
 // Internal is the principal of the broker's own in-process requests (the
-// console's sampler): every ACL allows it. No connection can have it —
+// console's sampler): every ACL allows it. No client can have it —
 // authentication gives User: principals — only a Caller inside the
-// process.
+// process, and another broker's envelope for its sampler (envelope.go).
 const Internal = "Internal:seglog"
 
 // ErrNotServed is an in-process request of an API the broker does not
@@ -45,15 +45,10 @@ var ErrNotServed = seglog.NewKafkaError("broker: the API is not served", 35)
 // around what a Kafka client may see or do. The request is encoded and
 // read back, so that a handler sees exactly what a client's would.
 func (b *Broker) Request(ctx context.Context, caller Caller, req kmsg.Request) (kmsg.Response, error) {
-	a := apiFor(req.Key())
-	if a == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotServed, kmsg.NameForKey(req.Key()))
+	v, err := setVersion(req)
+	if err != nil {
+		return nil, err
 	}
-	v := min(a.max, req.MaxVersion())
-	if v < a.min {
-		return nil, fmt.Errorf("%w: %s v%d–v%d (kmsg knows up to v%d)", ErrNotServed, kmsg.NameForKey(req.Key()), a.min, a.max, req.MaxVersion())
-	}
-	req.SetVersion(v)
 	h := callerHeader(caller)
 	h.key, h.version = req.Key(), v
 	fresh := kmsg.RequestForKey(req.Key())
@@ -69,8 +64,30 @@ func (b *Broker) Request(ctx context.Context, caller Caller, req kmsg.Request) (
 	if fr, ok := resp.(*fetchReply); ok {
 		return fr.materialize(h)
 	}
+	// As a client reads it: what the version does not carry (a topic's
+	// name where it names topics by id) is not there.
 	resp.SetVersion(v)
-	return resp, nil
+	read := req.ResponseKind()
+	read.SetVersion(v)
+	if err := read.ReadFrom(resp.AppendTo(nil)); err != nil {
+		return nil, fmt.Errorf("broker: reading back %s v%d: %w", kmsg.NameForKey(req.Key()), v, err)
+	}
+	return read, nil
+}
+
+// setVersion sets req's version to the highest both kmsg and the
+// registry know.
+func setVersion(req kmsg.Request) (int16, error) {
+	a := apiFor(req.Key())
+	if a == nil {
+		return 0, fmt.Errorf("%w: %s", ErrNotServed, kmsg.NameForKey(req.Key()))
+	}
+	v := min(a.max, req.MaxVersion())
+	if v < a.min {
+		return 0, fmt.Errorf("%w: %s v%d–v%d (kmsg knows up to v%d)", ErrNotServed, kmsg.NameForKey(req.Key()), a.min, a.max, req.MaxVersion())
+	}
+	req.SetVersion(v)
+	return v, nil
 }
 
 // materialize is a fetch's answer as a client reads it: the records the

@@ -244,6 +244,12 @@ var probes = map[int16]probe{
 		r.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "admin", Mechanism: 1}}
 		return r
 	}},
+	58: {req: func() kmsg.Request {
+		r := kmsg.NewPtrEnvelopeRequest()
+		r.RequestPrincipal = []byte("User:admin")
+		r.RequestData = []byte{0, 18, 0, 0, 0, 0, 0, 1, 0, 0} // ApiVersions v0
+		return r
+	}},
 	60: {req: func() kmsg.Request {
 		r := kmsg.NewPtrDescribeClusterRequest()
 		r.IncludeClusterAuthorizedOperations = true

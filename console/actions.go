@@ -388,7 +388,11 @@ func (c *Console) produce(ctx context.Context, r *http.Request) (string, string,
 	rp.Partition, rp.Records = int32(p), batch.Bytes()
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := c.b.Request(ctx, c.caller(r), req)
+	leader, err := c.leaderOf(ctx, r, topic, int32(p))
+	if err != nil {
+		return "", "", err
+	}
+	resp, err := c.requestTo(ctx, r, leader, req)
 	if err != nil {
 		return "", "", err
 	}

@@ -36,6 +36,9 @@ var staticFS embed.FS
 // broker's Request.
 type Requester interface {
 	Request(ctx context.Context, caller broker.Caller, req kmsg.Request) (kmsg.Response, error)
+	// RequestTo handles req for caller on broker node of the cluster
+	// (here when node is this broker or there is no cluster).
+	RequestTo(ctx context.Context, caller broker.Caller, node int32, req kmsg.Request) (kmsg.Response, error)
 	// Authorizes reports whether ACLs are on: then nothing is shown
 	// before a login.
 	Authorizes() bool

@@ -262,37 +262,43 @@ func (c *Console) fillOffsets(ctx context.Context, r *http.Request, rows []topic
 	return nil
 }
 
-// listOffsets is one ListOffsets of every partition of rows (the topics
-// described without an error) at timestamp ts (-2 earliest, -1 latest)
-// and isolation; set gets each partition's answer, its offset or its error.
+// listOffsets asks each partition of rows (the topics described without
+// an error) its offset at timestamp ts (-2 earliest, -1 latest) and
+// isolation, one ListOffsets a leader; set gets each partition's answer,
+// its offset or its error (a leader that could not be asked, none).
 func (c *Console) listOffsets(ctx context.Context, r *http.Request, rows []topicRow, ts int64, isolation int8,
 	set func(p *partitionRow, offset int64, err error)) error {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID, req.IsolationLevel = -1, isolation
-	for _, t := range described(rows) {
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = t.Name
-		for _, p := range t.Partitions {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, ts, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
-	}
-	if len(req.Topics) == 0 {
-		return nil
-	}
-	resp, err := c.b.Request(ctx, c.caller(r), req)
-	if err != nil {
+	asked := described(rows)
+	if err := c.setLeaders(ctx, r, asked); err != nil {
 		return err
 	}
-	for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
-		for _, p := range t.Partitions {
-			if pr := findPartition(rows, t.Topic, p.Partition); pr != nil {
-				set(pr, p.Offset, kerr.ErrorForCode(p.ErrorCode))
+	c.toLeaders(ctx, r, asked, func(part []topicRow) kmsg.Request {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID, req.IsolationLevel = -1, isolation
+		for _, t := range part {
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = t.Name
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, ts, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		return req
+	}, func(resp kmsg.Response) {
+		for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if pr := findPartition(rows, t.Topic, p.Partition); pr != nil {
+					set(pr, p.Offset, kerr.ErrorForCode(p.ErrorCode))
+				}
 			}
 		}
-	}
+	}, func(topic string, partition int32, err error) {
+		if pr := findPartition(rows, topic, partition); pr != nil {
+			set(pr, -1, err)
+		}
+	})
 	return nil
 }
 
@@ -308,35 +314,34 @@ func described(rows []topicRow) []topicRow {
 	return out
 }
 
-// fillSizes adds each partition's bytes on this broker's disks
-// (DescribeLogDirs) and in its tier, its replica's log end, and each
-// topic's rate.
+// fillSizes adds each partition's bytes on its leader's disks
+// (DescribeLogDirs of the leader), this broker's replica's log end and the
+// bytes in the tier (when this broker holds a replica), and each topic's
+// rate.
 func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRow) error {
-	req := kmsg.NewPtrDescribeLogDirsRequest()
-	for _, t := range described(rows) {
-		rt := kmsg.NewDescribeLogDirsRequestTopic()
-		rt.Topic = t.Name
-		for _, p := range t.Partitions {
-			rt.Partitions = append(rt.Partitions, p.Partition)
-		}
-		req.Topics = append(req.Topics, rt)
-	}
-	if len(req.Topics) == 0 {
-		return nil
-	}
-	resp, err := c.b.Request(ctx, c.caller(r), req)
-	if err != nil {
+	asked := described(rows)
+	if err := c.setLeaders(ctx, r, asked); err != nil {
 		return err
 	}
-	for _, d := range resp.(*kmsg.DescribeLogDirsResponse).Dirs {
-		for _, t := range d.Topics {
-			for _, p := range t.Partitions {
-				if pr := findPartition(rows, t.Topic, p.Partition); pr != nil {
-					pr.Bytes += p.Size
+	c.toLeaders(ctx, r, asked, func(part []topicRow) kmsg.Request {
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		for _, t := range part {
+			rt := kmsg.NewDescribeLogDirsRequestTopic()
+			rt.Topic, rt.Partitions = t.Name, t.numbers()
+			req.Topics = append(req.Topics, rt)
+		}
+		return req
+	}, func(resp kmsg.Response) {
+		for _, d := range resp.(*kmsg.DescribeLogDirsResponse).Dirs {
+			for _, t := range d.Topics {
+				for _, p := range t.Partitions {
+					if pr := findPartition(rows, t.Topic, p.Partition); pr != nil {
+						pr.Bytes += p.Size
+					}
 				}
 			}
 		}
-	}
+	}, func(string, int32, error) {}) // (its size unknown: not counted)
 	for _, t := range described(rows) {
 		for _, p := range t.Partitions {
 			if d, err := c.b.DescribePartition(c.caller(r), t.Name, p.Partition, 0); err == nil {

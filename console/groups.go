@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -46,17 +47,12 @@ type offsetRow struct {
 }
 
 func (c *Console) groups(ctx context.Context, r *http.Request) (string, view, error) {
-	req := kmsg.NewPtrListGroupsRequest()
-	resp, err := c.b.Request(ctx, c.caller(r), req)
+	lg, err := c.listGroups(ctx, r)
 	if err != nil {
 		return "", view{}, err
 	}
-	lg := resp.(*kmsg.ListGroupsResponse)
-	if err := kerr.ErrorForCode(lg.ErrorCode); err != nil {
-		return "", view{}, err
-	}
 	var rows []groupRow
-	for _, g := range lg.Groups {
+	for _, g := range lg {
 		rows = append(rows, groupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType})
 	}
 	if err := c.fillGroupOffsets(ctx, r, rows); err != nil {
@@ -69,21 +65,46 @@ func (c *Console) groups(ctx context.Context, r *http.Request) (string, view, er
 	return "groups", view{Title: "Consumer groups", Nav: "groups", Data: rows}, nil
 }
 
-func (c *Console) group(ctx context.Context, r *http.Request) (string, view, error) {
-	id := r.PathValue("group")
+// listGroups lists every broker's groups (each lists the ones it
+// coordinates), sorted by id.
+func (c *Console) listGroups(ctx context.Context, r *http.Request) ([]kmsg.ListGroupsResponseGroup, error) {
+	var out []kmsg.ListGroupsResponseGroup
+	err := c.everyBroker(ctx, r, func() kmsg.Request { return kmsg.NewPtrListGroupsRequest() }, func(resp kmsg.Response) error {
+		lg := resp.(*kmsg.ListGroupsResponse)
+		out = append(out, lg.Groups...)
+		return kerr.ErrorForCode(lg.ErrorCode)
+	})
+	slices.SortFunc(out, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+	return slices.CompactFunc(out, func(a, b kmsg.ListGroupsResponseGroup) bool { return a.Group == b.Group }), err
+}
+
+// describeGroup is DescribeGroups of one group, asked of its coordinator.
+func (c *Console) describeGroup(ctx context.Context, r *http.Request, id string) (kmsg.DescribeGroupsResponseGroup, error) {
+	node, err := c.coordinator(ctx, r, groupKey, id)
+	if err != nil {
+		return kmsg.DescribeGroupsResponseGroup{}, fmt.Errorf("group %s: %w", id, err)
+	}
 	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Groups = []string{id}
-	resp, err := c.b.Request(ctx, c.caller(r), req)
+	resp, err := c.requestTo(ctx, r, node, req)
 	if err != nil {
-		return "", view{}, err
+		return kmsg.DescribeGroupsResponseGroup{}, err
 	}
 	dg := resp.(*kmsg.DescribeGroupsResponse)
 	if len(dg.Groups) != 1 {
-		return "", view{}, fmt.Errorf("group %q: %w", id, errNotFound)
+		return kmsg.DescribeGroupsResponseGroup{}, fmt.Errorf("group %q: %d groups described: %w", id, len(dg.Groups), errNotFound)
 	}
-	g := dg.Groups[0]
-	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+	return dg.Groups[0], kerr.ErrorForCode(dg.Groups[0].ErrorCode)
+}
+
+func (c *Console) group(ctx context.Context, r *http.Request) (string, view, error) {
+	id := r.PathValue("group")
+	g, err := c.describeGroup(ctx, r, id)
+	if ke := (*kerr.Error)(nil); errors.As(err, &ke) { // (not one of the caller's, or not there)
 		return "", view{}, fmt.Errorf("group %q: %v: %w", id, err, errNotFound)
+	}
+	if err != nil {
+		return "", view{}, err
 	}
 	if g.State == "Dead" {
 		return "", view{}, fmt.Errorf("group %q does not exist: %w", id, errNotFound)
@@ -114,24 +135,65 @@ func (c *Console) group(ctx context.Context, r *http.Request) (string, view, err
 }
 
 // fillGroupOffsets reads the groups' committed offsets: one OffsetFetch
-// of every partition of every group.
+// of every partition of its groups a coordinator. A group whose
+// coordinator could not be asked has its Error.
 func (c *Console) fillGroupOffsets(ctx context.Context, r *http.Request, groups []groupRow) error {
-	if len(groups) == 0 {
-		return nil
-	}
-	req := kmsg.NewPtrOffsetFetchRequest()
 	index := make(map[string]int, len(groups))
+	ids := make([]string, len(groups))
 	for i, g := range groups {
-		index[g.ID] = i
-		rg := kmsg.NewOffsetFetchRequestGroup()
-		rg.Group = g.ID // Topics nil: every partition with a commit
-		req.Groups = append(req.Groups, rg)
+		index[g.ID], ids[i] = i, g.ID
 	}
-	resp, err := c.b.Request(ctx, c.caller(r), req)
+	failed := func(id string, err error) { groups[index[id]].Error = err.Error() }
+	nodes, split, err := c.byCoordinator(ctx, r, groupKey, ids, failed)
 	if err != nil {
 		return err
 	}
-	for _, rgp := range resp.(*kmsg.OffsetFetchResponse).Groups {
+	var names map[[16]byte]string
+	for _, node := range nodes {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		for _, id := range split[node] {
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group = id // Topics nil: every partition with a commit
+			req.Groups = append(req.Groups, rg)
+		}
+		resp, err := c.requestTo(ctx, r, node, req)
+		if err != nil {
+			for _, id := range split[node] {
+				failed(id, err)
+			}
+			continue
+		}
+		if err := c.setGroupOffsets(ctx, r, resp.(*kmsg.OffsetFetchResponse), groups, index, &names); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setGroupOffsets sets the groups' offsets an OffsetFetch answered. From
+// v10 it names topics by id: names, asked once, names them (a topic the
+// caller may not describe, or gone, is left out).
+func (c *Console) setGroupOffsets(ctx context.Context, r *http.Request, resp *kmsg.OffsetFetchResponse, groups []groupRow,
+	index map[string]int, names *map[[16]byte]string) error {
+	for _, rgp := range resp.Groups {
+		for i, t := range rgp.Topics {
+			if t.Topic != "" {
+				continue
+			}
+			if *names == nil {
+				md, err := c.metadata(ctx, r)
+				if err != nil {
+					return err
+				}
+				*names = make(map[[16]byte]string, len(md.Topics))
+				for _, mt := range md.Topics {
+					(*names)[mt.TopicID] = deref(mt.Topic)
+				}
+			}
+			rgp.Topics[i].Topic = (*names)[t.TopicID]
+		}
+	}
+	for _, rgp := range resp.Groups {
 		i, ok := index[rgp.Group]
 		if !ok {
 			continue
@@ -143,7 +205,7 @@ func (c *Console) fillGroupOffsets(ctx context.Context, r *http.Request, groups 
 		}
 		for _, t := range rgp.Topics {
 			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 || p.Offset < 0 {
+				if p.ErrorCode != 0 || p.Offset < 0 || t.Topic == "" {
 					continue
 				}
 				g.Offsets = append(g.Offsets, offsetRow{Topic: t.Topic, Partition: p.Partition, Committed: p.Offset,
@@ -230,20 +292,13 @@ func (c *Console) planReset(r *http.Request) (string, error) {
 // the end).
 func (c *Console) resetOffsets(ctx context.Context, r *http.Request) (string, string, error) {
 	g, to := r.PathValue("group"), r.PostForm.Get("to")
-	dg := kmsg.NewPtrDescribeGroupsRequest()
-	dg.Groups = []string{g}
-	resp, err := c.b.Request(ctx, c.caller(r), dg)
+	d, err := c.describeGroup(ctx, r, g)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("group %s: %w", g, err)
 	}
-	for _, d := range resp.(*kmsg.DescribeGroupsResponse).Groups {
-		if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
-			return "", "", fmt.Errorf("group %s: %w", g, err)
-		}
-		if len(d.Members) > 0 {
-			return "", "", fmt.Errorf("group %s has %d members (state %s): its offsets are reset only while it has none; stop its consumers first: %w",
-				g, len(d.Members), d.State, errConflict)
-		}
+	if len(d.Members) > 0 {
+		return "", "", fmt.Errorf("group %s has %d members (state %s): its offsets are reset only while it has none; stop its consumers first: %w",
+			g, len(d.Members), d.State, errConflict)
 	}
 	var rows []topicRow
 	if topic := strings.TrimSpace(r.PostForm.Get("topic")); topic != "" {
@@ -331,7 +386,11 @@ func (c *Console) resetOffsets(ctx context.Context, r *http.Request) (string, st
 		}
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err = c.b.Request(ctx, c.caller(r), req)
+	node, err := c.coordinator(ctx, r, groupKey, g)
+	if err != nil {
+		return "", "", fmt.Errorf("group %s: %w", g, err)
+	}
+	resp, err := c.requestTo(ctx, r, node, req)
 	if err != nil {
 		return "", "", err
 	}

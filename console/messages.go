@@ -161,10 +161,15 @@ func (c *Console) offsetForTime(ctx context.Context, r *http.Request, topic stri
 	return offset, answer
 }
 
-// readMessages fetches from br.Start until browseLimit records or end,
-// as a consumer of the isolation level reads them (read committed: the
-// aborted transactions' records left out), and fills br.Messages.
+// readMessages fetches from the partition's leader from br.Start until
+// browseLimit records or end, as a consumer of the isolation level reads
+// them (read committed: the aborted transactions' records left out), and
+// fills br.Messages.
 func (c *Console) readMessages(ctx context.Context, r *http.Request, topicID [16]byte, br *browse, isolation int8, end int64) error {
+	leader, err := c.leaderOf(ctx, r, br.Topic, br.Partition)
+	if err != nil {
+		return err
+	}
 	offset := br.Start
 	var it record.Iter
 	for len(br.Messages) < browseLimit && offset < end {
@@ -177,7 +182,7 @@ func (c *Console) readMessages(ctx context.Context, r *http.Request, topicID [16
 		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = br.Partition, offset, browseBytes, -1, -1
 		ft.Partitions = append(ft.Partitions, fp)
 		req.Topics = append(req.Topics, ft)
-		resp, err := c.b.Request(ctx, c.caller(r), req)
+		resp, err := c.requestTo(ctx, r, leader, req)
 		if err != nil {
 			return err
 		}

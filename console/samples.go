@@ -5,13 +5,10 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/broker"
 )
@@ -188,16 +185,15 @@ func (c *Console) sampleLags(ctx context.Context) map[string]int64 {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	r := internalRequest(ctx)
-	resp, err := c.b.Request(ctx, c.caller(r), kmsg.NewPtrListGroupsRequest())
-	if err != nil || kerr.ErrorForCode(resp.(*kmsg.ListGroupsResponse).ErrorCode) != nil {
+	listed, err := c.listGroups(ctx, r)
+	if err != nil {
 		c.opts.Logger.Debug("console: listing the groups to sample failed", "err", err)
 		return nil
 	}
 	var groups []groupRow
-	for _, g := range resp.(*kmsg.ListGroupsResponse).Groups {
+	for _, g := range listed {
 		groups = append(groups, groupRow{ID: g.Group})
 	}
-	slices.SortFunc(groups, func(a, b groupRow) int { return strings.Compare(a.ID, b.ID) })
 	groups = groups[:min(len(groups), maxSampledGroups)]
 	if err := c.fillGroupOffsets(ctx, r, groups); err != nil {
 		return nil

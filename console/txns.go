@@ -35,40 +35,38 @@ func (t txnRow) Open() bool {
 func (t txnRow) Hanging() bool { return t.Open() && t.Timeout > 0 && t.Age > t.Timeout }
 
 func (c *Console) txns(ctx context.Context, r *http.Request) (string, view, error) {
-	resp, err := c.b.Request(ctx, c.caller(r), kmsg.NewPtrListTransactionsRequest())
+	var ids []string
+	err := c.everyBroker(ctx, r, func() kmsg.Request { return kmsg.NewPtrListTransactionsRequest() }, func(resp kmsg.Response) error {
+		lt := resp.(*kmsg.ListTransactionsResponse)
+		for _, s := range lt.TransactionStates {
+			ids = append(ids, s.TransactionalID)
+		}
+		return kerr.ErrorForCode(lt.ErrorCode)
+	})
 	if err != nil {
 		return "", view{}, err
 	}
-	lt := resp.(*kmsg.ListTransactionsResponse)
-	if err := kerr.ErrorForCode(lt.ErrorCode); err != nil {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var rows []txnRow
+	failed := func(id string, err error) { rows = append(rows, txnRow{ID: id, Error: err.Error()}) }
+	nodes, split, err := c.byCoordinator(ctx, r, txnKey, ids, failed)
+	if err != nil {
 		return "", view{}, err
 	}
-	req := kmsg.NewPtrDescribeTransactionsRequest()
-	for _, s := range lt.TransactionStates {
-		req.TransactionalIDs = append(req.TransactionalIDs, s.TransactionalID)
-	}
-	var rows []txnRow
-	if len(req.TransactionalIDs) > 0 {
-		resp, err := c.b.Request(ctx, c.caller(r), req)
+	now := time.Now()
+	for _, node := range nodes {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = split[node]
+		resp, err := c.requestTo(ctx, r, node, req)
 		if err != nil {
-			return "", view{}, err
+			for _, id := range split[node] {
+				failed(id, err)
+			}
+			continue
 		}
-		now := time.Now()
 		for _, d := range resp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
-			row := txnRow{ID: d.TransactionalID, State: d.State, ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch,
-				Timeout: time.Duration(d.TimeoutMillis) * time.Millisecond}
-			if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
-				row.Error = err.Error()
-			}
-			if d.StartTimestamp > 0 && row.Open() {
-				row.Age = now.Sub(time.UnixMilli(d.StartTimestamp)).Truncate(time.Second)
-			}
-			for _, t := range d.Topics {
-				for _, p := range t.Partitions {
-					row.Partitions = append(row.Partitions, fmt.Sprintf("%s-%d", t.Topic, p))
-				}
-			}
-			rows = append(rows, row)
+			rows = append(rows, txnRowOf(d, now))
 		}
 	}
 	// Open ones first, the oldest first; then the rest by id.
@@ -86,6 +84,24 @@ func (c *Console) txns(ctx context.Context, r *http.Request) (string, view, erro
 		return "", view{}, err
 	}
 	return "txns", view{Title: "Transactions", Nav: "txns", Data: txnsView{Txns: rows, Open: open}}, nil
+}
+
+// txnRowOf is a coordinator's description of a transaction at now.
+func txnRowOf(d kmsg.DescribeTransactionsResponseTransactionState, now time.Time) txnRow {
+	row := txnRow{ID: d.TransactionalID, State: d.State, ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch,
+		Timeout: time.Duration(d.TimeoutMillis) * time.Millisecond}
+	if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
+		row.Error = err.Error()
+	}
+	if d.StartTimestamp > 0 && row.Open() {
+		row.Age = now.Sub(time.UnixMilli(d.StartTimestamp)).Truncate(time.Second)
+	}
+	for _, t := range d.Topics {
+		for _, p := range t.Partitions {
+			row.Partitions = append(row.Partitions, fmt.Sprintf("%s-%d", t.Topic, p))
+		}
+	}
+	return row
 }
 
 // hangingAfter is how long a partition's open transaction must have been
@@ -119,36 +135,31 @@ type txnsView struct {
 	Open []openTxnRow
 }
 
-// openTxns asks every partition (one DescribeProducers) for its producers
-// with an open transaction, and marks the hanging ones against the
-// coordinators' transactions.
+// openTxns asks every partition's leader (one DescribeProducers a leader)
+// for its producers with an open transaction, and marks the hanging ones
+// against the coordinators' transactions (none when a coordinator could
+// not describe its own: what it has open is unknown).
 func (c *Console) openTxns(ctx context.Context, r *http.Request, txns []txnRow) ([]openTxnRow, error) {
 	md, err := c.metadata(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	req := kmsg.NewPtrDescribeProducersRequest()
-	for _, t := range md.Topics {
-		if t.ErrorCode != 0 || len(t.Partitions) == 0 {
-			continue
+	var answers []kmsg.DescribeProducersResponseTopic
+	c.toLeaders(ctx, r, described(topicRows(md)), func(part []topicRow) kmsg.Request {
+		req := kmsg.NewPtrDescribeProducersRequest()
+		for _, t := range part {
+			rt := kmsg.NewDescribeProducersRequestTopic()
+			rt.Topic, rt.Partitions = t.Name, t.numbers()
+			req.Topics = append(req.Topics, rt)
 		}
-		rt := kmsg.NewDescribeProducersRequestTopic()
-		rt.Topic = deref(t.Topic)
-		for _, p := range t.Partitions {
-			rt.Partitions = append(rt.Partitions, p.Partition)
-		}
-		req.Topics = append(req.Topics, rt)
-	}
-	if len(req.Topics) == 0 {
-		return nil, nil
-	}
-	resp, err := c.b.Request(ctx, c.caller(r), req)
-	if err != nil {
-		return nil, err
-	}
+		return req
+	}, func(resp kmsg.Response) {
+		answers = append(answers, resp.(*kmsg.DescribeProducersResponse).Topics...)
+	}, func(string, int32, error) {}) // (a leader that cannot be asked shows none)
+	complete := !slices.ContainsFunc(txns, func(x txnRow) bool { return x.Error != "" })
 	now := time.Now()
 	var rows []openTxnRow
-	for _, t := range resp.(*kmsg.DescribeProducersResponse).Topics {
+	for _, t := range answers {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
 				continue
@@ -167,7 +178,7 @@ func (c *Console) openTxns(ctx context.Context, r *http.Request, txns []txnRow) 
 					return x.ProducerID == ap.ProducerID && x.Open() &&
 						slices.Contains(x.Partitions, fmt.Sprintf("%s-%d", t.Topic, p.Partition))
 				})
-				row.Hanging = !known && row.Quiet >= hangingAfter
+				row.Hanging = complete && !known && row.Quiet >= hangingAfter
 				rows = append(rows, row)
 			}
 		}
@@ -205,7 +216,11 @@ func (c *Console) abort(ctx context.Context, r *http.Request) (string, string, e
 	mt.Topic, mt.Partitions = topic, []int32{int32(p)}
 	m.Topics = append(m.Topics, mt)
 	req.Markers = append(req.Markers, m)
-	resp, err := c.b.Request(ctx, c.caller(r), req)
+	leader, err := c.leaderOf(ctx, r, topic, int32(p))
+	if err != nil {
+		return "", "", err
+	}
+	resp, err := c.requestTo(ctx, r, leader, req)
 	if err != nil {
 		return "", "", err
 	}

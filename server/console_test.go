@@ -79,6 +79,80 @@ func get(t *testing.T, s *Server, path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// webClient is a browser without JavaScript of one server's console: it
+// keeps its cookies and does not follow redirects.
+type webClient struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newWebClient(t *testing.T, s *Server) *webClient {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &webClient{t: t, base: "http://" + s.MetricsAddr().String(),
+		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// do sends a request, a form if form is not nil, and reads the answer.
+func (w *webClient) do(method, path string, form url.Values) (*http.Response, string) {
+	w.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, w.base+path, body)
+	require.NoError(w.t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := w.c.Do(req)
+	require.NoError(w.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(w.t, err)
+	return resp, string(b)
+}
+
+// get is a page's status and body.
+func (w *webClient) get(path string) (int, string) {
+	w.t.Helper()
+	resp, body := w.do("GET", path, nil)
+	return resp.StatusCode, body
+}
+
+// login logs in through the login form.
+func (w *webClient) login(user, password string) {
+	w.t.Helper()
+	resp, body := w.do("GET", "/login", nil)
+	require.Equal(w.t, http.StatusOK, resp.StatusCode)
+	resp, _ = w.do("POST", "/login", url.Values{"csrf": {csrfOf(w.t, body)}, "user": {user}, "password": {password}})
+	require.Equal(w.t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(w.t, "/", resp.Header.Get("Location"))
+}
+
+// act performs an action as its form and then its confirmation page
+// send it, with the CSRF token of page, and returns the result page.
+func (w *webClient) act(page, path string, form url.Values) (int, string) {
+	w.t.Helper()
+	_, body := w.get(page)
+	form.Set("csrf", csrfOf(w.t, body))
+	resp, body := w.do("POST", path, form)
+	require.Equal(w.t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(w.t, body, `value="yes"`, "a confirmation page first")
+	form.Set("confirm", "yes")
+	resp, body = w.do("POST", path, form)
+	return resp.StatusCode, body
+}
+
+// csrfOf is the CSRF token of a page's form.
+func csrfOf(t *testing.T, body string) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	require.Len(t, m, 2, body)
+	return m[1]
+}
+
 // The console on the HTTP listener, beside /metrics: the cluster, the
 // topics with their records and configs, a topic's partitions with their
 // offsets — read through the broker's own request handling after a client
@@ -181,41 +255,15 @@ func TestConsoleLogin(t *testing.T) {
 	s, _ := loginServer(t, "admin", "alice")
 
 	base := "http://" + s.MetricsAddr().String()
-	browser := func() *http.Client {
-		jar, err := cookiejar.New(nil)
-		require.NoError(t, err)
-		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
-	do := func(c *http.Client, method, path string, form url.Values) (*http.Response, string) {
+	browser := func() *webClient { return newWebClient(t, s) }
+	do := func(c *webClient, method, path string, form url.Values) (*http.Response, string) {
 		t.Helper()
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, err := http.NewRequest(method, base+path, body)
-		require.NoError(t, err)
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		resp, err := c.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, string(b)
+		return c.do(method, path, form)
 	}
-	csrfOf := func(body string) string {
-		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
-		require.Len(t, m, 2, body)
-		return m[1]
-	}
-	login := func(user, password string) *http.Client {
+	csrfOf := func(body string) string { return csrfOf(t, body) }
+	login := func(user, password string) *webClient {
 		c := browser()
-		resp, body := do(c, "GET", "/login", nil)
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		resp, _ = do(c, "POST", "/login", url.Values{"csrf": {csrfOf(body)}, "user": {user}, "password": {password}})
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		require.Equal(t, "/", resp.Header.Get("Location"))
+		c.login(user, password)
 		return c
 	}
 
@@ -256,7 +304,7 @@ func TestConsoleLogin(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	resp, err = alice.Do(req)
+	resp, err = alice.c.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
