@@ -171,7 +171,8 @@ func (b *Broker) describeCluster(_ context.Context, h header, r *kmsg.DescribeCl
 func nullMetadata(b *Broker, _ header, req kmsg.Request) kmsg.Response {
 	r := req.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: b.opts.AdvertisedHost, Port: b.opts.AdvertisedPort}}
+	host, port := b.advertised(header{})
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
 	resp.ControllerID = b.opts.NodeID
 	for name, n := range b.null.topics {
 		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
@@ -282,6 +283,8 @@ func (b *Broker) advertised(h header) (string, int32) {
 	if h.listener != nil {
 		return h.listener.AdvertisedHost, h.listener.AdvertisedPort
 	}
+	b.mu.Lock() // set by the first listener served, perhaps now
+	defer b.mu.Unlock()
 	return b.opts.AdvertisedHost, b.opts.AdvertisedPort
 }
 
