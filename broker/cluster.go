@@ -144,6 +144,27 @@ func (b *Broker) clusterAlterTopicConfig(topic string, changes []configChange, r
 	return 0, nil
 }
 
+// syncCluster brings this broker's view of the cluster — the snapshot and
+// the replicas' configs — up to every write etcd has made, for a read that
+// must see another broker's change; if etcd does not answer within
+// syncTimeout, the read is of the view the broker has (as Kafka's
+// metadata cache, which may lag).
+func (b *Broker) syncCluster(ctx context.Context) {
+	c := b.opts.Cluster
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	err := c.Member.Sync(ctx)
+	if err == nil {
+		err = c.Replicas.Await(ctx, c.Member.Snapshot().Revision)
+	}
+	if err != nil {
+		b.opts.Logger.Debug("answering from this broker's view of the cluster: it could not catch up with etcd", "err", err)
+	}
+}
+
+// syncTimeout bounds syncCluster.
+const syncTimeout = 2 * time.Second
+
 // describeReplicationConfigs sets, in a topic's described configs, the
 // replication configs of the cluster: the topic's own (a dynamic topic
 // config) or the broker's default.

@@ -262,8 +262,11 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 	return sortedConfigs(out)
 }
 
-func (b *Broker) describeConfigs(_ context.Context, _ header, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
+func (b *Broker) describeConfigs(ctx context.Context, _ header, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	if b.clustered() { // what another broker altered a moment ago is described
+		b.syncCluster(ctx)
+	}
 	for _, rr := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName

@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/hex"
@@ -299,6 +300,38 @@ func (m *Member) Await(ctx context.Context, rev int64) error {
 	return err
 }
 
+// Sync returns once the snapshot reflects every write etcd had made when
+// it was called — any broker's, under the prefix or not: a linearizable
+// read of etcd's revision, then the watch's progress up to it (asked of
+// etcd, which tells it once the watch has caught up). A read of the
+// snapshot after Sync sees what another broker wrote before it.
+func (m *Member) Sync(ctx context.Context) error {
+	resp, err := m.cli.Get(ctx, m.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("cluster: reading etcd's revision: %w", err)
+	}
+	rev := resp.Header.Revision
+	for m.Snapshot().Revision < rev {
+		// The watch's stream is the one of its context's metadata.
+		if err := m.cli.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+			return fmt.Errorf("cluster: asking the watch's progress: %w", err)
+		}
+		// etcd answers only a watch that has caught up: ask again
+		// after a while if the answer did not come.
+		wait, cancel := context.WithTimeout(ctx, syncRetry)
+		err := m.Await(wait, rev)
+		cancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return cmp.Or(ctx.Err(), err)
+		}
+	}
+	return nil
+}
+
+// syncRetry is how long Sync waits for the watch's progress before it
+// asks again.
+const syncRetry = 50 * time.Millisecond
+
 // Until waits, on the snapshot's changes, until cond holds of it (or of
 // IsController), and returns that snapshot.
 func (m *Member) Until(ctx context.Context, cond func(*Snapshot) bool) (*Snapshot, error) {
@@ -349,6 +382,13 @@ func (m *Member) watch(loaded chan<- error) {
 			if err := wr.Err(); err != nil {
 				m.log.Warn("cluster: the metadata watch failed; loading again", "err", err)
 				break
+			}
+			if wr.IsProgressNotify() { // asked by Sync: nothing more under the prefix up to here
+				if rev := wr.Header.Revision; rev > snap.Revision {
+					snap, _ = snap.apply(m.prefix, rev, nil)
+					m.publish(snap)
+				}
+				continue
 			}
 			if len(wr.Events) == 0 {
 				continue

@@ -372,3 +372,29 @@ func TestTopicOfManyPartitions(t *testing.T) {
 		}
 	}
 }
+
+// Sync brings a member's snapshot up to every write etcd made before it:
+// another member's, and one outside the prefix (which the watch sees no
+// event of: etcd tells its progress).
+func TestSync(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 1, map[int32]string{1: "", 2: ""})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.members[1].CreateTopic(ctx, TopicSpec{Name: "t", Assignment: [][]int32{{1, 2}}})
+	require.NoError(t, err)
+	for i := range 10 {
+		want := fmt.Sprint(i)
+		_, err := c.members[1].AlterTopicConfigs(ctx, "t", map[string]string{"retention.ms": want})
+		require.NoError(t, err)
+		require.NoError(t, c.members[2].Sync(ctx))
+		require.Equal(t, want, c.members[2].Snapshot().Topics["t"].Configs["retention.ms"], "written by member 1, read by member 2")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints()})
+	require.NoError(t, err)
+	defer cli.Close()
+	put, err := cli.Put(ctx, "/elsewhere/"+t.Name(), "x")
+	require.NoError(t, err)
+	require.NoError(t, c.members[2].Sync(ctx))
+	require.GreaterOrEqual(t, c.members[2].Snapshot().Revision, put.Header.Revision)
+}

@@ -1172,6 +1172,24 @@ func TestClusterTopicConfigs(t *testing.T) {
 	}
 	def := c.servers[1].Manager().DefaultConfig()
 	everywhere(def.RetentionMs, "2")
+
+	// A change through one broker is described at once by the others
+	// (each catches up with etcd before it answers).
+	admins := map[int32]*kadm.Client{1: admin(1), 2: admin(2), 3: admin(3)}
+	for i := range 12 {
+		via, ask := int32(i%3+1), int32((i+1)%3+1)
+		want := fmt.Sprint(60000 + i)
+		res, err := admins[via].AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &want}}, "cfg")
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		rc, err := admins[ask].DescribeTopicConfigs(ctx, "cfg")
+		require.NoError(t, err)
+		got, err := rc[0].Configs, rc[0].Err
+		require.NoError(t, err)
+		i := slices.IndexFunc(got, func(c kadm.Config) bool { return c.Key == "retention.ms" })
+		require.GreaterOrEqual(t, i, 0)
+		require.Equal(t, want, got[i].MaybeValue(), "altered through broker %d, described by broker %d", via, ask)
+	}
 }
 
 // DeleteRecords in a cluster is answered once every in-sync replica has
