@@ -247,6 +247,9 @@ type view struct {
 	Title   string
 	Nav     string
 	Message string
+	// Warning says what a page could not show (a broker that did not
+	// answer).
+	Warning string
 	Data    any
 	// Principal and CSRF are the session's (empty without a login): the
 	// layout's logout form carries the token.

@@ -47,7 +47,7 @@ type offsetRow struct {
 }
 
 func (c *Console) groups(ctx context.Context, r *http.Request) (string, view, error) {
-	lg, err := c.listGroups(ctx, r)
+	lg, missed, err := c.listGroups(ctx, r)
 	if err != nil {
 		return "", view{}, err
 	}
@@ -62,20 +62,21 @@ func (c *Console) groups(ctx context.Context, r *http.Request) (string, view, er
 		return "", view{}, err
 	}
 	slices.SortFunc(rows, func(a, b groupRow) int { return strings.Compare(a.ID, b.ID) })
-	return "groups", view{Title: "Consumer groups", Nav: "groups", Data: rows}, nil
+	return "groups", view{Title: "Consumer groups", Nav: "groups", Data: rows, Warning: missedWarning(missed, "groups")}, nil
 }
 
 // listGroups lists every broker's groups (each lists the ones it
-// coordinates), sorted by id.
-func (c *Console) listGroups(ctx context.Context, r *http.Request) ([]kmsg.ListGroupsResponseGroup, error) {
+// coordinates), sorted by id; missed names the brokers that did not
+// answer.
+func (c *Console) listGroups(ctx context.Context, r *http.Request) (_ []kmsg.ListGroupsResponseGroup, missed []string, _ error) {
 	var out []kmsg.ListGroupsResponseGroup
-	err := c.everyBroker(ctx, r, func() kmsg.Request { return kmsg.NewPtrListGroupsRequest() }, func(resp kmsg.Response) error {
+	missed, err := c.everyBroker(ctx, r, func() kmsg.Request { return kmsg.NewPtrListGroupsRequest() }, func(resp kmsg.Response) error {
 		lg := resp.(*kmsg.ListGroupsResponse)
 		out = append(out, lg.Groups...)
 		return kerr.ErrorForCode(lg.ErrorCode)
 	})
 	slices.SortFunc(out, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
-	return slices.CompactFunc(out, func(a, b kmsg.ListGroupsResponseGroup) bool { return a.Group == b.Group }), err
+	return slices.CompactFunc(out, func(a, b kmsg.ListGroupsResponseGroup) bool { return a.Group == b.Group }), missed, err
 }
 
 // describeGroup is DescribeGroups of one group, asked of its coordinator.

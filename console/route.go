@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -192,25 +193,36 @@ func (c *Console) byCoordinator(ctx context.Context, r *http.Request, typ int8, 
 }
 
 // everyBroker asks every broker of the cluster the request ask makes
-// (ListGroups, ListTransactions: each lists what it coordinates); the
-// first broker that cannot answer ends it with its error.
-func (c *Console) everyBroker(ctx context.Context, r *http.Request, ask func() kmsg.Request, answer func(kmsg.Response) error) error {
+// (ListGroups, ListTransactions: each lists what it coordinates). A broker
+// that cannot answer does not stop the others: missed names each such
+// broker and why, for the page to say what its list lacks; err is the
+// cluster's broker list's failure.
+func (c *Console) everyBroker(ctx context.Context, r *http.Request, ask func() kmsg.Request, answer func(kmsg.Response) error) (missed []string, err error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{} // none: only the brokers
 	resp, err := c.b.Request(ctx, c.caller(r), req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	brokers := resp.(*kmsg.MetadataResponse).Brokers
 	slices.SortFunc(brokers, func(a, b kmsg.MetadataResponseBroker) int { return int(a.NodeID - b.NodeID) })
 	for _, b := range brokers {
 		resp, err := c.requestTo(ctx, r, b.NodeID, ask())
-		if err != nil {
-			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		if err == nil {
+			err = answer(resp)
 		}
-		if err := answer(resp); err != nil {
-			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		if err != nil {
+			missed = append(missed, fmt.Sprintf("broker %d (%v)", b.NodeID, err))
 		}
 	}
-	return nil
+	return missed, nil
+}
+
+// missedWarning is what a list page says of the brokers everyBroker
+// could not ask.
+func missedWarning(missed []string, what string) string {
+	if len(missed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Not every broker answered: the %s that %s coordinates are not listed.", what, strings.Join(missed, ", "))
 }

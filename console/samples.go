@@ -180,15 +180,19 @@ func quantile(prev, cur *dto.Histogram, q float64) float64 {
 
 // sampleLags reads every group's total lag (the first maxSampledGroups
 // by name) as the groups page computes it, as the broker's own principal;
-// nil when listing them failed.
+// nil when listing them failed (the groups of a broker that did not
+// answer are left out, their charts a gap).
 func (c *Console) sampleLags(ctx context.Context) map[string]int64 {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	r := internalRequest(ctx)
-	listed, err := c.listGroups(ctx, r)
+	listed, missed, err := c.listGroups(ctx, r)
 	if err != nil {
 		c.opts.Logger.Debug("console: listing the groups to sample failed", "err", err)
 		return nil
+	}
+	if len(missed) > 0 {
+		c.opts.Logger.Debug("console: sampling the groups of the brokers that answered", "missed", missed)
 	}
 	var groups []groupRow
 	for _, g := range listed {

@@ -36,7 +36,7 @@ func (t txnRow) Hanging() bool { return t.Open() && t.Timeout > 0 && t.Age > t.T
 
 func (c *Console) txns(ctx context.Context, r *http.Request) (string, view, error) {
 	var ids []string
-	err := c.everyBroker(ctx, r, func() kmsg.Request { return kmsg.NewPtrListTransactionsRequest() }, func(resp kmsg.Response) error {
+	missed, err := c.everyBroker(ctx, r, func() kmsg.Request { return kmsg.NewPtrListTransactionsRequest() }, func(resp kmsg.Response) error {
 		lt := resp.(*kmsg.ListTransactionsResponse)
 		for _, s := range lt.TransactionStates {
 			ids = append(ids, s.TransactionalID)
@@ -83,7 +83,7 @@ func (c *Console) txns(ctx context.Context, r *http.Request) (string, view, erro
 	if err != nil {
 		return "", view{}, err
 	}
-	return "txns", view{Title: "Transactions", Nav: "txns", Data: txnsView{Txns: rows, Open: open}}, nil
+	return "txns", view{Title: "Transactions", Nav: "txns", Data: txnsView{Txns: rows, Open: open}, Warning: missedWarning(missed, "transactions")}, nil
 }
 
 // txnRowOf is a coordinator's description of a transaction at now.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/internal/faultproxy"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,6 +30,10 @@ func TestClusterConsole(t *testing.T) {
 		cfg.Broker.Authorizer = true
 		// (ANONYMOUS: the PLAINTEXT listener, the test's clients and the brokers.)
 		cfg.Broker.SuperUsers = []string{"User:ANONYMOUS", "User:admin"}
+	}
+	c.links = map[int32]*faultproxy.Proxy{} // (the inter-broker listeners, cut below)
+	for id := range int32(3) {
+		c.links[id+1] = faultproxy.StartFor(t)
 	}
 	c.boot(3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -148,4 +153,24 @@ func TestClusterConsole(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, "&#34;i&#34;: 9")
 	require.NoError(t, tx.EndTransaction(ctx, kgo.TryAbort))
+
+	// A broker this one cannot reach: the lists show what the others
+	// coordinate and say whose is missing.
+	gone := c.coordinator(ctx, theirs, 0)
+	c.links[gone].Cut()
+	status, body = admin.get("/groups")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Regexp(t, fmt.Sprintf(`id="warning">Not every broker answered: the groups that broker %d \(.*\) coordinates are not listed.`, gone), body)
+	require.NotContains(t, body, `<a href="/groups/`+theirs+`">`)
+	if c.coordinator(ctx, mine, 0) != gone {
+		require.Contains(t, body, `<a href="/groups/`+mine+`">`)
+	}
+	status, body = admin.get("/transactions")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Regexp(t, fmt.Sprintf(`id="warning">Not every broker answered: the transactions that broker %d \(`, gone), body)
+	c.links[gone].Heal()
+	status, body = admin.get("/groups")
+	require.Equal(t, http.StatusOK, status, body)
+	require.NotContains(t, body, `id="warning"`)
+	require.Contains(t, body, `<a href="/groups/`+theirs+`">`)
 }
