@@ -8,7 +8,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/hex"
@@ -321,8 +320,13 @@ func (m *Member) Sync(ctx context.Context) error {
 		wait, cancel := context.WithTimeout(ctx, syncRetry)
 		err := m.Await(wait, rev)
 		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			return cmp.Or(ctx.Err(), err)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrClosed):
+			return err
 		}
 	}
 	return nil

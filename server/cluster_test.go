@@ -1118,16 +1118,20 @@ func TestClusterEtcdMemberKilled(t *testing.T) {
 // through another broker returns it to the default everywhere.
 func TestClusterTopicConfigs(t *testing.T) {
 	t.Parallel()
-	c := newTestCluster(t, 3)
+	c := newTestCluster(t, 3, 1, 2, 3) // (each broker's etcd link slowed below)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "cfg", Partitions: 3, ReplicationFactor: 3})
 	require.NoError(t, err)
+	admins := map[int32]*kadm.Client{} // one client of each broker
 	admin := func(id int32) *kadm.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.servers[id].Listeners()[0].Addr.String()))
-		require.NoError(t, err)
-		t.Cleanup(cl.Close)
-		return kadm.NewClient(cl)
+		if admins[id] == nil {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.servers[id].Listeners()[0].Addr.String()))
+			require.NoError(t, err)
+			t.Cleanup(cl.Close)
+			admins[id] = kadm.NewClient(cl)
+		}
+		return admins[id]
 	}
 	alter := func(id int32, op kadm.IncrementalOp, key, value string) error {
 		res, err := admin(id).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: key, Value: kadm.StringPtr(value)}}, "cfg")
@@ -1135,6 +1139,19 @@ func TestClusterTopicConfigs(t *testing.T) {
 			return err
 		}
 		return res[0].Err
+	}
+	// described is the topic's configs as broker id describes them.
+	described := func(id int32) map[string]string {
+		rc, err := admin(id).DescribeTopicConfigs(ctx, "cfg")
+		require.NoError(t, err)
+		require.NoError(t, rc[0].Err)
+		got := map[string]string{}
+		for _, cf := range rc[0].Configs {
+			if cf.Value != nil {
+				got[cf.Key] = *cf.Value
+			}
+		}
+		return got
 	}
 	// everywhere checks every broker's replicas and description.
 	everywhere := func(retention int64, minISR string) {
@@ -1144,14 +1161,7 @@ func TestClusterTopicConfigs(t *testing.T) {
 				require.True(t, ok)
 				require.Equal(t, retention, tb.Config().RetentionMs, "broker %d partition %d", id, p)
 			}
-			rc, err := admin(id).DescribeTopicConfigs(ctx, "cfg")
-			require.NoError(t, err)
-			got := map[string]string{}
-			for _, cf := range rc[0].Configs {
-				if cf.Value != nil {
-					got[cf.Key] = *cf.Value
-				}
-			}
+			got := described(id)
 			require.Equal(t, fmt.Sprint(retention), got["retention.ms"], "broker %d", id)
 			require.Equal(t, minISR, got["min.insync.replicas"], "broker %d", id)
 		}
@@ -1173,22 +1183,20 @@ func TestClusterTopicConfigs(t *testing.T) {
 	def := c.servers[1].Manager().DefaultConfig()
 	everywhere(def.RetentionMs, "2")
 
-	// A change through one broker is described at once by the others
-	// (each catches up with etcd before it answers).
-	admins := map[int32]*kadm.Client{1: admin(1), 2: admin(2), 3: admin(3)}
-	for i := range 12 {
+	// A change through one broker is described at once by the others,
+	// even one whose etcd link is slow: each catches up with etcd before
+	// it answers.
+	for i := range 6 {
 		via, ask := int32(i%3+1), int32((i+1)%3+1)
+		for id, p := range c.proxies {
+			p.Delay(0)
+			if id == ask {
+				p.Delay(50 * time.Millisecond)
+			}
+		}
 		want := fmt.Sprint(60000 + i)
-		res, err := admins[via].AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &want}}, "cfg")
-		require.NoError(t, err)
-		require.NoError(t, res[0].Err)
-		rc, err := admins[ask].DescribeTopicConfigs(ctx, "cfg")
-		require.NoError(t, err)
-		got, err := rc[0].Configs, rc[0].Err
-		require.NoError(t, err)
-		i := slices.IndexFunc(got, func(c kadm.Config) bool { return c.Key == "retention.ms" })
-		require.GreaterOrEqual(t, i, 0)
-		require.Equal(t, want, got[i].MaybeValue(), "altered through broker %d, described by broker %d", via, ask)
+		require.NoError(t, alter(via, kadm.SetConfig, "retention.ms", want))
+		require.Equal(t, want, described(ask)["retention.ms"], "altered through broker %d, described by broker %d", via, ask)
 	}
 }
 
