@@ -36,6 +36,20 @@ func (c CrashMode) String() string {
 func (m *MemFS) Crash(mode CrashMode, seed uint64) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.crashLocked(mode, seed)
+}
+
+// Halt is Crash for a process about to die: it returns the crash image
+// and leaves m stopped — every later operation on it waits for ever, as
+// the disk of a machine whose power went answers nothing — so nothing
+// the process does after the image can look durable. Stores through
+// mappings are not stopped.
+func (m *MemFS) Halt(mode CrashMode, seed uint64) *MemFS {
+	m.mu.Lock()
+	return m.crashLocked(mode, seed) // (the lock is never released)
+}
+
+func (m *MemFS) crashLocked(mode CrashMode, seed uint64) *MemFS {
 	c := crasher{mode: mode, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		images: map[*memInode]*memInode{}}
 	out := NewMem()

@@ -582,6 +582,7 @@ func newServeCmd() *cobra.Command {
 		httpTLS    bool
 		store      string
 		creds      s3Flags
+		simulated  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --data-dir D [--config-file server.properties] [--config key=value]...",
@@ -683,7 +684,16 @@ the data directory cleanly.`,
 					return err
 				}
 			}
-			return runServer(cmd, cfg, logger)
+			if !simulated {
+				return runServer(cmd, cfg, logger)
+			}
+			disk, err := openSimDisk(cfg.DataDir, logger)
+			if err != nil {
+				return err
+			}
+			cfg.FS, cfg.DataDir = disk.mem, disk.dir
+			disk.watch()
+			return errors.Join(runServer(cmd, cfg, logger), disk.close())
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory (created if missing, said in the first log line; a serve that fails to start leaves none); log.dirs otherwise")
@@ -694,6 +704,8 @@ the data directory cleanly.`,
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "", "serve the web console on http://ADDR/ and the Prometheus collectors on /metrics (loopback unless told otherwise, e.g. 127.0.0.1:9308)")
 	cmd.Flags().StringVar(&httpAddr, "metrics-addr", "", "the older name of --http-addr")
 	_ = cmd.Flags().MarkHidden("metrics-addr") // (kept working, not offered)
+	cmd.Flags().BoolVar(&simulated, "simulated-disk", false, "run on the crash simulator loaded from --data-dir: SIGUSR1 is a power cut, SIGUSR2 a crash (the fault checker's)")
+	_ = cmd.Flags().MarkHidden("simulated-disk") // (a test's tool, not an operator's)
 	cmd.Flags().BoolVar(&httpTLS, "http-tls", false, "serve --http-addr over TLS (https) with the ssl.* certificate, key and CA")
 	return cmd
 }

@@ -1,0 +1,75 @@
+package jepsen
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// send, read and rec make the ops and records of hand-made histories.
+func send(proc string, typ OpType, p int32, o int64, v string) Op {
+	return Op{Process: proc, Type: typ, F: "send", Value: []Record{{Partition: p, Offset: o, Value: v}}}
+}
+
+func read(proc, f string, recs ...Record) Op { return Op{Process: proc, Type: OK, F: f, Value: recs} }
+
+func rec(p int32, o int64, v string) Record { return Record{Partition: p, Offset: o, Value: v} }
+
+// Each anomaly is found in a history made to hold it, and only it; a
+// clean history is valid.
+func TestCheck(t *testing.T) {
+	clean := []Op{
+		send("producer-0", Invoke, 0, -1, "a"), send("producer-0", OK, 0, 0, "a"),
+		send("producer-0", Invoke, 0, -1, "b"), send("producer-0", OK, 0, 1, "b"),
+		send("producer-0", Invoke, 0, -1, "c"), send("producer-0", Info, 0, -1, "c"),
+		read("consumer-0", "poll", rec(0, 0, "a")), read("consumer-0", "poll", rec(0, 1, "b")),
+		read("final", "final", rec(0, 0, "a"), rec(0, 1, "b")),
+	}
+	r := Check(clean)
+	require.True(t, r.Valid(), r.Table())
+	require.Equal(t, 3, r.Sent)
+	require.Equal(t, 2, r.Acked)
+	require.Equal(t, 1, r.Unknown)
+
+	for _, c := range []struct {
+		kind string
+		ops  []Op
+		n    int
+	}{
+		{Lost, []Op{send("p", OK, 0, 0, "a"), send("p", OK, 0, 1, "b"), read("final", "final", rec(0, 1, "b"))}, 1},
+		{Lost, []Op{send("p", OK, 0, 0, "a"), send("p", OK, 0, 1, "b"), read("c", "poll", rec(0, 1, "b"))}, 1},
+		{Unseen, []Op{send("p", OK, 0, 0, "a"), send("p", OK, 0, 1, "b"), read("final", "final", rec(0, 0, "a"))}, 1},
+		{Duplicate, []Op{send("p", OK, 0, 0, "a"), send("p", Info, 0, -1, "b"),
+			read("final", "final", rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 2, "b"))}, 1},
+		{NonMonotonicSend, []Op{send("p", OK, 0, 5, "a"), send("p", OK, 0, 3, "b"), read("final", "final", rec(0, 3, "b"), rec(0, 5, "a"))}, 1},
+		{NonMonotonicPoll, []Op{send("p", OK, 0, 0, "a"), send("p", OK, 0, 1, "b"),
+			read("c", "poll", rec(0, 0, "a"), rec(0, 1, "b")), read("c", "poll", rec(0, 0, "a")),
+			read("final", "final", rec(0, 0, "a"), rec(0, 1, "b"))}, 1},
+		{PollSkip, []Op{send("p", OK, 0, 0, "a"), send("p", OK, 0, 1, "b"), send("p", OK, 0, 2, "c"),
+			read("c", "poll", rec(0, 0, "a")), read("c", "poll", rec(0, 2, "c")),
+			read("final", "final", rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 2, "c"))}, 1},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			r := Check(c.ops)
+			require.False(t, r.Valid())
+			for _, k := range Kinds {
+				want := 0
+				if k == c.kind {
+					want = c.n
+				}
+				require.Equal(t, want, r.Counts[k], "%s in:\n%s", k, r.Table())
+			}
+		})
+	}
+
+	// An offset read with two values: inconsistent, and the acknowledged
+	// record replaced there is lost.
+	r = Check([]Op{send("p", OK, 0, 0, "a"), send("p", OK, 0, 1, "b"), read("c", "poll", rec(0, 0, "a")),
+		read("final", "final", rec(0, 0, "x"), rec(0, 1, "b"))})
+	require.Equal(t, 1, r.Counts[InconsistentOffsets], r.Table())
+	require.Equal(t, 1, r.Counts[Lost], r.Table())
+	// A restarted consumer may read again from the start.
+	r = Check([]Op{send("p", OK, 0, 0, "a"), read("c", "poll", rec(0, 0, "a")), {Process: "c", Type: Info, F: "restart"},
+		read("c", "poll", rec(0, 0, "a")), read("final", "final", rec(0, 0, "a"))})
+	require.True(t, r.Valid(), r.Table())
+}

@@ -1,0 +1,371 @@
+package jepsen
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Cluster is the processes under test: etcd members and seglog brokers,
+// each on fixed loopback ports (a process comes back where it was), with
+// its log appended to a file of its own in the run's directory.
+type Cluster struct {
+	opts Options
+	etcd []*etcdMember
+	brk  []*brokerProc // brk[i] is node i+1
+}
+
+type etcdMember struct {
+	name, dir    string
+	client, peer string // host:port
+	mu           sync.Mutex
+	cmd          *exec.Cmd
+	stopped      bool
+}
+
+type brokerProc struct {
+	id   int32
+	dir  string
+	port string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	// exited is closed when the process ends.
+	exited  chan struct{}
+	stopped bool
+}
+
+// freePort is a loopback port free when asked for.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	return port, err
+}
+
+// startCluster starts the etcd members, then the brokers, and waits until
+// every broker listens.
+func startCluster(ctx context.Context, opts Options) (*Cluster, error) {
+	c := &Cluster{opts: opts}
+	var initial []string
+	for i := range opts.EtcdMembers {
+		cp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		pp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		m := &etcdMember{name: fmt.Sprintf("etcd%d", i+1), dir: filepath.Join(opts.Dir, fmt.Sprintf("etcd%d", i+1)),
+			client: "127.0.0.1:" + cp, peer: "127.0.0.1:" + pp}
+		c.etcd = append(c.etcd, m)
+		initial = append(initial, m.name+"=http://"+m.peer)
+	}
+	for _, m := range c.etcd {
+		if err := c.startEtcd(m, strings.Join(initial, ",")); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for i := range opts.Brokers {
+		port, err := freePort()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.brk = append(c.brk, &brokerProc{id: int32(i + 1), dir: filepath.Join(opts.Dir, fmt.Sprintf("broker%d", i+1)), port: port})
+	}
+	for _, b := range c.brk {
+		if err := c.StartBroker(ctx, b.id); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// EtcdEndpoints are the members' client URLs.
+func (c *Cluster) EtcdEndpoints() []string {
+	var out []string
+	for _, m := range c.etcd {
+		out = append(out, "http://"+m.client)
+	}
+	return out
+}
+
+// Seeds are the brokers' addresses.
+func (c *Cluster) Seeds() []string {
+	var out []string
+	for _, b := range c.brk {
+		out = append(out, "127.0.0.1:"+b.port)
+	}
+	return out
+}
+
+// logFile opens (appending) the log of a process.
+func (c *Cluster) logFile(name string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(c.opts.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+func (c *Cluster) startEtcd(m *etcdMember, initial string) error {
+	state := "new"
+	if _, err := os.Stat(filepath.Join(m.dir, "member")); err == nil {
+		state = "existing"
+	}
+	cmd := exec.Command(c.opts.Etcd, "--name", m.name, "--data-dir", m.dir,
+		"--listen-client-urls", "http://"+m.client, "--advertise-client-urls", "http://"+m.client,
+		"--listen-peer-urls", "http://"+m.peer, "--initial-advertise-peer-urls", "http://"+m.peer,
+		"--initial-cluster", initial, "--initial-cluster-state", state, "--initial-cluster-token", "jepsen",
+		"--heartbeat-interval", "100", "--election-timeout", "1000")
+	lf, err := c.logFile(m.name)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("jepsen: starting %s: %w", c.opts.Etcd, err)
+	}
+	go func() { _ = cmd.Wait(); lf.Close() }()
+	m.mu.Lock()
+	m.cmd, m.stopped = cmd, false
+	m.mu.Unlock()
+	return nil
+}
+
+// KillEtcd SIGKILLs etcd member i (0-based).
+func (c *Cluster) KillEtcd(i int) {
+	m := c.etcd[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		_ = m.cmd.Process.Kill()
+		m.cmd = nil
+	}
+}
+
+// RestartEtcd starts a killed member again (on its data).
+func (c *Cluster) RestartEtcd(i int) error {
+	m := c.etcd[i]
+	m.mu.Lock()
+	running := m.cmd != nil
+	m.mu.Unlock()
+	if running {
+		return nil
+	}
+	var initial []string
+	for _, o := range c.etcd {
+		initial = append(initial, o.name+"=http://"+o.peer)
+	}
+	return c.startEtcd(m, strings.Join(initial, ","))
+}
+
+// PauseEtcd and ResumeEtcd SIGSTOP and SIGCONT member i.
+func (c *Cluster) PauseEtcd(i int)  { c.signalEtcd(i, syscall.SIGSTOP) }
+func (c *Cluster) ResumeEtcd(i int) { c.signalEtcd(i, syscall.SIGCONT) }
+
+func (c *Cluster) signalEtcd(i int, s syscall.Signal) {
+	m := c.etcd[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		_ = m.cmd.Process.Signal(s)
+		m.stopped = s == syscall.SIGSTOP
+	}
+}
+
+// StartBroker starts broker id (again, on its data directory and port)
+// and returns once it serves (it says so once it has joined the cluster).
+func (c *Cluster) StartBroker(ctx context.Context, id int32) error {
+	return c.startBroker(ctx, id, nil)
+}
+
+// StartBrokerUntilListening starts broker id and returns as soon as its
+// port accepts connections — before it has loaded its data and joined the
+// cluster, as a client sees a restarted broker come back — and a channel
+// that says when it serves (nil) or that it did not.
+func (c *Cluster) StartBrokerUntilListening(ctx context.Context, id int32) (<-chan error, error) {
+	served := make(chan error, 1)
+	go func() { served <- c.startBroker(ctx, id, nil) }()
+	addr := "127.0.0.1:" + c.brk[id-1].port
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return served, nil
+		}
+		select {
+		case err := <-served:
+			served <- err
+			return served, err
+		case <-ctx.Done():
+			return served, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) startBroker(ctx context.Context, id int32, _ chan struct{}) error {
+	b := c.brk[id-1]
+	o := c.opts
+	args := []string{"serve", "--simulated-disk", "--data-dir", b.dir,
+		"--config", "listeners=PLAINTEXT://127.0.0.1:" + b.port,
+		"--config", fmt.Sprintf("node.id=%d", id),
+		"--config", "seglog.etcd.endpoints=" + strings.Join(c.EtcdEndpoints(), ","),
+		"--config", "seglog.etcd.prefix=/jepsen/",
+		"--config", "broker.session.timeout.ms=" + strconv.Itoa(int(o.SessionTimeout/time.Millisecond)),
+		"--config", "broker.heartbeat.interval.ms=" + strconv.Itoa(int(o.SessionTimeout/time.Millisecond/6)),
+		"--config", fmt.Sprintf("default.replication.factor=%d", o.ReplicationFactor),
+		"--config", fmt.Sprintf("min.insync.replicas=%d", o.MinISR),
+		"--config", "offsets.topic.num.partitions=3",
+		"--config", "transaction.state.log.num.partitions=3",
+		"--config", "log.index.size.max.bytes=65536",
+		"--config", "log.segment.bytes=4194304",
+		"--config", "replica.fetch.wait.max.ms=100",
+		"--config", "replica.fetch.backoff.ms=100",
+		"--config", "replica.lag.time.max.ms=" + strconv.Itoa(int(o.LagTime/time.Millisecond)),
+		"--config", "log.level=info",
+	}
+	cmd := exec.Command(o.Seglog, args...)
+	lf, err := c.logFile(fmt.Sprintf("broker%d", id))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(lf, "=== jepsen: starting broker %d at %s\n", id, time.Now().Format(time.RFC3339Nano))
+	cmd.Stderr = lf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		lf.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("jepsen: starting %s: %w", o.Seglog, err)
+	}
+	exited := make(chan struct{})
+	listening := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		said := false
+		for sc.Scan() {
+			fmt.Fprintln(lf, sc.Text())
+			if !said && strings.HasPrefix(sc.Text(), "serving the Kafka protocol on ") {
+				said = true
+				close(listening)
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		fmt.Fprintf(lf, "=== jepsen: broker %d ended: %v\n", id, cmd.ProcessState)
+		lf.Close()
+		close(exited)
+	}()
+	b.mu.Lock()
+	b.cmd, b.exited, b.stopped = cmd, exited, false
+	b.mu.Unlock()
+	select {
+	case <-listening:
+		return nil
+	case <-exited:
+		return fmt.Errorf("jepsen: broker %d ended before it listened (its log: %s)", id, filepath.Join(o.Dir, fmt.Sprintf("broker%d.log", id)))
+	case <-ctx.Done():
+		return fmt.Errorf("jepsen: broker %d did not listen: %w", id, ctx.Err())
+	}
+}
+
+// Running reports whether broker id's process is running (stopped or
+// not).
+func (c *Cluster) Running(id int32) bool {
+	b := c.brk[id-1]
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cmd != nil
+}
+
+// Crash ends broker id as a fault does: a power cut (only what fsync made
+// durable survives) or a process crash (the page cache survives), and
+// waits until the process is gone.
+func (c *Cluster) Crash(id int32, powerCut bool) {
+	b := c.brk[id-1]
+	b.mu.Lock()
+	cmd, exited := b.cmd, b.exited
+	if cmd == nil {
+		b.mu.Unlock()
+		return
+	}
+	if b.stopped {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // (its handler must run)
+	}
+	sig := syscall.SIGUSR2
+	if powerCut {
+		sig = syscall.SIGUSR1
+	}
+	_ = cmd.Process.Signal(sig)
+	b.cmd, b.stopped = nil, false
+	b.mu.Unlock()
+	<-exited
+}
+
+// Pause and Resume SIGSTOP and SIGCONT broker id.
+func (c *Cluster) Pause(id int32)  { c.signalBroker(id, syscall.SIGSTOP) }
+func (c *Cluster) Resume(id int32) { c.signalBroker(id, syscall.SIGCONT) }
+
+func (c *Cluster) signalBroker(id int32, s syscall.Signal) {
+	b := c.brk[id-1]
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd != nil {
+		_ = b.cmd.Process.Signal(s)
+		b.stopped = s == syscall.SIGSTOP
+	}
+}
+
+// Close stops every process: brokers with SIGTERM (a clean stop writes
+// their disks back), then etcd.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, b := range c.brk {
+		b.mu.Lock()
+		cmd, exited := b.cmd, b.exited
+		if cmd != nil && b.stopped {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+		}
+		b.cmd = nil
+		b.mu.Unlock()
+		if cmd == nil {
+			continue
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			errs = append(errs, fmt.Errorf("jepsen: broker %d did not stop in 30 s", b.id))
+		}
+	}
+	for i, m := range c.etcd {
+		c.ResumeEtcd(i)
+		m.mu.Lock()
+		if m.cmd != nil {
+			_ = m.cmd.Process.Kill()
+			m.cmd = nil
+		}
+		m.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,212 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Options configure a run.
+type Options struct {
+	// Seglog and Etcd are the binaries run: seglog's, and etcd's
+	// (Debian's etcd-server: /usr/bin/etcd). Both required.
+	Seglog, Etcd string
+	// Dir holds the run: the processes' data and logs, history.jsonl and
+	// report.txt. Required.
+	Dir string
+	// Seed makes the schedule; a failing run replays from it.
+	Seed int64
+	// Schedule, if set, is run instead of one made from the seed.
+	Schedule []Step
+	// Faults is how many faults a made schedule has (default 10), drawn
+	// from Kinds (default AllFaults), in turn when Cycle is set.
+	Faults int
+	Kinds  []string
+	Cycle  bool
+	// Brokers (3) and EtcdMembers (3) are the processes.
+	Brokers, EtcdMembers int
+	// Partitions (6), ReplicationFactor (3) and MinISR (2) are the
+	// topic's.
+	Partitions, ReplicationFactor, MinISR int
+	// SessionTimeout is broker.session.timeout.ms (default 3 s);
+	// LagTime replica.lag.time.max.ms (default 10 s).
+	SessionTimeout, LagTime time.Duration
+	// Producers (4) and Consumers (2) are the clients.
+	Producers, Consumers int
+	// Logf receives the run's progress (default: none).
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) defaults() error {
+	if o.Seglog == "" || o.Etcd == "" || o.Dir == "" {
+		return errors.New("jepsen: the seglog and etcd binaries and a directory are required")
+	}
+	set := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	set(&o.Faults, 10)
+	set(&o.Brokers, 3)
+	set(&o.EtcdMembers, 3)
+	set(&o.Partitions, 6)
+	set(&o.ReplicationFactor, 3)
+	set(&o.MinISR, 2)
+	set(&o.Producers, 4)
+	set(&o.Consumers, 2)
+	if len(o.Kinds) == 0 {
+		o.Kinds = AllFaults
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = 3 * time.Second
+	}
+	if o.LagTime <= 0 {
+		o.LagTime = 10 * time.Second
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.Schedule == nil {
+		o.Schedule = Schedule(o.Seed, o.Faults, o.Kinds, o.Cycle)
+	}
+	return nil
+}
+
+// Report is a run's outcome.
+type Report struct {
+	Seed     int64
+	Schedule []Step
+	Result   *Result
+	// Unstable lists the faults after which the cluster did not get back
+	// a full ISR in time (not an anomaly by itself: what followed it ran
+	// on a degraded cluster).
+	Unstable []string
+	// History and Text are the files written.
+	History, Text string
+	Took          time.Duration
+}
+
+// Run runs the cluster, the workload and the schedule, then reads
+// everything back and checks the history.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	rep := &Report{Seed: opts.Seed, Schedule: opts.Schedule, History: filepath.Join(opts.Dir, "history.jsonl"),
+		Text: filepath.Join(opts.Dir, "report.txt")}
+	h, err := NewHistory(rep.History)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	c, err := startCluster(sctx, opts)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	const topic = "jepsen"
+	q := &queue{h: h, seeds: c.Seeds(), topic: topic, partitions: int32(opts.Partitions)}
+	if err := createTopic(ctx, q, opts); err != nil {
+		return nil, err
+	}
+	n := &nemesis{c: c, h: h, opts: opts, topic: topic, log: opts.Logf}
+	if !n.stable(ctx, 2*time.Minute) {
+		return nil, errors.New("jepsen: the topic never had a full ISR")
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range opts.Producers {
+		wg.Go(func() { _ = q.produce(wctx, i) })
+	}
+	for i := range opts.Consumers {
+		wg.Go(func() { _ = q.consume(wctx, i) })
+	}
+	var runErr error
+	for i, s := range opts.Schedule {
+		pause(ctx, s.Quiet)
+		opts.Logf("jepsen: fault %d of %d: %s", i+1, len(opts.Schedule), s.Fault)
+		if err := n.run(ctx, s); err != nil {
+			runErr = err
+			break
+		}
+		if !n.stable(ctx, 90*time.Second) {
+			rep.Unstable = append(rep.Unstable, fmt.Sprintf("%d:%s", i+1, s.Fault))
+			opts.Logf("jepsen: after fault %d (%s) the ISR is not full in 90 s", i+1, s.Fault)
+		}
+	}
+	pause(ctx, 2*time.Second)
+	stop()
+	wg.Wait()
+	if runErr == nil {
+		n.stable(ctx, 2*time.Minute)
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		runErr = q.final(fctx)
+		cancel()
+	}
+	rep.Result = Check(h.Ops())
+	rep.Took = time.Since(began)
+	if err := os.WriteFile(rep.Text, []byte(rep.String()), 0o644); err != nil {
+		return rep, err
+	}
+	return rep, runErr
+}
+
+// createTopic creates the workload's topic (retrying while the cluster
+// settles).
+func createTopic(ctx context.Context, q *queue, o Options) error {
+	cl, err := kgo.NewClient(q.clientOpts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var last error
+	for range 60 {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := adm.CreateTopic(tctx, int32(o.Partitions), int16(o.ReplicationFactor),
+			map[string]*string{"min.insync.replicas": kadm.StringPtr(fmt.Sprint(o.MinISR))}, q.topic)
+		cancel()
+		if err == nil {
+			err = r.Err
+		}
+		if err == nil || strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return nil
+		}
+		last = err
+		pause(ctx, 500*time.Millisecond)
+	}
+	return fmt.Errorf("jepsen: creating the topic: %w", last)
+}
+
+// String is the report's text: the anomaly table, the seed and the
+// schedule.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seglog fault checker: seed %d, %d faults, %v\n\n", r.Seed, len(r.Schedule), r.Took.Round(time.Second))
+	if r.Result != nil {
+		b.WriteString(r.Result.Table())
+	}
+	if len(r.Unstable) > 0 {
+		fmt.Fprintf(&b, "\nnot back to a full ISR within 90 s after: %s\n", strings.Join(r.Unstable, ", "))
+	}
+	b.WriteString("\nschedule:\n")
+	for i, s := range r.Schedule {
+		fmt.Fprintf(&b, "  %3d  after %-6v %s\n", i+1, s.Quiet, s.Fault)
+	}
+	fmt.Fprintf(&b, "\nhistory: %s\n", r.History)
+	return b.String()
+}
