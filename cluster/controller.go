@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -43,6 +45,11 @@ func (m *Member) runController(ctx context.Context, e *concurrency.Election) {
 			m.pause(100 * time.Millisecond)
 			continue
 		}
+		if err := m.unfence(ctx, guard, snap); err != nil && ctx.Err() == nil {
+			m.log.Warn("cluster: unfencing brokers failed; retrying", "err", err)
+			m.pause(100 * time.Millisecond)
+			continue
+		}
 		select {
 		case <-ch:
 		case <-rebalance:
@@ -50,6 +57,40 @@ func (m *Member) runController(ctx context.Context, e *concurrency.Election) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// unfence takes in the brokers registered fenced in snap, whose
+// partitions' changes (their leaderships re-elected, and after an
+// unclean shutdown their ISR and ELR places taken) elect has just
+// written: each broker key is written unfenced comparing the revision
+// snap had, so a newer registration stays fenced.
+func (m *Member) unfence(ctx context.Context, guard []clientv3.Cmp, snap *Snapshot) error {
+	for _, id := range snap.BrokerIDs() {
+		b := snap.Brokers[id]
+		if !b.Fenced {
+			continue
+		}
+		key := m.prefix + keyBrokers + strconv.Itoa(int(id))
+		u := b
+		u.Fenced = false
+		val, err := json.Marshal(u)
+		if err != nil {
+			return err
+		}
+		cmps := append(slices.Clone(guard), clientv3.Compare(clientv3.CreateRevision(key), "=", b.Registered),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", b.Epoch))
+		resp, err := m.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(clientv3.LeaseID(b.Epoch)))).Commit()
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			m.log.Info("cluster: broker unfenced", "broker", id, "clean_shutdown", b.CleanShutdown, "epoch", fmt.Sprintf("%x", b.Epoch))
+			if err := m.Await(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // rebalanceLeaders runs the preferred elections the automatic leader
@@ -79,13 +120,8 @@ type change struct {
 	from, to  PartitionState
 }
 
-// elect computes the partition changes the snapshot calls for (KRaft's
-// rules): a broker gone or shutting down leaves every ISR but is never
-// the last one out (the ISR is never empty: its last member may come
-// back); a partition whose leader is not live gets the first replica of
-// its assignment that is live and in the ISR, at the next leader epoch;
-// with none, it has no leader (NoLeader), unless unclean leader election
-// is on for its topic and a replica outside the ISR is live.
+// elect computes the partition changes the snapshot calls for, each
+// partition's by electOne (rules.go).
 func (m *Member) elect(s *Snapshot) []change {
 	var out []change
 	names := make([]string, 0, len(s.Topics))
@@ -103,55 +139,14 @@ func (m *Member) elect(s *Snapshot) []change {
 			if st.ISR == nil {
 				continue // (no state yet)
 			}
-			to, ok := electOne(s, t.Replicas[p], st, unclean)
+			minISR := EffectiveMinISR(t.Configs, m.opts.MinInsyncReplicas, len(t.Replicas[p]))
+			to, ok := electOne(s, t.Replicas[p], st, minISR, unclean)
 			if ok {
 				out = append(out, change{topic: name, partition: int32(p), from: st, to: to})
 			}
 		}
 	}
 	return out
-}
-
-// electOne returns a partition's next state, and whether it changes.
-func electOne(s *Snapshot, replicas []int32, st PartitionState, unclean bool) (PartitionState, bool) {
-	var isr []int32
-	for _, r := range st.ISR {
-		if s.Live(r) {
-			isr = append(isr, r)
-		}
-	}
-	if _, registered := s.Brokers[st.Leader]; len(isr) == 0 && registered {
-		return st, false // (a leader shutting down keeps what nobody else can take)
-	}
-	to := st.next()
-	to.ISR = isr
-	if len(isr) == 0 {
-		to.ISR = st.ISR // (never empty: whoever was last in it may come back)
-	}
-	if !s.Live(st.Leader) || !slices.Contains(to.ISR, st.Leader) {
-		to.Leader = NoLeader
-		for _, r := range replicas {
-			if s.Live(r) && slices.Contains(isr, r) {
-				to.Leader = r
-				break
-			}
-		}
-		if to.Leader == NoLeader && unclean {
-			for _, r := range replicas {
-				if s.Live(r) {
-					to.Leader, to.ISR = r, []int32{r}
-					break
-				}
-			}
-		}
-		if to.Leader != st.Leader {
-			to.LeaderEpoch++
-		}
-	}
-	if to.Leader == st.Leader && to.LeaderEpoch == st.LeaderEpoch && slices.Equal(to.ISR, st.ISR) {
-		return st, false
-	}
-	return to, true
 }
 
 // writeStates writes the changes in transactions of up to maxTxnOps

@@ -141,13 +141,16 @@ func electPreferred(s *Snapshot, replicas []int32, st PartitionState) (Partition
 }
 
 // electUnclean gives a leaderless partition a leader: a live ISR member
-// first, else any live replica (the ISR becoming that replica alone).
+// first, then a live eligible leader replica (KIP-966), else the last
+// known leader if it is live, else any live replica (the ISR becoming
+// that replica alone).
 func electUnclean(s *Snapshot, replicas []int32, st PartitionState) (PartitionState, error) {
 	if st.Leader != NoLeader {
 		return st, ErrElectionNotNeeded
 	}
 	to := st.next()
 	to.LeaderEpoch++
+	to.LastKnownELR = nil
 	for _, r := range replicas {
 		if s.Live(r) && st.InISR(r) {
 			to.Leader = r
@@ -155,10 +158,15 @@ func electUnclean(s *Snapshot, replicas []int32, st PartitionState) (PartitionSt
 		}
 	}
 	for _, r := range replicas {
-		if s.Live(r) {
+		if s.Live(r) && st.InELR(r) {
 			to.Leader, to.ISR = r, []int32{r}
+			to.ELR = slices.DeleteFunc(to.ELR, func(e int32) bool { return e == r })
 			return to, nil
 		}
+	}
+	if r := uncleanLeader(s, replicas, st); r != NoLeader {
+		to.Leader, to.ISR, to.ELR = r, []int32{r}, nil
+		return to, nil
 	}
 	return st, fmt.Errorf("%w: none of replicas %v is live", ErrEligibleLeadersNotAvailable, replicas)
 }

@@ -55,6 +55,15 @@ type Options struct {
 	// HeartbeatInterval is how often the lease is renewed
 	// (broker.heartbeat.interval.ms, default 2 s).
 	HeartbeatInterval time.Duration
+	// MinInsyncReplicas is min.insync.replicas for topics that do not set
+	// it (default 1): below it the controller keeps the Eligible Leader
+	// Replicas (KIP-966).
+	MinInsyncReplicas int
+	// CleanShutdown says whether the data directory was closed cleanly
+	// before this broker opened it; Directory is its id. Both go into the
+	// registration (Broker).
+	CleanShutdown bool
+	Directory     string
 	// UncleanLeaderElection lets the controller elect a replica outside
 	// the ISR when the ISR has no live broker
 	// (unclean.leader.election.enable, default false), for topics that do
@@ -435,12 +444,17 @@ func (m *Member) pause(d time.Duration) {
 func (m *Member) register(ctx context.Context) error {
 	ttl := int64((m.opts.SessionTimeout + time.Second - 1) / time.Second)
 	key := m.prefix + keyBrokers + strconv.Itoa(int(m.opts.NodeID))
-	val, err := json.Marshal(Broker{ID: m.opts.NodeID, Rack: m.opts.Rack, Endpoints: m.opts.Listeners, Incarnation: hex.EncodeToString(func() []byte { id := NewTopicID(); return id[:8] }())})
-	if err != nil {
-		return err
-	}
+	b := Broker{ID: m.opts.NodeID, Rack: m.opts.Rack, Endpoints: m.opts.Listeners, Incarnation: hex.EncodeToString(func() []byte { id := NewTopicID(); return id[:8] }()),
+		Fenced: true, Directory: m.opts.Directory}
 	for {
 		sent := m.opts.Now()
+		// (A registration after the first, in this process, is of a log
+		// that lost nothing: only the session was lost.)
+		b.CleanShutdown = m.opts.CleanShutdown || m.lease.Load() != 0
+		val, err := json.Marshal(b)
+		if err != nil {
+			return err
+		}
 		g, err := m.cli.Grant(ctx, ttl)
 		if err != nil {
 			return fmt.Errorf("cluster: granting a lease: %w", err)
@@ -459,7 +473,7 @@ func (m *Member) register(ctx context.Context) error {
 			if err := m.Await(ctx, resp.Header.Revision); err != nil {
 				return err
 			}
-			m.log.Info("cluster: registered", "lease", fmt.Sprintf("%x", g.ID), "ttl_s", g.TTL)
+			m.log.Info("cluster: registered", "lease", fmt.Sprintf("%x", g.ID), "ttl_s", g.TTL, "clean_shutdown", b.CleanShutdown)
 			m.wg.Add(1)
 			go func() { defer m.wg.Done(); m.campaign(clientv3.LeaseID(g.ID)) }()
 			return nil
@@ -468,6 +482,18 @@ func (m *Member) register(ctx context.Context) error {
 		// Another registration holds the id: wait for its key to go.
 		held := resp.Responses[0].GetResponseRange().Kvs
 		if len(held) == 0 {
+			continue
+		}
+		var old Broker
+		if m.opts.Directory != "" && json.Unmarshal(held[0].Value, &old) == nil && old.Directory == m.opts.Directory && held[0].Lease != 0 {
+			// The same data directory, whose lock this process holds: the
+			// incarnation that registered is gone. Its lease is ended now
+			// (its registration and any controller candidacy with it), not
+			// waited out.
+			m.log.Info("cluster: ending the session of this broker's previous incarnation", "lease", fmt.Sprintf("%x", held[0].Lease))
+			if _, err := m.cli.Revoke(ctx, clientv3.LeaseID(held[0].Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return fmt.Errorf("cluster: ending the previous incarnation's session: %w", err)
+			}
 			continue
 		}
 		m.log.Info("cluster: node id registered by another incarnation; waiting for its session to end", "lease", fmt.Sprintf("%x", held[0].Lease))

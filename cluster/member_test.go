@@ -36,7 +36,7 @@ func newTestCluster(t *testing.T, etcdMembers int, racks map[int32]string) *test
 		}
 	})
 	for _, m := range c.members {
-		until(t, m, "sees every broker", func(s *Snapshot) bool { return len(s.Brokers) == len(racks) })
+		until(t, m, "sees every broker live", func(s *Snapshot) bool { return len(s.Brokers) == len(racks) && allLive(s) })
 	}
 	return c
 }
@@ -147,7 +147,8 @@ func TestCreateAndDeleteTopics(t *testing.T) {
 // leaderships once the lease expires: the controller elects the next
 // replica of the ISR at the next leader epoch and takes the dead broker
 // out of every ISR; a partition whose whole ISR is dead has no leader,
-// and gets its last ISR member back when it returns.
+// and gets its last ISR member back when it returns (its only replica,
+// kept eligible however it shut down).
 func TestFailoverOnLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	c := newTestCluster(t, 1, map[int32]string{1: "", 2: "", 3: ""})
@@ -180,7 +181,9 @@ func TestFailoverOnLeaseExpiry(t *testing.T) {
 		return ok && p.Leader == NoLeader
 	})
 	p2, _ := s.Partition("one", 0)
-	require.Equal(t, []int32{2}, p2.ISR, "the last of the ISR stays in it")
+	require.Empty(t, p2.ISR, "the ISR may be empty (KIP-966)")
+	require.Equal(t, []int32{2}, p2.ELR, "its last member is an eligible leader replica")
+	require.Equal(t, []int32{2}, p2.LastKnownELR, "and the last known leader")
 
 	c.join(2, "")
 	until(t, c.members[3], "sees partition one-0 led by its returning ISR member", func(s *Snapshot) bool {
@@ -240,14 +243,14 @@ func TestAlterPartitionComparesEpoch(t *testing.T) {
 	ts, err := c.members[1].CreateTopic(ctx, TopicSpec{Name: "t", Assignment: [][]int32{{1, 2, 3}}})
 	require.NoError(t, err)
 	from := ts.Partitions[0]
-	to, err := c.members[1].AlterPartition(ctx, "t", 0, from, []int32{1, 2})
+	to, err := c.members[1].AlterPartition(ctx, "t", 0, from, []int32{1, 2}, 1)
 	require.NoError(t, err)
 	require.Equal(t, from.PartitionEpoch+1, to.PartitionEpoch)
-	_, err = c.members[1].AlterPartition(ctx, "t", 0, from, []int32{1})
+	_, err = c.members[1].AlterPartition(ctx, "t", 0, from, []int32{1}, 1)
 	require.ErrorIs(t, err, ErrStaleState, "the state read is stale")
-	_, err = c.members[2].AlterPartition(ctx, "t", 0, to, []int32{2})
+	_, err = c.members[2].AlterPartition(ctx, "t", 0, to, []int32{2}, 1)
 	require.ErrorIs(t, err, ErrStaleState, "not the leader")
-	back, err := c.members[1].AlterPartition(ctx, "t", 0, to, []int32{1, 2, 3})
+	back, err := c.members[1].AlterPartition(ctx, "t", 0, to, []int32{1, 2, 3}, 1)
 	require.NoError(t, err)
 	require.Equal(t, []int32{1, 2, 3}, back.ISR)
 
@@ -259,7 +262,7 @@ func TestAlterPartitionComparesEpoch(t *testing.T) {
 	defer cli.Close()
 	_, err = cli.Revoke(ctx, clientv3.LeaseID(epoch))
 	require.NoError(t, err)
-	_, err = c.members[1].AlterPartition(ctx, "t", 0, back, []int32{1})
+	_, err = c.members[1].AlterPartition(ctx, "t", 0, back, []int32{1}, 1)
 	require.ErrorIs(t, err, ErrStaleState)
 	until(t, c.members[1], "registers again", func(s *Snapshot) bool {
 		b, ok := s.Brokers[1]
@@ -397,4 +400,15 @@ func TestSync(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.members[2].Sync(ctx))
 	require.GreaterOrEqual(t, c.members[2].Snapshot().Revision, put.Header.Revision)
+}
+
+// allLive reports whether every registered broker is live (unfenced, not
+// shutting down).
+func allLive(s *Snapshot) bool {
+	for id := range s.Brokers {
+		if !s.Live(id) {
+			return false
+		}
+	}
+	return true
 }

@@ -32,9 +32,28 @@ type Broker struct {
 	// ShuttingDown is set by a controlled shutdown: the controller moves
 	// the broker's leaderships away and takes it out of every ISR.
 	ShuttingDown bool `json:"shutting_down,omitempty"`
+	// Fenced is set at registration: a new incarnation may not lead nor be
+	// in an ISR until the controller has taken it in — re-elected every
+	// partition its previous incarnation led at a new leader epoch and,
+	// after an unclean shutdown, taken it out of every ISR and ELR — and
+	// unfenced it (docs/cluster.md §2).
+	Fenced bool `json:"fenced,omitempty"`
+	// CleanShutdown says whether the broker's data directory was closed
+	// cleanly before this incarnation opened it (KIP-966): a broker that
+	// was not may have lost records it had acknowledged to its leader.
+	CleanShutdown bool `json:"clean_shutdown,omitempty"`
+	// Directory is the data directory's id (meta.properties directory.id):
+	// a broker restarted on the same directory takes over its previous
+	// incarnation's registration at once (the directory's lock says that
+	// incarnation is gone); another directory under the same node id
+	// waits for it to expire.
+	Directory string `json:"directory,omitempty"`
 	// Epoch is the broker's session lease, new at each registration
-	// (Kafka's broker epoch).
-	Epoch int64 `json:"-"`
+	// (Kafka's broker epoch); Registered the registration's etcd revision:
+	// a partition state older than it was written for an earlier
+	// incarnation.
+	Epoch      int64 `json:"-"`
+	Registered int64 `json:"-"`
 }
 
 // Endpoint returns the broker's endpoint on listener name.
@@ -109,18 +128,37 @@ type PartitionState struct {
 	// target replica is in the ISR.
 	Adding   []int32 `json:"adding,omitempty"`
 	Removing []int32 `json:"removing,omitempty"`
+	// ELR are the Eligible Leader Replicas (KIP-966): while the ISR is
+	// below min.insync.replicas, the replicas that left it since — each
+	// holds every record below the high watermark, which does not move
+	// while the ISR is that small — and may lead when the ISR is empty.
+	// LastKnownELR is the last leader of a partition left without one
+	// (shown by DescribeTopicPartitions; an unclean election prefers it).
+	ELR          []int32 `json:"elr,omitempty"`
+	LastKnownELR []int32 `json:"last_known_elr,omitempty"`
 	// rev is the state's key's mod revision: a write compares it, which
-	// is comparing the partition epoch (each write moves both).
-	rev int64
+	// is comparing the partition epoch (each write moves both); written is
+	// the revision the state was written at (the topic key's for a state
+	// of the topic's Initial).
+	rev, written int64
 }
+
+// Written is the etcd revision the state was written at: a broker
+// registered later (Broker.Registered) never acts on a leadership
+// written before it.
+func (s PartitionState) Written() int64 { return s.written }
+
+// InELR reports whether broker id is an eligible leader replica.
+func (s PartitionState) InELR(id int32) bool { return slices.Contains(s.ELR, id) }
 
 // next is the state's next version: the same, at the next partition
 // epoch (its slices its own).
 func (s PartitionState) next() PartitionState {
 	n := s
 	n.ISR, n.Adding, n.Removing = slices.Clone(s.ISR), slices.Clone(s.Adding), slices.Clone(s.Removing)
+	n.ELR, n.LastKnownELR = slices.Clone(s.ELR), slices.Clone(s.LastKnownELR)
 	n.PartitionEpoch++
-	n.rev = 0
+	n.rev, n.written = 0, 0
 	return n
 }
 
@@ -192,11 +230,11 @@ func (s *Snapshot) Partition(topic string, p int32) (PartitionState, bool) {
 	return t.Partitions[p], true
 }
 
-// Live reports whether broker id is registered and not shutting down: a
-// broker that may lead and be in an ISR.
+// Live reports whether broker id is registered, unfenced and not
+// shutting down: a broker that may lead and be in an ISR.
 func (s *Snapshot) Live(id int32) bool {
 	b, ok := s.Brokers[id]
-	return ok && !b.ShuttingDown
+	return ok && !b.ShuttingDown && !b.Fenced
 }
 
 // BrokerIDs lists the registered brokers' ids, sorted.
@@ -301,7 +339,7 @@ func (n *Snapshot) applyOne(key string, e event, touch func(string) bool) error 
 		if err := json.Unmarshal(e.kv.Value, &b); err != nil {
 			return err
 		}
-		b.ID, b.Epoch = int32(id), e.kv.Lease
+		b.ID, b.Epoch, b.Registered = int32(id), e.kv.Lease, e.kv.CreateRevision
 		n.Brokers[b.ID] = b
 	case strings.HasPrefix(key, keyController):
 		touch(keyController)
@@ -348,6 +386,7 @@ func (n *Snapshot) applyOne(key string, e event, touch func(string) bool) error 
 			case t.Partitions[i].ISR != nil || t.Partitions[i].rev != 0:
 			case i < len(t.Initial) && t.Initial[i].ISR != nil:
 				t.Partitions[i] = t.Initial[i] // (rev 0: its key does not exist)
+				t.Partitions[i].written = e.kv.ModRevision
 			default:
 				t.Partitions[i].Leader = NoLeader
 			}
@@ -373,7 +412,7 @@ func (n *Snapshot) applyOne(key string, e event, touch func(string) bool) error 
 		if err := json.Unmarshal(e.kv.Value, &st); err != nil {
 			return err
 		}
-		st.rev = e.kv.ModRevision
+		st.rev, st.written = e.kv.ModRevision, e.kv.ModRevision
 		touch(keyTopics)
 		if touch(keyTopics + name) {
 			c := *t

@@ -259,7 +259,7 @@ func (m *Member) AlterTopicConfigs(ctx context.Context, name string, configs map
 // AlterPartition): it must be this broker, leased, with the state from
 // the snapshot; the write compares that state and this broker's
 // registration, so a deposed leader or a stale state gets ErrStaleState.
-func (m *Member) AlterPartition(ctx context.Context, topic string, p int32, from PartitionState, isr []int32) (PartitionState, error) {
+func (m *Member) AlterPartition(ctx context.Context, topic string, p int32, from PartitionState, isr []int32, minISR int) (PartitionState, error) {
 	if from.Leader != m.opts.NodeID || !m.Leased() {
 		return from, fmt.Errorf("%w: %s-%d is not led by node %d in a live session", ErrStaleState, topic, p, m.opts.NodeID)
 	}
@@ -273,7 +273,11 @@ func (m *Member) AlterPartition(ctx context.Context, topic string, p int32, from
 		}
 	}
 	to := from.next()
-	to.ISR = isr
+	var replicas []int32
+	if t, ok := snap.Topics[topic]; ok && int(p) < len(t.Replicas) {
+		replicas = t.Replicas[p]
+	}
+	setISR(snap, replicas, from, &to, isr, minISR)
 	val, err := json.Marshal(to)
 	if err != nil {
 		return from, err
@@ -292,7 +296,7 @@ func (m *Member) AlterPartition(ctx context.Context, topic string, p int32, from
 	if err := m.Await(ctx, resp.Header.Revision); err != nil {
 		return from, err
 	}
-	to.rev = resp.Header.Revision
+	to.rev, to.written = resp.Header.Revision, resp.Header.Revision
 	return to, nil
 }
 

@@ -310,7 +310,13 @@ func (f *fetcher) truncate(ctx context.Context, active []*fetchState) error {
 				f.refused(fs, rp.ErrorCode)
 				continue
 			}
-			if err := truncateTo(fs.p, rp.LeaderEpoch, rp.EndOffset); err != nil {
+			unlock, ok := f.hold(fs)
+			if !ok {
+				continue
+			}
+			err := truncateTo(fs.p, rp.LeaderEpoch, rp.EndOffset)
+			unlock()
+			if err != nil {
 				return err
 			}
 			f.set(fs, func(c *fetchState) { c.truncate = false })
@@ -355,6 +361,24 @@ func localEnd(epochs []leaderEpoch, epoch int32, logEnd int64) int64 {
 		}
 	}
 	return logEnd
+}
+
+// hold takes the partition's append lock for a change from a fetched
+// answer and reports whether this fetcher still follows the partition's
+// leader at the epoch fs was fetched at (and the broker does not lead
+// it): an answer of a leader this broker no longer follows — it may lead
+// now — changes nothing (docs/cluster.md §2).
+func (f *fetcher) hold(fs *fetchState) (unlock func(), ok bool) {
+	p := fs.p
+	p.appendMu.Lock()
+	p.mu.Lock()
+	ok = !p.leading && p.following == f.leader && p.st.LeaderEpoch == fs.epoch
+	p.mu.Unlock()
+	if !ok {
+		p.appendMu.Unlock()
+		return nil, false
+	}
+	return p.appendMu.Unlock, true
 }
 
 // refused handles a leader's error for a partition: a stale or future
@@ -476,8 +500,12 @@ func (f *fetcher) fetch(ctx context.Context, active []*fetchState) error {
 			if rp.ErrorCode != 0 {
 				if rp.ErrorCode == kerr.OffsetOutOfRange.Code && rp.LogStartOffset > fs.p.t.Offsets().LogEndOffset {
 					// Behind the leader's log start: start over from it.
-					if err := fs.p.t.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
-						return err
+					if unlock, ok := f.hold(fs); ok {
+						err := fs.p.t.TruncateFullyAndStartAt(rp.LogStartOffset)
+						unlock()
+						if err != nil {
+							return err
+						}
 					}
 					continue
 				}
@@ -544,6 +572,11 @@ func nextSessionEpoch(e int32) int32 {
 // leader's (not past the local log end) and the log start to the
 // leader's.
 func (f *fetcher) appendFetched(fs *fetchState, rp kmsg.FetchResponseTopicPartition) error {
+	unlock, ok := f.hold(fs)
+	if !ok {
+		return nil // (no longer following that leader at that epoch: the answer is stale)
+	}
+	defer unlock()
 	t := fs.p.t
 	data := rp.RecordBatches
 	for len(data) > 0 {

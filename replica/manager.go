@@ -300,10 +300,6 @@ func (m *Manager) shrinkLoop() {
 func (m *Manager) reconcile(s *cluster.Snapshot) {
 	seen := map[checkpoint.TopicPartition]bool{}
 	for name, t := range s.Topics {
-		minISR := m.opts.MinInsyncReplicas
-		if v, err := parsePositive(t.Configs["min.insync.replicas"]); err == nil {
-			minISR = v
-		}
 		for i, reps := range t.Replicas {
 			if !slices.Contains(reps, m.me) || i >= len(t.Partitions) {
 				continue
@@ -325,7 +321,7 @@ func (m *Manager) reconcile(s *cluster.Snapshot) {
 				}
 			}
 			m.configure(p, t.Configs)
-			m.apply(p, t.Partitions[i], reps, minISR)
+			m.apply(s, p, t.Partitions[i], reps, cluster.EffectiveMinISR(t.Configs, m.opts.MinInsyncReplicas, len(reps)))
 		}
 	}
 	m.mu.Lock()
@@ -441,28 +437,59 @@ func (m *Manager) drop(p *Partition) {
 }
 
 // apply takes a partition's new state: leader (at a new epoch: its
-// followers start unknown), or follower of its leader.
-func (m *Manager) apply(p *Partition, st cluster.PartitionState, replicas []int32, minISR int) {
+// followers start unknown), or follower of its leader. A state naming
+// this broker leader is acted on only by the incarnation it was written
+// for (docs/cluster.md §2): this broker live (registered under its
+// current lease, and unfenced) and the state written after that
+// registration; otherwise the partition is neither led nor followed here
+// until the controller elects again. A fetcher of the partition is
+// stopped, and its append in flight finished, before the tablet becomes
+// leader.
+func (m *Manager) apply(s *cluster.Snapshot, p *Partition, st cluster.PartitionState, replicas []int32, minISR int) {
 	p.mu.Lock()
 	if st.PartitionEpoch < p.st.PartitionEpoch {
 		p.mu.Unlock()
 		return // (older than what an ISR change of ours wrote)
 	}
+	lead := s.MayLead(m.me, m.opts.Member.Epoch(), st)
+	becoming := lead && (!p.leading || st.LeaderEpoch != p.st.LeaderEpoch)
+	p.mu.Unlock()
+	if becoming {
+		// The fetcher first: no fetched batch may land after the epoch's
+		// start is recorded.
+		m.unfollow(p)
+		p.appendMu.Lock()
+		defer p.appendMu.Unlock()
+	}
+	p.mu.Lock()
 	wasLeading, oldEpoch := p.leading, p.st.LeaderEpoch
 	p.st, p.replicas, p.minISR = st, replicas, minISR
 	follow := cluster.NoLeader
 	switch {
-	case st.Leader == m.me && (!wasLeading || st.LeaderEpoch != oldEpoch):
+	case becoming:
 		if err := p.t.BecomeLeader(st.LeaderEpoch); err != nil {
 			m.log.Error("replica: becoming leader failed", "partition", p.tp.String(), "err", err)
+			p.leading = false
+			p.notifyLocked()
 			p.mu.Unlock()
+			if wasLeading {
+				m.told(p, false)
+			}
 			return
 		}
 		p.followers = map[int32]*follower{}
 		p.leading = true
 		m.metrics.LeaderElections.Add(1)
 		m.log.Info("replica: leading", "partition", p.tp.String(), "leader_epoch", st.LeaderEpoch, "isr", st.ISR)
+	case lead:
 	case st.Leader == m.me:
+		// Named leader by a state this incarnation may not act on: no one
+		// serves the partition from here until the controller elects.
+		if wasLeading {
+			m.log.Warn("replica: not leading: the leadership is of an earlier incarnation or this broker is fenced", "partition", p.tp.String(),
+				"leader_epoch", st.LeaderEpoch)
+		}
+		p.leading, p.followers = false, nil
 	default:
 		p.leading, p.followers = false, nil
 		follow = st.Leader

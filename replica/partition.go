@@ -25,6 +25,10 @@ type Partition struct {
 	// them (reconcile's goroutine only).
 	configs map[string]string
 
+	// appendMu is held by a fetcher's append and by the change to leader,
+	// so no fetched batch lands after the leader epoch's start is
+	// recorded (taken before mu).
+	appendMu sync.Mutex
 	mu       sync.Mutex
 	st       cluster.PartitionState
 	replicas []int32
@@ -328,9 +332,12 @@ func (p *Partition) trackFollowersLocked(now time.Time) {
 }
 
 // advanceLocked moves the high watermark to the least log end over the
-// ISR (the leader's own included), if that is higher.
+// ISR (the leader's own included), if that is higher — never while the
+// ISR is below min.insync.replicas (KIP-966: so every replica that left
+// the ISR since, an Eligible Leader Replica, holds every record below
+// it).
 func (p *Partition) advanceLocked() {
-	if !p.leading {
+	if !p.leading || len(p.st.ISR) < p.minISR {
 		return
 	}
 	o := p.t.Offsets()
@@ -381,7 +388,7 @@ func (p *Partition) alterLocked(isr []int32, why string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(p.m.ctx, 10*time.Second)
 		defer cancel()
-		to, err := p.m.opts.Member.AlterPartition(ctx, p.tp.Topic, p.tp.Partition, from, isr)
+		to, err := p.m.opts.Member.AlterPartition(ctx, p.tp.Topic, p.tp.Partition, from, isr, p.minISR)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.altering = false

@@ -175,8 +175,13 @@ func TestClusterLeaderElections(t *testing.T) {
 		sameBytes(t, c, checkpoint.TopicPartition{Topic: "e", Partition: p})
 	}
 
-	// u-0 (replicas 2, 3) loses broker 3, then its leader 2: no leader,
-	// and broker 3 coming back does not get it (it left the ISR).
+	// u-0 (replicas 2, 3, min.insync.replicas 1) loses broker 3, then its
+	// leader 2: no leader, and broker 3 coming back does not get it (it
+	// left the ISR while the ISR kept its minimum, so it is not an eligible
+	// leader replica either: KIP-966).
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kadm.StringPtr("1")}}, "u")
+	require.NoError(t, err)
+	require.NoError(t, ar[0].Err)
 	uchk := clustertest.New()
 	require.NoError(t, uchk.Produce(ctx, cl, "u", "a", 100))
 	c.stop(3)

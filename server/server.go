@@ -359,6 +359,8 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	opts.Prefix, opts.ClusterID, opts.NodeID, opts.Rack, opts.Listeners = c.Prefix, meta.ClusterID, meta.NodeID, c.Rack, listeners
 	opts.SessionTimeout, opts.HeartbeatInterval, opts.UncleanLeaderElection, opts.Logger = c.SessionTimeout,
 		c.HeartbeatInterval, c.UncleanLeaderElection, s.log
+	opts.MinInsyncReplicas, opts.Directory = cmp.Or(c.MinInsyncReplicas, 1), meta.DirectoryID
+	opts.CleanShutdown = s.m.Loaded != nil && s.m.Loaded.CleanShutdown
 	opts.AutoLeaderRebalance, opts.LeaderImbalanceCheckInterval, opts.LeaderImbalancePercentage = !c.NoAutoLeaderRebalance,
 		c.LeaderImbalanceCheckInterval, c.LeaderImbalancePercentage
 	jctx, cancel := context.WithTimeout(ctx, max(2*cmp.Or(c.SessionTimeout, 9*time.Second), 30*time.Second))
