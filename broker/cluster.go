@@ -275,19 +275,20 @@ func (b *Broker) clusterMetadata(h header, r *kmsg.MetadataRequest) *kmsg.Metada
 		// snapshot may be stale, and clients must look elsewhere.
 		fenced := !b.opts.Cluster.Member.Leased()
 		for i, st := range ts.Partitions {
-			if fenced && st.Leader == b.opts.NodeID {
-				st.Leader = cluster.NoLeader
+			leader, isr := s.Shown(st)
+			if fenced && leader == b.opts.NodeID {
+				leader = cluster.NoLeader
 			}
 			p := kmsg.NewMetadataResponseTopicPartition()
-			p.Partition, p.Leader, p.LeaderEpoch = int32(i), st.Leader, st.LeaderEpoch
-			p.Replicas, p.ISR = slices.Clone(ts.Replicas[i]), slices.Clone(st.ISR)
+			p.Partition, p.Leader, p.LeaderEpoch = int32(i), leader, st.LeaderEpoch
+			p.Replicas, p.ISR = slices.Clone(ts.Replicas[i]), isr
 			p.OfflineReplicas = []int32{}
 			for _, r := range ts.Replicas[i] {
 				if _, live := s.Brokers[r]; !live {
 					p.OfflineReplicas = append(p.OfflineReplicas, r)
 				}
 			}
-			if st.Leader == cluster.NoLeader {
+			if leader == cluster.NoLeader {
 				p.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
 			topic.Partitions = append(topic.Partitions, p)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
 	"github.com/seglog/seglog/tablet"
@@ -41,13 +42,22 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 	resp := r.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
 	var names []string
 	all := len(r.Topics) == 0
-	if all {
+	var snap *cluster.Snapshot
+	if b.clustered() {
+		snap = b.opts.Cluster.Member.Snapshot()
+	}
+	switch {
+	case all && snap != nil:
+		for n := range snap.Topics {
+			names = append(names, n)
+		}
+	case all:
 		for _, t := range b.m.Tablets() { // sorted: a topic's partitions together
 			if n := t.TopicPartition().Topic; len(names) == 0 || names[len(names)-1] != n {
 				names = append(names, n)
 			}
 		}
-	} else {
+	default:
 		for _, t := range r.Topics {
 			if !slices.Contains(names, t.Topic) {
 				names = append(names, t.Topic)
@@ -93,26 +103,21 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 			resp.Topics = append(resp.Topics, topic)
 			continue
 		}
-		parts := b.partitionsOf(name)
+		parts, id := b.describedPartitions(snap, name)
 		if len(parts) == 0 {
 			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			resp.Topics = append(resp.Topics, topic)
 			continue
 		}
-		topic.TopicID, _ = b.m.TopicID(name)
-		for _, t := range parts {
-			p := t.TopicPartition().Partition
-			if int(p) < first {
+		topic.TopicID = id
+		for _, dp := range parts {
+			if int(dp.Partition) < first {
 				continue
 			}
 			if count == limit {
-				resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: p}
+				resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: dp.Partition}
 				break
 			}
-			dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
-			dp.Partition, dp.LeaderID, dp.LeaderEpoch = p, b.opts.NodeID, 0
-			dp.Replicas, dp.ISR = []int32{b.opts.NodeID}, []int32{b.opts.NodeID}
-			dp.EligibleLeaderReplicas, dp.LastKnownELR, dp.OfflineReplicas = []int32{}, []int32{}, []int32{}
 			topic.Partitions = append(topic.Partitions, dp)
 			count++
 		}
@@ -125,6 +130,48 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 		}
 	}
 	return resp
+}
+
+// describedPartitions are a topic's partitions as DescribeTopicPartitions
+// tells them, and its id: in a cluster (snap set) from the metadata —
+// leader, ISR as clients are shown them (cluster.Snapshot.Shown), the
+// Eligible Leader Replicas and the last known one, the replicas offline;
+// on a single node the broker's own tablets.
+func (b *Broker) describedPartitions(snap *cluster.Snapshot, name string) ([]kmsg.DescribeTopicPartitionsResponseTopicPartition, [16]byte) {
+	var out []kmsg.DescribeTopicPartitionsResponseTopicPartition
+	if snap != nil {
+		ts, ok := snap.Topics[name]
+		if !ok {
+			return nil, [16]byte{}
+		}
+		for i, st := range ts.Partitions {
+			dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
+			leader, isr := snap.Shown(st)
+			dp.Partition, dp.LeaderID, dp.LeaderEpoch = int32(i), leader, st.LeaderEpoch
+			dp.Replicas, dp.ISR = slices.Clone(ts.Replicas[i]), isr
+			dp.EligibleLeaderReplicas, dp.LastKnownELR = append([]int32{}, st.ELR...), append([]int32{}, st.LastKnownELR...)
+			dp.OfflineReplicas = []int32{}
+			for _, r := range ts.Replicas[i] {
+				if _, live := snap.Brokers[r]; !live {
+					dp.OfflineReplicas = append(dp.OfflineReplicas, r)
+				}
+			}
+			if leader == cluster.NoLeader {
+				dp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			out = append(out, dp)
+		}
+		return out, ts.ID
+	}
+	for _, t := range b.partitionsOf(name) {
+		dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
+		dp.Partition, dp.LeaderID, dp.LeaderEpoch = t.TopicPartition().Partition, b.opts.NodeID, 0
+		dp.Replicas, dp.ISR = []int32{b.opts.NodeID}, []int32{b.opts.NodeID}
+		dp.EligibleLeaderReplicas, dp.LastKnownELR, dp.OfflineReplicas = []int32{}, []int32{}, []int32{}
+		out = append(out, dp)
+	}
+	id, _ := b.m.TopicID(name)
+	return out, id
 }
 
 // authorizeDescribeTopicPartitions leaves each topic to the handler,

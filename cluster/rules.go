@@ -147,3 +147,26 @@ func (s *Snapshot) MayLead(id int32, epoch int64, st PartitionState) bool {
 	b, ok := s.Brokers[id]
 	return st.Leader == id && ok && s.Live(id) && b.Epoch == epoch && st.written >= b.Registered
 }
+
+// Shown is a partition's leader and ISR as clients are told them
+// (Metadata, DescribeTopicPartitions, seglog cluster): a broker whose
+// registration is newer than the state — a restarted incarnation the
+// controller has not taken in yet — is neither its leader nor in sync,
+// whatever the state says: it has not caught up since it restarted.
+func (s *Snapshot) Shown(st PartitionState) (leader int32, isr []int32) {
+	newer := func(id int32) bool {
+		b, ok := s.Brokers[id]
+		return ok && (b.Fenced || b.Registered > st.written)
+	}
+	leader = st.Leader
+	if newer(leader) {
+		leader = NoLeader
+	}
+	isr = make([]int32, 0, len(st.ISR))
+	for _, r := range st.ISR {
+		if !newer(r) {
+			isr = append(isr, r)
+		}
+	}
+	return leader, isr
+}

@@ -173,7 +173,7 @@ func modelRun(t *testing.T, seed uint64, steps int) {
 	st := state(1, 0, []int32{1, 2, 3})
 	leo := map[int32]int64{1: 0, 2: 0, 3: 0}     // each replica's log end
 	durable := map[int32]int64{1: 0, 2: 0, 3: 0} // what survives a power cut
-	lost := map[int32]bool{} // a power cut took unsynced records
+	lost := map[int32]bool{}                     // a power cut took unsynced records
 	var hw int64
 	for step := range steps {
 		s := brokers(reg)
