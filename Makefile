@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet examples clients lint console-screenshots bench bench-peers measure-hostile measure-sessions bench-micro fuzz fuzz-smoke crash clean
+.PHONY: run build test vet examples clients lint console-screenshots bench bench-peers measure-hostile measure-sessions bench-micro fuzz fuzz-smoke crash jepsen clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
@@ -23,24 +23,28 @@ $(VERSITYGW):
 
 # clients are the clients the broker's tests drive: from Debian, kcat
 # (librdkafka), the Python client and chromium (the console's tests drive
-# it headless with chromedp); from npm, kafkajs (the lockfile in
+# it headless with chromedp), and etcd-server (the fault checker runs its
+# etcd members as processes); from npm, kafkajs (the lockfile in
 # broker/testdata/kafkajs, installed with npm ci).
 KAFKAJS_DIR := broker/testdata/kafkajs
 clients:
-	@command -v kcat >/dev/null && command -v chromium >/dev/null && /usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat python3-confluent-kafka chromium)
+	@command -v kcat >/dev/null && command -v chromium >/dev/null && command -v etcd >/dev/null && /usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat python3-confluent-kafka chromium etcd-server)
 	@test $(KAFKAJS_DIR)/node_modules/.package-lock.json -nt $(KAFKAJS_DIR)/package-lock.json || \
 		(cd $(KAFKAJS_DIR) && npm ci --no-audit --no-fund --loglevel=error)
 
 # The benchmark harness's tests run every workload end to end: under -race
 # they were the slowest package of make test (about 70 s against 18 s), and
 # what they drive is raced by its own packages' tests; they run without it,
-# beside the rest, followed there by the cluster's process tests and the
-# fuzz smoke run (the race run is the longest part).
-RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/bench$$')
+# beside the rest, followed there by the cluster's process tests, the fault
+# checker's smoke run (a power cut followed by a controller crash, then a
+# power cut, on seglog serve processes over etcd processes) and the fuzz
+# smoke run (the race run is the longest part).
+RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v -e '/bench$$' -e '/jepsen$$')
 
 test: vet examples clients $(VERSITYGW)
 	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
+		$(MAKE) build && SEGLOG_BIN=$(CURDIR)/bin/seglog $(GO) test -count=1 ./jepsen && \
 		$(MAKE) fuzz-smoke FUZZTIME=4000x) & bench=$$!; \
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 $(RACE_PKGS); raced=$$?; \
 	wait $$bench && exit $$raced
@@ -107,6 +111,19 @@ fuzz-smoke:
 # seeds — and prints their summaries; make test runs them short.
 crash: $(VERSITYGW)
 	@SEGLOG_VERSITYGW=$(VERSITYGW) ./scripts/crash.sh
+
+# jepsen runs the fault checker long: JEPSEN_FAULTS faults of every kind
+# in turn (power cuts, crashes, zombies, etcd kills and quorum loss, and
+# the combinations), from JEPSEN_SEED (default: the time), on three seglog
+# serve processes over three etcd processes; its history, report and the
+# processes' logs go to JEPSEN_DIR.
+JEPSEN_FAULTS ?= 100
+JEPSEN_SEED ?= 0
+JEPSEN_DIR ?= $(CURDIR)/data/jepsen
+jepsen: build clients
+	rm -rf $(JEPSEN_DIR)
+	SEGLOG_BIN=$(CURDIR)/bin/seglog $(GO) test -count=1 -timeout 60m -v -run '^TestJepsen$$' ./jepsen \
+		-args -jepsen.faults=$(JEPSEN_FAULTS) -jepsen.seed=$(JEPSEN_SEED) -jepsen.dir=$(JEPSEN_DIR)
 
 clean:
 	rm -rf bin data
