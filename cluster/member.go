@@ -241,6 +241,30 @@ func (o *Options) client() (*clientv3.Client, error) {
 	return cli, nil
 }
 
+// DefaultPrefix is seglog.etcd.prefix's default: brokers given the same
+// etcd and no prefix form one cluster, whose id is stored under it.
+const DefaultPrefix = "/seglog/"
+
+// ClusterIDAt returns the cluster id stored under prefix ("" if none).
+func ClusterIDAt(ctx context.Context, opts Options, prefix string) (string, error) {
+	cli, err := opts.client()
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	if prefix != "" && prefix[len(prefix)-1] != '/' {
+		prefix += "/"
+	}
+	resp, err := cli.Get(ctx, prefix+keyClusterID)
+	if err != nil {
+		return "", fmt.Errorf("cluster: reading the cluster id: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
 // ClaimClusterIDAt returns the cluster id stored under the options'
 // prefix (etcd reached as they say), storing candidate there first if
 // none is: what a new data directory is made for. Brokers started at once

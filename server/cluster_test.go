@@ -961,9 +961,19 @@ func TestClusterPartitionedLeader(t *testing.T) {
 
 // Brokers started at once on new data directories under one prefix join
 // one cluster: the first to claim the prefix gives its id to the others
-// (none refused as of another cluster).
+// (none refused as of another cluster) — with a prefix given, and with
+// none (the default prefix: the same etcd is the same cluster).
 func TestClusterNewBrokersAgreeOnID(t *testing.T) {
 	t.Parallel()
+	for _, prefix := range []string{"/seglog/same/", ""} {
+		t.Run(fmt.Sprintf("prefix=%q", prefix), func(t *testing.T) {
+			t.Parallel()
+			newBrokersAgreeOnID(t, prefix)
+		})
+	}
+}
+
+func newBrokersAgreeOnID(t *testing.T, prefix string) {
 	e := etcdtest.Start(t, 1)
 	dir := t.TempDir()
 	servers := make([]*Server, 3)
@@ -976,7 +986,7 @@ func TestClusterNewBrokersAgreeOnID(t *testing.T) {
 			cfg := config(filepath.Join(dir, fmt.Sprint(i)))
 			cfg.MetricsAddr = ""
 			cfg.Manager.NodeID = int32(i + 1)
-			cfg.Cluster = &ClusterConfig{Endpoints: e.Endpoints(), Prefix: "/seglog/same/"}
+			cfg.Cluster = &ClusterConfig{Endpoints: e.Endpoints(), Prefix: prefix}
 			servers[i], errs[i] = New(context.Background(), cfg)
 		}()
 	}
@@ -986,6 +996,7 @@ func TestClusterNewBrokersAgreeOnID(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		require.Equal(t, servers[0].Manager().Meta().ClusterID, s.Manager().Meta().ClusterID)
 	}
+	until(t, servers[0].Member(), "sees the three brokers", func(sn *cluster.Snapshot) bool { return len(sn.Brokers) == 3 })
 }
 
 // A power cut of one broker, without durable acks: its unsynced writes

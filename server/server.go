@@ -130,10 +130,12 @@ type ClusterConfig struct {
 	// inter-broker listener is SASL_PLAINTEXT or SASL_SSL
 	// (sasl.mechanism.inter.broker.protocol and the broker's user).
 	InterBrokerSASL InterBrokerSASL
-	// Prefix is the cluster's etcd prefix (seglog.etcd.prefix). The
-	// default is /seglog/<cluster id>/, the data directory's cluster id;
-	// with a prefix set, a new data directory takes the cluster id stored
-	// under it.
+	// Prefix is the cluster's etcd prefix (seglog.etcd.prefix): a new
+	// data directory takes the cluster id stored under it (its own id
+	// becomes the cluster's when it is the first). The default is
+	// cluster.DefaultPrefix, /seglog/: brokers given the same etcd form one
+	// cluster. (A data directory of a cluster kept under /seglog/<its
+	// cluster id>/, the default before, keeps using that prefix.)
 	Prefix string
 	// Rack is broker.rack.
 	Rack string
@@ -356,7 +358,11 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 	if err != nil {
 		return nil, err
 	}
-	opts.Prefix, opts.ClusterID, opts.NodeID, opts.Rack, opts.Listeners = c.Prefix, meta.ClusterID, meta.NodeID, c.Rack, listeners
+	prefix, err := s.clusterPrefix(ctx, opts, meta.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	opts.Prefix, opts.ClusterID, opts.NodeID, opts.Rack, opts.Listeners = prefix, meta.ClusterID, meta.NodeID, c.Rack, listeners
 	opts.SessionTimeout, opts.HeartbeatInterval, opts.UncleanLeaderElection, opts.Logger = c.SessionTimeout,
 		c.HeartbeatInterval, c.UncleanLeaderElection, s.log
 	opts.MinInsyncReplicas, opts.Directory = cmp.Or(c.MinInsyncReplicas, 1), meta.DirectoryID
@@ -412,6 +418,29 @@ func (s *Server) joinCluster(ctx context.Context) (*broker.ClusterOptions, error
 		MinInsyncReplicas: cmp.Or(c.MinInsyncReplicas, 1), UncleanLeaderElection: c.UncleanLeaderElection, RackAwareReplicaSelector: c.RackAwareReplicaSelector,
 		OffsetsReplicationFactor: c.OffsetsReplicationFactor, TransactionsReplicationFactor: c.TransactionsReplicationFactor,
 		TransactionsMinISR: c.TransactionsMinISR}, nil
+}
+
+// clusterPrefix is the cluster's etcd prefix: seglog.etcd.prefix, else
+// cluster.DefaultPrefix — unless the data directory's cluster is kept
+// under /seglog/<cluster id>/ (the default of earlier versions) and not
+// under the default prefix, which it then keeps, saying so.
+func (s *Server) clusterPrefix(ctx context.Context, opts cluster.Options, clusterID string) (string, error) {
+	if p := s.cfg.Cluster.Prefix; p != "" {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if id, err := cluster.ClusterIDAt(ctx, opts, cluster.DefaultPrefix); err != nil || id != "" || clusterID == "" {
+		return cluster.DefaultPrefix, err
+	}
+	legacy := cluster.DefaultPrefix + clusterID + "/"
+	id, err := cluster.ClusterIDAt(ctx, opts, legacy)
+	if err != nil || id == "" {
+		return cluster.DefaultPrefix, err
+	}
+	s.log.Warn("this cluster's metadata is under the prefix of earlier versions; set seglog.etcd.prefix to it to keep it so",
+		"prefix", legacy)
+	return legacy, nil
 }
 
 // etcdOptions are how the broker reaches etcd: its endpoints, TLS and
@@ -512,7 +541,7 @@ func (s *Server) openDataDir() error {
 		s.createdDir = true
 	}
 	_, metaErr := fsys.Stat(filepath.Join(s.cfg.DataDir, "meta.properties"))
-	if c := s.cfg.Cluster; c != nil && c.Prefix != "" && errors.Is(metaErr, fs.ErrNotExist) {
+	if c := s.cfg.Cluster; c != nil && errors.Is(metaErr, fs.ErrNotExist) {
 		// A new data directory joins its cluster under the cluster's id
 		// (its own becomes the cluster's when it is the first).
 		var b [16]byte
@@ -523,7 +552,7 @@ func (s *Server) openDataDir() error {
 			cancel()
 			return err
 		}
-		etcd.Prefix = c.Prefix
+		etcd.Prefix = cmp.Or(c.Prefix, cluster.DefaultPrefix)
 		id, err := cluster.ClaimClusterIDAt(ctx, etcd, checkpoint.TopicID(b).String())
 		cancel()
 		if err != nil {

@@ -249,7 +249,7 @@ var serveConfigs = []serveConfig{
 		}
 		return nil
 	}},
-	{name: "seglog.etcd.prefix", doc: "the cluster's etcd prefix (default /seglog/<cluster id>/); a new data directory takes the cluster id stored there", set: func(s *serveSettings, v string) error {
+	{name: "seglog.etcd.prefix", doc: "the cluster's etcd prefix (default /seglog/: brokers given the same etcd form one cluster); a new data directory takes the cluster id stored there", set: func(s *serveSettings, v string) error {
 		s.cluster.Prefix = v
 		return nil
 	}},
