@@ -631,6 +631,16 @@ func (v *tabletVerifier) checkEpochs(end, logStart int64) {
 	if len(v.epochs) == 0 && len(cache) <= 1 {
 		return // no batch left to say which epoch is in force
 	}
+	if len(v.epochs) == 0 && len(cache) > 0 && cache[len(cache)-1].StartOffset == end {
+		// (an empty log whose leaders were elected at its end)
+		ok := true
+		for _, e := range cache {
+			ok = ok && e.StartOffset == end
+		}
+		if ok {
+			return
+		}
+	}
 	// The epochs that begin at or above the recovery point may be missing
 	// after an unclean shutdown: the tablet writes a batch's new epoch
 	// lazily, before the recovery point passes it, and recovery finds it
@@ -649,21 +659,36 @@ func (v *tabletVerifier) checkEpochs(end, logStart int64) {
 			candidates = append(candidates, l)
 		}
 	}
-	for _, want := range candidates {
-		if len(want) > 0 {
-			want[0].StartOffset = max(want[0].StartOffset, logStart)
+	// A leader elected at the log end records its epoch there before any
+	// batch of it (as Kafka's new leader does): entries at the log end,
+	// of epochs above every batch's, are the cache's own and compared
+	// without.
+	batchless := cache
+	for len(batchless) > 0 {
+		e := batchless[len(batchless)-1]
+		if e.StartOffset != end || len(v.epochs) > 0 && e.Epoch <= v.epochs[len(v.epochs)-1].Epoch {
+			break
 		}
-		// The first epoch may begin anywhere before the next: earlier,
-		// where the cache still has it begin (it began before the oldest
-		// batch left), or later, where a log start that a crash then
-		// undid had moved it (the epoch file is written at once, the
-		// log-start checkpoint every minute, as in Kafka).
-		if len(want) > 0 && len(cache) > 0 && cache[0].Epoch == want[0].Epoch &&
-			(len(want) == 1 || cache[0].StartOffset < want[1].StartOffset) && cache[0].StartOffset <= end {
-			want[0].StartOffset = cache[0].StartOffset
-		}
-		if slices.Equal(cache, want) {
-			return
+		batchless = batchless[:len(batchless)-1]
+	}
+	for _, c := range [][]checkpoint.EpochEntry{cache, batchless} {
+		for _, want := range candidates {
+			want = slices.Clone(want)
+			if len(want) > 0 {
+				want[0].StartOffset = max(want[0].StartOffset, logStart)
+			}
+			// The first epoch may begin anywhere before the next: earlier,
+			// where the cache still has it begin (it began before the oldest
+			// batch left), or later, where a log start that a crash then
+			// undid had moved it (the epoch file is written at once, the
+			// log-start checkpoint every minute, as in Kafka).
+			if len(want) > 0 && len(c) > 0 && c[0].Epoch == want[0].Epoch &&
+				(len(want) == 1 || c[0].StartOffset < want[1].StartOffset) && c[0].StartOffset <= end {
+				want[0].StartOffset = c[0].StartOffset
+			}
+			if slices.Equal(c, want) {
+				return
+			}
 		}
 	}
 	if len(cache) == 0 {

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,27 @@ func verify(t *testing.T, d string) *VerifyReport {
 	r, err := Verify(vfs.OS, d, VerifyOptions{})
 	require.NoError(t, err)
 	return r
+}
+
+// A leader-epoch entry at the log end, of an epoch above every batch's,
+// is what a leader elected there writes before its first batch: not a
+// problem (it was reported as one). One inside the log is.
+func TestVerifyEpochAtLogEnd(t *testing.T) {
+	for _, c := range []struct {
+		start int64
+		ok    bool
+	}{{115, true}, {114, false}} {
+		t.Run(fmt.Sprintf("start=%d", c.start), func(t *testing.T) {
+			d, dir := verifiedDir(t)
+			path := filepath.Join(dir, checkpoint.LeaderEpochFile)
+			es, err := checkpoint.ReadEpochs(vfs.OS, path)
+			require.NoError(t, err)
+			es = append(es, checkpoint.EpochEntry{Epoch: es[len(es)-1].Epoch + 3, StartOffset: c.start})
+			require.NoError(t, checkpoint.WriteEpochs(vfs.OS, path, es))
+			r := verify(t, d)
+			require.Equal(t, c.ok, r.OK(), "%+v", r)
+		})
+	}
 }
 
 func TestVerifyCleanDirectory(t *testing.T) {
