@@ -131,7 +131,7 @@ func TestFranzGoExactlyOnceCopy(t *testing.T) {
 	}
 	require.Len(t, seen, n)
 	adm, _, _ := adminClient(t, addr)
-	offs, err := adm.FetchOffsets(ctx, "eos")
+	offs, err := adm.FetchOffsets(kadm.RequireStable(ctx), "eos")
 	require.NoError(t, err)
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })

@@ -203,7 +203,7 @@ func validateEach(b Batch, opts ValidateOptions) (Validated, error) {
 		}
 		return Validated{}, &Error{Pos: recordsOff, Reason: reason, Err: kind, Records: errs}
 	}
-	if !sequential && !b.IsControl() && (b.Compression() != None || opts.Recompress && b.Compression() != opts.Compression) {
+	if !sequential && !b.IsControl() && opts.Origin != OriginReplication && (b.Compression() != None || opts.Recompress && b.Compression() != opts.Compression) {
 		return rebuild(b, opts)
 	}
 	return finishValidated(b, v, opts)
@@ -314,6 +314,9 @@ func skimField(r []byte) (int32, []byte) {
 // checkRecord returns why r is refused ("" if it is not) and whether the
 // reason is its timestamp.
 func checkRecord(b Batch, r *Record, o *ValidateOptions) (string, bool) {
+	if o.Origin == OriginReplication {
+		return "", false // (a leader's batch, taken as it wrote it: its timestamps, LogAppendTime included, are its own)
+	}
 	if o.Compacted && r.Key == nil {
 		return "compacted topic cannot accept a record without a key", false
 	}

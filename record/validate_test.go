@@ -90,6 +90,23 @@ func TestValidateLogAppendTimeFromProducer(t *testing.T) {
 
 // Scenario 72: testControlRecordsNotAllowedFromClients and
 // testControlRecordsNotCompressed.
+// A follower takes its leader's batches as the leader wrote them: a
+// LogAppendTime batch (the leader stamped it), any timestamp, and a
+// compressed batch whose offsets a compaction left with gaps, all unchanged
+// (a follower that refused LogAppendTime batches never replicated such a
+// topic: librdkafka's test 0052).
+func TestValidateReplicatedBatchesAsTheLeaderWroteThem(t *testing.T) {
+	lat := build(t, None, sampleRecords()[:2], func(b *Builder) { b.SetLogAppendTime(5) })
+	for _, tt := range []TimestampType{LogAppendTime, CreateTime} {
+		v, err := ValidateAppend(lat.Bytes(), ValidateOptions{Origin: OriginReplication, TimestampType: tt, NowMs: 1 << 50,
+			TimestampBeforeMaxMs: 1, TimestampAfterMaxMs: 1})
+		require.NoError(t, err, "topic timestamp type %v", tt)
+		require.Equal(t, lat.Bytes(), v.Batch.Bytes())
+	}
+	_, err := ValidateAppend(lat.Bytes(), ValidateOptions{Origin: OriginClient, TimestampType: LogAppendTime})
+	require.Error(t, err, "a producer's still is refused")
+}
+
 func TestValidateControlBatches(t *testing.T) {
 	marker, err := EndTxnMarker{Type: ControlCommit, ProducerID: 5, ProducerEpoch: 1, Timestamp: 10}.AppendTo(nil)
 	require.NoError(t, err)
