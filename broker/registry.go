@@ -212,8 +212,20 @@ func refuseUnruled(req kmsg.Request) (kmsg.Response, error) {
 
 // handle answers one request; a nil response is none (acks=0). An error
 // closes the connection. Its steps: the session's state, the registry's
-// versions, decoding, authorization, quotas, the handler.
+// versions, decoding, authorization, quotas, the handler. Every answer
+// of a served version — a handler's, a refusal's, an error path's that
+// built a fresh response — is encoded at the request's version, set here
+// and nowhere else (a JoinGroup sent to a non-coordinator was answered
+// with a version 0 body).
 func (b *Broker) handle(ctx context.Context, h header, req kmsg.Request, body []byte) (kmsg.Response, error) {
+	resp, err := b.respond(ctx, h, req, body)
+	if a := apiFor(h.key); resp != nil && a != nil && h.version >= a.min && h.version <= a.max {
+		resp.SetVersion(h.version)
+	}
+	return resp, err
+}
+
+func (b *Broker) respond(ctx context.Context, h header, req kmsg.Request, body []byte) (kmsg.Response, error) {
 	a := apiFor(h.key)
 	if a == nil || !a.beforeAuth {
 		if err := b.checkSession(h); err != nil {
