@@ -58,8 +58,9 @@ func (c *Coordinator) Owns(id string) int16 {
 // the marker settles their pending transactional offsets.
 func (c *Coordinator) OwnsPartition(p int32) int16 {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ownedParts.Code(p)
+	code := c.ownedParts.Code(p)
+	c.mu.Unlock()
+	return store.LoadingIfElected(code, func() bool { return c.log.Elected(p) })
 }
 
 // Load starts loading the groups of __consumer_offsets partition p from

@@ -63,9 +63,11 @@ func (c *Coordinator) PartitionFor(id string) int32 {
 // 0, or NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while its
 // partition loads. A coordinator of a single node owns every id.
 func (c *Coordinator) Owns(id string) int16 {
+	p := c.PartitionFor(id)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ownedParts.Code(c.PartitionFor(id))
+	code := c.ownedParts.Code(p)
+	c.mu.Unlock()
+	return store.LoadingIfElected(code, func() bool { return c.log.Elected(p) })
 }
 
 // current reports whether t is still coordinated here as it was loaded

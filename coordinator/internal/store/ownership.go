@@ -30,3 +30,14 @@ func (o Ownership) Code(p int32) int16 {
 	}
 	return kerr.NotCoordinator.Code
 }
+
+// LoadingIfElected reports whether a code of Code for a partition the cluster has
+// just named this broker the leader of is really a load about to begin:
+// NOT_COORDINATOR becomes COORDINATOR_LOAD_IN_PROGRESS when elected says
+// so (asked only then).
+func LoadingIfElected(code int16, elected func() bool) int16 {
+	if code == kerr.NotCoordinator.Code && elected() {
+		return kerr.CoordinatorLoadInProgress.Code
+	}
+	return code
+}

@@ -69,6 +69,21 @@ type Hooks struct {
 	// Partitions is the cluster topic's partition count (0: it does not
 	// exist yet, and the configured count is used).
 	Partitions func() int32
+	// Elected, if set, reports whether the cluster's metadata names this
+	// broker partition p's leader: a request for one of its keys before
+	// the leadership is taken up and loaded is COORDINATOR_LOAD_IN_PROGRESS
+	// (which clients retry), not NOT_COORDINATOR (which some hand to the
+	// application).
+	Elected func(p int32) bool
+}
+
+// Elected reports what the hooks' Elected says of partition p (false on
+// a single node).
+func (l *Log) Elected(p int32) bool {
+	l.mu.Lock()
+	h := l.hooks
+	l.mu.Unlock()
+	return h != nil && h.Elected != nil && h.Elected(p)
 }
 
 // Clustered makes the log a cluster's, of the configured partition count.
