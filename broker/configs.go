@@ -211,6 +211,9 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 	for _, name := range replicationRates {
 		out = append(out, static(name, strconv.FormatInt(math.MaxInt64, 10), kmsg.ConfigTypeLong))
 	}
+	for _, name := range slices.Sorted(maps.Keys(inertConfigs)) {
+		out = append(out, static(name, inertConfigs[name].def, inertConfigs[name].typ))
+	}
 	// The topic defaults are dynamic: each one's value is the highest
 	// level's that sets it, its synonyms the levels below.
 	for _, name := range append(b.dyn.names(false), b.dyn.names(true)...) {

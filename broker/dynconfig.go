@@ -50,11 +50,46 @@ type dynamicConfigs struct {
 // default Long.MAX_VALUE (none).
 var replicationRates = []string{"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 
+// inertConfigs are dynamic broker configs of Kafka's that seglog takes,
+// keeps and describes, and that change nothing here (it has no Kerberos):
+// clients' tests set them, as Kafka accepts them (librdkafka's 0081). Each
+// has its Kafka default, type and check.
+var inertConfigs = map[string]struct {
+	def   string
+	typ   kmsg.ConfigType
+	check func(string) bool
+}{
+	"sasl.kerberos.min.time.before.relogin": {"60000", kmsg.ConfigTypeLong, func(v string) bool { n, err := strconv.ParseInt(v, 10, 64); return err == nil && n >= 0 }},
+	"sasl.kerberos.ticket.renew.jitter":     {"0.05", kmsg.ConfigTypeDouble, func(v string) bool { f, err := strconv.ParseFloat(v, 64); return err == nil && f >= 0 && f <= 0.25 }},
+	"sasl.kerberos.ticket.renew.window.factor": {"0.8", kmsg.ConfigTypeDouble, func(v string) bool {
+		f, err := strconv.ParseFloat(v, 64)
+		return err == nil && f >= 0.5 && f <= 1
+	}},
+}
+
 // isDynamicBrokerConfig reports whether a broker config may be set
-// dynamically: a topic default, or a replication throttle.
+// dynamically: a topic default, a replication throttle, or one of
+// inertConfigs.
 func isDynamicBrokerConfig(name string) bool {
 	_, ok := tablet.BrokerSynonymOf(name)
-	return ok || slices.Contains(replicationRates, name)
+	_, inert := inertConfigs[name]
+	return ok || inert || slices.Contains(replicationRates, name)
+}
+
+// checkOther checks the value of a dynamic broker config that is not a
+// topic default (a replication throttle, an inert config): ok, whether
+// it is one.
+func checkOther(name, v string) (bool, error) {
+	if slices.Contains(replicationRates, name) {
+		return true, checkRate(name, v)
+	}
+	if c, ok := inertConfigs[name]; ok {
+		if !c.check(v) {
+			return true, fmt.Errorf("%w: %s=%s is out of its range", tablet.ErrConfig, name, v)
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // checkRate checks a replication throttle's value: a long of 0 or more.
@@ -130,10 +165,8 @@ func openDynamicConfigs(m *tablet.Manager, store docstore.Store, node string, se
 				if !isDynamicBrokerConfig(k) {
 					return nil, fmt.Errorf("%s is not a dynamic broker config", k)
 				}
-				if slices.Contains(replicationRates, k) {
-					if err := checkRate(k, v); err != nil {
-						return nil, err
-					}
+				if _, err := checkOther(k, v); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -359,11 +392,13 @@ func (d *dynamicConfigs) alter(f *dynamicFile, cluster bool, changes []configCha
 			next[ch.key] = *ch.value
 		}
 		// Each value is checked, even one a higher level hides.
-		if v, ok := next[ch.key]; ok && slices.Contains(replicationRates, ch.key) {
-			if err := checkRate(ch.key, v); err != nil {
-				return nil, &configRefusal{kerr.InvalidConfig.Code, errMessage(err)}
+		if v, ok := next[ch.key]; ok {
+			if other, err := checkOther(ch.key, v); other {
+				if err != nil {
+					return nil, &configRefusal{kerr.InvalidConfig.Code, errMessage(err)}
+				}
+				continue
 			}
-		} else if ok {
 			syn, _ := tablet.BrokerSynonymOf(ch.key)
 			c := d.static
 			if err := syn.SetFrom(&c, v); err != nil {
@@ -407,6 +442,9 @@ func (b *Broker) isBrokerConfig(name string) bool {
 // nearestBrokerConfig suggests the dynamic config nearest a typo.
 func (b *Broker) nearestBrokerConfig(name string) string {
 	names := slices.Clone(replicationRates)
+	for n := range inertConfigs {
+		names = append(names, n)
+	}
 	for _, s := range tablet.BrokerSynonyms {
 		names = append(names, s.Broker)
 	}

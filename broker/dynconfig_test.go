@@ -198,3 +198,24 @@ func TestDynamicReplicationRates(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, rs[0].Err, kerr.InvalidConfig)
 }
+
+// Kafka's dynamic Kerberos configs are taken, kept and described (they
+// change nothing: seglog has no Kerberos), and a value out of their range
+// is refused — they were refused as unknown broker configs, where Kafka
+// takes them (librdkafka's test 0081 sets one).
+func TestDynamicInertConfigs(t *testing.T) {
+	b, _, addr := testBroker(t, Options{})
+	adm, _, ctx := adminClient(t, addr)
+	c := brokerConfig(t, b, "sasl.kerberos.min.time.before.relogin", "0")
+	require.Equal(t, "60000", *c.Value, "Kafka's default")
+	v, bad := "58000", "-1"
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "sasl.kerberos.min.time.before.relogin", Value: &v}}, 0)
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	c = brokerConfig(t, b, "sasl.kerberos.min.time.before.relogin", "0")
+	require.Equal(t, "58000", *c.Value)
+	require.Equal(t, kmsg.ConfigSourceDynamicBrokerConfig, c.Source)
+	rs, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "sasl.kerberos.min.time.before.relogin", Value: &bad}}, 0)
+	require.NoError(t, err)
+	require.ErrorIs(t, rs[0].Err, kerr.InvalidConfig)
+}

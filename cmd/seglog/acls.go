@@ -100,6 +100,10 @@ yet.`,
 	fl.BoolVar(&f.cluster, "cluster", false, "the cluster")
 	fl.StringVar(&f.pattern, "resource-pattern-type", "", "literal (default for --add), prefixed; for --list and --remove also any (default) and match")
 	fl.StringVar(&f.principal, "principal", "", "with --list: only this principal's ACLs")
+	// kafka-acls.sh's --force answers its prompts; seglog acls never
+	// prompts, so scripts written for it run unchanged.
+	var force bool
+	fl.BoolVar(&force, "force", false, "accepted as kafka-acls.sh's (seglog acls asks nothing: --remove removes at once)")
 	return cmd
 }
 

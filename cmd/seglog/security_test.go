@@ -134,6 +134,11 @@ func TestServeACLs(t *testing.T) {
 	code, out, errOut = runSeglog(t, "acls", "--data-dir", d, "--list", "--principal", "User:bob")
 	require.Zero(t, code, errOut)
 	require.Equal(t, 2, strings.Count(out, "principal=User:bob"), out)
+	// kafka-acls.sh's --force (it answers its prompts) is taken.
+	code, _, errOut = runSeglog(t, "acls", "--data-dir", d, "--add", "--force", "--allow-principal", "User:carol", "--operation", "Read", "--topic", "x")
+	require.Zero(t, code, errOut)
+	code, _, errOut = runSeglog(t, "acls", "--data-dir", d, "--remove", "--force", "--allow-principal", "User:carol", "--operation", "Read", "--topic", "x")
+	require.Zero(t, code, errOut)
 
 	cmd, lines := startServe(t, "--data-dir", d, "--config", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
 		"--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
