@@ -1,7 +1,9 @@
 package jepsen
 
 import (
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -72,4 +74,29 @@ func TestCheck(t *testing.T) {
 	r = Check([]Op{send("p", OK, 0, 0, "a"), read("c", "poll", rec(0, 0, "a")), {Process: "c", Type: Info, F: "restart"},
 		read("c", "poll", rec(0, 0, "a")), read("final", "final", rec(0, 0, "a"))})
 	require.True(t, r.Valid(), r.Table())
+}
+
+// A fault's window runs from its first nemesis op to its last heal
+// before the next fault, and its stall is the longest time from its start
+// without an acknowledged send.
+func TestWindows(t *testing.T) {
+	at := func(op Op, s float64) Op { op.Time = int64(s * 1e9); return op }
+	ops := []Op{
+		at(send("p", OK, 0, 0, "a"), 0.5),
+		at(Op{Process: "nemesis", Type: Info, F: "power-cut"}, 1),
+		at(send("p", OK, 0, 1, "b"), 1.5),
+		at(Op{Process: "nemesis", Type: Info, F: "heal"}, 2),
+		at(send("p", OK, 0, 2, "c"), 4.5), // 3 s without an acknowledgement
+		at(Op{Process: "nemesis", Type: Info, F: "crash"}, 5),
+		at(Op{Process: "nemesis", Type: Info, F: "crash"}, 5.5), // (the same fault's second step)
+		at(Op{Process: "nemesis", Type: Info, F: "heal"}, 6),
+		at(send("p", OK, 0, 3, "d"), 6.2),
+	}
+	w := Windows(ops)
+	require.Len(t, w, 2)
+	require.Equal(t, Window{Fault: "power-cut", Start: time.Second, End: 2 * time.Second, Stall: 3 * time.Second}, w[0])
+	require.Equal(t, "crash", w[1].Fault)
+	require.Equal(t, 6*time.Second, w[1].End)
+	require.InDelta(t, 1.2, w[1].Stall.Seconds(), 1e-9)
+	require.NoError(t, Plot(ops, filepath.Join(t.TempDir(), "p.png")))
 }

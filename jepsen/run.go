@@ -89,9 +89,11 @@ type Report struct {
 	// a full ISR in time (not an anomaly by itself: what followed it ran
 	// on a degraded cluster).
 	Unstable []string
-	// History and Text are the files written.
-	History, Text string
-	Took          time.Duration
+	// Windows are the faults' times and the produce stalls they caused.
+	Windows []Window
+	// History, Text and Picture are the files written.
+	History, Text, Picture string
+	Took                   time.Duration
 }
 
 // Run runs the cluster, the workload and the schedule, then reads
@@ -105,7 +107,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Seed: opts.Seed, Schedule: opts.Schedule, History: filepath.Join(opts.Dir, "history.jsonl"),
-		Text: filepath.Join(opts.Dir, "report.txt")}
+		Text: filepath.Join(opts.Dir, "report.txt"), Picture: filepath.Join(opts.Dir, "report.png")}
 	h, err := NewHistory(rep.History)
 	if err != nil {
 		return nil, err
@@ -157,13 +159,20 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		runErr = q.final(fctx)
 		cancel()
 	}
-	rep.Result = Check(h.Ops())
+	ops := h.Ops()
+	rep.Result = Check(ops)
+	rep.Windows = Windows(ops)
+	if err := Plot(ops, rep.Picture); err != nil {
+		opts.Logf("jepsen: the picture: %v", err)
+	}
 	rep.Took = time.Since(began)
 	if err := os.WriteFile(rep.Text, []byte(rep.String()), 0o644); err != nil {
 		return rep, err
 	}
 	return rep, runErr
 }
+
+func createFile(path string) (*os.File, error) { return os.Create(path) }
 
 // createTopic creates the workload's topic (retrying while the cluster
 // settles).
@@ -203,10 +212,14 @@ func (r *Report) String() string {
 	if len(r.Unstable) > 0 {
 		fmt.Fprintf(&b, "\nnot back to a full ISR within 90 s after: %s\n", strings.Join(r.Unstable, ", "))
 	}
-	b.WriteString("\nschedule:\n")
+	b.WriteString("\nschedule (each fault's start, and the longest time after it without an acknowledged send):\n")
 	for i, s := range r.Schedule {
-		fmt.Fprintf(&b, "  %3d  after %-6v %s\n", i+1, s.Quiet, s.Fault)
+		fmt.Fprintf(&b, "  %3d  after %-6v %-18s", i+1, s.Quiet, s.Fault)
+		if i < len(r.Windows) {
+			fmt.Fprintf(&b, " at %7.1fs  stall %v", r.Windows[i].Start.Seconds(), r.Windows[i].Stall.Round(10*time.Millisecond))
+		}
+		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "\nhistory: %s\n", r.History)
+	fmt.Fprintf(&b, "\nhistory: %s\npicture: %s\n", r.History, r.Picture)
 	return b.String()
 }
