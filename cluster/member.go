@@ -165,10 +165,11 @@ func (m *Member) ControllerChanges() int64 { return m.controllerChanges.Load() }
 var ErrClosed = seglog.NewKafkaError("cluster: member closed", -1)
 
 // Join connects to etcd, loads the metadata, registers this broker under
-// a new session lease (waiting while an earlier incarnation's lease
-// lives) and starts the watch, the lease renewals and the controller
-// election. It returns once the broker is registered and its snapshot
-// shows it.
+// a new session lease, fenced (an earlier incarnation's lease is ended at
+// once when it is of the same data directory, else waited out), and
+// starts the watch, the lease renewals and the controller election. It
+// returns once a controller has unfenced the registration and the
+// snapshot shows it.
 func Join(ctx context.Context, opts Options) (*Member, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
@@ -195,15 +196,26 @@ func Join(ctx context.Context, opts Options) (*Member, error) {
 	if err == nil && !opts.Observe {
 		err = m.register(ctx)
 	}
+	if err == nil && !opts.Observe {
+		// As a KRaft broker waits to be unfenced before it serves: the
+		// controller takes the new incarnation in first (docs/cluster.md
+		// §2).
+		lease := m.lease.Load()
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.keepAlive() }()
+		_, err = m.Until(ctx, func(s *Snapshot) bool {
+			b, ok := s.Brokers[opts.NodeID]
+			return ok && b.Epoch == lease && !b.Fenced || m.lease.Load() != lease
+		})
+		if err != nil {
+			err = fmt.Errorf("cluster: node %d was not unfenced by a controller: %w", opts.NodeID, err)
+		}
+	}
 	if err != nil {
 		m.cancel()
 		m.wg.Wait()
 		cli.Close()
 		return nil, err
-	}
-	if !opts.Observe {
-		m.wg.Add(1)
-		go func() { defer m.wg.Done(); m.keepAlive() }()
 	}
 	return m, nil
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seglog/seglog/internal/faultproxy"
 )
 
 // Cluster is the processes under test: etcd members and seglog brokers,
@@ -38,8 +40,15 @@ type brokerProc struct {
 	id   int32
 	dir  string
 	port string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
+	// replPort is its inter-broker listener's (REPL); repl the proxy in
+	// front of it that the others fetch through, etcd the proxies it
+	// reaches each etcd member through: the network faults cut or slow
+	// them (nil without Options.TB).
+	replPort string
+	repl     *faultproxy.Proxy
+	etcd     []*faultproxy.Proxy
+	mu       sync.Mutex
+	cmd      *exec.Cmd
 	// exited is closed when the process ends.
 	exited  chan struct{}
 	stopped bool
@@ -87,7 +96,18 @@ func startCluster(ctx context.Context, opts Options) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
-		c.brk = append(c.brk, &brokerProc{id: int32(i + 1), dir: filepath.Join(opts.Dir, fmt.Sprintf("broker%d", i+1)), port: port})
+		b := &brokerProc{id: int32(i + 1), dir: filepath.Join(opts.Dir, fmt.Sprintf("broker%d", i+1)), port: port}
+		if opts.TB != nil {
+			if b.replPort, err = freePort(); err != nil {
+				c.Close()
+				return nil, err
+			}
+			b.repl = faultproxy.Start(opts.TB, "127.0.0.1:"+b.replPort)
+			for _, m := range c.etcd {
+				b.etcd = append(b.etcd, faultproxy.Start(opts.TB, m.client))
+			}
+		}
+		c.brk = append(c.brk, b)
 	}
 	for _, b := range c.brk {
 		if err := c.StartBroker(ctx, b.id); err != nil {
@@ -222,13 +242,25 @@ func (c *Cluster) StartBrokerUntilListening(ctx context.Context, id int32) (<-ch
 func (c *Cluster) startBroker(ctx context.Context, id int32, _ chan struct{}) error {
 	b := c.brk[id-1]
 	o := c.opts
-	args := []string{"serve", "--simulated-disk", "--data-dir", b.dir,
-		"--config", "listeners=PLAINTEXT://127.0.0.1:" + b.port,
+	endpoints := c.EtcdEndpoints()
+	listeners := []string{"--config", "listeners=PLAINTEXT://127.0.0.1:" + b.port}
+	if b.repl != nil {
+		endpoints = endpoints[:0:0]
+		for _, p := range b.etcd {
+			endpoints = append(endpoints, "http://"+p.Addr())
+		}
+		listeners = []string{"--config", "listeners=PLAINTEXT://127.0.0.1:" + b.port + ",REPL://127.0.0.1:" + b.replPort,
+			"--config", "advertised.listeners=PLAINTEXT://127.0.0.1:" + b.port + ",REPL://" + b.repl.Addr(),
+			"--config", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPL:PLAINTEXT",
+			"--config", "inter.broker.listener.name=REPL"}
+	}
+	args := append([]string{"serve", "--simulated-disk", "--data-dir", b.dir}, listeners...)
+	args = append(args,
 		"--config", fmt.Sprintf("node.id=%d", id),
-		"--config", "seglog.etcd.endpoints=" + strings.Join(c.EtcdEndpoints(), ","),
+		"--config", "seglog.etcd.endpoints="+strings.Join(endpoints, ","),
 		"--config", "seglog.etcd.prefix=/jepsen/",
-		"--config", "broker.session.timeout.ms=" + strconv.Itoa(int(o.SessionTimeout/time.Millisecond)),
-		"--config", "broker.heartbeat.interval.ms=" + strconv.Itoa(int(o.SessionTimeout/time.Millisecond/6)),
+		"--config", "broker.session.timeout.ms="+strconv.Itoa(int(o.SessionTimeout/time.Millisecond)),
+		"--config", "broker.heartbeat.interval.ms="+strconv.Itoa(int(o.SessionTimeout/time.Millisecond/6)),
 		"--config", fmt.Sprintf("default.replication.factor=%d", o.ReplicationFactor),
 		"--config", fmt.Sprintf("min.insync.replicas=%d", o.MinISR),
 		"--config", "offsets.topic.num.partitions=3",
@@ -237,9 +269,9 @@ func (c *Cluster) startBroker(ctx context.Context, id int32, _ chan struct{}) er
 		"--config", "log.segment.bytes=4194304",
 		"--config", "replica.fetch.wait.max.ms=100",
 		"--config", "replica.fetch.backoff.ms=100",
-		"--config", "replica.lag.time.max.ms=" + strconv.Itoa(int(o.LagTime/time.Millisecond)),
+		"--config", "replica.lag.time.max.ms="+strconv.Itoa(int(o.LagTime/time.Millisecond)),
 		"--config", "log.level=info",
-	}
+	)
 	cmd := exec.Command(o.Seglog, args...)
 	lf, err := c.logFile(fmt.Sprintf("broker%d", id))
 	if err != nil {
@@ -333,6 +365,45 @@ func (c *Cluster) signalBroker(id int32, s syscall.Signal) {
 		b.stopped = s == syscall.SIGSTOP
 	}
 }
+
+// CutFromEtcd cuts (or heals) broker id's links to every etcd member: its
+// session expires while it runs, and it must act as no leader.
+func (c *Cluster) CutFromEtcd(id int32, cut bool) {
+	for _, p := range c.brk[id-1].etcd {
+		if cut {
+			p.Cut()
+		} else {
+			p.Heal()
+		}
+	}
+}
+
+// CutReplication cuts (or heals) the link the other brokers fetch from
+// broker id through.
+func (c *Cluster) CutReplication(id int32, cut bool) {
+	if p := c.brk[id-1].repl; p != nil {
+		if cut {
+			p.Cut()
+		} else {
+			p.Heal()
+		}
+	}
+}
+
+// SlowLinks delays every broker's links, to etcd and to the other
+// brokers, by d (0: none).
+func (c *Cluster) SlowLinks(d time.Duration) {
+	for _, b := range c.brk {
+		for _, p := range append([]*faultproxy.Proxy{b.repl}, b.etcd...) {
+			if p != nil {
+				p.Delay(d)
+			}
+		}
+	}
+}
+
+// Networked reports whether the brokers' links go through fault proxies.
+func (c *Cluster) Networked() bool { return len(c.brk) > 0 && c.brk[0].repl != nil }
 
 // Close stops every process: brokers with SIGTERM (a clean stop writes
 // their disks back), then etcd.

@@ -51,7 +51,7 @@ func TestSmoke(t *testing.T) {
 	dir := t.TempDir()
 	rep, err := Run(context.Background(), Options{Seglog: seglog, Etcd: etcd, Dir: dir, Seed: 1,
 		Schedule: []Step{{Fault: FaultCutThenController, Quiet: 2 * time.Second}, {Fault: FaultPowerCut, Quiet: time.Second, Pick: 1}},
-		Logf:     t.Logf})
+		Logf:     t.Logf, TB: t})
 	if rep != nil {
 		t.Log("\n" + rep.String())
 	}
@@ -84,7 +84,7 @@ func TestJepsen(t *testing.T) {
 	}
 	t.Logf("seed %d, %d faults, in %s", s, *faults, dir)
 	rep, err := Run(context.Background(), Options{Seglog: seglog, Etcd: etcd, Dir: dir, Seed: s, Faults: *faults, Kinds: ks,
-		Cycle: true, Logf: t.Logf})
+		Cycle: true, Logf: t.Logf, TB: t})
 	if rep != nil {
 		t.Log("\n" + rep.String())
 	}

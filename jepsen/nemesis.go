@@ -39,11 +39,26 @@ const (
 	FaultEtcdKill = "etcd-kill"
 	// FaultEtcdQuorum SIGSTOPs a majority of etcd's members for a while.
 	FaultEtcdQuorum = "etcd-quorum"
+
+	// FaultPartitionEtcd cuts a leader off from etcd (its session
+	// expires while it runs and clients still reach it), then heals.
+	FaultPartitionEtcd = "partition-etcd"
+	// FaultPartitionReplication cuts a leader off from its followers
+	// (their fetches), not from etcd, then heals.
+	FaultPartitionReplication = "partition-replication"
+	// FaultIsolate cuts a leader off from etcd and from its followers.
+	FaultIsolate = "isolate"
+	// FaultSlowNetwork delays every broker's links by 50 ms.
+	FaultSlowNetwork = "slow-network"
 )
+
+// NetworkFaults need the fault proxies (Options.TB).
+var NetworkFaults = []string{FaultPartitionEtcd, FaultPartitionReplication, FaultIsolate, FaultSlowNetwork}
 
 // AllFaults is every fault, what `make jepsen` chooses from.
 var AllFaults = []string{FaultPowerCut, FaultCrash, FaultCrashLeader, FaultCrashController, FaultPause,
-	FaultCutThenController, FaultCutThenLeader, FaultPauseThenController, FaultEtcdKill, FaultEtcdQuorum}
+	FaultCutThenController, FaultCutThenLeader, FaultPauseThenController, FaultEtcdKill, FaultEtcdQuorum,
+	FaultPartitionEtcd, FaultPartitionReplication, FaultIsolate, FaultSlowNetwork}
 
 // Step is one fault of the schedule and the quiet time before it.
 type Step struct {
@@ -291,6 +306,32 @@ func (n *nemesis) run(ctx context.Context, s Step) error {
 			n.c.ResumeEtcd(i)
 		}
 		note("heal", "etcd members resumed")
+	case FaultPartitionEtcd, FaultPartitionReplication, FaultIsolate:
+		if !n.c.Networked() {
+			return fmt.Errorf("jepsen: %s needs the fault proxies (Options.TB)", s.Fault)
+		}
+		id := leaderOrAny()
+		etcd, repl := s.Fault != FaultPartitionReplication, s.Fault != FaultPartitionEtcd
+		note(s.Fault, "broker %d cut off (from etcd %v, from its followers %v)", id, etcd, repl)
+		if etcd {
+			n.c.CutFromEtcd(id, true)
+		}
+		if repl {
+			n.c.CutReplication(id, true)
+		}
+		pause(ctx, down+o.SessionTimeout)
+		n.c.CutFromEtcd(id, false)
+		n.c.CutReplication(id, false)
+		note("heal", "broker %d's links healed", id)
+	case FaultSlowNetwork:
+		if !n.c.Networked() {
+			return fmt.Errorf("jepsen: %s needs the fault proxies (Options.TB)", s.Fault)
+		}
+		note(s.Fault, "every link delayed 50 ms")
+		n.c.SlowLinks(50 * time.Millisecond)
+		pause(ctx, down)
+		n.c.SlowLinks(0)
+		note("heal", "links at full speed")
 	default:
 		return fmt.Errorf("jepsen: no fault %q", s.Fault)
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -43,6 +45,10 @@ type Options struct {
 	Producers, Consumers int
 	// Logf receives the run's progress (default: none).
 	Logf func(format string, args ...any)
+	// TB, if set, puts fault proxies on the brokers' links (to etcd, and
+	// the inter-broker listener) for the network faults, closed when it
+	// ends; without it those faults are left out of a made schedule.
+	TB testing.TB
 }
 
 func (o *Options) defaults() error {
@@ -64,6 +70,9 @@ func (o *Options) defaults() error {
 	set(&o.Consumers, 2)
 	if len(o.Kinds) == 0 {
 		o.Kinds = AllFaults
+	}
+	if o.TB == nil {
+		o.Kinds = slices.DeleteFunc(slices.Clone(o.Kinds), func(k string) bool { return slices.Contains(NetworkFaults, k) })
 	}
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = 3 * time.Second

@@ -384,11 +384,11 @@ func (p *Partition) alterLocked(isr []int32, why string) {
 		return
 	}
 	p.altering = true
-	from := p.st
+	from, minISR := p.st, p.minISR
 	go func() {
 		ctx, cancel := context.WithTimeout(p.m.ctx, 10*time.Second)
 		defer cancel()
-		to, err := p.m.opts.Member.AlterPartition(ctx, p.tp.Topic, p.tp.Partition, from, isr, p.minISR)
+		to, err := p.m.opts.Member.AlterPartition(ctx, p.tp.Topic, p.tp.Partition, from, isr, minISR)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.altering = false
