@@ -17,3 +17,34 @@ func TestFetcherIDIsKafkas(t *testing.T) {
 	require.Equal(t, 2, fetcherID(checkpoint.TopicPartition{Topic: "t", Partition: 0}, 3))     // 3596 % 3
 	require.Equal(t, 0, fetcherID(checkpoint.TopicPartition{Topic: "t", Partition: 0}, 1))
 }
+
+// A fetched answer changes the log only while the broker follows that
+// leader at that epoch and does not lead the partition (docs/cluster.md
+// §7): a broker that became leader appended the last answer of its former
+// leader after recording its new epoch's start, and its epoch cache was
+// off by the batches appended. The change to leader takes the same lock,
+// so an append in flight finishes first.
+func TestFetchedAnswerOnlyFromTheLeaderFollowed(t *testing.T) {
+	p := &Partition{following: 2, changed: make(chan struct{})}
+	p.st.LeaderEpoch = 5
+	f := &fetcher{leader: 2}
+	fs := &fetchState{p: p, epoch: 5}
+	unlock, ok := f.hold(fs)
+	require.True(t, ok, "following 2 at epoch 5")
+	require.False(t, p.appendMu.TryLock(), "the append lock is held while the answer is applied")
+	unlock()
+
+	for name, change := range map[string]func(){
+		"leading now":          func() { p.leading = true },
+		"another leader":       func() { p.following = 3 },
+		"another leader epoch": func() { p.st.LeaderEpoch = 6 },
+		"following no one":     func() { p.following = -1 },
+	} {
+		p.leading, p.following, p.st.LeaderEpoch = false, 2, 5
+		change()
+		_, ok := f.hold(fs)
+		require.False(t, ok, name)
+		require.True(t, p.appendMu.TryLock(), "%s: the lock is not kept", name)
+		p.appendMu.Unlock()
+	}
+}
