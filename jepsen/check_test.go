@@ -1,11 +1,14 @@
 package jepsen
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seglog/seglog/record"
 )
 
 // send, read and rec make the ops and records of hand-made histories.
@@ -99,4 +102,41 @@ func TestWindows(t *testing.T) {
 	require.Equal(t, 6*time.Second, w[1].End)
 	require.InDelta(t, 1.2, w[1].Stall.Seconds(), 1e-9)
 	require.NoError(t, Plot(ops, filepath.Join(t.TempDir(), "p.png")))
+}
+
+// Replicas holding the same batches agree; one holding another batch at
+// an offset both hold diverges; one holding less (a follower behind) does
+// not.
+func TestCompareReplicas(t *testing.T) {
+	batch := func(base int64, values ...string) []byte {
+		b := record.NewBuilder(record.None)
+		for _, v := range values {
+			require.NoError(t, b.Append(record.Record{Value: []byte(v)}))
+		}
+		out, err := b.Build()
+		require.NoError(t, err)
+		out.SetBaseOffset(base)
+		return out.Bytes()
+	}
+	root := t.TempDir()
+	write := func(broker string, batches ...[]byte) string {
+		dir := filepath.Join(root, broker)
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "t-0"), 0o755))
+		var log []byte
+		for _, b := range batches {
+			log = append(log, b...)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "t-0", "00000000000000000000.log"), log, 0o644))
+		return dir
+	}
+	a := write("a", batch(0, "x", "y"), batch(2, "z"))
+	b := write("b", batch(0, "x", "y")) // behind
+	c := write("c", batch(0, "x", "y"), batch(2, "other"))
+	d, err := CompareReplicas([]string{a, b}, "t", 1)
+	require.NoError(t, err)
+	require.Empty(t, d)
+	d, err = CompareReplicas([]string{a, b, c}, "t", 1)
+	require.NoError(t, err)
+	require.Len(t, d, 1, "%v", d)
+	require.Contains(t, d[0], "offsets 2-2")
 }

@@ -170,6 +170,22 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	ops := h.Ops()
 	rep.Result = Check(ops)
+	// The replicas, once stopped (a clean stop writes the simulated disks
+	// back): no two may hold different records at one offset.
+	if err := c.Close(); err != nil {
+		opts.Logf("jepsen: stopping: %v", err)
+	}
+	var dirs []string
+	for _, b := range c.brk {
+		dirs = append(dirs, b.dir)
+	}
+	diverged, err := CompareReplicas(dirs, topic, opts.Partitions)
+	if err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	for _, d := range diverged {
+		rep.Result.add(InconsistentOffsets, "replicas: "+d)
+	}
 	rep.Windows = Windows(ops)
 	if err := Plot(ops, rep.Picture); err != nil {
 		opts.Logf("jepsen: the picture: %v", err)
