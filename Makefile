@@ -3,13 +3,19 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 3s
 
-.PHONY: run build test vet examples clients lint console-screenshots bench bench-peers measure-hostile measure-sessions bench-micro fuzz fuzz-smoke crash jepsen clean
+.PHONY: run cluster build test vet examples clients lint console-screenshots bench bench-peers measure-hostile measure-sessions bench-micro fuzz fuzz-smoke crash jepsen clean
 
 run: build
 	./bin/seglog demo --dir ./data/demo
 
 build:
 	$(GO) build -o bin/seglog ./cmd/seglog
+
+# cluster runs a cluster to try on this machine: three etcd members and
+# three brokers in one process on loopback, its bootstrap servers and
+# consoles printed; Ctrl-C stops it (seglog playground).
+cluster: build
+	./bin/seglog playground
 
 # versitygw is the real S3 gateway the tiering tests start on loopback. It
 # is built once per machine, in a cache outside the clone keyed by its

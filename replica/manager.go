@@ -486,8 +486,8 @@ func (m *Manager) apply(s *cluster.Snapshot, p *Partition, st cluster.PartitionS
 		// Named leader by a state this incarnation may not act on: no one
 		// serves the partition from here until the controller elects.
 		if wasLeading {
-			m.log.Warn("replica: not leading: the leadership is of an earlier incarnation or this broker is fenced", "partition", p.tp.String(),
-				"leader_epoch", st.LeaderEpoch)
+			m.log.Info("replica: stopped leading: this broker's registration is not live (fenced, or ended), or the leadership predates it",
+				"partition", p.tp.String(), "leader_epoch", st.LeaderEpoch)
 		}
 		p.leading, p.followers = false, nil
 	default:

@@ -71,6 +71,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newProduceCmd(), newAppendCmd(), newEndTxnCmd(), newConsumeCmd(), newOffsetsCmd(), newCompactCmd(),
-		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newTierCmd(), newBenchCmd(), newDemoCmd(), newServeCmd(), newGroupsCmd(), newTransactionsCmd(), newUsersCmd(), newACLsCmd(), newQuotasCmd(), newTopicsCmd(), newConfigsCmd(), newClusterCmd(), newLeadersCmd(), newReassignCmd(), newBenchPeerCmd())
+		newDumpCmd(), newRecoverCmd(), newVerifyCmd(), newTierCmd(), newBenchCmd(), newDemoCmd(), newServeCmd(), newGroupsCmd(), newTransactionsCmd(), newUsersCmd(), newACLsCmd(), newQuotasCmd(), newTopicsCmd(), newConfigsCmd(), newClusterCmd(), newLeadersCmd(), newReassignCmd(), newBenchPeerCmd(), newPlaygroundCmd())
 	return root
 }
