@@ -158,3 +158,50 @@ func TestClusterErrorAnswersAtTheirVersion(t *testing.T) {
 		}
 	}
 }
+
+// The Eligible Leader Replicas (KIP-966): of a partition at
+// min.insync.replicas 2 whose followers shut down one after the other, the
+// one that left the ISR below its minimum stays eligible (the first left
+// while the ISR kept it: the high watermark could move without it) —
+// DescribeTopicPartitions shows it as the ELR beside an ISR of the leader
+// alone; a follower back in the ISR empties the ELR.
+func TestClusterEligibleLeaderReplicas(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := c.servers[1].Member().CreateTopic(ctx, cluster.TopicSpec{Name: "elr", Assignment: [][]int32{{1, 2, 3}}})
+	require.NoError(t, err)
+	until(t, c.servers[1].Member(), "sees elr in sync", func(sn *cluster.Snapshot) bool {
+		st, ok := sn.Partition("elr", 0)
+		return ok && len(st.ISR) == 3
+	})
+	c.stop(2)
+	c.stop(3)
+	until(t, c.servers[1].Member(), "sees 3 eligible", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("elr", 0)
+		return len(st.ISR) == 1 && len(st.ELR) == 1
+	})
+	describe := func() kmsg.DescribeTopicPartitionsResponseTopicPartition {
+		req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		req.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: "elr"}}
+		req.ResponsePartitionLimit = 10
+		resp := rawExchange(t, c.servers[1].Listeners()[0].Addr.String(), req, 0).(*kmsg.DescribeTopicPartitionsResponse)
+		require.Len(t, resp.Topics, 1)
+		require.Len(t, resp.Topics[0].Partitions, 1)
+		return resp.Topics[0].Partitions[0]
+	}
+	p := describe()
+	require.Equal(t, int32(1), p.LeaderID)
+	require.Equal(t, []int32{1}, p.ISR)
+	require.Equal(t, []int32{3}, p.EligibleLeaderReplicas)
+
+	c.start(2)
+	until(t, c.servers[1].Member(), "sees 2 back in the ISR and no ELR", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("elr", 0)
+		return len(st.ISR) == 2 && len(st.ELR) == 0
+	})
+	p = describe()
+	require.ElementsMatch(t, []int32{1, 2}, p.ISR)
+	require.Empty(t, p.EligibleLeaderReplicas)
+}
