@@ -505,13 +505,14 @@ func (m *Member) register(ctx context.Context) error {
 			m.leaseUntil.Store(sent.Add(time.Duration(g.TTL) * time.Second).UnixNano())
 			m.leaseMu.Lock()
 			m.leaseLost = make(chan struct{})
+			lost := m.leaseLost
 			m.leaseMu.Unlock()
 			if err := m.Await(ctx, resp.Header.Revision); err != nil {
 				return err
 			}
 			m.log.Info("cluster: registered", "lease", fmt.Sprintf("%x", g.ID), "ttl_s", g.TTL, "clean_shutdown", b.CleanShutdown)
 			m.wg.Add(1)
-			go func() { defer m.wg.Done(); m.campaign(clientv3.LeaseID(g.ID)) }()
+			go func() { defer m.wg.Done(); m.campaign(clientv3.LeaseID(g.ID), lost) }()
 			return nil
 		}
 		_, _ = m.cli.Revoke(ctx, g.ID)
@@ -612,8 +613,29 @@ func (m *Member) Leased() bool {
 func (m *Member) Epoch() int64 { return m.lease.Load() }
 
 // campaign runs for controller on the lease until the lease is lost or
-// the member closes, running the controller while it wins.
-func (m *Member) campaign(lease clientv3.LeaseID) {
+// the member closes, running the controller while it wins. A campaign
+// that fails (etcd without a leader, say) is run again on the same lease:
+// while the lease lives its election key may stand, and other brokers
+// take its holder for the controller, so the holder must act as one.
+func (m *Member) campaign(lease clientv3.LeaseID, lost <-chan struct{}) {
+	for {
+		m.campaignOnce(lease, lost)
+		select {
+		case <-lost:
+			return
+		case <-m.ctx.Done():
+			return
+		default:
+		}
+		m.pause(m.opts.HeartbeatInterval)
+	}
+}
+
+// campaignOnce is one campaign: it returns when the lease is lost, the
+// member closes or the campaign fails. (It does not follow the election
+// session's own renewals of the lease, which may fail while the lease
+// lives: the registration's renewals say when it is lost.)
+func (m *Member) campaignOnce(lease clientv3.LeaseID, lost <-chan struct{}) {
 	sess, err := concurrency.NewSession(m.cli, concurrency.WithLease(lease), concurrency.WithContext(m.ctx))
 	if err != nil {
 		m.log.Warn("cluster: no election session", "err", err)
@@ -625,14 +647,14 @@ func (m *Member) campaign(lease clientv3.LeaseID) {
 	defer cancel()
 	go func() {
 		select {
-		case <-sess.Done():
+		case <-lost:
 		case <-cctx.Done():
 		}
 		cancel()
 	}()
 	if err := e.Campaign(cctx, strconv.Itoa(int(m.opts.NodeID))); err != nil {
 		if cctx.Err() == nil {
-			m.log.Warn("cluster: controller election failed", "err", err)
+			m.log.Warn("cluster: controller election failed; campaigning again", "err", err)
 		}
 		return
 	}

@@ -61,6 +61,7 @@ func TestSmoke(t *testing.T) {
 		dumpLogs(t, dir)
 	}
 	require.True(t, rep.Result.Valid(), "anomalies found:\n%s", rep.Result.Table())
+	require.Empty(t, rep.Unstable, "faults after which the cluster did not get a full ISR back")
 }
 
 // TestJepsen is make jepsen's long run: -jepsen.faults faults of every
@@ -90,6 +91,7 @@ func TestJepsen(t *testing.T) {
 	}
 	require.NoError(t, err)
 	require.True(t, rep.Result.Valid(), "anomalies found (seed %d):\n%s", s, rep.Result.Table())
+	require.Empty(t, rep.Unstable, "faults after which the cluster did not get a full ISR back (seed %d)", s)
 }
 
 // dumpLogs logs the processes' logs' last lines of a failed run.
