@@ -282,21 +282,33 @@ func (b *Broker) clusterMetadata(h header, r *kmsg.MetadataRequest) *kmsg.Metada
 			p := kmsg.NewMetadataResponseTopicPartition()
 			p.Partition, p.Leader, p.LeaderEpoch = int32(i), leader, st.LeaderEpoch
 			p.Replicas, p.ISR = slices.Clone(ts.Replicas[i]), isr
-			p.OfflineReplicas = []int32{}
-			for _, r := range ts.Replicas[i] {
-				if _, live := s.Brokers[r]; !live {
-					p.OfflineReplicas = append(p.OfflineReplicas, r)
-				}
-			}
-			if leader == cluster.NoLeader {
-				p.ErrorCode = kerr.LeaderNotAvailable.Code
-			}
+			p.OfflineReplicas, p.ErrorCode = offlineReplicas(s, ts.Replicas[i]), leaderCode(leader)
 			topic.Partitions = append(topic.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, topic)
 	}
 	b.metadataAuthorizedOps(h, r, resp)
 	return resp
+}
+
+// offlineReplicas are the replicas whose broker is not registered.
+func offlineReplicas(s *cluster.Snapshot, replicas []int32) []int32 {
+	out := []int32{}
+	for _, r := range replicas {
+		if _, live := s.Brokers[r]; !live {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// leaderCode is a partition's error as clients are told it: none, or
+// LEADER_NOT_AVAILABLE while it has no leader.
+func leaderCode(leader int32) int16 {
+	if leader == cluster.NoLeader {
+		return kerr.LeaderNotAvailable.Code
+	}
+	return 0
 }
 
 // clusterDescribeCluster lists the live brokers and the controller.

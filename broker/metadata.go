@@ -150,15 +150,7 @@ func (b *Broker) describedPartitions(snap *cluster.Snapshot, name string) ([]kms
 			dp.Partition, dp.LeaderID, dp.LeaderEpoch = int32(i), leader, st.LeaderEpoch
 			dp.Replicas, dp.ISR = slices.Clone(ts.Replicas[i]), isr
 			dp.EligibleLeaderReplicas, dp.LastKnownELR = append([]int32{}, st.ELR...), append([]int32{}, st.LastKnownELR...)
-			dp.OfflineReplicas = []int32{}
-			for _, r := range ts.Replicas[i] {
-				if _, live := snap.Brokers[r]; !live {
-					dp.OfflineReplicas = append(dp.OfflineReplicas, r)
-				}
-			}
-			if leader == cluster.NoLeader {
-				dp.ErrorCode = kerr.LeaderNotAvailable.Code
-			}
+			dp.OfflineReplicas, dp.ErrorCode = offlineReplicas(snap, ts.Replicas[i]), leaderCode(leader)
 			out = append(out, dp)
 		}
 		return out, ts.ID
