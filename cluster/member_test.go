@@ -412,3 +412,33 @@ func allLive(s *Snapshot) bool {
 	}
 	return true
 }
+
+// A broker restarted on the same data directory takes over its crashed
+// incarnation's registration at once — the old lease (here of a minute)
+// is revoked, not waited out — and comes back fenced until the controller
+// takes it in; a broker of another directory under the same node id waits
+// for the lease (its join runs out of time here).
+func TestRestartTakesOverTheRegistration(t *testing.T) {
+	t.Parallel()
+	e := etcdtest.Start(t, 1)
+	prefix := "/seglog/" + t.Name() + "/"
+	join := func(dir string, timeout time.Duration) (*Member, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return Join(ctx, Options{Endpoints: e.Endpoints(), Prefix: prefix, NodeID: 1, Directory: dir,
+			SessionTimeout: time.Minute, HeartbeatInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	}
+	first, err := join("dir-a", 30*time.Second)
+	require.NoError(t, err)
+	old := first.Epoch()
+	first.halt() // a crash: the lease lives on for a minute
+	_, err = join("dir-b", 3*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "another directory waits for the lease")
+	again, err := join("dir-a", 30*time.Second)
+	require.NoError(t, err, "the same directory takes over at once")
+	t.Cleanup(again.halt)
+	require.NotEqual(t, old, again.Epoch())
+	b := again.Snapshot().Brokers[1]
+	require.Equal(t, again.Epoch(), b.Epoch)
+	require.False(t, b.Fenced, "taken in by the controller (itself)")
+}
