@@ -16,7 +16,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf16"
@@ -367,13 +366,6 @@ func (m *Manager) configure(p *Partition, configs map[string]string) {
 	}
 }
 
-func parsePositive(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err == nil && n <= 0 {
-		err = errors.New("not positive")
-	}
-	return n, err
-}
 
 // open gets or creates the partition's tablet, with the topic's id: a
 // tablet here of the topic under another id (deleted and recreated while
