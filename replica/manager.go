@@ -366,7 +366,6 @@ func (m *Manager) configure(p *Partition, configs map[string]string) {
 	}
 }
 
-
 // open gets or creates the partition's tablet, with the topic's id: a
 // tablet here of the topic under another id (deleted and recreated while
 // this broker was away) is deleted first.
