@@ -208,19 +208,13 @@ func (c *Cluster) signalEtcd(i int, s syscall.Signal) {
 	}
 }
 
-// StartBroker starts broker id (again, on its data directory and port)
-// and returns once it serves (it says so once it has joined the cluster).
-func (c *Cluster) StartBroker(ctx context.Context, id int32) error {
-	return c.startBroker(ctx, id, nil)
-}
-
 // StartBrokerUntilListening starts broker id and returns as soon as its
 // port accepts connections — before it has loaded its data and joined the
 // cluster, as a client sees a restarted broker come back — and a channel
 // that says when it serves (nil) or that it did not.
 func (c *Cluster) StartBrokerUntilListening(ctx context.Context, id int32) (<-chan error, error) {
 	served := make(chan error, 1)
-	go func() { served <- c.startBroker(ctx, id, nil) }()
+	go func() { served <- c.StartBroker(ctx, id) }()
 	addr := "127.0.0.1:" + c.brk[id-1].port
 	for {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
@@ -239,7 +233,9 @@ func (c *Cluster) StartBrokerUntilListening(ctx context.Context, id int32) (<-ch
 	}
 }
 
-func (c *Cluster) startBroker(ctx context.Context, id int32, _ chan struct{}) error {
+// StartBroker starts broker id (again, on its data directory and port)
+// and returns once it serves (it says so once it has joined the cluster).
+func (c *Cluster) StartBroker(ctx context.Context, id int32) error {
 	b := c.brk[id-1]
 	o := c.opts
 	endpoints := c.EtcdEndpoints()

@@ -205,6 +205,9 @@ func (n *nemesis) run(ctx context.Context, s Step) error {
 		return c[s.Pick%uint64(len(c))]
 	}
 	down := o.SessionTimeout + time.Second
+	if slices.Contains(NetworkFaults, s.Fault) && !n.c.Networked() {
+		return fmt.Errorf("jepsen: %s needs the fault proxies (Options.TB)", s.Fault)
+	}
 	switch s.Fault {
 	case FaultPowerCut:
 		id := pick(s, o.Brokers)
@@ -307,9 +310,6 @@ func (n *nemesis) run(ctx context.Context, s Step) error {
 		}
 		note("heal", "etcd members resumed")
 	case FaultPartitionEtcd, FaultPartitionReplication, FaultIsolate:
-		if !n.c.Networked() {
-			return fmt.Errorf("jepsen: %s needs the fault proxies (Options.TB)", s.Fault)
-		}
 		id := leaderOrAny()
 		etcd, repl := s.Fault != FaultPartitionReplication, s.Fault != FaultPartitionEtcd
 		note(s.Fault, "broker %d cut off (from etcd %v, from its followers %v)", id, etcd, repl)
@@ -324,9 +324,6 @@ func (n *nemesis) run(ctx context.Context, s Step) error {
 		n.c.CutReplication(id, false)
 		note("heal", "broker %d's links healed", id)
 	case FaultSlowNetwork:
-		if !n.c.Networked() {
-			return fmt.Errorf("jepsen: %s needs the fault proxies (Options.TB)", s.Fault)
-		}
 		note(s.Fault, "every link delayed 50 ms")
 		n.c.SlowLinks(50 * time.Millisecond)
 		pause(ctx, down)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"sort"
 	"time"
 
@@ -153,7 +154,7 @@ func Plot(ops []Op, path string) error {
 	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
 	top.Draw(canvases[0][0])
 	bottom.Draw(canvases[1][0])
-	w, err := createFile(path)
+	w, err := os.Create(path)
 	if err != nil {
 		return err
 	}

@@ -197,8 +197,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, runErr
 }
 
-func createFile(path string) (*os.File, error) { return os.Create(path) }
-
 // createTopic creates the workload's topic (retrying while the cluster
 // settles).
 func createTopic(ctx context.Context, q *queue, o Options) error {
