@@ -285,3 +285,56 @@ func TestBackgroundLoad(t *testing.T) {
 	require.Equal(t, int16(0), commitOne(e, "g1", "", -1, "t", 43, ""))
 	require.Equal(t, int64(43), fetchOne(e, "g1"))
 }
+
+// A transaction's pending offsets: OffsetFetch with require_stable
+// answers UNSTABLE_OFFSET_COMMIT (no offset) for its partitions, asked by
+// name and as one of every partition (topics null, which kadm sends) —
+// the latter answered the last stable offset instead, which let a test
+// read a group's offsets before the last transaction's markers landed;
+// without require_stable, the last stable offset; committed, the new one.
+func TestRequireStable(t *testing.T) {
+	e := newTestEnv(t, Options{})
+	require.Equal(t, int16(0), commitOne(e, "g", "", -1, "t", 5, ""))
+	r := kmsg.NewPtrTxnOffsetCommitRequest()
+	r.SetVersion(3)
+	r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = "g", 7, 0, -1
+	r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{
+		{Partition: 0, Offset: 9, LeaderEpoch: -1}, {Partition: 1, Offset: 3, LeaderEpoch: -1}}}}
+	for _, p := range e.c.TxnOffsetCommit(r).Topics[0].Partitions {
+		require.Zero(t, p.ErrorCode)
+	}
+	fetch := func(stable, all bool) map[int32]kmsg.OffsetFetchResponseTopicPartition {
+		f := kmsg.NewPtrOffsetFetchRequest()
+		f.SetVersion(7)
+		f.Group, f.RequireStable = "g", stable
+		if !all {
+			f.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+		}
+		resp := e.c.OffsetFetch(f)
+		require.Zero(t, resp.ErrorCode)
+		out := map[int32]kmsg.OffsetFetchResponseTopicPartition{}
+		for _, rt := range resp.Topics {
+			require.Equal(t, "t", rt.Topic)
+			for _, p := range rt.Partitions {
+				out[p.Partition] = p
+			}
+		}
+		return out
+	}
+	for _, all := range []bool{false, true} {
+		got := fetch(true, all)
+		require.Len(t, got, 2, "every=%v", all)
+		for p, rp := range got {
+			require.Equal(t, kerr.UnstableOffsetCommit.Code, rp.ErrorCode, "every=%v partition %d", all, p)
+			require.Equal(t, int64(-1), rp.Offset)
+		}
+		got = fetch(false, all)
+		require.Equal(t, int64(5), got[0].Offset, "every=%v: the last stable offset", all)
+		require.Zero(t, got[0].ErrorCode)
+	}
+	e.c.OnMarker(checkpoint.TopicPartition{Topic: Topic, Partition: PartitionFor("g", e.opts.Partitions)}, 7, true)
+	got := fetch(true, true)
+	require.Zero(t, got[0].ErrorCode)
+	require.Equal(t, int64(9), got[0].Offset)
+	require.Equal(t, int64(3), got[1].Offset)
+}

@@ -386,10 +386,16 @@ func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchR
 		}
 		g.mu.Unlock()
 	}
-	part := func(p int32, o Offset, ok bool) kmsg.OffsetFetchResponseTopicPartition {
+	// A partition a pending transaction commits is answered, under
+	// require_stable, with UNSTABLE_OFFSET_COMMIT and no offset (the
+	// client retries until the markers land) — asked for by name or as
+	// one of every partition; without it, with its last stable offset.
+	part := func(tp topicPartition) kmsg.OffsetFetchResponseTopicPartition {
 		rp := kmsg.NewOffsetFetchResponseTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, -1, -1, kmsg.StringPtr("")
-		if ok {
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = tp.partition, -1, -1, kmsg.StringPtr("")
+		if r.RequireStable && unstable[tp] {
+			rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+		} else if o, ok := offsets[tp]; ok {
 			rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Offset, o.LeaderEpoch, kmsg.StringPtr(o.Metadata)
 		}
 		return rp
@@ -399,12 +405,19 @@ func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchR
 		for tp := range offsets {
 			byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
 		}
+		if r.RequireStable {
+			for tp := range unstable {
+				if _, ok := offsets[tp]; !ok {
+					byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
+				}
+			}
+		}
 		for _, topic := range sortedKeys(byTopic) {
 			rt := kmsg.OffsetFetchResponseTopic{Topic: topic}
 			ps := byTopic[topic]
 			slices.Sort(ps)
 			for _, p := range ps {
-				rt.Partitions = append(rt.Partitions, part(p, offsets[topicPartition{topic, p}], true))
+				rt.Partitions = append(rt.Partitions, part(topicPartition{topic, p}))
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
@@ -413,13 +426,7 @@ func (c *Coordinator) OffsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchR
 	for _, t := range r.Topics {
 		rt := kmsg.OffsetFetchResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
-			tp := topicPartition{t.Topic, p}
-			o, ok := offsets[tp]
-			rp := part(p, o, ok)
-			if r.RequireStable && unstable[tp] {
-				rp.ErrorCode = kerr.UnstableOffsetCommit.Code // a transaction's commit of it is pending
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+			rt.Partitions = append(rt.Partitions, part(topicPartition{t.Topic, p}))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
