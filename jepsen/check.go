@@ -21,7 +21,8 @@ const (
 )
 
 // Kinds are the anomaly kinds in the order the report lists them.
-var Kinds = []string{Lost, Unseen, Duplicate, InconsistentOffsets, NonMonotonicSend, NonMonotonicPoll, PollSkip}
+var Kinds = []string{Lost, Unseen, Duplicate, InconsistentOffsets, NonMonotonicSend, NonMonotonicPoll, PollSkip,
+	AbortedRead, IntermediateRead, Cycle, OffsetRegression}
 
 // Result is what the checker found in a history.
 type Result struct {
@@ -30,6 +31,9 @@ type Result struct {
 	Sent, Acked, Unknown int
 	// Read is how many distinct values were read.
 	Read int
+	// Txns counts the txn workload's transactions by outcome (ok:
+	// committed, fail: aborted, info: unknown, invoke: never ended).
+	Txns map[OpType]int
 	// Counts counts each anomaly kind; Examples holds a few of each, as
 	// words naming the records involved.
 	Counts   map[string]int
@@ -57,6 +61,9 @@ func (r *Result) add(kind, example string) {
 func (r *Result) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sent %d, acknowledged %d, unknown %d, values read %d\n", r.Sent, r.Acked, r.Unknown, r.Read)
+	if len(r.Txns) > 0 {
+		fmt.Fprintf(&b, "transactions: %d committed, %d aborted, %d unknown\n", r.Txns[OK], r.Txns[Fail], r.Txns[Info]+r.Txns[Invoke])
+	}
 	for _, k := range Kinds {
 		fmt.Fprintf(&b, "  %-22s %d\n", k, r.Counts[k])
 		for _, e := range r.Examples[k] {
@@ -71,12 +78,25 @@ type po struct {
 	o int64
 }
 
-// Check judges a history of the queue workload.
+// Check judges a history: the queue workload's ops, and the txn
+// workload's (checkTxns).
 func Check(ops []Op) *Result {
-	r := &Result{Counts: map[string]int{}, Examples: map[string][]string{}}
+	r := &Result{Counts: map[string]int{}, Examples: map[string][]string{}, Txns: map[OpType]int{}}
 	for _, k := range Kinds {
 		r.Counts[k] = 0
 	}
+	checkLog(ops, r, true)
+	checkPolls(ops, r)
+	checkTxns(ops, r)
+	return r
+}
+
+// checkLog judges one topic's sends and reads: send ops (invoke, ok with
+// the offsets, info), and reads — a consumer's poll, a read of another
+// kind ("read", not checked for order), the final read. With count, the
+// sends and values read are counted in r.
+func checkLog(ops []Op, r *Result, count bool) {
+	var nSent, nAcked, nUnknown int
 	acked := map[string]po{}     // value → where acknowledged
 	unknown := map[string]bool{} // values sent with an unknown outcome
 	ackedBy := map[string]string{}
@@ -92,12 +112,12 @@ func Check(ops []Op) *Result {
 	for _, op := range ops {
 		switch {
 		case op.F == "send" && op.Type == Invoke:
-			r.Sent++
+			nSent++
 		case op.F == "send" && op.Type == OK:
 			for _, rec := range op.Value {
 				acked[rec.Value] = po{rec.Partition, rec.Offset}
 				ackedBy[rec.Value] = op.Process
-				r.Acked++
+				nAcked++
 				last, ok := lastSend[op.Process][rec.Partition]
 				if ok && rec.Offset <= last.Offset {
 					r.add(NonMonotonicSend, fmt.Sprintf("%s: %q acknowledged at %d/%d after %q at %d/%d", op.Process, rec.Value,
@@ -111,9 +131,9 @@ func Check(ops []Op) *Result {
 		case op.F == "send" && op.Type == Info:
 			for _, rec := range op.Value {
 				unknown[rec.Value] = true
-				r.Unknown++
+				nUnknown++
 			}
-		case (op.F == "poll" || op.F == "final") && op.Type == OK:
+		case (op.F == "poll" || op.F == "read" || op.F == "final") && op.Type == OK:
 			for _, rec := range op.Value {
 				k := po{rec.Partition, rec.Offset}
 				if at[k] == nil {
@@ -137,7 +157,9 @@ func Check(ops []Op) *Result {
 			hasFinal = hasFinal || op.F == "final"
 		}
 	}
-	r.Read = len(readAt)
+	if count {
+		r.Sent, r.Acked, r.Unknown, r.Read = nSent, nAcked, nUnknown, len(readAt)
+	}
 	// Inconsistent offsets: one offset, two values.
 	for _, k := range sortedPOs(slices.Collect(maps.Keys(at))) {
 		if vs := at[k]; len(vs) > 1 {
@@ -183,14 +205,24 @@ func Check(ops []Op) *Result {
 			r.add(Unseen, fmt.Sprintf("%q acknowledged at %d/%d (by %s), never read (offsets up to %d read)", v, a.p, a.o, ackedBy[v], maxRead[a.p]))
 		}
 	}
-	checkPolls(ops, at, r)
-	return r
 }
 
 // checkPolls finds, per consumer and partition, reads that go back
 // (non-monotonic poll) or jump over offsets another read saw (poll skip).
 // A consumer's restart ("restart" op of its process) starts it afresh.
-func checkPolls(ops []Op, at map[po]map[string]bool, r *Result) {
+func checkPolls(ops []Op, r *Result) {
+	at := map[po]map[string]bool{}
+	for _, op := range ops {
+		if (op.F == "poll" || op.F == "final") && op.Type == OK {
+			for _, rec := range op.Value {
+				k := po{rec.Partition, rec.Offset}
+				if at[k] == nil {
+					at[k] = map[string]bool{}
+				}
+				at[k][rec.Value] = true
+			}
+		}
+	}
 	last := map[string]map[int32]int64{}
 	for _, op := range ops {
 		if op.F == "restart" {

@@ -3,6 +3,7 @@ package jepsen
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -139,4 +140,78 @@ func TestCompareReplicas(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, d, 1, "%v", d)
 	require.Contains(t, d[0], "offsets 2-2")
+}
+
+// The txn workload's checks: each anomaly found in a history made to hold
+// it, and only it; a clean history of committed, aborted and unknown
+// transactions is valid.
+func TestCheckTxns(t *testing.T) {
+	// retime sets the ops' times in their order, as a history has them.
+	retime := func(ops []Op) []Op {
+		for i := range ops {
+			ops[i].Time = int64(i + 1)
+		}
+		return ops
+	}
+	begin := func(id string, reads ...Record) Op {
+		return Op{Process: "txn-0", Type: Invoke, F: "txn", Txn: id, Reads: reads}
+	}
+	end := func(id string) Op { return Op{Process: "txn-0", Type: Invoke, F: "end", Txn: id} }
+	done := func(id string, typ OpType, sent ...Record) Op {
+		return Op{Process: "txn-0", Type: typ, F: "txn", Txn: id, Value: sent}
+	}
+	final := func(recs ...Record) Op { return Op{Process: "final", Type: OK, F: "txn-final", Value: recs} }
+	offsets := func(recs ...Record) []Op {
+		return []Op{Op{Process: "offsets", Type: Invoke, F: "offsets"}, Op{Process: "offsets", Type: OK, F: "offsets", Value: recs}}
+	}
+	// T1 writes a and b and commits; T2 writes x and aborts; T3 reads a
+	// (after T1 committed), writes c, commits its offset past a; T4's
+	// outcome is unknown and it is not read.
+	clean := []Op{
+		begin("T1"), end("T1"), done("T1", OK, rec(0, 0, "a"), rec(1, 0, "b")),
+		begin("T2"), end("T2"), done("T2", Fail, rec(0, 1, "x")),
+		begin("T3", rec(0, 0, "a")), end("T3"), done("T3", OK, rec(1, 2, "c")),
+		begin("T4"), end("T4"), done("T4", Info, rec(0, -1, "y")),
+	}
+	clean = append(clean, offsets(Record{Partition: 0, Offset: 1})...)
+	clean = append(clean, final(rec(0, 0, "a"), rec(1, 0, "b"), rec(1, 2, "c"), rec(0, 3, "end-0"), rec(1, 3, "end-1")))
+	r := Check(retime(clean))
+	require.True(t, r.Valid(), r.Table())
+	require.Equal(t, map[OpType]int{OK: 2, Fail: 1, Info: 1}, r.Txns)
+	require.Zero(t, r.Acked, "the queue's counts are the queue's")
+
+	// with replaces the ops from index i on.
+	with := func(i int, more ...Op) []Op { return append(slices.Clone(clean[:i]), more...) }
+	finalOf := clean[len(clean)-1]
+	for _, c := range []struct {
+		kind string
+		ops  []Op
+		also map[string]int
+	}{
+		// T2's aborted x in the final read.
+		{AbortedRead, append(slices.Clone(clean[:len(clean)-1]),
+			final(rec(0, 0, "a"), rec(0, 1, "x"), rec(1, 0, "b"), rec(1, 2, "c"), rec(0, 3, "end-0"), rec(1, 3, "end-1"))), nil},
+		// T5 read T1's b before T1 was asked to commit.
+		{IntermediateRead, slices.Concat([]Op{begin("T1"), begin("T5", rec(1, 0, "b")), end("T5"), done("T5", Fail)}, clean[1:]), nil},
+		// T6 reads T7's write and T7 reads T6's: each read the other
+		// before it committed, too.
+		{Cycle, with(len(clean)-1, begin("T6", rec(3, 0, "t7")), begin("T7", rec(2, 0, "t6")), end("T6"), end("T7"),
+			done("T6", OK, rec(2, 0, "t6")), done("T7", OK, rec(3, 0, "t7")),
+			final(rec(0, 0, "a"), rec(1, 0, "b"), rec(1, 2, "c"), rec(2, 0, "t6"), rec(3, 0, "t7"))), map[string]int{IntermediateRead: 2}},
+		// The offsets read after T3 committed 1 find 0.
+		{OffsetRegression, append(append(with(len(clean)-3), offsets(Record{Partition: 0, Offset: 0})...), finalOf), nil},
+		// T1's committed b missing from the final read, c after it read.
+		{Lost, append(slices.Clone(clean[:len(clean)-1]), final(rec(0, 0, "a"), rec(1, 2, "c"), rec(0, 3, "end-0"), rec(1, 3, "end-1"))), nil},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			r := Check(retime(c.ops))
+			for _, k := range Kinds {
+				want := c.also[k]
+				if k == c.kind {
+					want = 1
+				}
+				require.Equal(t, want, r.Counts[k], "%s in:\n%s", k, r.Table())
+			}
+		})
+	}
 }

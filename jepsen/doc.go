@@ -1,5 +1,5 @@
 // Package jepsen is seglog's fault checker, modelled on Jepsen's analysis
-// of Kafka (its queue workload): it runs a real cluster — `seglog serve`
+// of Kafka (its queue and txn workloads): it runs a real cluster — `seglog serve`
 // processes over etcd processes, all on loopback — drives it with
 // independent clients (franz-go) while a nemesis injects faults on a
 // seeded random schedule, records every operation to a history, and
@@ -23,7 +23,10 @@
 // read with two values, or an acknowledged record read at another offset),
 // non-monotonic send (a producer's acknowledged offsets in one partition
 // going back), non-monotonic poll and poll skip (a consumer's reads of a
-// partition going back, or jumping over records other reads saw).
+// partition going back, or jumping over records other reads saw); of the
+// transactions (txn.go, txncheck.go): aborted read (G1a), intermediate
+// read (G1b), cycles of read dependencies (G1c) and regressions of the
+// group's committed offsets.
 //
 // A write whose answer was lost (a timeout, a connection cut) is "info":
 // neither lost nor duplicated if it never appears, but a value appearing

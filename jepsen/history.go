@@ -33,10 +33,19 @@ type Op struct {
 	Process string `json:"process"`
 	Type    OpType `json:"type"`
 	// F is the function: "send", "poll" (a consumer's poll), "final" (the
-	// last read of everything), or the nemesis's fault ("power-cut", …).
+	// last read of everything); of the transactional workload "txn",
+	// "end", "offsets" (a read of its group's committed offsets) and
+	// "txn-final"; or the nemesis's fault ("power-cut", …).
 	F string `json:"f"`
-	// Value is what was sent (send) or read (poll, final).
+	// Value is what was sent (send, txn) or read (poll, final), or a
+	// group's committed offsets (offsets: a record per partition, no
+	// value).
 	Value []Record `json:"value,omitempty"`
+	// Txn names a transaction (txn, and the commit or abort it ends with:
+	// F "end", invoked just before EndTxn); Reads are the records its
+	// consumer read before it began, whose offsets it commits.
+	Txn   string   `json:"txn,omitempty"`
+	Reads []Record `json:"reads,omitempty"`
 	// Error is a failed or unknown op's error; Note a nemesis op's words.
 	Error string `json:"error,omitempty"`
 	Note  string `json:"note,omitempty"`

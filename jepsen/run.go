@@ -41,8 +41,10 @@ type Options struct {
 	// SessionTimeout is broker.session.timeout.ms (default 3 s);
 	// LagTime replica.lag.time.max.ms (default 10 s).
 	SessionTimeout, LagTime time.Duration
-	// Producers (4) and Consumers (2) are the clients.
-	Producers, Consumers int
+	// Producers (4) and Consumers (2) are the queue workload's clients,
+	// TxnWorkers (2) the txn workload's transactional workers, on a topic
+	// of TxnPartitions (4); a negative count runs none.
+	Producers, Consumers, TxnWorkers, TxnPartitions int
 	// Logf receives the run's progress (default: none).
 	Logf func(format string, args ...any)
 	// TB, if set, puts fault proxies on the brokers' links (to etcd, and
@@ -68,6 +70,8 @@ func (o *Options) defaults() error {
 	set(&o.MinISR, 2)
 	set(&o.Producers, 4)
 	set(&o.Consumers, 2)
+	set(&o.TxnWorkers, 2)
+	set(&o.TxnPartitions, 4)
 	if len(o.Kinds) == 0 {
 		o.Kinds = AllFaults
 	}
@@ -129,10 +133,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer c.Close()
-	const topic = "jepsen"
+	const topic, txnTopic = "jepsen", "jepsen-txn"
 	q := &queue{h: h, seeds: c.Seeds(), topic: topic, partitions: int32(opts.Partitions)}
-	if err := createTopic(ctx, q, opts); err != nil {
+	tx := &txns{h: h, q: q, topic: txnTopic, group: "jepsen-txn", partitions: int32(opts.TxnPartitions), seed: opts.Seed}
+	if err := createTopic(ctx, q, topic, opts.Partitions, opts); err != nil {
 		return nil, err
+	}
+	if opts.TxnWorkers > 0 {
+		if err := createTopic(ctx, q, txnTopic, opts.TxnPartitions, opts); err != nil {
+			return nil, err
+		}
 	}
 	n := &nemesis{c: c, h: h, opts: opts, topic: topic, log: opts.Logf}
 	if !n.stable(ctx, 2*time.Minute) {
@@ -145,6 +155,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	for i := range opts.Consumers {
 		wg.Go(func() { _ = q.consume(wctx, i) })
+	}
+	for i := range max(opts.TxnWorkers, 0) {
+		wg.Go(func() { tx.work(wctx, i) })
+	}
+	if opts.TxnWorkers > 0 {
+		wg.Go(func() { tx.watchOffsets(wctx) })
 	}
 	var runErr error
 	for i, s := range opts.Schedule {
@@ -166,6 +182,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		n.stable(ctx, 2*time.Minute)
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		runErr = q.final(fctx)
+		if runErr == nil && opts.TxnWorkers > 0 {
+			runErr = tx.final(fctx)
+		}
 		cancel()
 	}
 	ops := h.Ops()
@@ -179,12 +198,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	for _, b := range c.brk {
 		dirs = append(dirs, b.dir)
 	}
-	diverged, err := CompareReplicas(dirs, topic, opts.Partitions)
-	if err != nil {
-		runErr = errors.Join(runErr, err)
+	compare := map[string]int{topic: opts.Partitions}
+	if opts.TxnWorkers > 0 {
+		compare[txnTopic] = opts.TxnPartitions
 	}
-	for _, d := range diverged {
-		rep.Result.add(InconsistentOffsets, "replicas: "+d)
+	for t, n := range compare {
+		diverged, err := CompareReplicas(dirs, t, n)
+		if err != nil {
+			runErr = errors.Join(runErr, err)
+		}
+		for _, d := range diverged {
+			rep.Result.add(InconsistentOffsets, "replicas: "+d)
+		}
 	}
 	rep.Windows = Windows(ops)
 	if err := Plot(ops, rep.Picture); err != nil {
@@ -197,9 +222,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, runErr
 }
 
-// createTopic creates the workload's topic (retrying while the cluster
+// createTopic creates a workload's topic (retrying while the cluster
 // settles).
-func createTopic(ctx context.Context, q *queue, o Options) error {
+func createTopic(ctx context.Context, q *queue, topic string, partitions int, o Options) error {
 	cl, err := kgo.NewClient(q.clientOpts()...)
 	if err != nil {
 		return err
@@ -209,8 +234,8 @@ func createTopic(ctx context.Context, q *queue, o Options) error {
 	var last error
 	for range 60 {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		r, err := adm.CreateTopic(tctx, int32(o.Partitions), int16(o.ReplicationFactor),
-			map[string]*string{"min.insync.replicas": kadm.StringPtr(fmt.Sprint(o.MinISR))}, q.topic)
+		r, err := adm.CreateTopic(tctx, int32(partitions), int16(o.ReplicationFactor),
+			map[string]*string{"min.insync.replicas": kadm.StringPtr(fmt.Sprint(o.MinISR))}, topic)
 		cancel()
 		if err == nil {
 			err = r.Err

@@ -105,28 +105,39 @@ func (q *queue) final(ctx context.Context) error {
 	if len(ends) == 0 {
 		return errors.New("jepsen: no end offsets for the final read")
 	}
-	q.h.Add(Op{Process: "final", Type: Invoke, F: "final"})
-	cl, err := kgo.NewClient(q.clientOpts(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{q.topic: offsets}),
-		kgo.FetchMaxWait(200*time.Millisecond))...)
+	return q.readAll(ctx, q.topic, "final", offsets, func(r *kgo.Record) bool {
+		if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+			delete(want, r.Partition)
+		}
+		return len(want) == 0
+	}, func() string { return fmt.Sprintf("partitions not read to their end: %v", want) })
+}
+
+// readAll reads topic's partitions from the offsets given as one op of
+// function f, until done (told each record) says it has all it wants;
+// if ctx ends first the op is info, saying what missing says.
+func (q *queue) readAll(ctx context.Context, topic, f string, offsets map[int32]kgo.Offset, done func(*kgo.Record) bool,
+	missing func() string, more ...kgo.Opt) error {
+	q.h.Add(Op{Process: "final", Type: Invoke, F: f})
+	cl, err := kgo.NewClient(q.clientOpts(append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(200 * time.Millisecond)}, more...)...)...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	var recs []Record
-	for len(want) > 0 {
+	for finished := false; !finished; {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			q.h.Add(Op{Process: "final", Type: Info, F: "final", Value: recs, Error: fmt.Sprintf("partitions not read to their end: %v", want)})
-			return fmt.Errorf("jepsen: the final read did not reach the end of %v: %w", want, err)
+			q.h.Add(Op{Process: "final", Type: Info, F: f, Value: recs, Error: missing()})
+			return fmt.Errorf("jepsen: the final read of %s did not end (%s): %w", topic, missing(), err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			recs = append(recs, Record{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
-			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
+			finished = finished || done(r)
 		})
 	}
-	q.h.Add(Op{Process: "final", Type: OK, F: "final", Value: recs})
+	q.h.Add(Op{Process: "final", Type: OK, F: f, Value: recs})
 	return nil
 }
 
