@@ -153,7 +153,8 @@ func (m *Member) elect(s *Snapshot) []change {
 // operations, each comparing every partition's state and the guards (the
 // controller's: its election); it returns the changes of transactions
 // that failed their compares, for the caller to compute again from a
-// newer snapshot.
+// newer snapshot — this member's snapshot has the writes that beat them
+// by then (as PutDoc's conflicts: a retry must not find the same state).
 func (m *Member) writeStates(ctx context.Context, guards []clientv3.Cmp, changes []change) (failed []change, err error) {
 	for len(changes) > 0 {
 		n := min(len(changes), (maxTxnOps-len(guards))/2)
@@ -176,6 +177,9 @@ func (m *Member) writeStates(ctx context.Context, guards []clientv3.Cmp, changes
 		}
 		if !resp.Succeeded {
 			failed = append(failed, batch...)
+			if err := m.Await(ctx, resp.Header.Revision); err != nil {
+				return failed, err
+			}
 			continue
 		}
 		for _, c := range batch {

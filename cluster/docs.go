@@ -21,7 +21,11 @@ const (
 
 // PutDoc replaces the document name if its key is still at revision rev
 // (0: it does not exist yet) and returns the new revision once this
-// broker's snapshot has it; docstore.ErrConflict if the key moved.
+// broker's snapshot has it; docstore.ErrConflict if the key moved, once
+// this broker's snapshot has the write that moved it — a writer that
+// reloads the document on a conflict (docstore) must find the new one,
+// not retry its stale revision until its retries run out (two ACL
+// changes through two brokers on a loaded machine did).
 func (m *Member) PutDoc(ctx context.Context, name string, value []byte, rev int64) (int64, error) {
 	key := m.prefix + keyDocs + name
 	resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
@@ -30,6 +34,9 @@ func (m *Member) PutDoc(ctx context.Context, name string, value []byte, rev int6
 		return 0, fmt.Errorf("cluster: writing %s: %w", key, err)
 	}
 	if !resp.Succeeded {
+		if err := m.Await(ctx, resp.Header.Revision); err != nil {
+			return 0, err
+		}
 		return 0, docstore.ErrConflict
 	}
 	if err := m.Await(ctx, resp.Header.Revision); err != nil {

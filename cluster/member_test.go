@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/seglog/seglog/internal/docstore"
 	"github.com/seglog/seglog/internal/etcdtest"
 )
 
@@ -441,4 +442,25 @@ func TestRestartTakesOverTheRegistration(t *testing.T) {
 	b := again.Snapshot().Brokers[1]
 	require.Equal(t, again.Epoch(), b.Epoch)
 	require.False(t, b.Fenced, "taken in by the controller (itself)")
+}
+
+// A document write that loses a race (its revision moved) returns the
+// conflict only once the loser's snapshot holds the winner's write, so a
+// writer reloading from its snapshot retries on the new document; before,
+// it could find its old revision again and spin out its retries (two ACL
+// changes at once through two brokers, on a loaded machine).
+func TestDocConflictSeesTheWinner(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 1, map[int32]string{1: "", 2: ""})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rev int64
+	for i := range 50 {
+		won, err := c.members[1].PutDoc(ctx, DocACLs, fmt.Appendf(nil, "%d", i), rev)
+		require.NoError(t, err)
+		_, err = c.members[2].PutDoc(ctx, DocACLs, []byte("late"), rev)
+		require.ErrorIs(t, err, docstore.ErrConflict)
+		require.Equal(t, won, c.members[2].Snapshot().Docs[DocACLs].Rev, "write %d: the loser's snapshot has the winner's write", i)
+		rev = won
+	}
 }
