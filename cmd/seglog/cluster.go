@@ -25,7 +25,8 @@ func newClusterCmd() *cobra.Command {
 		Long: `cluster asks a running broker (Metadata, DescribeCluster, DescribeConfigs,
 ListPartitionReassignments) for its cluster: without a filter, a line per broker
 (Id, Rack, Address, and the controller marked), then the partitions that are
-under-replicated, unavailable or under min.insync.replicas, then the
+under-replicated, unavailable or under min.insync.replicas (with their
+Eligible Leader Replicas, KIP-966: Elr and LastKnownElr), then the
 reassignments in progress (their replicas, those being added and removed); with
 one filter, only those partitions, as
 kafka-topics.sh --describe prints them with the same flag:
@@ -53,6 +54,7 @@ It exits 0 whether or not such partitions exist.`,
 			if err != nil {
 				return err
 			}
+			elr := eligibleReplicas(c, md.Topics.Names())
 			out := cmd.OutOrStdout()
 			all := !underReplicated && !offline && !underMinISR
 			if all {
@@ -77,6 +79,7 @@ It exits 0 whether or not such partitions exist.`,
 					if len(p.OfflineReplicas) > 0 {
 						fmt.Fprintf(out, "\tOffline: %s", ids(p.OfflineReplicas))
 					}
+					fmt.Fprint(out, elr.text(name, p.Partition))
 					if all {
 						fmt.Fprintf(out, "\t(%s)", why)
 					}
@@ -189,4 +192,55 @@ func ids(xs []int32) string {
 		s[i] = strconv.Itoa(int(x))
 	}
 	return strings.Join(s, ",")
+}
+
+// elrs are partitions' Eligible Leader Replicas and last known ELR
+// (KIP-966), by topic and partition.
+type elrs map[string]map[int32][2][]int32
+
+// eligibleReplicas asks DescribeTopicPartitions for topics' ELRs, page by
+// page; nil if the broker does not answer it (an older broker), which
+// prints as N/A, as kafka-topics.sh prints it.
+func eligibleReplicas(c *adminConn, topics []string) elrs {
+	if len(topics) == 0 {
+		return nil
+	}
+	out := elrs{}
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	for _, t := range topics {
+		rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+		rt.Topic = t
+		req.Topics = append(req.Topics, rt)
+	}
+	for {
+		resp, err := req.RequestWith(c.ctx, c.cl)
+		if err != nil {
+			return nil
+		}
+		for _, t := range resp.Topics {
+			if t.Topic == nil || t.ErrorCode != 0 {
+				continue
+			}
+			if out[*t.Topic] == nil {
+				out[*t.Topic] = map[int32][2][]int32{}
+			}
+			for _, p := range t.Partitions {
+				out[*t.Topic][p.Partition] = [2][]int32{p.EligibleLeaderReplicas, p.LastKnownELR}
+			}
+		}
+		if resp.NextCursor == nil {
+			return out
+		}
+		req.Cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: resp.NextCursor.Topic, Partition: resp.NextCursor.Partition}
+	}
+}
+
+// text is a partition's "\tElr: …\tLastKnownElr: …", as kafka-topics.sh
+// --describe ends its line.
+func (e elrs) text(topic string, p int32) string {
+	sets, ok := e[topic][p]
+	if !ok {
+		return "\tElr: N/A\tLastKnownElr: N/A"
+	}
+	return "\tElr: " + ids(sets[0]) + "\tLastKnownElr: " + ids(sets[1])
 }

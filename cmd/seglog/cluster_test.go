@@ -160,6 +160,10 @@ func TestClusterKillLoop(t *testing.T) {
 		_, err = kadm.NewClient(adm).CreateTopic(ctx, 3, -1, nil, topic)
 		require.NoError(t, err)
 	}
+	// e, idle, needs all three replicas in sync: a broker's death leaves
+	// it in e's Eligible Leader Replicas.
+	_, err = kadm.NewClient(adm).CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")}, "e")
+	require.NoError(t, err)
 	adm.Close()
 	// inSync: k and t exist, and every replica of every topic (the
 	// internal ones too) is in its ISR.
@@ -245,6 +249,13 @@ func TestClusterKillLoop(t *testing.T) {
 			code, out, errOut := runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0], "--under-replicated-partitions")
 			require.Equal(t, 0, code, errOut)
 			require.Equal(t, 3, strings.Count(out, "Topic: k\t"), "every partition is under-replicated: %s", out)
+			c.until("the victim in e's ELR", func(s *cluster.Snapshot) bool {
+				st, ok := s.Partition("e", 0)
+				return ok && len(st.ISR) == 2 && slices.Equal(st.ELR, []int32{victim})
+			})
+			code, out, errOut = runSeglog(t, "cluster", "--bootstrap-server", c.seeds()[0], "--under-min-isr-partitions")
+			require.Equal(t, 0, code, errOut)
+			require.Regexp(t, fmt.Sprintf(`(?m)^\tTopic: e\tPartition: 0\tLeader: \d\tReplicas: [\d,]+\tIsr: \d,\d\tOffline: %d\tElr: %d\tLastKnownElr: $`, victim, victim), out)
 		}
 		if fault == 2 {
 			require.NoError(t, c.cmds[victim].Process.Signal(syscall.SIGCONT)) // the zombie wakes up

@@ -175,6 +175,7 @@ func describeTopics(c *adminConn, out io.Writer, topic string, excludeInternal b
 	if err != nil {
 		return err
 	}
+	elr := eligibleReplicas(c, shown)
 	for _, name := range shown {
 		d := ts[name]
 		var set []string
@@ -193,8 +194,8 @@ func describeTopics(c *adminConn, out io.Writer, topic string, excludeInternal b
 		fmt.Fprintf(out, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
 			name, base64.RawURLEncoding.EncodeToString(d.ID[:]), len(d.Partitions), rf, strings.Join(set, ","))
 		for _, p := range d.Partitions.Sorted() {
-			fmt.Fprintf(out, "\tTopic: %s\tPartition: %d\tLeader: %d\tReplicas: %s\tIsr: %s\n", name, p.Partition, p.Leader,
-				ids(p.Replicas), ids(p.ISR))
+			fmt.Fprintf(out, "\tTopic: %s\tPartition: %d\tLeader: %d\tReplicas: %s\tIsr: %s%s\n", name, p.Partition, p.Leader,
+				ids(p.Replicas), ids(p.ISR), elr.text(name, p.Partition))
 		}
 	}
 	return nil

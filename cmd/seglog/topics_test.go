@@ -49,7 +49,7 @@ func TestTopicsAndConfigsCommands(t *testing.T) {
 	code, out, errOut = topics("--describe", "--topic", "orders")
 	require.Zero(t, code, errOut)
 	require.Regexp(t, `^Topic: orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=3600000\n`, out)
-	require.Equal(t, 3, len(regexp.MustCompile(`(?m)^\tTopic: orders\tPartition: \d\tLeader: 0\tReplicas: 0\tIsr: 0$`).FindAllString(out, -1)), out)
+	require.Equal(t, 3, len(regexp.MustCompile(`(?m)^\tTopic: orders\tPartition: \d\tLeader: 0\tReplicas: 0\tIsr: 0\tElr: \tLastKnownElr: $`).FindAllString(out, -1)), out)
 	code, out, errOut = topics("--alter", "--topic", "orders", "--partitions", "5")
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "now has 5 partitions")
