@@ -1398,10 +1398,10 @@ func TestClusterSharedSecurity(t *testing.T) {
 }
 
 // replicateWhole creates a topic of partitions at replication factor 3,
-// produces n records to it at acks=all, calls produced (if set), reads
-// every one back once, and checks that every replica holds the same
-// bytes.
-func (c *testCluster) replicateWhole(topic string, partitions int32, n int, produced func()) {
+// produces n records to it at acks=all, calls produced (if set: it may
+// produce more through the client and checker it is given), reads every
+// one back once, and checks that every replica holds the same bytes.
+func (c *testCluster) replicateWhole(topic string, partitions int32, n int, produced func(*kgo.Client, *clustertest.Checker)) {
 	t := c.t
 	ctx := context.Background()
 	res, err := c.admin().CreateTopic(ctx, partitions, 3, nil, topic)
@@ -1413,7 +1413,7 @@ func (c *testCluster) replicateWhole(topic string, partitions int32, n int, prod
 	chk := clustertest.New()
 	require.NoError(t, chk.Produce(ctx, cl, topic, "a", n))
 	if produced != nil {
-		produced()
+		produced(cl, chk)
 	}
 	chk.ReadBack(t, c.seeds(), topic, partitions)
 	for p := range partitions {
@@ -1431,7 +1431,26 @@ func TestClusterReplicaFetchers(t *testing.T) {
 	// hash would give all to one of three fetchers.)
 	c.configure = func(_ int32, cfg *Config) { cfg.Cluster.ReplicaFetchers = 2 }
 	c.boot(3)
-	c.replicateWhole("nf", 12, 240, func() {
+	c.replicateWhole("nf", 12, 240, func(cl *kgo.Client, chk *clustertest.Checker) {
+		// Every broker leads its preferred partitions with every replica
+		// in sync (a broker whose session lapsed on a loaded machine may
+		// have lost them), and a record more to each partition at
+		// acks=all: each follower has fetched from each leader since.
+		ctx := context.Background()
+		all := kadm.TopicsSet{}
+		all.Add("nf", 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+		_, err := c.admin().ElectLeaders(ctx, kadm.ElectPreferredReplica, all)
+		require.NoError(t, err)
+		until(t, c.servers[1].Member(), "sees every partition led by its preferred replica, in sync", func(s *cluster.Snapshot) bool {
+			ts := s.Topics["nf"]
+			for p, st := range ts.Partitions {
+				if st.Leader != ts.Replicas[p][0] || len(st.ISR) != 3 {
+					return false
+				}
+			}
+			return true
+		})
+		require.NoError(t, chk.Produce(ctx, cl, "nf", "b", 12))
 		for id, s := range c.servers {
 			// The followers fetch in sessions (KIP-227): a fetch names
 			// only what changed. Each leader has both others' (no
