@@ -669,6 +669,7 @@ func clusterGroupHooks(c *ClusterOptions, gopts group.Options, log *slog.Logger)
 	segmentBytes := cmp.Or(gopts.SegmentBytes, 104857600)
 	it := internalTopic{c: c, topic: group.Topic}
 	return &group.ClusterHooks{Topics: clusterTopics{c.Member}, Hooks: group.Hooks{Tablet: it.tablet, Replicated: it.replicated, Partitions: it.partitions, Elected: it.elected,
+		Leased: c.Member.Leased,
 		Ensure: func() error {
 			return ensureInternalTopic(c, group.Topic, partitions, c.OffsetsReplicationFactor, 0, map[string]string{
 				"cleanup.policy": "compact", "segment.bytes": strconv.FormatInt(segmentBytes, 10),
@@ -716,15 +717,16 @@ func awaitISR(ctx context.Context, r *replica.Manager, t *tablet.Tablet, end int
 	return p.AwaitAcks(ctx, end)
 }
 
-// partitions is the topic's partition count in the cluster (0 before it
-// exists).
 // elected reports whether the metadata names this broker partition p's
-// leader (it may not have taken the leadership up yet).
+// leader (it may not have taken the leadership up yet), and its session
+// is certainly alive (else it is NOT_COORDINATOR: clients look again).
 func (it internalTopic) elected(p int32) bool {
 	st, ok := it.c.Member.Snapshot().Partition(it.topic, p)
-	return ok && st.Leader == it.c.Member.NodeID()
+	return ok && st.Leader == it.c.Member.NodeID() && it.c.Member.Leased()
 }
 
+// partitions is the topic's partition count in the cluster (0 before it
+// exists).
 func (it internalTopic) partitions() int32 {
 	if t, ok := it.c.Member.Snapshot().Topics[it.topic]; ok {
 		return int32(len(t.Partitions))

@@ -31,6 +31,7 @@ func clusterTxnHooks(c *ClusterOptions, topts txn.Options, markers *clusterMarke
 	segmentBytes := cmp.Or(topts.SegmentBytes, 104857600)
 	it := internalTopic{c: c, topic: txn.Topic}
 	return &txn.ClusterHooks{WriteMarkers: markers.write, Hooks: txn.Hooks{Tablet: it.tablet, Replicated: it.replicated, Partitions: it.partitions, Elected: it.elected,
+		Leased: c.Member.Leased,
 		Ensure: func() error {
 			return ensureInternalTopic(c, txn.Topic, partitions, c.TransactionsReplicationFactor, cmp.Or(c.TransactionsMinISR, 2),
 				map[string]string{"cleanup.policy": "compact", "segment.bytes": strconv.FormatInt(segmentBytes, 10),

@@ -35,6 +35,9 @@ const (
 	// FaultPauseThenController pauses a leader past its session, then
 	// crashes the controller before it resumes.
 	FaultPauseThenController = "pause+controller"
+	// FaultPauseCoordinator pauses the txn workload's group coordinator
+	// past its session (a zombie coordinator), then resumes it.
+	FaultPauseCoordinator = "pause-coordinator"
 	// FaultEtcdKill SIGKILLs an etcd member, restarted after a while.
 	FaultEtcdKill = "etcd-kill"
 	// FaultEtcdQuorum SIGSTOPs a majority of etcd's members for a while.
@@ -57,7 +60,7 @@ var NetworkFaults = []string{FaultPartitionEtcd, FaultPartitionReplication, Faul
 
 // AllFaults is every fault, what `make jepsen` chooses from.
 var AllFaults = []string{FaultPowerCut, FaultCrash, FaultCrashLeader, FaultCrashController, FaultPause,
-	FaultCutThenController, FaultCutThenLeader, FaultPauseThenController, FaultEtcdKill, FaultEtcdQuorum,
+	FaultCutThenController, FaultCutThenLeader, FaultPauseThenController, FaultPauseCoordinator, FaultEtcdKill, FaultEtcdQuorum,
 	FaultPartitionEtcd, FaultPartitionReplication, FaultIsolate, FaultSlowNetwork}
 
 // Step is one fault of the schedule and the quiet time before it.
@@ -90,12 +93,26 @@ type nemesis struct {
 	h     *History
 	opts  Options
 	topic string
+	group string // (the txn workload's)
 	log   func(string, ...any)
 }
 
 // metadata asks the brokers that run for the controller and each
 // partition's leader and ISR.
 func (n *nemesis) metadata(ctx context.Context) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(n.topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := n.request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
+
+// request sends req to the brokers that run.
+func (n *nemesis) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	var seeds []string
 	for i, s := range n.c.Seeds() {
 		if n.c.Running(int32(i + 1)) {
@@ -107,13 +124,29 @@ func (n *nemesis) metadata(ctx context.Context) (*kmsg.MetadataResponse, error) 
 		return nil, err
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(n.topic)
-	req.Topics = append(req.Topics, t)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return req.RequestWith(rctx, cl)
+	return cl.Request(rctx, req)
+}
+
+// coordinator is the txn workload's group's coordinator, or -1.
+func (n *nemesis) coordinator(ctx context.Context) int32 {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey, req.CoordinatorKeys = n.group, []string{n.group}
+	resp, err := n.request(ctx, req)
+	if err != nil {
+		return -1
+	}
+	r := resp.(*kmsg.FindCoordinatorResponse)
+	for _, c := range r.Coordinators {
+		if c.ErrorCode == 0 {
+			return c.NodeID
+		}
+	}
+	if r.ErrorCode == 0 && len(r.Coordinators) == 0 {
+		return r.NodeID
+	}
+	return -1
 }
 
 // controller is the controller's id, or -1.
@@ -234,8 +267,11 @@ func (n *nemesis) run(ctx context.Context, s Step) error {
 			return err
 		}
 		note("heal", "broker %d restarted", id)
-	case FaultPause:
+	case FaultPause, FaultPauseCoordinator:
 		id := leaderOrAny()
+		if c := n.coordinator(ctx); s.Fault == FaultPauseCoordinator && c > 0 {
+			id = c
+		}
 		note(s.Fault, "broker %d paused", id)
 		n.c.Pause(id)
 		pause(ctx, down+o.SessionTimeout)

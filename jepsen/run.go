@@ -144,7 +144,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	n := &nemesis{c: c, h: h, opts: opts, topic: topic, log: opts.Logf}
+	n := &nemesis{c: c, h: h, opts: opts, topic: topic, group: tx.group, log: opts.Logf}
 	if !n.stable(ctx, 2*time.Minute) {
 		return nil, errors.New("jepsen: the topic never had a full ISR")
 	}

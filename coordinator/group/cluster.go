@@ -58,7 +58,7 @@ func (c *Coordinator) Owns(id string) int16 {
 // the marker settles their pending transactional offsets.
 func (c *Coordinator) OwnsPartition(p int32) int16 {
 	c.mu.Lock()
-	code := c.ownedParts.Code(p)
+	code := c.log.Code(c.ownedParts, p)
 	c.mu.Unlock()
 	return store.LoadingIfElected(code, func() bool { return c.log.Elected(p) })
 }

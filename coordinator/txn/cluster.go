@@ -65,7 +65,7 @@ func (c *Coordinator) PartitionFor(id string) int32 {
 func (c *Coordinator) Owns(id string) int16 {
 	p := c.PartitionFor(id)
 	c.mu.Lock()
-	code := c.ownedParts.Code(p)
+	code := c.log.Code(c.ownedParts, p)
 	c.mu.Unlock()
 	return store.LoadingIfElected(code, func() bool { return c.log.Elected(p) })
 }

@@ -301,7 +301,7 @@ func (c *Coordinator) InitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitPr
 	}
 	c.mu.Lock()
 	p := c.PartitionFor(id)
-	if resp.ErrorCode = c.ownedParts.Code(p); resp.ErrorCode != 0 {
+	if resp.ErrorCode = c.log.Code(c.ownedParts, p); resp.ErrorCode != 0 {
 		c.mu.Unlock()
 		return resp
 	}
@@ -387,7 +387,7 @@ func (c *Coordinator) newProducerID(t *txnMeta) error {
 // producer's id and epoch; code is the error otherwise.
 func (c *Coordinator) lookup(id string, pid int64, epoch int16, newer bool) (*txnMeta, int16) {
 	c.mu.Lock()
-	if code := c.ownedParts.Code(c.PartitionFor(id)); code != 0 {
+	if code := c.log.Code(c.ownedParts, c.PartitionFor(id)); code != 0 {
 		c.mu.Unlock()
 		return nil, code
 	}
@@ -792,7 +792,7 @@ func (c *Coordinator) VerifyOrAdd(id string, pid int64, epoch int16, tp checkpoi
 func (c *Coordinator) verify(id string, pid int64, epoch int16, tp checkpoint.TopicPartition, add bool) int16 {
 	c.mu.Lock()
 	if id != "" {
-		if code := c.ownedParts.Code(c.PartitionFor(id)); code != 0 {
+		if code := c.log.Code(c.ownedParts, c.PartitionFor(id)); code != 0 {
 			c.mu.Unlock()
 			return code
 		}

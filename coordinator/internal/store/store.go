@@ -4,6 +4,8 @@
 package store
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"fmt"
 	"sort"
 	"sync"
@@ -75,6 +77,31 @@ type Hooks struct {
 	// (which clients retry), not NOT_COORDINATOR (which some hand to the
 	// application).
 	Elected func(p int32) bool
+	// Leased, if set, reports whether this broker's session is certainly
+	// alive. A coordinator whose broker may have lost it (a process
+	// paused past its session and resumed, a broker cut off from etcd)
+	// answers NOT_COORDINATOR for the partitions it owns: others may lead
+	// them and have taken writes since, so its view of them may be stale
+	// — an OffsetFetch from it read a group's offsets from before the
+	// transactions a new coordinator had committed.
+	Leased func() bool
+}
+
+// Code is Kafka's answer for a key of partition p of the ownership o (as
+// Ownership.Code), NOT_COORDINATOR for an owned one while the broker is
+// not certainly leased (Hooks.Leased).
+func (l *Log) Code(o Ownership, p int32) int16 {
+	code := o.Code(p)
+	if code != 0 || o == nil {
+		return code
+	}
+	l.mu.Lock()
+	h := l.hooks
+	l.mu.Unlock()
+	if h != nil && h.Leased != nil && !h.Leased() {
+		return kerr.NotCoordinator.Code
+	}
+	return 0
 }
 
 // Elected reports what the hooks' Elected says of partition p (false on
