@@ -43,7 +43,7 @@ func (t *txns) work(ctx context.Context, n int) {
 	for seq := 0; ctx.Err() == nil; {
 		s, err := kgo.NewGroupTransactSession(t.q.clientOpts(kgo.TransactionalID(proc), kgo.TransactionTimeout(txnTimeout),
 			kgo.ConsumerGroup(t.group), kgo.ConsumeTopics(t.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(), kgo.FetchMaxWait(200*time.Millisecond),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond),
 			kgo.DefaultProduceTopic(t.topic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
 			kgo.RecordDeliveryTimeout(20*time.Second))...)
 		if err != nil {
