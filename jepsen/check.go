@@ -85,8 +85,8 @@ func Check(ops []Op) *Result {
 	for _, k := range Kinds {
 		r.Counts[k] = 0
 	}
-	checkLog(ops, r, true)
-	checkPolls(ops, r)
+	at := checkLog(ops, r, true)
+	checkPolls(ops, at, r)
 	checkTxns(ops, r)
 	return r
 }
@@ -94,8 +94,9 @@ func Check(ops []Op) *Result {
 // checkLog judges one topic's sends and reads: send ops (invoke, ok with
 // the offsets, info), and reads — a consumer's poll, a read of another
 // kind ("read", not checked for order), the final read. With count, the
-// sends and values read are counted in r.
-func checkLog(ops []Op, r *Result, count bool) {
+// sends and values read are counted in r. It returns the values read at
+// each offset.
+func checkLog(ops []Op, r *Result, count bool) map[po]map[string]bool {
 	var nSent, nAcked, nUnknown int
 	acked := map[string]po{}     // value → where acknowledged
 	unknown := map[string]bool{} // values sent with an unknown outcome
@@ -205,24 +206,14 @@ func checkLog(ops []Op, r *Result, count bool) {
 			r.add(Unseen, fmt.Sprintf("%q acknowledged at %d/%d (by %s), never read (offsets up to %d read)", v, a.p, a.o, ackedBy[v], maxRead[a.p]))
 		}
 	}
+	return at
 }
 
 // checkPolls finds, per consumer and partition, reads that go back
 // (non-monotonic poll) or jump over offsets another read saw (poll skip).
-// A consumer's restart ("restart" op of its process) starts it afresh.
-func checkPolls(ops []Op, r *Result) {
-	at := map[po]map[string]bool{}
-	for _, op := range ops {
-		if (op.F == "poll" || op.F == "final") && op.Type == OK {
-			for _, rec := range op.Value {
-				k := po{rec.Partition, rec.Offset}
-				if at[k] == nil {
-					at[k] = map[string]bool{}
-				}
-				at[k][rec.Value] = true
-			}
-		}
-	}
+// A consumer's restart ("restart" op of its process) starts it afresh;
+// at is every value read at each offset (checkLog's).
+func checkPolls(ops []Op, at map[po]map[string]bool, r *Result) {
 	last := map[string]map[int32]int64{}
 	for _, op := range ops {
 		if op.F == "restart" {

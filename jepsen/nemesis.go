@@ -269,8 +269,10 @@ func (n *nemesis) run(ctx context.Context, s Step) error {
 		note("heal", "broker %d restarted", id)
 	case FaultPause, FaultPauseCoordinator:
 		id := leaderOrAny()
-		if c := n.coordinator(ctx); s.Fault == FaultPauseCoordinator && c > 0 {
-			id = c
+		if s.Fault == FaultPauseCoordinator {
+			if c := n.coordinator(ctx); c > 0 {
+				id = c
+			}
 		}
 		note(s.Fault, "broker %d paused", id)
 		n.c.Pause(id)

@@ -70,7 +70,9 @@ func (o *Options) defaults() error {
 	set(&o.MinISR, 2)
 	set(&o.Producers, 4)
 	set(&o.Consumers, 2)
-	set(&o.TxnWorkers, 2)
+	if o.TxnWorkers == 0 { // (negative: none)
+		o.TxnWorkers = 2
+	}
 	set(&o.TxnPartitions, 4)
 	if len(o.Kinds) == 0 {
 		o.Kinds = AllFaults
@@ -202,8 +204,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.TxnWorkers > 0 {
 		compare[txnTopic] = opts.TxnPartitions
 	}
-	for t, n := range compare {
-		diverged, err := CompareReplicas(dirs, t, n)
+	for t, parts := range compare {
+		diverged, err := CompareReplicas(dirs, t, parts)
 		if err != nil {
 			runErr = errors.Join(runErr, err)
 		}

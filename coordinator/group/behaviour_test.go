@@ -41,6 +41,25 @@ func commitOne(e *testEnv, group, member string, gen int32, topic string, off in
 	return e.c.OffsetCommit(r).Topics[0].Partitions[0].ErrorCode
 }
 
+// txnCommit commits, in producer pid's transaction (epoch 0, no member:
+// v3), offsets[i] for partition i of topic t, and returns each
+// partition's code.
+func txnCommit(e *testEnv, group string, pid int64, offsets ...int64) []int16 {
+	r := kmsg.NewPtrTxnOffsetCommitRequest()
+	r.SetVersion(3)
+	r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = group, pid, 0, -1
+	rt := kmsg.TxnOffsetCommitRequestTopic{Topic: "t"}
+	for p, o := range offsets {
+		rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitRequestTopicPartition{Partition: int32(p), Offset: o, LeaderEpoch: -1})
+	}
+	r.Topics = []kmsg.TxnOffsetCommitRequestTopic{rt}
+	var codes []int16
+	for _, p := range e.c.TxnOffsetCommit(r).Topics[0].Partitions {
+		codes = append(codes, p.ErrorCode)
+	}
+	return codes
+}
+
 func fetchOne(e *testEnv, group string) int64 {
 	r := kmsg.NewPtrOffsetFetchRequest()
 	r.SetVersion(7)
@@ -252,12 +271,7 @@ func TestStaticLeaderRejoinSkipsAssignment(t *testing.T) {
 func TestBackgroundLoad(t *testing.T) {
 	e := newTestEnv(t, Options{})
 	require.Equal(t, int16(0), commitOne(e, "g1", "", -1, "t", 42, "m"))
-	r := kmsg.NewPtrTxnOffsetCommitRequest()
-	r.SetVersion(3)
-	r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = "g2", 7, 0, -1
-	r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{
-		{Partition: 0, Offset: 77, LeaderEpoch: -1}}}}
-	require.Equal(t, int16(0), e.c.TxnOffsetCommit(r).Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, []int16{0}, txnCommit(e, "g2", 7, 77))
 	require.Equal(t, int64(-1), fetchOne(e, "g2"), "pending until its transaction commits")
 
 	release := make(chan struct{})
@@ -295,14 +309,7 @@ func TestBackgroundLoad(t *testing.T) {
 func TestRequireStable(t *testing.T) {
 	e := newTestEnv(t, Options{})
 	require.Equal(t, int16(0), commitOne(e, "g", "", -1, "t", 5, ""))
-	r := kmsg.NewPtrTxnOffsetCommitRequest()
-	r.SetVersion(3)
-	r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = "g", 7, 0, -1
-	r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{
-		{Partition: 0, Offset: 9, LeaderEpoch: -1}, {Partition: 1, Offset: 3, LeaderEpoch: -1}}}}
-	for _, p := range e.c.TxnOffsetCommit(r).Topics[0].Partitions {
-		require.Zero(t, p.ErrorCode)
-	}
+	require.Equal(t, []int16{0, 0}, txnCommit(e, "g", 7, 9, 3))
 	fetch := func(stable, all bool) map[int32]kmsg.OffsetFetchResponseTopicPartition {
 		f := kmsg.NewPtrOffsetFetchRequest()
 		f.SetVersion(7)

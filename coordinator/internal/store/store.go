@@ -4,13 +4,13 @@
 package store
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 	"unicode/utf16"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
