@@ -328,7 +328,9 @@ func TestKcatGroupAcrossRestart(t *testing.T) {
 	require.Equal(t, sorted(lines(0, 100)), sorted(out), "the group reads everything, from three partitions")
 	stop()
 
-	_, addr, _ = serveDir(t, dir, addr, groupOptions())
+	// (on a new port: each kcat run is a new client, and the old port may
+	// have been taken meanwhile by another test's connection)
+	_, addr, _ = serveDir(t, dir, "127.0.0.1:0", groupOptions())
 	run = kcatRun(t, kcat, addr)
 	run(lines(100, 50), "-P", "-t", "kg")
 	out = run("", "-G", "kgroup", "-X", "auto.offset.reset=earliest", "-c", "50", "-q", "kg")
