@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/replica/state"
 )
 
 // ElectionType is an asked-for election's kind (ElectLeaders).
@@ -126,17 +127,19 @@ func electAsked(s *Snapshot, typ ElectionType, tp TopicPartition) (to, from Part
 	return to, from, err
 }
 
-// electPreferred moves the leadership to the preferred replica.
+// electPreferred moves the leadership to the preferred replica
+// (state.ElectPreferred).
 func electPreferred(s *Snapshot, replicas []int32, st PartitionState) (PartitionState, error) {
 	if len(replicas) == 0 || st.Leader == replicas[0] {
 		return st, ErrElectionNotNeeded
 	}
-	pref := replicas[0]
-	if !s.Live(pref) || !st.InISR(pref) {
+	l, _, ok := state.ElectPreferred(brokerView{s}, replicas, st.leadership())
+	if !ok {
+		pref := replicas[0]
 		return st, fmt.Errorf("%w: broker %d (live %v, in the ISR %v)", ErrPreferredLeaderNotAvailable, pref, s.Live(pref), st.ISR)
 	}
 	to := st.next()
-	to.Leader, to.LeaderEpoch = pref, st.LeaderEpoch+1
+	to.setLeadership(l)
 	return to, nil
 }
 

@@ -1,8 +1,9 @@
 package cluster
 
 import (
-	"slices"
 	"strconv"
+
+	"github.com/seglog/seglog/replica/state"
 )
 
 // The controller's rules, as pure functions of a snapshot and a
@@ -29,113 +30,48 @@ func uncleanRestart(s *Snapshot, id int32) bool {
 	return ok && b.Fenced && !b.CleanShutdown
 }
 
-// setISR makes isr the ISR of to (a next version of from) and keeps the
-// Eligible Leader Replicas (KIP-966): while the ISR is at least minISR
-// there are none; below it, every replica that was in the ISR or the
-// ELR and is not in the new ISR is one — the high watermark does not
-// move while the ISR is below minISR, so each holds every record below
-// it — except a broker back from an unclean shutdown, which may have
-// lost some. A partition of one replica keeps its replica eligible
-// whatever its shutdown: no other copy could be better.
-func setISR(s *Snapshot, replicas []int32, from PartitionState, to *PartitionState, isr []int32, minISR int) {
-	if isr == nil {
-		isr = []int32{} // (an empty ISR, never a state without one)
-	}
-	to.ISR = isr
-	if len(isr) >= minISR {
-		to.ELR, to.LastKnownELR = nil, nil
-		return
-	}
-	var elr []int32
-	for _, r := range append(slices.Clone(from.ELR), from.ISR...) {
-		if slices.Contains(isr, r) || slices.Contains(elr, r) || !slices.Contains(replicas, r) {
-			continue
-		}
-		if uncleanRestart(s, r) && len(replicas) > 1 {
-			continue
-		}
-		elr = append(elr, r)
-	}
-	to.ELR = elr
+// brokerView is the snapshot's brokers as the controller's rules
+// (replica/state) read them.
+type brokerView struct{ s *Snapshot }
+
+func (v brokerView) Live(id int32) bool           { return v.s.Live(id) }
+func (v brokerView) UncleanRestart(id int32) bool { return uncleanRestart(v.s, id) }
+func (v brokerView) ShuttingDown(id int32) bool {
+	b, ok := v.s.Brokers[id]
+	return ok && b.ShuttingDown && !b.Fenced
 }
 
-// electOne returns a partition's next state, and whether it changes
-// (KRaft's rules, with KIP-966's):
-//   - a broker that is not live (gone, fenced, shutting down) leaves the
-//     ISR; the ELR is kept as setISR says, and a fenced broker back from
-//     an unclean shutdown leaves it too;
-//   - a leader that is live and in the ISR stays; else the first replica
-//     of the assignment that is live and in the ISR leads, at the next
-//     leader epoch; with the ISR empty, the first live ELR member (the
-//     ISR becomes it); with none, and unclean leader election on, the
-//     last known leader if it is live, else the first live replica (the
-//     ISR becomes it alone; it may lack acknowledged records); else no
-//     leader, the last leader kept as the last known ELR;
-//   - a leader shutting down (not fenced) with no other live ISR member
-//     keeps the partition: nobody else could take it.
+// leadership is the part of the state the controller's rules decide.
+func (s PartitionState) leadership() state.Leadership {
+	return state.Leadership{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, ISR: s.ISR, ELR: s.ELR, LastKnownELR: s.LastKnownELR}
+}
+
+func (s *PartitionState) setLeadership(l state.Leadership) {
+	s.Leader, s.LeaderEpoch, s.ISR, s.ELR, s.LastKnownELR = l.Leader, l.LeaderEpoch, l.ISR, l.ELR, l.LastKnownELR
+}
+
+// setISR makes isr the ISR of to (a next version of from), the Eligible
+// Leader Replicas kept by state.SetISR's rule.
+func setISR(s *Snapshot, replicas []int32, from PartitionState, to *PartitionState, isr []int32, minISR int) {
+	l := state.SetISR(brokerView{s}, replicas, from.leadership(), isr, minISR)
+	to.ISR, to.ELR, to.LastKnownELR = l.ISR, l.ELR, l.LastKnownELR
+}
+
+// electOne returns a partition's next state, and whether it changes, by
+// state.Elect's rules (KRaft's, with KIP-966's).
 func electOne(s *Snapshot, replicas []int32, st PartitionState, minISR int, unclean bool) (PartitionState, bool) {
-	var isr []int32
-	for _, r := range st.ISR {
-		if s.Live(r) {
-			isr = append(isr, r)
-		}
-	}
-	if b, ok := s.Brokers[st.Leader]; ok && b.ShuttingDown && !b.Fenced && len(isr) == 0 && st.InISR(st.Leader) {
+	l, changed := state.Elect(brokerView{s}, replicas, st.leadership(), minISR, unclean)
+	if !changed {
 		return st, false
 	}
 	to := st.next()
-	setISR(s, replicas, st, &to, isr, minISR)
-	if !s.Live(st.Leader) || !slices.Contains(to.ISR, st.Leader) {
-		to.Leader = NoLeader
-		for _, r := range replicas {
-			if s.Live(r) && slices.Contains(to.ISR, r) {
-				to.Leader = r
-				break
-			}
-		}
-		if to.Leader == NoLeader && len(to.ISR) == 0 {
-			for _, r := range replicas {
-				if s.Live(r) && slices.Contains(to.ELR, r) {
-					to.Leader, to.ISR = r, []int32{r}
-					to.ELR = slices.DeleteFunc(to.ELR, func(e int32) bool { return e == r })
-					break
-				}
-			}
-		}
-		if to.Leader == NoLeader && unclean {
-			if r := uncleanLeader(s, replicas, st); r != NoLeader {
-				to.Leader, to.ISR, to.ELR, to.LastKnownELR = r, []int32{r}, nil, nil
-			}
-		}
-		switch {
-		case to.Leader == NoLeader && st.Leader != NoLeader:
-			to.LastKnownELR = []int32{st.Leader}
-		case to.Leader != NoLeader:
-			to.LastKnownELR = nil
-		}
-		if to.Leader != st.Leader {
-			to.LeaderEpoch++
-		}
-	}
-	if to.Leader == st.Leader && to.LeaderEpoch == st.LeaderEpoch && slices.Equal(to.ISR, st.ISR) &&
-		slices.Equal(to.ELR, st.ELR) && slices.Equal(to.LastKnownELR, st.LastKnownELR) {
-		return st, false
-	}
+	to.setLeadership(l)
 	return to, true
 }
 
-// uncleanLeader is an unclean election's choice: the last known leader
-// if it is live, else the first live replica; NoLeader when none is.
+// uncleanLeader is an unclean election's choice (state.UncleanLeader).
 func uncleanLeader(s *Snapshot, replicas []int32, st PartitionState) int32 {
-	if len(st.LastKnownELR) == 1 && s.Live(st.LastKnownELR[0]) && slices.Contains(replicas, st.LastKnownELR[0]) {
-		return st.LastKnownELR[0]
-	}
-	for _, r := range replicas {
-		if s.Live(r) {
-			return r
-		}
-	}
-	return NoLeader
+	return state.UncleanLeader(brokerView{s}, replicas, st.leadership())
 }
 
 // MayLead reports whether broker id, registered under lease epoch, may act

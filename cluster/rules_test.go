@@ -32,95 +32,11 @@ func brokers(states map[int32]string) *Snapshot {
 	return s
 }
 
-func state(leader, epoch int32, isr []int32, elr ...int32) PartitionState {
+func pstate(leader, epoch int32, isr []int32, elr ...int32) PartitionState {
 	if isr == nil {
 		isr = []int32{}
 	}
 	return PartitionState{Leader: leader, LeaderEpoch: epoch, ISR: isr, PartitionEpoch: 7, ELR: elr}
-}
-
-// The controller's election and ISR rules, a row each: the brokers, a
-// partition's state, min.insync.replicas and unclean election → the next
-// state (leader, epoch, ISR, ELR, last known leader) or no change.
-func TestElectOne(t *testing.T) {
-	r3 := []int32{1, 2, 3}
-	for _, c := range []struct {
-		name     string
-		brokers  map[int32]string
-		replicas []int32
-		st       PartitionState
-		minISR   int
-		unclean  bool
-		changed  bool
-		want     PartitionState // (PartitionEpoch not compared)
-	}{
-		{name: "a live leader in the ISR stays",
-			brokers: map[int32]string{1: "live", 2: "live", 3: "live"}, replicas: r3, st: state(1, 4, []int32{1, 2, 3}), minISR: 2},
-		{name: "a follower gone leaves the ISR at the same leader epoch",
-			brokers: map[int32]string{1: "live", 2: "live"}, replicas: r3, st: state(1, 4, []int32{1, 2, 3}), minISR: 2,
-			changed: true, want: state(1, 4, []int32{1, 2})},
-		{name: "a leader gone: the next live ISR replica of the assignment leads at the next epoch",
-			brokers: map[int32]string{2: "live", 3: "live"}, replicas: r3, st: state(1, 4, []int32{1, 3, 2}), minISR: 2,
-			changed: true, want: state(2, 5, []int32{3, 2})},
-		{name: "the power-cut bug: a leader back as a new incarnation (unclean) is re-elected away and leaves the ISR",
-			brokers: map[int32]string{1: "live", 2: "fenced-unclean", 3: "live"}, replicas: []int32{2, 1, 3}, st: state(2, 5, []int32{2, 1, 3}), minISR: 2,
-			changed: true, want: state(1, 6, []int32{1, 3})},
-		{name: "a leader back clean is re-elected too: its old epoch is not its own",
-			brokers: map[int32]string{1: "live", 2: "fenced-clean", 3: "live"}, replicas: []int32{2, 1, 3}, st: state(2, 5, []int32{2, 1, 3}), minISR: 1,
-			changed: true, want: state(1, 6, []int32{1, 3})},
-		{name: "the ISR below min.insync.replicas: those who left are eligible",
-			brokers: map[int32]string{1: "live"}, replicas: r3, st: state(1, 4, []int32{1, 2, 3}), minISR: 2,
-			changed: true, want: state(1, 4, []int32{1}, 2, 3)},
-		{name: "an unclean restart leaves the ELR",
-			brokers: map[int32]string{1: "live", 2: "fenced-unclean"}, replicas: r3, st: state(1, 4, []int32{1}, 2, 3), minISR: 2,
-			changed: true, want: state(1, 4, []int32{1}, 3)},
-		{name: "a clean restart stays eligible",
-			brokers: map[int32]string{1: "live", 2: "fenced-clean"}, replicas: r3, st: state(1, 4, []int32{1}, 2, 3), minISR: 2},
-		{name: "the ISR empty: an eligible replica leads and is the ISR",
-			brokers: map[int32]string{3: "live"}, replicas: r3, st: state(NoLeader, 5, nil, 2, 3), minISR: 2,
-			changed: true, want: state(3, 6, []int32{3}, 2)},
-		{name: "the whole ISR gone: no leader, its last members eligible, the last leader known",
-			brokers: map[int32]string{}, replicas: r3, st: state(1, 4, []int32{1, 2}), minISR: 2,
-			changed: true, want: func() PartitionState { s := state(NoLeader, 5, nil, 1, 2); s.LastKnownELR = []int32{1}; return s }()},
-		{name: "no ISR, no ELR, clean election only: no leader",
-			brokers: map[int32]string{3: "live"}, replicas: r3, st: state(NoLeader, 5, nil), minISR: 2},
-		{name: "no ISR, no ELR, unclean election: the last known leader if it is live",
-			brokers: map[int32]string{2: "live", 3: "live"}, replicas: r3,
-			st: func() PartitionState { s := state(NoLeader, 5, nil); s.LastKnownELR = []int32{3}; return s }(), minISR: 2, unclean: true,
-			changed: true, want: state(3, 6, []int32{3})},
-		{name: "no ISR, no ELR, unclean election: else the first live replica",
-			brokers: map[int32]string{2: "live"}, replicas: r3,
-			st: func() PartitionState { s := state(NoLeader, 5, nil); s.LastKnownELR = []int32{3}; return s }(), minISR: 2, unclean: true,
-			changed: true, want: state(2, 6, []int32{2})},
-		{name: "one replica: its broker back unclean stays eligible (no better copy exists) until it is unfenced",
-			brokers: map[int32]string{1: "fenced-unclean"}, replicas: []int32{1},
-			st: func() PartitionState { s := state(NoLeader, 1, nil, 1); s.LastKnownELR = []int32{1}; return s }(), minISR: 1},
-		{name: "one replica: unfenced, it leads again",
-			brokers: map[int32]string{1: "live"}, replicas: []int32{1},
-			st: func() PartitionState { s := state(NoLeader, 1, nil, 1); s.LastKnownELR = []int32{1}; return s }(), minISR: 1,
-			changed: true, want: state(1, 2, []int32{1})},
-		{name: "a leader shutting down keeps what nobody else can take",
-			brokers: map[int32]string{1: "shutting-down"}, replicas: r3, st: state(1, 4, []int32{1}), minISR: 1},
-		{name: "a fenced leader alone in the ISR does not keep it",
-			brokers: map[int32]string{1: "fenced-clean"}, replicas: r3, st: state(1, 4, []int32{1}), minISR: 1,
-			changed: true, want: func() PartitionState { s := state(NoLeader, 5, nil, 1); s.LastKnownELR = []int32{1}; return s }()},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			got, changed := electOne(brokers(c.brokers), c.replicas, c.st, c.minISR, c.unclean)
-			require.Equal(t, c.changed, changed, "%+v", got)
-			if !changed {
-				require.Equal(t, c.st, got)
-				return
-			}
-			require.Equal(t, c.st.PartitionEpoch+1, got.PartitionEpoch)
-			require.Equal(t, c.want.Leader, got.Leader, "leader")
-			require.Equal(t, c.want.LeaderEpoch, got.LeaderEpoch, "leader epoch")
-			require.Equal(t, c.want.ISR, got.ISR, "ISR")
-			require.ElementsMatch(t, c.want.ELR, got.ELR, "ELR")
-			require.Equal(t, len(c.want.LastKnownELR) > 0, len(got.LastKnownELR) > 0, "last known ELR %v", got.LastKnownELR)
-			require.ElementsMatch(t, c.want.LastKnownELR, got.LastKnownELR, "last known ELR")
-		})
-	}
 }
 
 // A broker acts as a leader only as the incarnation the leadership was
@@ -128,7 +44,7 @@ func TestElectOne(t *testing.T) {
 // registered.
 func TestMayLead(t *testing.T) {
 	s := brokers(map[int32]string{1: "live", 2: "fenced-clean"})
-	st := state(1, 3, []int32{1, 2})
+	st := pstate(1, 3, []int32{1, 2})
 	st.written = 60
 	require.True(t, s.MayLead(1, 101, st))
 	require.False(t, s.MayLead(1, 999, st), "another lease: another incarnation")
@@ -139,7 +55,7 @@ func TestMayLead(t *testing.T) {
 	st2.Leader = 2
 	require.False(t, s.MayLead(2, 102, st2), "fenced")
 	require.False(t, s.MayLead(2, 102, st), "not the leader named")
-	require.False(t, s.MayLead(3, 103, state(3, 1, []int32{3})), "not registered")
+	require.False(t, s.MayLead(3, 103, pstate(3, 1, []int32{3})), "not registered")
 }
 
 // min.insync.replicas is capped at the replica count (Kafka 3.7+).
@@ -170,7 +86,7 @@ func modelRun(t *testing.T, seed uint64, steps int) {
 	replicas := []int32{1, 2, 3}
 	minISR := 1 + rng.IntN(3)
 	reg := map[int32]string{1: "live", 2: "live", 3: "live"}
-	st := state(1, 0, []int32{1, 2, 3})
+	st := pstate(1, 0, []int32{1, 2, 3})
 	leo := map[int32]int64{1: 0, 2: 0, 3: 0}     // each replica's log end
 	durable := map[int32]int64{1: 0, 2: 0, 3: 0} // what survives a power cut
 	lost := map[int32]bool{}                     // a power cut took unsynced records

@@ -15,6 +15,7 @@ import (
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/replica/state"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -277,7 +278,16 @@ func (f *fetcher) truncate(ctx context.Context, active []*fetchState) error {
 		epochs := fs.p.t.LeaderEpochs()
 		o := fs.p.t.Offsets()
 		if len(epochs) == 0 || o.LogEndOffset == o.LogStartOffset {
-			f.set(fs, func(c *fetchState) { c.truncate = false }) // (nothing to disagree on)
+			// Nothing to disagree on; but an epoch of its own with no
+			// record (it led, appending nothing) goes, as truncateTo.
+			if unlock, ok := f.hold(fs); ok {
+				err := fs.p.t.TruncateTo(o.LogEndOffset)
+				unlock()
+				if err != nil {
+					return err
+				}
+			}
+			f.set(fs, func(c *fetchState) { c.truncate = false })
 			fs.truncate = false
 			continue
 		}
@@ -336,31 +346,22 @@ func find(in []*fetchState, topic string, p int32) *fetchState {
 }
 
 // truncateTo truncates a follower's log given the leader's answer for
-// its latest epoch: (epoch, end). An undefined answer truncates to the
-// high watermark (the leader knows nothing of the epoch: what is above
-// the high watermark is not committed).
+// its latest epoch, (epoch, end), to state.TruncationTarget: where its
+// log stops agreeing with the leader's, or its high watermark when the
+// leader knows no epoch as old. At or past the log end nothing goes but
+// an epoch of its own with no record (tablet.TruncateTo), so the epoch
+// cache says the epoch of every record fetched next.
 func truncateTo(p *Partition, epoch int32, end int64) error {
 	o := p.t.Offsets()
-	target := o.HighWatermark
-	if epoch >= 0 && end >= 0 {
-		target = min(end, localEnd(p.t.LeaderEpochs(), epoch, o.LogEndOffset))
+	var epochs []state.EpochStart
+	for _, e := range p.t.LeaderEpochs() {
+		epochs = append(epochs, state.EpochStart{Epoch: e.Epoch, Start: e.StartOffset})
 	}
-	if target >= o.LogEndOffset {
-		return nil
+	target := state.TruncationTarget(epochs, o.LogEndOffset, o.HighWatermark, epoch, end)
+	if target < o.LogEndOffset {
+		p.m.log.Info("replica: truncating to the leader", "partition", p.tp.String(), "from", o.LogEndOffset, "to", target)
 	}
-	p.m.log.Info("replica: truncating to the leader", "partition", p.tp.String(), "from", o.LogEndOffset, "to", target)
-	return p.t.TruncateTo(target)
-}
-
-// localEnd is where epoch ends in the local log: the log end if it is
-// the latest, else where the first later epoch starts.
-func localEnd(epochs []leaderEpoch, epoch int32, logEnd int64) int64 {
-	for _, e := range epochs {
-		if e.Epoch > epoch {
-			return e.StartOffset
-		}
-	}
-	return logEnd
+	return p.t.TruncateTo(min(target, o.LogEndOffset))
 }
 
 // hold takes the partition's append lock for a change from a fetched
@@ -372,7 +373,7 @@ func (f *fetcher) hold(fs *fetchState) (unlock func(), ok bool) {
 	p := fs.p
 	p.appendMu.Lock()
 	p.mu.Lock()
-	ok = !p.leading && p.following == f.leader && p.st.LeaderEpoch == fs.epoch
+	ok = p.s.Follows(f.leader, fs.epoch)
 	p.mu.Unlock()
 	if !ok {
 		p.appendMu.Unlock()
@@ -594,15 +595,17 @@ func (f *fetcher) appendFetched(fs *fetchState, rp kmsg.FetchResponseTopicPartit
 		data = data[n:]
 	}
 	o := t.Offsets()
-	if hw := min(rp.HighWatermark, o.LogEndOffset); hw > o.HighWatermark {
+	l := state.Local{LogStart: o.LogStartOffset, LogEnd: o.LogEndOffset, HW: o.HighWatermark}
+	if hw, ok := state.FollowerHW(rp.HighWatermark, l); ok {
 		if err := t.SetHighWatermark(hw); err != nil {
 			return err
 		}
+		l.HW = hw
 		fs.p.mu.Lock()
 		fs.p.notifyLocked()
 		fs.p.mu.Unlock()
 	}
-	if start := min(rp.LogStartOffset, t.Offsets().HighWatermark); start > o.LogStartOffset {
+	if start, ok := state.FollowerLogStart(rp.LogStartOffset, l); ok {
 		if _, err := t.DeleteRecordsBefore(start); err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/replica/state"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -158,13 +159,25 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 	m.closePeers()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, p := range m.parts {
+	parts := slices.Collect(maps.Values(m.parts))
+	m.mu.Unlock()
+	for _, p := range parts {
+		var out outside
 		p.mu.Lock()
-		p.leading = false
-		p.notifyLocked()
+		p.do(p.s.Close(p.local()), &out)
 		p.mu.Unlock()
+		// (The fetchers are stopped and the coordinators close on their
+		// own: nothing is left to tell.)
 	}
+}
+
+// session is this broker's session while it is certainly alive, else 0:
+// a leader acts only in the session it took its leadership in.
+func (m *Manager) session() int64 {
+	if !m.opts.Member.Leased() {
+		return 0
+	}
+	return m.opts.Member.Epoch()
 }
 
 // Watch tells fn of every leadership this broker takes (leading) or
@@ -181,7 +194,7 @@ func (m *Manager) Watch(fn func(tp checkpoint.TopicPartition, t *tablet.Tablet, 
 	m.mu.Unlock()
 	for _, p := range led {
 		p.mu.Lock()
-		leading := p.leading
+		leading := p.s.Role() == state.Leader
 		p.mu.Unlock()
 		if leading {
 			fn(p.tp, p.t, true)
@@ -285,9 +298,10 @@ func (m *Manager) shrinkLoop() {
 		}
 		m.mu.Unlock()
 		for _, p := range parts {
-			p.mu.Lock()
-			p.shrinkLocked(now, m.opts.LagTime)
-			p.mu.Unlock()
+			p.event(func(l state.Local) state.Actions {
+				l.Now = now
+				return p.s.Tick(l)
+			})
 		}
 	}
 }
@@ -398,7 +412,8 @@ func (m *Manager) open(tp checkpoint.TopicPartition, t *cluster.TopicState) (*Pa
 	if err := tb.SetManualHighWatermark(true); err != nil {
 		return nil, err
 	}
-	p := &Partition{tp: tp, id: t.ID, t: tb, m: m, changed: make(chan struct{}), following: cluster.NoLeader,
+	p := &Partition{tp: tp, id: t.ID, t: tb, m: m, changed: make(chan struct{}), fetchingFrom: cluster.NoLeader,
+		s: state.New(m.me, m.opts.LagTime), acks: map[uint64]chan int16{},
 		st: cluster.PartitionState{Leader: cluster.NoLeader, LeaderEpoch: -1, PartitionEpoch: -1}}
 	m.mu.Lock()
 	m.parts[tp] = p
@@ -412,14 +427,7 @@ func (m *Manager) drop(p *Partition) {
 	m.mu.Lock()
 	delete(m.parts, p.tp)
 	m.mu.Unlock()
-	p.mu.Lock()
-	was := p.leading
-	p.leading = false
-	p.notifyLocked()
-	p.mu.Unlock()
-	if was {
-		m.told(p, false)
-	}
+	p.event(p.s.Close)
 	// (The files go in the background: a large replica's removal must not
 	// hold up the metadata the other replicas follow.)
 	if err := m.opts.Tablets.DeleteInBackground(p.tp); err != nil && !errors.Is(err, tablet.ErrNotFound) {
@@ -427,23 +435,20 @@ func (m *Manager) drop(p *Partition) {
 	}
 }
 
-// apply takes a partition's new state: leader (at a new epoch: its
-// followers start unknown), or follower of its leader. A state naming
-// this broker leader is acted on only by the incarnation it was written
-// for (docs/cluster.md §2): this broker live (registered under its
-// current lease, and unfenced) and the state written after that
-// registration; otherwise the partition is neither led nor followed here
-// until the controller elects again. A fetcher of the partition is
-// stopped, and its append in flight finished, before the tablet becomes
-// leader.
+// apply takes a partition's new state, by the rules of
+// state.Partition.SetMeta: leader (at a new epoch: its followers start
+// unknown), follower of its leader, or neither. A state naming this
+// broker leader is acted on only by the incarnation it was written for
+// (docs/cluster.md §2): this broker live (registered under its current
+// lease, and unfenced) and the state written after that registration
+// (cluster.Snapshot.MayLead). A fetcher of the partition is stopped, and
+// its append in flight finished, before the tablet becomes leader.
 func (m *Manager) apply(s *cluster.Snapshot, p *Partition, st cluster.PartitionState, replicas []int32, minISR int) {
+	epoch := m.opts.Member.Epoch()
+	md := state.Meta{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch, ISR: st.ISR,
+		Replicas: replicas, MinISR: minISR, MayLead: s.MayLead(m.me, epoch, st), Session: epoch}
 	p.mu.Lock()
-	if st.PartitionEpoch < p.st.PartitionEpoch {
-		p.mu.Unlock()
-		return // (older than what an ISR change of ours wrote)
-	}
-	lead := s.MayLead(m.me, m.opts.Member.Epoch(), st)
-	becoming := lead && (!p.leading || st.LeaderEpoch != p.st.LeaderEpoch)
+	becoming := p.s.Becoming(md)
 	p.mu.Unlock()
 	if becoming {
 		// The fetcher first: no fetched batch may land after the epoch's
@@ -452,60 +457,38 @@ func (m *Manager) apply(s *cluster.Snapshot, p *Partition, st cluster.PartitionS
 		p.appendMu.Lock()
 		defer p.appendMu.Unlock()
 	}
+	var out outside
 	p.mu.Lock()
-	wasLeading, oldEpoch := p.leading, p.st.LeaderEpoch
-	p.st, p.replicas, p.minISR = st, replicas, minISR
-	follow := cluster.NoLeader
-	switch {
-	case becoming:
+	a := p.s.SetMeta(md, p.local())
+	if a.Ignored {
+		p.mu.Unlock()
+		return // (older than what an ISR change of ours wrote)
+	}
+	p.st = st
+	p.do(a, &out)
+	if a.BecomeLeader {
 		if err := p.t.BecomeLeader(st.LeaderEpoch); err != nil {
 			m.log.Error("replica: becoming leader failed", "partition", p.tp.String(), "err", err)
-			p.leading = false
-			p.notifyLocked()
-			p.mu.Unlock()
-			if wasLeading {
-				m.told(p, false)
-			}
-			return
+			p.do(p.s.LeadFailed(p.local()), &out)
+		} else {
+			m.metrics.LeaderElections.Add(1)
+			m.log.Info("replica: leading", "partition", p.tp.String(), "leader_epoch", st.LeaderEpoch, "isr", st.ISR)
+			p.do(p.s.Led(epochStart(p.t.LeaderEpochs(), st.LeaderEpoch, p.t.Offsets().LogEndOffset), p.local()), &out)
 		}
-		p.followers = map[int32]*follower{}
-		p.leading = true
-		m.metrics.LeaderElections.Add(1)
-		m.log.Info("replica: leading", "partition", p.tp.String(), "leader_epoch", st.LeaderEpoch, "isr", st.ISR)
-	case lead:
-	case st.Leader == m.me:
-		// Named leader by a state this incarnation may not act on: no one
-		// serves the partition from here until the controller elects.
-		if wasLeading {
-			m.log.Info("replica: stopped leading: this broker's registration is not live (fenced, or ended), or the leadership predates it",
-				"partition", p.tp.String(), "leader_epoch", st.LeaderEpoch)
-		}
-		p.leading, p.followers = false, nil
-	default:
-		p.leading, p.followers = false, nil
-		follow = st.Leader
 	}
-	if p.leading {
-		p.trackFollowersLocked(m.opts.Now())
-	}
-	p.advanceLocked()
-	p.notifyLocked()
-	following, epochChanged := p.following, st.LeaderEpoch != oldEpoch
-	nowLeading := p.leading
 	p.mu.Unlock()
-	switch {
-	case nowLeading != wasLeading:
-		m.told(p, nowLeading)
-	case nowLeading && epochChanged: // (another may have led between: what was loaded is stale)
-		m.told(p, false)
-		m.told(p, true)
+	p.finish(out)
+}
+
+// epochStart is where epoch starts in a log of epochs (its log end if
+// the log has no entry for it).
+func epochStart(epochs []leaderEpoch, epoch int32, logEnd int64) int64 {
+	for i := len(epochs) - 1; i >= 0; i-- {
+		if epochs[i].Epoch == epoch {
+			return epochs[i].StartOffset
+		}
 	}
-	switch {
-	case follow == cluster.NoLeader:
-		m.unfollow(p)
-	case follow != following || epochChanged:
-		m.startFollowing(p, follow, st.LeaderEpoch)
-	}
+	return logEnd
 }
 
 // startFollowing moves the partition to the fetcher of its leader, to be
@@ -523,15 +506,18 @@ func (m *Manager) startFollowing(p *Partition, leader, epoch int32) {
 	}
 	m.mu.Unlock()
 	p.mu.Lock()
-	p.following = leader
+	p.fetchingFrom = leader
 	p.mu.Unlock()
 	f.add(p, epoch)
 }
 
+// unfollow takes the partition out of its fetcher (its answer in flight
+// changes the log only if the rules still follow that leader at that
+// epoch: fetcher.hold).
 func (m *Manager) unfollow(p *Partition) {
 	p.mu.Lock()
-	leader := p.following
-	p.following = cluster.NoLeader
+	leader := p.fetchingFrom
+	p.fetchingFrom = cluster.NoLeader
 	p.mu.Unlock()
 	if leader == cluster.NoLeader {
 		return

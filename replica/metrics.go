@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/replica/state"
 )
 
 // Metrics are the replication counters.
@@ -74,18 +75,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	var maxLag int64
 	for _, p := range parts {
 		p.mu.Lock()
-		if p.leading {
+		if md := p.s.Meta(); p.s.Role() == state.Leader {
 			leaders++
-			if len(p.st.ISR) < len(p.replicas) {
+			if len(md.ISR) < len(md.Replicas) {
 				under++
 			}
-			if len(p.st.ISR) < p.minISR {
+			if len(md.ISR) < md.MinISR {
 				underMin++
 			}
 			leo := p.t.Offsets().LogEndOffset
-			for _, f := range p.followers {
-				if f.leo >= 0 {
-					maxLag = max(maxLag, leo-f.leo)
+			for _, f := range p.s.Followers() {
+				if f.LogEnd >= 0 {
+					maxLag = max(maxLag, leo-f.LogEnd)
 				}
 			}
 		}

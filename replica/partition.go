@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -11,11 +10,13 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/replica/state"
 	"github.com/seglog/seglog/tablet"
 )
 
 // Partition is one partition this broker holds a replica of: its tablet
-// and, while it leads it, its followers' progress.
+// and its replication rules (replica/state), whose actions it carries
+// out — the I/O, the goroutines, the clock.
 type Partition struct {
 	tp checkpoint.TopicPartition
 	id cluster.TopicID
@@ -29,40 +30,28 @@ type Partition struct {
 	// so no fetched batch lands after the leader epoch's start is
 	// recorded (taken before mu).
 	appendMu sync.Mutex
-	mu       sync.Mutex
-	st       cluster.PartitionState
-	replicas []int32
-	minISR   int
-	leading  bool
-	// followers are the other replicas' progress while leading.
-	followers map[int32]*follower
+	// mu guards the fields below.
+	mu sync.Mutex
+	// s is the replication rules' state: every change of role, ISR, high
+	// watermark and waiting ack goes through it.
+	s *state.Partition
+	// st is the partition's state as this broker last applied it (with
+	// what the rules do not read: ELR, reassignment, its etcd revision).
+	st cluster.PartitionState
 	// changed is closed when the high watermark moves or the leadership
 	// or the ISR changes (and made again).
 	changed chan struct{}
-	// altering: an ISR change is on its way to etcd.
-	altering bool
-	// following is the leader this replica fetches from (-1: none).
-	following int32
+	// acks are the acks=all produces waiting (AwaitAcks), by the id
+	// given to the rules; nextAck the next id.
+	acks    map[uint64]chan int16
+	nextAck uint64
+	// fetchingFrom is the leader whose fetcher holds the partition
+	// (NoLeader: none).
+	fetchingFrom int32
 	// leaderThrottled and followThrottled: the topic's throttled
 	// replicas name this broker's replica of the partition, as leader or
 	// as follower (throttle.go).
 	leaderThrottled, followThrottled bool
-}
-
-// follower is a follower's progress as its leader sees it (Kafka's
-// replica state): its log end (what it fetches next), when it was last
-// caught up with the leader's log end.
-type follower struct {
-	leo          int64
-	lastCaughtUp time.Time
-	// lastFetch and lastFetchLEO: when it last fetched, and the leader's
-	// log end then (a fetch reaching that later means it was caught up at
-	// that time).
-	lastFetch    time.Time
-	lastFetchLEO int64
-	// logStart is the log start offset its last fetch carried (-1: none
-	// yet).
-	logStart int64
 }
 
 // TopicPartition is the partition's name.
@@ -82,7 +71,7 @@ func (p *Partition) State() cluster.PartitionState {
 func (p *Partition) Replicas() []int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.replicas
+	return p.s.Meta().Replicas
 }
 
 // FollowerProgress is a follower's progress as its leader sees it.
@@ -100,15 +89,91 @@ type FollowerProgress struct {
 func (p *Partition) Followers() []FollowerProgress {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.leading {
-		return nil
-	}
 	var out []FollowerProgress
-	for r, f := range p.followers {
-		out = append(out, FollowerProgress{Replica: r, LogEnd: f.leo, LastCaughtUp: f.lastCaughtUp})
+	for _, f := range p.s.Followers() {
+		out = append(out, FollowerProgress{Replica: f.Replica, LogEnd: f.LogEnd, LastCaughtUp: f.LastCaughtUp})
 	}
-	slices.SortFunc(out, func(a, b FollowerProgress) int { return int(a.Replica) - int(b.Replica) })
 	return out
+}
+
+// local is what the rules read of the log, the clock and the session
+// (p.mu held).
+func (p *Partition) local() state.Local {
+	o := p.t.Offsets()
+	return state.Local{LogStart: o.LogStartOffset, LogEnd: o.LogEndOffset, HW: o.HighWatermark, Now: p.m.opts.Now(), Session: p.m.session()}
+}
+
+// outside is what an event's actions leave to do once p.mu is released:
+// the fetchers and the coordinators take their own locks.
+type outside struct {
+	stop  bool
+	fetch bool
+	// leader and epoch to fetch at.
+	leader, epoch int32
+	tells         []state.Tell
+}
+
+// do carries out the actions the rules return, those that need p.mu
+// (held): the high watermark, the ISR proposal, the acks, the waiters;
+// the rest are added to out.
+func (p *Partition) do(a state.Actions, out *outside) {
+	if a.StopFetching {
+		out.stop, out.fetch = true, false
+	}
+	if a.Fetch {
+		out.fetch, out.leader, out.epoch = true, a.FetchLeader, a.FetchEpoch
+	}
+	if a.SetHW {
+		if err := p.t.SetHighWatermark(a.HW); err != nil {
+			p.m.log.Warn("replica: moving the high watermark failed", "partition", p.tp.String(), "err", err)
+		}
+	}
+	if a.Propose != nil {
+		p.alter(*a.Propose)
+	}
+	for _, c := range a.Completed {
+		if ch, ok := p.acks[c.ID]; ok {
+			delete(p.acks, c.ID)
+			ch <- c.Code
+		}
+	}
+	if a.Tell != state.TellNothing {
+		out.tells = append(out.tells, a.Tell)
+	}
+	if a.Changed {
+		p.notifyLocked()
+	}
+}
+
+// finish does what do left for after p.mu.
+func (p *Partition) finish(out outside) {
+	switch {
+	case out.fetch:
+		p.m.startFollowing(p, out.leader, out.epoch)
+	case out.stop:
+		p.m.unfollow(p)
+	}
+	for _, t := range out.tells {
+		switch t {
+		case state.TellLeading:
+			p.m.told(p, true)
+		case state.TellLost:
+			p.m.told(p, false)
+		case state.TellReload:
+			p.m.told(p, false)
+			p.m.told(p, true)
+		}
+	}
+}
+
+// event runs one event of the rules under p.mu and carries out its
+// actions.
+func (p *Partition) event(ev func(l state.Local) state.Actions) {
+	var out outside
+	p.mu.Lock()
+	p.do(ev(p.local()), &out)
+	p.mu.Unlock()
+	p.finish(out)
 }
 
 // notifyLocked wakes whoever waits on the partition.
@@ -118,7 +183,8 @@ func (p *Partition) notifyLocked() {
 }
 
 // Leads reports whether this broker leads the partition and may act as
-// its leader now (its session lease certainly alive).
+// its leader now (in the session it took the leadership in, certainly
+// alive).
 func (p *Partition) Leads() bool {
 	_, leads := p.LeaderEpoch()
 	return leads
@@ -129,7 +195,7 @@ func (p *Partition) Leads() bool {
 func (p *Partition) LeaderEpoch() (int32, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.st.LeaderEpoch, p.leading && p.m.opts.Member.Leased()
+	return p.st.LeaderEpoch, p.s.Leads(p.m.session())
 }
 
 // CheckLeader answers a client request for the partition at
@@ -139,34 +205,17 @@ func (p *Partition) LeaderEpoch() (int32, bool) {
 func (p *Partition) CheckLeader(currentEpoch int32) int16 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.checkLeaderLocked(currentEpoch)
-}
-
-func (p *Partition) checkLeaderLocked(currentEpoch int32) int16 {
-	switch {
-	case currentEpoch >= 0 && currentEpoch < p.st.LeaderEpoch:
-		return kerr.FencedLeaderEpoch.Code
-	case currentEpoch > p.st.LeaderEpoch:
-		return kerr.UnknownLeaderEpoch.Code
-	case !p.leading || !p.m.opts.Member.Leased():
-		return kerr.NotLeaderForPartition.Code
-	}
-	return 0
+	return p.s.CheckLeader(currentEpoch, p.m.session())
 }
 
 // CheckHighWatermark answers OFFSET_NOT_AVAILABLE while a new leader's
-// high watermark is not known to be its own: below the start of its
-// leader epoch, it may be below the one the old leader had told, and a
-// consumer would see it go back (Kafka answers ListOffsets so, KIP-392;
-// seglog answers consumers' fetches so too). Once the ISR has the epoch's
-// start it is at least the old one. 0 otherwise.
+// high watermark is not known to be its own (state.CheckHighWatermark:
+// Kafka answers ListOffsets so, KIP-392; seglog answers consumers'
+// fetches so too); 0 otherwise.
 func (p *Partition) CheckHighWatermark() int16 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.leading && p.t.Offsets().HighWatermark < p.epochStartLocked() {
-		return kerr.OffsetNotAvailable.Code
-	}
-	return 0
+	return p.s.CheckHighWatermark(p.t.Offsets().HighWatermark)
 }
 
 // CheckAppend answers whether a produce with acks may append: this broker
@@ -174,62 +223,45 @@ func (p *Partition) CheckHighWatermark() int16 {
 func (p *Partition) CheckAppend(acks int16) int16 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := p.checkLeaderLocked(-1); c != 0 {
-		return c
-	}
-	if acks == -1 && len(p.st.ISR) < p.minISR {
-		return kerr.NotEnoughReplicas.Code
-	}
-	return 0
+	return p.s.CheckAppend(acks, p.m.session())
 }
 
 // Appended is called after an append as leader: the high watermark may
 // move (an ISR of the leader alone).
 func (p *Partition) Appended() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.advanceLocked()
+	p.event(p.s.Appended)
 }
 
 // AwaitAcks waits until the high watermark covers end (the offset after
 // the batch), for acks=all: 0 then, or NOT_LEADER_OR_FOLLOWER when the
 // leadership is lost, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell
-// below min.insync.replicas, REQUEST_TIMED_OUT when ctx ends. A broker
-// that is not certainly leased acknowledges nothing.
+// below min.insync.replicas, REQUEST_TIMED_OUT when ctx ends
+// (state.Partition.AwaitAck: Kafka's delayed produce). A broker that is
+// not certainly leased acknowledges nothing.
 func (p *Partition) AwaitAcks(ctx context.Context, end int64) int16 {
-	return p.await(ctx, func() (int16, bool) {
-		hw := p.t.Offsets().HighWatermark
-		switch {
-		case hw >= end && len(p.st.ISR) < p.minISR: // (Kafka's answer once the high watermark covers it)
-			return kerr.NotEnoughReplicasAfterAppend.Code, true
-		case hw >= end:
-			return 0, true
-		}
-		return 0, false
-	})
-}
-
-// await calls check with p.mu held, at once and at each change of the
-// partition, until it decides (its code, done) while this broker leads
-// the partition; else Kafka's error: NOT_LEADER_OR_FOLLOWER when the
-// leadership is lost, REQUEST_TIMED_OUT when ctx ends.
-func (p *Partition) await(ctx context.Context, check func() (code int16, done bool)) int16 {
-	for {
-		p.mu.Lock()
-		ch := p.changed
-		code, done := p.checkLeaderLocked(-1), true
-		if code == 0 {
-			code, done = check()
-		}
-		p.mu.Unlock()
-		if done {
-			return code
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return kerr.RequestTimedOut.Code
-		}
+	ch := make(chan int16, 1)
+	var out outside
+	p.mu.Lock()
+	p.nextAck++
+	id := p.nextAck
+	p.acks[id] = ch
+	p.do(p.s.AwaitAck(id, end, p.local()), &out)
+	p.mu.Unlock()
+	p.finish(out)
+	select {
+	case code := <-ch:
+		return code
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	p.s.CancelAck(id)
+	delete(p.acks, id)
+	p.mu.Unlock()
+	select {
+	case code := <-ch: // (answered meanwhile)
+		return code
+	default:
+		return kerr.RequestTimedOut.Code
 	}
 }
 
@@ -242,42 +274,21 @@ func (p *Partition) Changed() <-chan struct{} {
 }
 
 // FollowerFetch records that follower replica fetches from fetchOffset
-// (it holds everything below) with its log starting at logStart: its
-// progress, whether it is caught up, the ISR's expansion, the high
-// watermark and the low one. It answers Kafka's error for a fetch this
-// broker cannot serve as leader, and whether the bytes sent count against
-// the leader's replication throttle (the topic throttles this replica,
-// the follower is not in the ISR: throttle.go).
+// (it holds everything below) with its log starting at logStart
+// (state.Partition.FollowerFetch: its progress, the ISR's expansion, the
+// high watermark and the low one). It answers Kafka's error for a fetch
+// this broker cannot serve as leader, and whether the bytes sent count
+// against the leader's replication throttle (the topic throttles this
+// replica, the follower is not in the ISR: throttle.go).
 func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset, logStart int64) (code int16, throttled bool) {
+	var out outside
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c := p.checkLeaderLocked(currentEpoch); c != 0 {
-		return c, false
-	}
-	f, ok := p.followers[replica]
-	if !ok {
-		return kerr.NotLeaderForPartition.Code, false // (not a replica of it: Kafka's answer to an unknown follower)
-	}
-	throttled = p.leaderThrottled && !p.st.InISR(replica)
-	now := p.m.opts.Now()
-	leo := p.t.Offsets().LogEndOffset
-	switch {
-	case fetchOffset >= leo:
-		f.lastCaughtUp = now
-	case fetchOffset >= f.lastFetchLEO && !f.lastFetch.IsZero():
-		f.lastCaughtUp = f.lastFetch
-	}
-	f.lastFetch, f.lastFetchLEO, f.leo = now, leo, fetchOffset
-	if logStart > f.logStart {
-		f.logStart = logStart
-		p.notifyLocked() // (DeleteRecords waits on the low watermark)
-	}
-	p.advanceLocked()
-	if !p.st.InISR(replica) && fetchOffset >= p.t.Offsets().HighWatermark && fetchOffset >= p.epochStartLocked() {
-		isr := append(slices.Clone(p.st.ISR), replica)
-		p.alterLocked(isr, "expand")
-	}
-	return 0, throttled
+	throttled = p.leaderThrottled && !p.s.InISR(replica)
+	code, a := p.s.FollowerFetch(replica, currentEpoch, fetchOffset, logStart, p.local())
+	p.do(a, &out)
+	p.mu.Unlock()
+	p.finish(out)
+	return code, throttled && code == 0
 }
 
 // AwaitLowWatermark waits until every replica in the ISR has its log
@@ -287,163 +298,65 @@ func (p *Partition) FollowerFetch(replica int32, currentEpoch int32, fetchOffset
 // Kafka's error: NOT_LEADER_OR_FOLLOWER when the leadership is lost,
 // REQUEST_TIMED_OUT when ctx ends.
 func (p *Partition) AwaitLowWatermark(ctx context.Context, offset int64) (int64, int16) {
-	var low int64
-	code := p.await(ctx, func() (int16, bool) {
-		low = p.t.Offsets().LogStartOffset
-		for _, r := range p.st.ISR {
-			if f, ok := p.followers[r]; ok {
-				low = min(low, f.logStart)
-			}
+	for {
+		p.mu.Lock()
+		ch := p.changed
+		code := p.s.CheckLeader(-1, p.m.session())
+		low := p.s.LowWatermark(p.t.Offsets().LogStartOffset)
+		p.mu.Unlock()
+		switch {
+		case code != 0:
+			return -1, code
+		case low >= offset:
+			return low, 0
 		}
-		return 0, low >= offset
-	})
-	if code != 0 {
-		return -1, code
-	}
-	return low, 0
-}
-
-// epochStartLocked is where the leader's current epoch starts in its
-// log: a follower joins the ISR only once it has the leader's epoch.
-func (p *Partition) epochStartLocked() int64 {
-	es := p.t.LeaderEpochs()
-	for i := len(es) - 1; i >= 0; i-- {
-		if es[i].Epoch == p.st.LeaderEpoch {
-			return es[i].StartOffset
-		}
-	}
-	return 0
-}
-
-// trackFollowersLocked makes the leader's followers the partition's other
-// replicas: one new to it (a leadership begun, a reassignment adding it)
-// starts unknown, one no longer a replica is forgotten.
-func (p *Partition) trackFollowersLocked(now time.Time) {
-	for _, r := range p.replicas {
-		if _, ok := p.followers[r]; !ok && r != p.m.me {
-			p.followers[r] = &follower{leo: -1, lastCaughtUp: now, logStart: -1}
-		}
-	}
-	for r := range p.followers {
-		if !slices.Contains(p.replicas, r) {
-			delete(p.followers, r)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return -1, kerr.RequestTimedOut.Code
 		}
 	}
 }
 
-// advanceLocked moves the high watermark to the least log end over the
-// ISR (the leader's own included), if that is higher — never while the
-// ISR is below min.insync.replicas (KIP-966: so every replica that left
-// the ISR since, an Eligible Leader Replica, holds every record below
-// it).
-func (p *Partition) advanceLocked() {
-	if !p.leading || len(p.st.ISR) < p.minISR {
-		return
-	}
-	o := p.t.Offsets()
-	hw := o.LogEndOffset
-	for _, r := range p.st.ISR {
-		if r == p.m.me {
-			continue
-		}
-		f, ok := p.followers[r]
-		if !ok || f.leo < 0 {
-			return // (a follower not heard from since the leadership began)
-		}
-		hw = min(hw, f.leo)
-	}
-	if hw > o.HighWatermark {
-		if err := p.t.SetHighWatermark(hw); err != nil {
-			p.m.log.Warn("replica: moving the high watermark failed", "partition", p.tp.String(), "err", err)
-			return
-		}
-		p.notifyLocked()
-	}
-}
-
-// shrinkLocked takes out of the ISR the followers not caught up within
-// lag (replica.lag.time.max.ms).
-func (p *Partition) shrinkLocked(now time.Time, lag time.Duration) {
-	if !p.leading {
-		return
-	}
-	isr := slices.DeleteFunc(slices.Clone(p.st.ISR), func(r int32) bool {
-		f, ok := p.followers[r]
-		return r != p.m.me && (!ok || now.Sub(f.lastCaughtUp) > lag)
-	})
-	if len(isr) < len(p.st.ISR) {
-		p.alterLocked(isr, "shrink")
-	}
-}
-
-// alterLocked writes a new ISR to etcd, one change at a time, in the
-// background; the partition takes the new state when it is written (or
-// from the snapshot when another change won).
-func (p *Partition) alterLocked(isr []int32, why string) {
-	if p.altering || !p.m.opts.Member.Leased() {
-		return
-	}
-	p.altering = true
-	from, minISR := p.st, p.minISR
+// alter writes an ISR change to etcd in the background (p.mu held); the
+// partition takes the new state when it is written (or from the snapshot
+// when another change won).
+func (p *Partition) alter(pr state.Proposal) {
+	from, minISR := p.st, p.s.Meta().MinISR
 	go func() {
 		ctx, cancel := context.WithTimeout(p.m.ctx, 10*time.Second)
 		defer cancel()
-		to, err := p.m.opts.Member.AlterPartition(ctx, p.tp.Topic, p.tp.Partition, from, isr, minISR)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.altering = false
+		to, err := p.m.opts.Member.AlterPartition(ctx, p.tp.Topic, p.tp.Partition, from, pr.ISR, minISR)
 		if err != nil {
 			if !errors.Is(err, cluster.ErrStaleState) && p.m.ctx.Err() == nil {
 				p.m.log.Warn("replica: changing the ISR failed", "partition", p.tp.String(), "err", err)
 			}
+			p.event(p.s.ISRFailed)
 			return
 		}
-		p.m.metrics.isrChange(why)
-		p.m.log.Info("replica: ISR "+why, "partition", p.tp.String(), "isr", to.ISR, "partition_epoch", to.PartitionEpoch)
-		if to.PartitionEpoch > p.st.PartitionEpoch {
-			// A follower that joins is caught up now: the time it was
-			// caught up before (before a crash, say) is not its lag.
-			now := p.m.opts.Now()
-			for _, r := range to.ISR {
-				if f, ok := p.followers[r]; ok && !from.InISR(r) {
-					f.lastCaughtUp = now
-				}
+		p.m.metrics.isrChange(pr.Why)
+		p.m.log.Info("replica: ISR "+pr.Why, "partition", p.tp.String(), "isr", to.ISR, "partition_epoch", to.PartitionEpoch)
+		p.event(func(l state.Local) state.Actions {
+			if to.PartitionEpoch > p.st.PartitionEpoch {
+				p.st = to
 			}
-			p.st = to
-			p.advanceLocked()
-			p.notifyLocked()
-		}
+			return p.s.ISRWritten(to.ISR, to.PartitionEpoch, l)
+		})
 	}()
 }
 
 // PreferredReadReplica is KIP-392's choice, for a consumer in rack
 // fetching at fetchOffset, of the replica to read from, as Kafka's
 // RackAwareReplicaSelector chooses: the leader if it is in the rack (or
-// no replica is), else, of the followers in the ISR and the rack holding
-// fetchOffset, the one with the most records (the one caught up most
-// lately on a tie). -1 is the leader.
+// no replica is), else state.Partition.PreferredReadReplica's. -1 is the
+// leader.
 func (p *Partition) PreferredReadReplica(rack string, fetchOffset int64, rackOf func(int32) string) int32 {
 	if rack == "" || rackOf(p.m.me) == rack {
 		return -1
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.leading {
-		return -1
-	}
-	best := int32(-1)
-	var bestLEO int64
-	var bestCaught time.Time
-	for _, r := range p.st.ISR {
-		f, ok := p.followers[r]
-		if r == p.m.me || !ok || f.leo < fetchOffset || f.logStart > fetchOffset || rackOf(r) != rack {
-			continue
-		}
-		if best < 0 || f.leo > bestLEO || f.leo == bestLEO && f.lastCaughtUp.After(bestCaught) {
-			best, bestLEO, bestCaught = r, f.leo, f.lastCaughtUp
-		}
-	}
-	return best
+	return p.s.PreferredReadReplica(fetchOffset, func(r int32) bool { return rackOf(r) == rack })
 }
 
 // CheckFollowerRead answers a consumer's fetch from this follower
@@ -452,13 +365,5 @@ func (p *Partition) PreferredReadReplica(rack string, fetchOffset int64, rackOf 
 func (p *Partition) CheckFollowerRead(currentEpoch int32) int16 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case currentEpoch >= 0 && currentEpoch < p.st.LeaderEpoch:
-		return kerr.FencedLeaderEpoch.Code
-	case currentEpoch > p.st.LeaderEpoch:
-		return kerr.UnknownLeaderEpoch.Code
-	case p.leading || p.following == cluster.NoLeader:
-		return kerr.NotLeaderForPartition.Code // (a leader reads as a leader; a replica following no one serves nothing)
-	}
-	return 0
+	return p.s.CheckFollowerRead(currentEpoch)
 }

@@ -146,5 +146,5 @@ func (p *Partition) followerThrottled() bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.followThrottled && !p.st.InISR(p.m.me)
+	return p.followThrottled && !p.s.InISR(p.m.me)
 }

@@ -241,7 +241,9 @@ func (t *Tablet) deleteRecordsBeforeLocked(offset int64) (int64, error) {
 // truncating to its leader): the whole batch holding offset goes, so the
 // log may end below it. The high watermark and recovery point follow it
 // down; the writer state is rebuilt from its snapshots and the log.
-// Below the first segment it is TruncateFullyAndStartAt.
+// Below the first segment it is TruncateFullyAndStartAt. At or past the
+// log end no record goes, but the leader epochs starting at the log end
+// do (an epoch with no record: the cache says each record's epoch).
 func (t *Tablet) TruncateTo(offset int64) error {
 	truncated, err := t.truncateTo(offset)
 	if err == nil && truncated {
@@ -274,6 +276,13 @@ func (t *Tablet) truncateTo(offset int64) (bool, error) {
 		return false, err
 	}
 	if v := t.view(); offset >= 0 && offset >= v.leo.offset {
+		// Nothing to remove; but an epoch starting at the log end (a
+		// leadership of this replica that appended nothing) goes: its
+		// entry would claim the records fetched next, of an older epoch,
+		// and the cache would no longer say each record's epoch.
+		if err := t.mu.epochs.TruncateFromEnd(v.leo.offset); err != nil {
+			return false, t.failLocked(err)
+		}
 		return false, nil
 	}
 	return true, t.truncateToLocked(offset)

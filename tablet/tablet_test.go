@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/leaderepoch"
 	"github.com/seglog/seglog/logfile"
 
 	"github.com/stretchr/testify/require"
@@ -500,6 +501,35 @@ func TestReplicationAppend(t *testing.T) {
 	latest, _ := tab.mu.epochs.LatestEpoch()
 	tab.mu.Unlock()
 	require.Equal(t, int32(3), latest)
+}
+
+// A replica that led at an epoch and appended nothing, then follows a
+// leader that has records of an older epoch past its log end: its
+// truncation (to at or past its log end) drops the empty epoch, so the
+// records it fetches next are not claimed by it (the randomized model of
+// replica/state found the cache saying the wrong epoch).
+func TestTruncateToDropsAnEmptyEpoch(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data")
+	tab := e.create(DefaultConfig())
+	replicated := func(base int64, epoch int32) {
+		b := batch(t, 2, 1, 10)
+		parsed, _, err := record.ParseBatch(b)
+		require.NoError(t, err)
+		parsed.SetBaseOffset(base)
+		parsed.SetPartitionLeaderEpoch(epoch)
+		_, err = tab.Append(b, AppendOptions{Origin: record.OriginReplication})
+		require.NoError(t, err)
+	}
+	replicated(0, 0)
+	require.NoError(t, tab.BecomeLeader(1))
+	require.Equal(t, []leaderepoch.Entry{{Epoch: 0, StartOffset: 0}, {Epoch: 1, StartOffset: 2}}, tab.LeaderEpochs())
+	require.NoError(t, tab.TruncateTo(3))
+	require.Equal(t, []leaderepoch.Entry{{Epoch: 0, StartOffset: 0}}, tab.LeaderEpochs())
+	require.Equal(t, int64(2), tab.Offsets().LogEndOffset, "no record went")
+	replicated(2, 0)
+	require.Equal(t, []leaderepoch.Entry{{Epoch: 0, StartOffset: 0}}, tab.LeaderEpochs())
+	require.NoError(t, tab.BecomeLeader(2), "the epochs seen stay seen: a later one is taken")
+	require.Error(t, tab.BecomeLeader(1))
 }
 
 func TestDeleteTablet(t *testing.T) {
