@@ -135,3 +135,53 @@ func typeName(e ast.Expr) string {
 	}
 	return ""
 }
+
+// Every mutex that is a struct's field says what it guards (a comment on
+// the field: the fields it guards, or what it serializes), or is embedded
+// in a struct of the fields it guards (mu struct{ sync.Mutex; … }): a
+// reader must not have to work out which fields a lock covers.
+func TestMutexesSayWhatTheyGuard(t *testing.T) {
+	var silent []string
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "testdata", "node_modules", ".git", "examples", "peers":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			st, ok := n.(*ast.StructType)
+			if !ok {
+				return true
+			}
+			for _, fl := range st.Fields.List {
+				sel, ok := fl.Type.(*ast.SelectorExpr)
+				if !ok || len(fl.Names) == 0 {
+					continue // (an embedded mutex: its struct is what it guards)
+				}
+				if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "sync" || sel.Sel.Name != "Mutex" && sel.Sel.Name != "RWMutex" {
+					continue
+				}
+				if fl.Doc == nil && fl.Comment == nil {
+					silent = append(silent, fset.Position(fl.Pos()).String())
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, silent, "mutexes that do not say what they guard")
+}

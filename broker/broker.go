@@ -296,7 +296,7 @@ type Broker struct {
 	// docsFollowed is the cluster revision followDocs has taken.
 	docsFollowed cluster.Progress
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards ln, conns, perIP and closed
 	ln       []net.Listener
 	conns    map[net.Conn]struct{}
 	perIP    map[string]int // open connections by peer address

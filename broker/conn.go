@@ -229,7 +229,7 @@ func (b *Broker) readFrame(ctx context.Context, r io.Reader, n int, log *slog.Lo
 
 // readAhead counts the requests read and not yet answered, and their bytes.
 type readAhead struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards n and bytes (cond waits on it)
 	cond  sync.Cond
 	n     int
 	bytes int

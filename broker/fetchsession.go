@@ -34,7 +34,7 @@ const (
 
 // fetchSessions are the broker's sessions, at most slots of them.
 type fetchSessions struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards byID
 	slots int
 	byID  map[int32]*fetchSession
 	now   func() time.Time

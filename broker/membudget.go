@@ -12,8 +12,8 @@ import (
 // passed over by a stream of small ones): the connections' reading
 // pauses, and nothing is allocated beyond it.
 type memBudget struct {
-	mu      sync.Mutex
-	limit   int64 // <= 0: no bound
+	mu      sync.Mutex // guards limit, used and waiters
+	limit   int64      // <= 0: no bound
 	used    int64
 	waiters []*memWaiter
 	// observe, when set (by tests), is told every change: the bytes in

@@ -67,7 +67,7 @@ type metrics struct {
 type apiMetrics struct {
 	name                       string
 	total, queue, handle, send prometheus.Observer
-	mu                         sync.Mutex
+	mu                         sync.Mutex // guards versions
 	versions                   map[int16]prometheus.Counter
 }
 

@@ -11,7 +11,7 @@ import (
 // nullLog is what a null broker keeps: each partition's next offset.
 type nullLog struct {
 	topics map[string]int32
-	mu     sync.Mutex
+	mu     sync.Mutex // guards next and pid
 	next   map[string][]int64
 	pid    int64
 }

@@ -24,9 +24,9 @@ const producerIDBlock = 1000
 type producerIDs struct {
 	fsys vfs.FS // the data directory's, with its modes
 	path string
-	mu   sync.Mutex
-	next int64 // the next id to hand out
-	end  int64 // the end of the reserved block (durable)
+	mu   sync.Mutex // guards next and end
+	next int64      // the next id to hand out
+	end  int64      // the end of the reserved block (durable)
 	// reserve, if set, reserves blocks instead of the file: a cluster's,
 	// so that no two brokers hand out one id.
 	reserve func(n int64) (int64, error)

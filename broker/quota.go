@@ -32,7 +32,7 @@ const (
 
 // rate is a windowed rate, or (through take) a token bucket.
 type rate struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below
 	starts  []time.Time
 	samples []float64
 	touched time.Time // when it was last used, by the wall clock
@@ -159,7 +159,7 @@ func throttleFor(observed, quota float64, window time.Duration) time.Duration {
 // address's rate is kept per address: many addresses must not grow the
 // map without bound).
 type sensors struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards m
 	m  map[string]*rate
 }
 

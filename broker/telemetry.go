@@ -69,7 +69,7 @@ func (b *Broker) authorizeTelemetry72(header, *kmsg.PushTelemetryRequest) (kmsg.
 type telemetry struct {
 	off     bool
 	now     func() time.Time
-	mu      sync.Mutex
+	mu      sync.Mutex // guards clients
 	clients map[[16]byte]*clientMetrics
 }
 

@@ -138,7 +138,7 @@ type Member struct {
 	wg     sync.WaitGroup
 
 	snap    atomic.Pointer[Snapshot]
-	mu      sync.Mutex
+	mu      sync.Mutex // guards changed
 	changed chan struct{}
 
 	// lease is the registration's lease; leaseUntil (unix nanoseconds)

@@ -9,7 +9,7 @@ import (
 // broker's documents) has got: the etcd revision it has taken, which
 // waiters await. The zero Progress is at revision 0.
 type Progress struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards rev and next
 	rev  int64
 	next chan struct{} // closed at each Advance
 }

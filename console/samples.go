@@ -51,7 +51,7 @@ type counters struct {
 
 // sampler holds the samples.
 type sampler struct {
-	mu         sync.Mutex
+	mu         sync.Mutex // guards prev, brokers, topicRates and lags
 	prev       *counters
 	brokers    []brokerSample
 	topicRates map[string]float64 // records per second over the last interval

@@ -31,7 +31,7 @@ type consoleSession struct {
 }
 
 type sessions struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards byID and order
 	byID  map[string]*consoleSession
 	order []string // ids, oldest first
 	now   func() time.Time

@@ -30,8 +30,8 @@ type Cluster struct {
 
 type etcdMember struct {
 	name, dir    string
-	client, peer string // host:port
-	mu           sync.Mutex
+	client, peer string     // host:port
+	mu           sync.Mutex // guards cmd and stopped
 	cmd          *exec.Cmd
 	stopped      bool
 }
@@ -47,7 +47,7 @@ type brokerProc struct {
 	replPort string
 	repl     *faultproxy.Proxy
 	etcd     []*faultproxy.Proxy
-	mu       sync.Mutex
+	mu       sync.Mutex // guards cmd, exited and stopped
 	cmd      *exec.Cmd
 	// exited is closed when the process ends.
 	exited  chan struct{}

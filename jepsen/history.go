@@ -63,7 +63,7 @@ type Record struct {
 // to a file, one JSON object a line.
 type History struct {
 	start time.Time
-	mu    sync.Mutex
+	mu    sync.Mutex // guards ops, w and f
 	ops   []Op
 	w     *bufio.Writer
 	f     io.Closer

@@ -26,9 +26,9 @@ type Cache struct {
 	fsys vfs.FS
 	path string
 
-	mu      sync.RWMutex
-	entries []Entry // increasing in both epoch and start offset
-	dirty   bool    // an AssignLazy not written yet
+	mu      sync.RWMutex // guards entries and dirty
+	entries []Entry      // increasing in both epoch and start offset
+	dirty   bool         // an AssignLazy not written yet
 }
 
 // Open reads the cache from the checkpoint at path (a missing file is an

@@ -26,7 +26,7 @@ type fetcher struct {
 	m      *Manager
 	leader int32
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards parts
 	parts map[checkpoint.TopicPartition]*fetchState
 	wake  chan struct{}
 

@@ -118,7 +118,7 @@ type Manager struct {
 	wg      sync.WaitGroup
 	metrics Metrics
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the fields below
 	parts    map[checkpoint.TopicPartition]*Partition
 	fetchers map[fetcherKey]*fetcher
 	// watch are told of each leadership taken or lost.

@@ -70,7 +70,7 @@ func (t ThrottledReplicas) Has(partition, broker int32) bool {
 // An unthrottled quota (the usual case) costs its callers no lock.
 type quota struct {
 	rate   atomic.Int64 // bytes a second; Unthrottled: none
-	mu     sync.Mutex
+	mu     sync.Mutex   // guards tokens and at
 	tokens float64
 	at     time.Time
 }

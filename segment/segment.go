@@ -146,7 +146,7 @@ type Segment struct {
 	// endKnown says size is the logical end; an opened .log finds it on
 	// first use, under endMu, and tries again after a failed read.
 	endKnown atomic.Bool
-	endMu    sync.Mutex
+	endMu    sync.Mutex // one walk to the segment's end at a time (the fields it sets are atomics)
 	// endDamaged says the walk to the end stopped at a torn or corrupt
 	// batch (see EndIsClean).
 	endDamaged atomic.Bool

@@ -62,7 +62,7 @@ func (m *Manager) newCleanerThread() *cleanerThread { return &cleanerThread{m: m
 
 // cleaning holds the tablets a cleaner thread has taken.
 type cleaning struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards busy
 	busy map[*Tablet]bool
 }
 

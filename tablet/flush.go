@@ -23,7 +23,7 @@ import (
 // producers settle into cohorts that alternate between two syncs, each
 // sync covering everything appended while the one before ran.
 type flusher struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards flushed, synced, running, fsyncs and lastErr
 	cond    *sync.Cond
 	flushed int64 // everything below it is durable, indexes and snapshots too: the recovery point
 	synced  int64 // the records below it are durable (≥ flushed): what Sync appends wait for

@@ -1140,7 +1140,7 @@ func (t *Tablet) ExpireProducers() {
 // scheduler runs delayed work until stopped; stopped work is dropped (the
 // next load removes what it would have).
 type scheduler struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards timers and stopped
 	timers  map[*time.Timer]func()
 	stopped bool
 	running sync.WaitGroup // a timer scheduled and not yet stopped or run

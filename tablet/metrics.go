@@ -20,7 +20,7 @@ type stats struct {
 	cleanings, cleanedRead, cleanedWritten, cleanedRemoved atomic.Int64
 	fsyncSeconds                                           histogram
 
-	mu         sync.Mutex
+	mu         sync.Mutex       // guards rejections
 	rejections map[string]int64 // by Kafka error name
 }
 

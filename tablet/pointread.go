@@ -47,7 +47,7 @@ func (e *batchTable) bytes() int64 { return int64(len(e.starts)*4+len(e.deltas)*
 // verifiedCache holds the tables, bounded by verifiedBudget: over it,
 // entries go in the map's order (at random).
 type verifiedCache struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards m and bytes
 	m     map[batchKey]*batchTable
 	bytes int64
 }

@@ -120,7 +120,7 @@ type seg struct {
 	// not until a directory sync).
 	dirty, unsynced, named atomic.Bool
 
-	finalMu   sync.Mutex
+	finalMu   sync.Mutex // guards finalizer
 	finalizer func()
 }
 

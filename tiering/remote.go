@@ -26,7 +26,7 @@ type cache struct {
 	x         *Tier
 	maxIdx    int
 	maxBytes  int64
-	mu        sync.Mutex
+	mu        sync.Mutex               // guards the fields below
 	idx       map[string]*list.Element // key → *idxItem
 	idxLRU    *list.List
 	blocks    map[blockKey]*list.Element // → *blockItem

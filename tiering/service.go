@@ -69,7 +69,7 @@ type Service struct {
 	store ObjectStore
 	opts  ServiceOptions
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards tiers and bound
 	tiers map[checkpoint.TopicPartition]*Tier
 	bound map[*Tier]bool // tiers whose tablet has the store's URL saved
 

@@ -65,7 +65,7 @@ type Index struct {
 	base int64
 	opts Options
 
-	mu         sync.Mutex
+	mu         sync.Mutex // guards the fields below
 	path       string
 	f          vfs.File // nil until opened
 	size       int64

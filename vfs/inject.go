@@ -84,7 +84,7 @@ type Rule struct {
 type Injector struct {
 	fs FS
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards rules, ops, byKind, injected and dead
 	rules    []*ruleState
 	ops      int // operations seen
 	byKind   map[Op]int

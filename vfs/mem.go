@@ -22,7 +22,7 @@ import (
 // growing a mapped file beyond the memory it already has (which the
 // simulator cannot do without moving the mapping) return errors.
 type MemFS struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards root and locks
 	root  *memDir
 	locks map[string]int // -1: held exclusively; n > 0: n shared holders
 }

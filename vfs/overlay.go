@@ -62,7 +62,7 @@ type Overlay struct {
 	// locks are the Overlay's own locks, apart from its files.
 	locks *MemFS
 
-	mu     sync.Mutex
+	mu     sync.Mutex          // guards gone and inodes
 	gone   map[string]bool     // removed names (and the trees under them)
 	inodes map[string]*ovInode // base files opened, by name, until copied
 }

@@ -169,7 +169,7 @@ type Coordinator struct {
 	opts   Options
 	log    *store.Log
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards the fields below
 	groups map[string]*group
 	// txnGroups are, by producer id, the groups where it has transactional
 	// offsets pending: what its markers apply or drop.

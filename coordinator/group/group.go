@@ -97,7 +97,7 @@ type topicPartition struct {
 // appended (durably) to __consumer_offsets, so the log's order is the
 // group's.
 type group struct {
-	mu        sync.Mutex
+	mu        sync.Mutex // guards the fields below but id and partition (fixed)
 	id        string
 	partition int32 // of __consumer_offsets
 

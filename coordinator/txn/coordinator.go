@@ -100,7 +100,7 @@ func (o *Options) ensureDefaults(m *tablet.Manager) {
 // txnMeta is one transactional id's state; mu is held while its records
 // and markers are written.
 type txnMeta struct {
-	mu        sync.Mutex
+	mu        sync.Mutex // guards the fields below
 	id        string
 	partition int32 // of __transaction_state
 	pid       int64
@@ -127,7 +127,7 @@ type Coordinator struct {
 	opts Options
 	log  *store.Log
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards the fields below
 	txns   map[string]*txnMeta
 	byPID  map[int64]*txnMeta
 	closed bool

@@ -24,7 +24,7 @@ type At struct {
 // Checker records acknowledgements, by value (each record's value is
 // unique).
 type Checker struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards acked and txns
 	acked map[string]At
 	txns  []*Txn // (Transact)
 }

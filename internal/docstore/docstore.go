@@ -79,7 +79,7 @@ type Doc[T any] struct {
 	store  Store
 	decode func(data []byte) (*T, error)
 
-	writeMu sync.Mutex
+	writeMu sync.Mutex   // one writer at a time; guards bad and unreported
 	rev     atomic.Int64 // the revision of cur (or of a bad document after it), changed under writeMu
 	cur     atomic.Pointer[T]
 	// bad is why the document at rev is not cur (nil: it is); unreported

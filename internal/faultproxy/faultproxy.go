@@ -17,7 +17,7 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards cut, delay and conns
 	cut   bool
 	delay time.Duration
 	conns map[net.Conn]struct{}

@@ -130,7 +130,7 @@ type File struct {
 	fsys vfs.FS
 	opts Options
 
-	mu      sync.RWMutex
+	mu      sync.RWMutex // guards the fields below
 	path    string
 	state   state
 	m       vfs.Mapping

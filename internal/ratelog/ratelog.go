@@ -62,7 +62,7 @@ type budget struct {
 
 type state struct {
 	opts  Options
-	mu    sync.Mutex
+	mu    sync.Mutex // guards by and other
 	by    map[key]*budget
 	other budget
 }

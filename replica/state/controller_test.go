@@ -105,7 +105,6 @@ func TestElect(t *testing.T) {
 	}
 }
 
-
 // The preferred replica leads when it is live and in the ISR, at the
 // next epoch.
 func TestElectPreferred(t *testing.T) {

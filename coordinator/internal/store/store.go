@@ -51,7 +51,7 @@ type Log struct {
 	cfg        tablet.Config
 	partitions int32
 
-	mu   sync.Mutex
+	mu   sync.Mutex       // guards tabs and hooks
 	tabs []*tablet.Tablet // by partition, once created
 	// hooks, if set, make the topic a cluster's.
 	hooks *Hooks
