@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,4 +185,44 @@ func TestMutexesSayWhatTheyGuard(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Empty(t, silent, "mutexes that do not say what they guard")
+}
+
+// The arrows of docs/architecture.md that a change could break without
+// a compile error: each package named imports (directly) none of the
+// packages listed against it.
+func TestArrows(t *testing.T) {
+	const mod = "github.com/seglog/seglog/"
+	forbidden := map[string][]string{
+		"replica/state": {""}, // (pure: no package of the module at all)
+		"cluster":       {"tablet", "segment", "recovery", "replica", "broker", "coordinator", "tiering"},
+		"console":       {"tablet", "replica", "cluster", "coordinator", "segment", "tiering"},
+		"tablet":        {"tiering", "broker", "replica", "cluster"},
+		"replica":       {"broker", "server", "coordinator"},
+		"broker":        {"server", "console"},
+	}
+	allowed := map[string]bool{"cluster→replica/state": true} // (the controller's rules are pure)
+	for dir, bad := range forbidden {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		fset := token.NewFileSet()
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.ImportsOnly)
+			require.NoError(t, err)
+			for _, im := range f.Imports {
+				p, _ := strconv.Unquote(im.Path.Value)
+				if !strings.HasPrefix(p, mod) {
+					continue
+				}
+				p = strings.TrimPrefix(p, mod)
+				for _, b := range bad {
+					if (b == "" || p == b || strings.HasPrefix(p, b+"/")) && !allowed[dir+"→"+p] {
+						t.Errorf("%s/%s imports %s", dir, e.Name(), p)
+					}
+				}
+			}
+		}
+	}
 }

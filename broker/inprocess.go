@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,7 +14,6 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -139,18 +139,54 @@ func (b *Broker) Login(host, user, password string) (string, error) {
 // PartitionDetail is what this broker's replica of a partition holds, as
 // the console's partition page shows it.
 type PartitionDetail struct {
-	Offsets tablet.Offsets
+	Offsets ReplicaOffsets
 	// Segments are the newest local segments (at most the number asked
 	// for), oldest first; SegmentCount is how many there are in all.
-	Segments     []tablet.SegmentDetail
+	Segments     []SegmentDetail
 	SegmentCount int
 	// Tiered reports a tier attached; TierObjects are its objects.
 	Tiered      bool
-	TierObjects []tablet.RemoteObject
+	TierObjects []TierObject
 	// Leading reports that this broker leads the partition (always on a
 	// single node); Followers are the other replicas' progress then.
 	Leading   bool
-	Followers []replica.FollowerProgress
+	Followers []FollowerDetail
+}
+
+// ReplicaOffsets are a replica's offsets: its log start (and local log
+// start, with a tier), high watermark, last stable offset, log end, and
+// what is durable (the recovery point: records, indexes and writer
+// snapshots; the durable offset: records).
+type ReplicaOffsets struct {
+	LogStartOffset, LocalLogStartOffset, HighWatermark, LastStableOffset, LogEndOffset int64
+	RecoveryPoint, DurableOffset                                                       int64
+}
+
+// SegmentDetail is a local segment as an operator looks at it: its
+// offsets, size and file, its largest and first timestamps (-1: none),
+// and its offset index's fill (IndexFull: either index is full).
+type SegmentDetail struct {
+	BaseOffset, NextOffset, Size int64
+	Path                         string
+	MaxTimestamp, FirstTimestamp int64
+	IndexEntries, IndexSlots     int
+	IndexFull                    bool
+}
+
+// TierObject is one of a tier's objects: its key, the offsets it holds,
+// its size and its largest timestamp.
+type TierObject struct {
+	Key                                        string
+	BaseOffset, NextOffset, Size, MaxTimestamp int64
+}
+
+// FollowerDetail is a follower's progress as its leader sees it: the
+// offset it fetches next (-1: not yet fetched in this leadership), and
+// when it last had the leader's log end.
+type FollowerDetail struct {
+	Replica      int32
+	LogEnd       int64
+	LastCaughtUp time.Time
 }
 
 // Authorized reports whether caller may do op on the resource (always
@@ -195,13 +231,25 @@ func (b *Broker) DescribePartition(caller Caller, topic string, partition int32,
 	if !ok {
 		return PartitionDetail{}, ErrNoReplica
 	}
-	d := PartitionDetail{Offsets: t.Offsets(), Leading: true}
-	d.SegmentCount, d.Segments = t.SegmentDetails(newest)
-	d.TierObjects, d.Tiered = t.TierObjects()
+	d := PartitionDetail{Offsets: ReplicaOffsets(t.Offsets()), Leading: true}
+	var segs []tablet.SegmentDetail
+	d.SegmentCount, segs = t.SegmentDetails(newest)
+	for _, g := range segs {
+		d.Segments = append(d.Segments, SegmentDetail{BaseOffset: g.BaseOffset, NextOffset: g.NextOffset, Size: g.Size, Path: g.Path,
+			MaxTimestamp: g.MaxTimestamp, FirstTimestamp: g.FirstTimestamp, IndexEntries: g.IndexEntries, IndexSlots: g.IndexSlots, IndexFull: g.IndexFull})
+	}
+	objs, tiered := t.TierObjects()
+	d.Tiered = tiered
+	for _, o := range objs {
+		d.TierObjects = append(d.TierObjects, TierObject{Key: o.Key, BaseOffset: o.BaseOffset, NextOffset: o.NextOffset, Size: o.Size, MaxTimestamp: o.MaxTimestamp})
+	}
 	if b.clustered() {
 		d.Leading = false
 		if p, ok := b.opts.Cluster.Replicas.Get(tp); ok {
-			d.Leading, d.Followers = p.Leads(), p.Followers()
+			d.Leading = p.Leads()
+			for _, f := range p.Followers() {
+				d.Followers = append(d.Followers, FollowerDetail(f))
+			}
 		}
 	}
 	return d, nil

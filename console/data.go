@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
-	"github.com/seglog/seglog/tablet"
 )
 
 // brokerRow is one broker of the cluster page.
@@ -360,7 +360,7 @@ func (c *Console) fillSizes(ctx context.Context, r *http.Request, rows []topicRo
 	return nil
 }
 
-func tierBytes(objs []tablet.RemoteObject) (n int64) {
+func tierBytes(objs []broker.TierObject) (n int64) {
 	for _, o := range objs {
 		n += o.Size
 	}

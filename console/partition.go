@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/broker"
-	"github.com/seglog/seglog/tablet"
 )
 
 // segmentsShown bounds the segments the partition page lists (the
@@ -23,7 +22,7 @@ type partitionPage struct {
 	partitionRow
 	// Held reports that this broker holds a replica: the rest is its.
 	Held          bool
-	Offsets       tablet.Offsets
+	Offsets       broker.ReplicaOffsets
 	Segments      []segmentRow
 	SegmentCount  int
 	Tiered        bool
@@ -36,7 +35,7 @@ type partitionPage struct {
 }
 
 type segmentRow struct {
-	tablet.SegmentDetail
+	broker.SegmentDetail
 	Active bool
 }
 
@@ -48,7 +47,7 @@ func (s segmentRow) IndexFill() int {
 	return s.IndexEntries * 100 / s.IndexSlots
 }
 
-type tierRow struct{ tablet.RemoteObject }
+type tierRow struct{ broker.TierObject }
 
 // followerRow is a follower's progress: its lag in records behind the
 // leader's log end, and how long since it was last caught up.
