@@ -18,6 +18,7 @@ import (
 	"github.com/seglog/seglog"
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/config"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
@@ -574,22 +575,27 @@ func (b *Broker) checkAppend(t *tablet.Tablet, acks int16) int16 {
 }
 
 // replicationConfigs are the topic configs a cluster's replication
-// takes (kept in the topic's metadata), with their checks.
+// takes (kept in the topic's metadata), with their checks: the table's
+// (package config), and the throttled replicas' syntax.
 var replicationConfigs = map[string]func(*string) error{
-	"min.insync.replicas": func(v *string) error {
-		if n, err := strconv.Atoi(deref(v)); err != nil || n < 1 {
-			return fmt.Errorf("%w: min.insync.replicas=%s is not a number of 1 or more", tablet.ErrConfig, deref(v))
-		}
-		return nil
-	},
-	"unclean.leader.election.enable": func(v *string) error {
-		if s := deref(v); s != "true" && s != "false" {
-			return fmt.Errorf("%w: unclean.leader.election.enable=%s is not true or false", tablet.ErrConfig, s)
-		}
-		return nil
-	},
+	"min.insync.replicas":                     checkByTable("min.insync.replicas"),
+	"unclean.leader.election.enable":          checkByTable("unclean.leader.election.enable"),
 	"leader.replication.throttled.replicas":   checkThrottledReplicas,
 	"follower.replication.throttled.replicas": checkThrottledReplicas,
+}
+
+// checkByTable checks a topic config's value by package config's table.
+func checkByTable(name string) func(*string) error {
+	d, ok := config.TopicDef(name)
+	if !ok {
+		panic("broker: " + name + " is not in package config's table") // (a programming error, at init)
+	}
+	return func(v *string) error {
+		if err := d.Check(deref(v)); err != nil {
+			return fmt.Errorf("%w: %s: %v", tablet.ErrConfig, name, err)
+		}
+		return nil
+	}
 }
 
 func checkThrottledReplicas(v *string) error {

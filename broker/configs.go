@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog"
+	"github.com/seglog/seglog/config"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -54,16 +54,29 @@ var fixedConfigs = map[string]struct {
 	"min.insync.replicas": {"1", kmsg.ConfigTypeInt, "a single-node broker has one replica"},
 }
 
-// configTypes are the Kafka types of the engine's topic configs; a key not
-// here is a long.
-var configTypes = map[string]kmsg.ConfigType{
-	"segment.bytes": kmsg.ConfigTypeInt, "segment.index.bytes": kmsg.ConfigTypeInt,
-	"index.interval.bytes": kmsg.ConfigTypeInt, "max.message.bytes": kmsg.ConfigTypeInt,
-	"message.timestamp.type": kmsg.ConfigTypeString, "preallocate": kmsg.ConfigTypeBoolean,
-	"compression.type":      kmsg.ConfigTypeString,
-	"remote.storage.enable": kmsg.ConfigTypeBoolean, "seglog.durable.acks": kmsg.ConfigTypeBoolean,
-	"cleanup.policy": kmsg.ConfigTypeList, "min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
-	// (the others: longs — min/max.compaction.lag.ms, delete.retention.ms)
+// configDoc is a config's documentation line from package config's
+// table (nil: none).
+func configDoc(rt kmsg.ConfigResourceType, name string) *string {
+	def, ok := config.TopicDef(name)
+	if rt == kmsg.ConfigResourceTypeBroker {
+		def, ok = config.BrokerDef(name)
+		if ok && def.Topic != "" {
+			ok, def.Doc = true, "the default of the topic config "+def.Topic
+		}
+	}
+	if !ok || def.Doc == "" {
+		return nil
+	}
+	return kmsg.StringPtr(def.Doc)
+}
+
+// topicConfigType is a topic config's type (package config's table).
+func topicConfigType(name string) kmsg.ConfigType {
+	d, ok := config.TopicDef(name)
+	if !ok {
+		return kmsg.ConfigTypeString
+	}
+	return d.Type
 }
 
 // setTopicConfig sets one key of a topic config (a fixed config only to
@@ -140,10 +153,7 @@ func (b *Broker) describeTopicConfig(topic string, c tablet.Config) []describedC
 		v, _ := c.Get(k)
 		bv, _ := broker.Get(k)
 		kv, _ := kafka.Get(k)
-		d := describedConfig{name: k, value: v, source: kmsg.ConfigSourceDefaultConfig, typ: kmsg.ConfigTypeLong}
-		if t, ok := configTypes[k]; ok {
-			d.typ = t
-		}
+		d := describedConfig{name: k, value: v, source: kmsg.ConfigSourceDefaultConfig, typ: topicConfigType(k)}
 		switch src := b.dyn.source(k); {
 		case v != bv || c.IsSet(k):
 			d.source = kmsg.ConfigSourceDynamicTopicConfig
@@ -208,11 +218,10 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 		static("connections.max.reauth.ms", strconv.FormatInt(b.opts.ReauthInterval.Milliseconds(), 10), kmsg.ConfigTypeLong),
 		static("authorizer.class.name", authorizerName, kmsg.ConfigTypeString),
 	}
-	for _, name := range replicationRates {
-		out = append(out, static(name, strconv.FormatInt(math.MaxInt64, 10), kmsg.ConfigTypeLong))
-	}
-	for _, name := range slices.Sorted(maps.Keys(inertConfigs)) {
-		out = append(out, static(name, inertConfigs[name].def, inertConfigs[name].typ))
+	for _, d := range config.Broker {
+		if d.RunTime {
+			out = append(out, static(d.Name, d.Default, d.Type))
+		}
 	}
 	// The topic defaults are dynamic: each one's value is the highest
 	// level's that sets it, its synonyms the levels below.
@@ -301,6 +310,9 @@ func (b *Broker) describeConfigs(ctx context.Context, _ header, r *kmsg.Describe
 			c.IsDefault, c.IsSensitive = d.source == kmsg.ConfigSourceDefaultConfig, d.sensitive
 			if d.sensitive {
 				c.Value = nil
+			}
+			if r.IncludeDocumentation { // (v3+: the table's line)
+				c.Documentation = configDoc(rr.ResourceType, d.name)
 			}
 			if r.IncludeSynonyms && len(d.synonyms) > 0 {
 				c.ConfigSynonyms = d.synonyms
@@ -417,7 +429,7 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 			case kmsg.IncrementalAlterConfigOpDelete:
 				changes = append(changes, configChange{key: c.Name, reset: true})
 			case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-				if configTypes[c.Name] != kmsg.ConfigTypeList && brokerConfigType(c.Name) != kmsg.ConfigTypeList { // APPEND and SUBTRACT change a list item by item
+				if topicConfigType(c.Name) != kmsg.ConfigTypeList && brokerConfigType(c.Name) != kmsg.ConfigTypeList { // APPEND and SUBTRACT change a list item by item
 					// Kafka's words: the operation is for list configs.
 					sr.ErrorCode, sr.ErrorMessage = kerr.InvalidConfig.Code, errText("Config value %s is not allowed for config key: %s",
 						strings.ToLower(c.Op.String()), c.Name)

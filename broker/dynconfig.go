@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/config"
 	"github.com/seglog/seglog/internal/docstore"
 	"github.com/seglog/seglog/internal/nearest"
 	"github.com/seglog/seglog/tablet"
@@ -50,55 +51,28 @@ type dynamicConfigs struct {
 // default Long.MAX_VALUE (none).
 var replicationRates = []string{"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 
-// inertConfigs are dynamic broker configs of Kafka's that seglog takes,
-// keeps and describes, and that change nothing here (it has no Kerberos):
-// clients' tests set them, as Kafka accepts them (librdkafka's 0081). Each
-// has its Kafka default, type and check.
-var inertConfigs = map[string]struct {
-	def   string
-	typ   kmsg.ConfigType
-	check func(string) bool
-}{
-	"sasl.kerberos.min.time.before.relogin": {"60000", kmsg.ConfigTypeLong, func(v string) bool { n, err := strconv.ParseInt(v, 10, 64); return err == nil && n >= 0 }},
-	"sasl.kerberos.ticket.renew.jitter":     {"0.05", kmsg.ConfigTypeDouble, func(v string) bool { f, err := strconv.ParseFloat(v, 64); return err == nil && f >= 0 && f <= 0.25 }},
-	"sasl.kerberos.ticket.renew.window.factor": {"0.8", kmsg.ConfigTypeDouble, func(v string) bool {
-		f, err := strconv.ParseFloat(v, 64)
-		return err == nil && f >= 0.5 && f <= 1
-	}},
-}
-
 // isDynamicBrokerConfig reports whether a broker config may be set
-// dynamically: a topic default, a replication throttle, or one of
-// inertConfigs.
+// dynamically (package config's table: a topic default, a replication
+// throttle, a Kerberos config of Kafka's seglog keeps and describes).
 func isDynamicBrokerConfig(name string) bool {
-	_, ok := tablet.BrokerSynonymOf(name)
-	_, inert := inertConfigs[name]
-	return ok || inert || slices.Contains(replicationRates, name)
+	d, ok := config.BrokerDef(name)
+	return ok && d.Dynamic
 }
 
 // checkOther checks the value of a dynamic broker config that is not a
-// topic default (a replication throttle, an inert config): ok, whether
-// it is one.
+// topic default (a replication throttle, an inert config) by the table:
+// ok, whether it is one.
 func checkOther(name, v string) (bool, error) {
-	if slices.Contains(replicationRates, name) {
-		return true, checkRate(name, v)
+	d, ok := config.BrokerDef(name)
+	if !ok || !d.Dynamic || d.Topic != "" {
+		return false, nil
 	}
-	if c, ok := inertConfigs[name]; ok {
-		if !c.check(v) {
-			return true, fmt.Errorf("%w: %s=%s is out of its range", tablet.ErrConfig, name, v)
-		}
-		return true, nil
+	if err := d.Check(v); err != nil {
+		return true, fmt.Errorf("%w: %s: %v", tablet.ErrConfig, name, err)
 	}
-	return false, nil
+	return true, nil
 }
 
-// checkRate checks a replication throttle's value: a long of 0 or more.
-func checkRate(name, v string) error {
-	if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
-		return fmt.Errorf("%w: %s=%s is not a number of bytes a second, 0 or more", tablet.ErrConfig, name, v)
-	}
-	return nil
-}
 
 // rate is a replication throttle's value: this broker's, else the
 // cluster's, else none.
@@ -280,14 +254,14 @@ func (d *dynamicConfigs) level(cluster bool) map[string]string {
 	return b
 }
 
-// brokerConfigType is a dynamic broker config's type: its topic config's.
+// brokerConfigType is a broker config's type (package config's table;
+// a topic default's is its topic config's).
 func brokerConfigType(name string) kmsg.ConfigType {
-	if syn, ok := tablet.BrokerSynonymOf(name); ok {
-		if t, ok := configTypes[syn.Topic]; ok {
-			return t
-		}
+	d, ok := config.BrokerDef(name)
+	if !ok {
+		return kmsg.ConfigTypeString
 	}
-	return kmsg.ConfigTypeLong
+	return d.Type
 }
 
 // names lists the configs a level sets (cluster, or this broker's),
@@ -441,12 +415,11 @@ func (b *Broker) isBrokerConfig(name string) bool {
 
 // nearestBrokerConfig suggests the dynamic config nearest a typo.
 func (b *Broker) nearestBrokerConfig(name string) string {
-	names := slices.Clone(replicationRates)
-	for n := range inertConfigs {
-		names = append(names, n)
-	}
-	for _, s := range tablet.BrokerSynonyms {
-		names = append(names, s.Broker)
+	var names []string
+	for _, d := range config.Broker {
+		if d.Dynamic {
+			names = append(names, d.Name)
+		}
 	}
 	if n := nearest.Name(name, names); n != "" {
 		return fmt.Sprintf(": did you mean %s?", n)

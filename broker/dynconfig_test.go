@@ -219,3 +219,37 @@ func TestDynamicInertConfigs(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, rs[0].Err, kerr.InvalidConfig)
 }
+
+// DescribeConfigs v3+ with include_documentation gives each config's line
+// from package config's table, and types from it.
+func TestDescribeConfigsDocumentation(t *testing.T) {
+	m, err := tablet.OpenManager(nil, filepath.Join(t.TempDir(), "data"), tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
+	require.NoError(t, err)
+	defer m.Close()
+	b, err := New(m, Options{Logger: quiet})
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = m.Create(checkpoint.TopicPartition{Topic: "d"}, nil)
+	require.NoError(t, err)
+	r := kmsg.NewPtrDescribeConfigsRequest()
+	r.IncludeDocumentation = true
+	r.Resources = []kmsg.DescribeConfigsRequestResource{
+		{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "d", ConfigNames: []string{"retention.ms", "cleanup.policy"}},
+		{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "0", ConfigNames: []string{"log.retention.ms", "leader.replication.throttled.rate"}},
+	}
+	resp := b.describeConfigs(context.Background(), header{}, r)
+	docs := map[string]string{}
+	types := map[string]kmsg.ConfigType{}
+	for _, rr := range resp.Resources {
+		require.Zero(t, rr.ErrorCode)
+		for _, c := range rr.Configs {
+			require.NotNil(t, c.Documentation, c.Name)
+			docs[c.Name], types[c.Name] = *c.Documentation, c.ConfigType
+		}
+	}
+	require.Equal(t, "how long records are kept (-1: for ever)", docs["retention.ms"])
+	require.Equal(t, kmsg.ConfigTypeList, types["cleanup.policy"])
+	require.Equal(t, "the default of the topic config retention.ms", docs["log.retention.ms"])
+	require.Equal(t, kmsg.ConfigTypeLong, types["log.retention.ms"])
+	require.Contains(t, docs["leader.replication.throttled.rate"], "KIP-73")
+}

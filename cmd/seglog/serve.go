@@ -21,6 +21,7 @@ import (
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/config"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/internal/nearest"
 	"github.com/seglog/seglog/server"
@@ -47,87 +48,66 @@ type serveSettings struct {
 	cluster server.ClusterConfig
 }
 
-// serveConfig is one broker config serve takes, under Kafka's name.
-type serveConfig struct {
-	name, doc string
-	set       func(s *serveSettings, v string) error
-}
-
-// topicDefault is a broker config that is the default of a topic config
-// (log.segment.bytes → segment.bytes), scaled (hours to ms) as
-// tablet.BrokerSynonyms says.
-func topicDefault(broker string) serveConfig {
-	syn, ok := tablet.BrokerSynonymOf(broker)
-	if !ok {
-		panic("serve: " + broker + " is not a topic default") // a programming error, at init
-	}
-	return serveConfig{name: broker, doc: "the default " + syn.Topic, set: func(s *serveSettings, v string) error {
-		return syn.SetFrom(&s.topic, v)
-	}}
-}
-
-// intConfig is a config of a number in [lo, hi].
-func intConfig(name, doc string, lo, hi int64, set func(s *serveSettings, n int64)) serveConfig {
-	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
+// intSetter sets an integer config (its range checked by the table).
+func intSetter(set func(s *serveSettings, n int64)) func(*serveSettings, string) error {
+	return func(s *serveSettings, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < lo || n > hi {
-			return fmt.Errorf("not a number in [%d, %d]", lo, hi)
+		if err != nil {
+			return err
 		}
 		set(s, n)
 		return nil
-	}}
+	}
 }
 
-// rateConfig is a rate a second, 0 or more, where 0 is no bound (set
+// msSetter sets a config of milliseconds.
+func msSetter(set func(s *serveSettings, d time.Duration)) func(*serveSettings, string) error {
+	return intSetter(func(s *serveSettings, n int64) { set(s, time.Duration(n)*time.Millisecond) })
+}
+
+// rateSetter sets a rate a second, 0 or more, where 0 is no bound (set
 // receives -1, the broker's "none").
-func rateConfig(name, doc string, set func(s *serveSettings, n float64)) serveConfig {
-	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
+func rateSetter(set func(s *serveSettings, n float64)) func(*serveSettings, string) error {
+	return func(s *serveSettings, v string) error {
 		n, err := strconv.ParseFloat(v, 64)
-		if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
-			return fmt.Errorf("%q: a rate, 0 or more", v)
+		if err != nil {
+			return err
 		}
 		if n == 0 {
 			n = -1
 		}
 		set(s, n)
 		return nil
-	}}
+	}
 }
 
-// boolConfig is a config of true or false.
-func boolConfig(name, doc string, set func(s *serveSettings, b bool)) serveConfig {
-	return serveConfig{name: name, doc: doc, set: func(s *serveSettings, v string) error {
-		if v != "true" && v != "false" {
-			return fmt.Errorf("not true or false")
-		}
+// boolSetter sets a config of true or false.
+func boolSetter(set func(s *serveSettings, b bool)) func(*serveSettings, string) error {
+	return func(s *serveSettings, v string) error {
 		set(s, v == "true")
 		return nil
-	}}
+	}
 }
 
-// msConfig is a config of milliseconds (positive).
-func msConfig(name, doc string, set func(s *serveSettings, d time.Duration)) serveConfig {
-	return intConfig(name, doc, 1, math.MaxInt64/int64(time.Millisecond), func(s *serveSettings, n int64) {
-		set(s, time.Duration(n)*time.Millisecond)
-	})
-}
-
-// serveConfigs are the broker configs serve takes. Later ones win: a
-// config file's lines in order, then each --config.
-var serveConfigs = []serveConfig{
-	{name: "listeners", doc: "the listeners, NAME://host:port,... (default PLAINTEXT://127.0.0.1:9092); a name's protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) is listener.security.protocol.map's", set: func(s *serveSettings, v string) error {
+// serveSetters apply the broker configs serve takes, by name: package
+// config's table defines each (its type, bounds, values, default and doc
+// line), and its Check has passed before the setter runs. The configs
+// that are topic defaults (config.Def.Topic) set the default topic
+// config, scaled, and have no entry here.
+var serveSetters = map[string]func(s *serveSettings, v string) error{
+	"listeners": func(s *serveSettings, v string) error {
 		if _, err := parseListeners(v, nil); err != nil {
 			return err
 		}
 		s.listener = v
 		return nil
-	}},
-	{name: "listener.security.protocol.map", doc: "NAME:PROTOCOL,... (default PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL)", set: func(s *serveSettings, v string) error {
+	},
+	"listener.security.protocol.map": func(s *serveSettings, v string) error {
 		m, err := parseProtocolMap(v)
 		s.protocols = m
 		return err
-	}},
-	{name: "advertised.listeners", doc: "what Metadata tells the clients of each listener, NAME://host:port,... (default: the listener's address)", set: func(s *serveSettings, v string) error {
+	},
+	"advertised.listeners": func(s *serveSettings, v string) error {
 		ls, err := parseListeners(v, nil)
 		if err != nil {
 			return err
@@ -137,28 +117,28 @@ var serveConfigs = []serveConfig{
 			s.advertised[l.name] = l.addr
 		}
 		return nil
-	}},
-	{name: "ssl.certificate.location", doc: "the TLS listeners' certificate chain (PEM)", set: func(s *serveSettings, v string) error {
+	},
+	"ssl.certificate.location": func(s *serveSettings, v string) error {
 		s.tls.CertFile = v
 		return nil
-	}},
-	{name: "ssl.key.location", doc: "the TLS listeners' private key (PEM, unencrypted; a file, never a value)", set: func(s *serveSettings, v string) error {
+	},
+	"ssl.key.location": func(s *serveSettings, v string) error {
 		s.tls.KeyFile = v
 		return nil
-	}},
-	{name: "ssl.ca.location", doc: "the CA certificates client certificates must chain to (PEM)", set: func(s *serveSettings, v string) error {
+	},
+	"ssl.ca.location": func(s *serveSettings, v string) error {
 		s.tls.CAFile = v
 		return nil
-	}},
-	{name: "ssl.client.auth", doc: "none (default), requested or required: client certificates on TLS listeners", set: func(s *serveSettings, v string) error {
+	},
+	"ssl.client.auth": func(s *serveSettings, v string) error {
 		switch v {
 		case "none", "requested", "required":
 			s.tls.ClientAuth = v
 			return nil
 		}
 		return fmt.Errorf("%q: none, requested or required", v)
-	}},
-	{name: "sasl.enabled.mechanisms", doc: "what SASL listeners accept, of SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN (default SCRAM-SHA-256,SCRAM-SHA-512); users: seglog users", set: func(s *serveSettings, v string) error {
+	},
+	"sasl.enabled.mechanisms": func(s *serveSettings, v string) error {
 		var mechs []string
 		for _, m := range strings.Split(v, ",") {
 			m = strings.ToUpper(strings.TrimSpace(m))
@@ -169,31 +149,31 @@ var serveConfigs = []serveConfig{
 		}
 		s.broker.SASLMechanisms = mechs
 		return nil
-	}},
-	intConfig("connections.max.reauth.ms", "how long a SASL session lasts before the client must authenticate again (default 0: for ever)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+	},
+	"connections.max.reauth.ms": intSetter(func(s *serveSettings, n int64) {
 		s.broker.ReauthInterval = time.Duration(n) * time.Millisecond
 	}),
-	intConfig("connection.failed.authentication.delay.ms", "how long a failed authentication waits before its answer and the close (default 100)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+	"connection.failed.authentication.delay.ms": intSetter(func(s *serveSettings, n int64) {
 		s.broker.FailedAuthDelay = time.Duration(n) * time.Millisecond
 		if n == 0 {
 			s.broker.FailedAuthDelay = -1
 		}
 	}),
-	{name: "ssl.principal.mapping.rules", doc: "how a client certificate's subject becomes a principal: RULE:pattern/replacement/[LU],...,DEFAULT (default DEFAULT)", set: func(s *serveSettings, v string) error {
+	"ssl.principal.mapping.rules": func(s *serveSettings, v string) error {
 		r, err := auth.ParsePrincipalRules(v)
 		s.broker.PrincipalRules = r
 		return err
-	}},
-	rateConfig("seglog.failed.authentication.max.rate", "failed logins a second an address may make (over ten seconds) before its logins are refused unchecked (default 1; 0: no bound)", func(s *serveSettings, n float64) {
+	},
+	"seglog.failed.authentication.max.rate": rateSetter(func(s *serveSettings, n float64) {
 		s.broker.MaxFailedAuthRate = n
 	}),
-	rateConfig("seglog.auto.create.partitions.max.rate", "partitions auto-creation may make a second, broker wide, with a burst of eleven seconds' worth (default 100; 0: no bound)", func(s *serveSettings, n float64) {
+	"seglog.auto.create.partitions.max.rate": rateSetter(func(s *serveSettings, n float64) {
 		s.broker.AutoCreateMaxRate = n
 	}),
-	intConfig("seglog.auto.create.max.topics.per.request", "topics one Metadata or Produce request may auto-create; the others are UNKNOWN_TOPIC_OR_PARTITION, which clients retry (default 100)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"seglog.auto.create.max.topics.per.request": intSetter(func(s *serveSettings, n int64) {
 		s.broker.AutoCreateMaxTopicsPerRequest = int(n)
 	}),
-	{name: "authorizer.class.name", doc: "turns ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer or seglog (default none); ACLs: seglog acls", set: func(s *serveSettings, v string) error {
+	"authorizer.class.name": func(s *serveSettings, v string) error {
 		switch v {
 		case "":
 			s.broker.Authorizer = false
@@ -203,8 +183,8 @@ var serveConfigs = []serveConfig{
 			return fmt.Errorf("%q: seglog's authorizer is Kafka's ACL model: StandardAuthorizer, AclAuthorizer or seglog", v)
 		}
 		return nil
-	}},
-	{name: "super.users", doc: "principals that may do anything, User:name;User:name (default none)", set: func(s *serveSettings, v string) error {
+	},
+	"super.users": func(s *serveSettings, v string) error {
 		s.broker.SuperUsers = nil
 		for _, p := range strings.Split(v, ";") {
 			if p = strings.TrimSpace(p); p == "" {
@@ -216,31 +196,30 @@ var serveConfigs = []serveConfig{
 			s.broker.SuperUsers = append(s.broker.SuperUsers, p)
 		}
 		return nil
-	}},
-	boolConfig("allow.everyone.if.no.acl.found", "with an authorizer, a resource no ACL names is open to everyone (default false)", func(s *serveSettings, b bool) {
+	},
+	"allow.everyone.if.no.acl.found": boolSetter(func(s *serveSettings, b bool) {
 		s.broker.AllowEveryoneIfNoACL = b
 	}),
-	{name: "log.dirs", doc: "the data directory (one for now; --data-dir wins)", set: func(s *serveSettings, v string) error {
+	"log.dirs": func(s *serveSettings, v string) error {
 		if strings.Contains(v, ",") {
 			return fmt.Errorf("one data directory for now")
 		}
 		s.dataDir = v
 		return nil
-	}},
-	{name: "log.dir", doc: "the data directory when log.dirs is not set", set: func(s *serveSettings, v string) error {
+	},
+	"log.dir": func(s *serveSettings, v string) error {
 		if s.dataDir == "" {
 			s.dataDir = v
 		}
 		return nil
-	}},
-	intConfig("node.id", "the node id of a new data directory (default 0); an existing one's must match its meta.properties", 0,
-		math.MaxInt32, func(s *serveSettings, n int64) {
-			s.manager.NodeID, s.nodeIDSet = int32(n), true
-		}),
-	intConfig("broker.id", "Kafka's older name of node.id (the same rules)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+	},
+	"node.id": intSetter(func(s *serveSettings, n int64) {
 		s.manager.NodeID, s.nodeIDSet = int32(n), true
 	}),
-	{name: "seglog.etcd.endpoints", doc: "etcd's client URLs, http://h1:2379,...: the broker joins the cluster whose metadata is there (docs/cluster.md); absent, a single node", set: func(s *serveSettings, v string) error {
+	"broker.id": intSetter(func(s *serveSettings, n int64) {
+		s.manager.NodeID, s.nodeIDSet = int32(n), true
+	}),
+	"seglog.etcd.endpoints": func(s *serveSettings, v string) error {
 		s.cluster.Endpoints = nil
 		for _, e := range strings.Split(v, ",") {
 			if e = strings.TrimSpace(e); e != "" {
@@ -248,81 +227,81 @@ var serveConfigs = []serveConfig{
 			}
 		}
 		return nil
-	}},
-	{name: "seglog.etcd.prefix", doc: "the cluster's etcd prefix (default /seglog/: brokers given the same etcd form one cluster); a new data directory takes the cluster id stored there", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.etcd.prefix": func(s *serveSettings, v string) error {
 		s.cluster.Prefix = v
 		return nil
-	}},
-	{name: "seglog.etcd.ssl.ca.location", doc: "the CA certificates that verify etcd (PEM), for https endpoints", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.etcd.ssl.ca.location": func(s *serveSettings, v string) error {
 		s.cluster.EtcdTLS.CAFile = v
 		return nil
-	}},
-	{name: "seglog.etcd.ssl.certificate.location", doc: "the broker's client certificate for etcd (PEM), with seglog.etcd.ssl.key.location", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.etcd.ssl.certificate.location": func(s *serveSettings, v string) error {
 		s.cluster.EtcdTLS.CertFile = v
 		return nil
-	}},
-	{name: "seglog.etcd.ssl.key.location", doc: "the key of seglog.etcd.ssl.certificate.location (PEM)", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.etcd.ssl.key.location": func(s *serveSettings, v string) error {
 		s.cluster.EtcdTLS.KeyFile = v
 		return nil
-	}},
-	{name: "seglog.etcd.username", doc: "etcd's user, when etcd's authentication is on (its password: seglog.etcd.password.file)", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.etcd.username": func(s *serveSettings, v string) error {
 		s.cluster.EtcdUsername = v
 		return nil
-	}},
-	{name: "seglog.etcd.password.file", doc: "a file whose first line is the password of seglog.etcd.username (never the password itself)", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.etcd.password.file": func(s *serveSettings, v string) error {
 		var err error
 		s.cluster.EtcdPassword, err = passwordFromFile(v)
 		return err
-	}},
-	{name: "sasl.mechanism.inter.broker.protocol", doc: "how the broker logs in to the others on a SASL inter-broker listener: SCRAM-SHA-512 (default), SCRAM-SHA-256 or PLAIN", set: func(s *serveSettings, v string) error {
+	},
+	"sasl.mechanism.inter.broker.protocol": func(s *serveSettings, v string) error {
 		s.cluster.InterBrokerSASL.Mechanism = v
 		return nil
-	}},
-	{name: "seglog.inter.broker.sasl.username", doc: "the broker's own user on a SASL inter-broker listener (a user of seglog users, a super user or one granted ClusterAction)", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.inter.broker.sasl.username": func(s *serveSettings, v string) error {
 		s.cluster.InterBrokerSASL.Username = v
 		return nil
-	}},
-	{name: "seglog.inter.broker.sasl.password.file", doc: "a file whose first line is that user's password (never the password itself)", set: func(s *serveSettings, v string) error {
+	},
+	"seglog.inter.broker.sasl.password.file": func(s *serveSettings, v string) error {
 		var err error
 		s.cluster.InterBrokerSASL.Password, err = passwordFromFile(v)
 		return err
-	}},
-	{name: "broker.rack", doc: "the broker's rack, for the placement of replicas", set: func(s *serveSettings, v string) error {
+	},
+	"broker.rack": func(s *serveSettings, v string) error {
 		s.cluster.Rack = v
 		return nil
-	}},
-	{name: "inter.broker.listener.name", doc: "the listener followers fetch from their leaders on (default the first)", set: func(s *serveSettings, v string) error {
+	},
+	"inter.broker.listener.name": func(s *serveSettings, v string) error {
 		s.cluster.InterBrokerListener = v
 		return nil
-	}},
-	intConfig("default.replication.factor", "the replicas of a topic created without a replication factor (default 1)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+	},
+	"default.replication.factor": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.DefaultReplicationFactor = int16(n)
 	}),
-	intConfig("offsets.topic.replication.factor", "the replicas of __consumer_offsets in a cluster (default 3, or every live broker when fewer)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+	"offsets.topic.replication.factor": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.OffsetsReplicationFactor = int16(n)
 	}),
-	intConfig("transaction.state.log.replication.factor", "the replicas of __transaction_state in a cluster (default 3, or every live broker when fewer)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+	"transaction.state.log.replication.factor": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.TransactionsReplicationFactor = int16(n)
 	}),
-	intConfig("transaction.state.log.min.isr", "min.insync.replicas of __transaction_state in a cluster (default 2, never above its replicas)", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+	"transaction.state.log.min.isr": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.TransactionsMinISR = int16(n)
 	}),
-	intConfig("min.insync.replicas", "the ISR size an acks=all produce needs (default 1), of topics that do not set it", 1, math.MaxInt16, func(s *serveSettings, n int64) {
+	"min.insync.replicas": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.MinInsyncReplicas = int(n)
 	}),
-	msConfig("replica.lag.time.max.ms", "a follower not caught up for this long leaves the ISR (default 30000)", func(s *serveSettings, d time.Duration) {
+	"replica.lag.time.max.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.cluster.LagTime = d
 	}),
-	msConfig("broker.session.timeout.ms", "a broker silent this long is taken as dead (default 9000)", func(s *serveSettings, d time.Duration) {
+	"broker.session.timeout.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.cluster.SessionTimeout = d
 	}),
-	msConfig("broker.heartbeat.interval.ms", "how often a broker renews its session (default 2000)", func(s *serveSettings, d time.Duration) {
+	"broker.heartbeat.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.cluster.HeartbeatInterval = d
 	}),
-	boolConfig("unclean.leader.election.enable", "elect a replica outside the ISR when the whole ISR is gone (default false: may lose acknowledged records)", func(s *serveSettings, b bool) {
+	"unclean.leader.election.enable": boolSetter(func(s *serveSettings, b bool) {
 		s.cluster.UncleanLeaderElection = b
 	}),
-	{name: "replica.selector.class", doc: "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer that names its rack (client.rack) to a follower in it (KIP-392); org.apache.kafka.common.replica.LeaderSelector (the default) reads from leaders", set: func(s *serveSettings, v string) error {
+	"replica.selector.class": func(s *serveSettings, v string) error {
 		switch v {
 		case "org.apache.kafka.common.replica.RackAwareReplicaSelector":
 			s.cluster.RackAwareReplicaSelector = true
@@ -332,62 +311,62 @@ var serveConfigs = []serveConfig{
 			return fmt.Errorf("replica.selector.class=%s: org.apache.kafka.common.replica.RackAwareReplicaSelector or org.apache.kafka.common.replica.LeaderSelector", v)
 		}
 		return nil
-	}},
-	boolConfig("auto.leader.rebalance.enable", "move leaderships back to their preferred replicas when a broker's share of partitions led by another is above leader.imbalance.per.broker.percentage (default true)", func(s *serveSettings, b bool) {
+	},
+	"auto.leader.rebalance.enable": boolSetter(func(s *serveSettings, b bool) {
 		s.cluster.NoAutoLeaderRebalance = !b
 	}),
-	intConfig("leader.imbalance.check.interval.seconds", "how often the controller checks the leaders' balance (default 300)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"leader.imbalance.check.interval.seconds": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
 	}),
-	intConfig("leader.imbalance.per.broker.percentage", "a broker's share, in percent, of the partitions it is the preferred replica of but does not lead above which they are moved back (default 10)", 1, 100, func(s *serveSettings, n int64) {
+	"leader.imbalance.per.broker.percentage": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.LeaderImbalancePercentage = int(n)
 	}),
-	intConfig("replica.fetch.max.bytes", "a partition's bytes in a follower's fetch (default 1048576)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"replica.fetch.max.bytes": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.FetchMaxBytes = int32(n)
 	}),
-	msConfig("replica.fetch.wait.max.ms", "how long a follower's fetch waits for records (default 500)", func(s *serveSettings, d time.Duration) {
+	"replica.fetch.wait.max.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.cluster.FetchWait = d
 	}),
-	msConfig("replica.fetch.backoff.ms", "the longest a partition its leader refused waits before it is fetched again: 25 ms first, doubling (default 1000)", func(s *serveSettings, d time.Duration) {
+	"replica.fetch.backoff.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.cluster.FetchBackoff = d
 	}),
-	intConfig("num.replica.fetchers", "fetchers per leader a follower runs, each with its connection, sharing the partitions by Kafka's hash (default 1)", 1, 1<<10, func(s *serveSettings, n int64) {
+	"num.replica.fetchers": intSetter(func(s *serveSettings, n int64) {
 		s.cluster.ReplicaFetchers = int(n)
 	}),
-	intConfig("num.partitions", "the partitions of an auto-created topic (default 1)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"num.partitions": intSetter(func(s *serveSettings, n int64) {
 		s.broker.NumPartitions = int32(n)
 	}),
-	boolConfig("seglog.client.telemetry.enable", "ask clients for their metrics (KIP-714) and export them on /metrics as seglog_client_* (default true)", func(s *serveSettings, b bool) {
+	"seglog.client.telemetry.enable": boolSetter(func(s *serveSettings, b bool) {
 		s.broker.NoClientTelemetry = !b
 	}),
-	boolConfig("auto.create.topics.enable", "create a topic on its first Metadata or Produce (default true)", func(s *serveSettings, b bool) {
+	"auto.create.topics.enable": boolSetter(func(s *serveSettings, b bool) {
 		s.broker.NoAutoCreate = !b
 	}),
-	intConfig("queued.max.request.bytes", "the memory all connections' requests may hold, read and not yet answered; past it reading pauses (default 536870912, at least socket.request.max.bytes; -1: no bound)", -1, math.MaxInt64, func(s *serveSettings, n int64) {
+	"queued.max.request.bytes": intSetter(func(s *serveSettings, n int64) {
 		s.broker.QueuedMaxRequestBytes = n
 	}),
-	intConfig("fetch.max.bytes", "the most record bytes one fetch response carries, whatever the fetch asks (default 57671680)", 1024, math.MaxInt32, func(s *serveSettings, n int64) {
+	"fetch.max.bytes": intSetter(func(s *serveSettings, n int64) {
 		s.broker.FetchMaxBytes = int32(n)
 	}),
-	intConfig("socket.request.max.bytes", "the largest request frame (default 104857600)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"socket.request.max.bytes": intSetter(func(s *serveSettings, n int64) {
 		s.broker.MaxRequestBytes = int32(n)
 	}),
-	msConfig("connections.max.idle.ms", "close a connection idle this long (default 600000)", func(s *serveSettings, d time.Duration) {
+	"connections.max.idle.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.IdleTimeout = d
 	}),
-	intConfig("max.connections", "refuse connections beyond this many (default half the descriptor limit, RLIMIT_NOFILE, at least 64)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"max.connections": intSetter(func(s *serveSettings, n int64) {
 		s.broker.MaxConnections = int(n)
 	}),
-	intConfig("max.incremental.fetch.session.cache.slots", "the most incremental fetch sessions (KIP-227) kept at once (default 1000; 0: none, every fetch a full one)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+	"max.incremental.fetch.session.cache.slots": intSetter(func(s *serveSettings, n int64) {
 		s.broker.FetchSessionSlots = int(n)
 		if n == 0 {
 			s.broker.FetchSessionSlots = -1
 		}
 	}),
-	intConfig("max.connections.per.ip", "refuse connections from an address beyond this many open (default none)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"max.connections.per.ip": intSetter(func(s *serveSettings, n int64) {
 		s.broker.MaxConnectionsPerIP = int(n)
 	}),
-	{name: "max.connections.per.ip.overrides", doc: "ip:n,ip:n — max.connections.per.ip for those addresses", set: func(s *serveSettings, v string) error {
+	"max.connections.per.ip.overrides": func(s *serveSettings, v string) error {
 		m := map[string]int{}
 		for _, kv := range strings.Split(v, ",") {
 			if kv = strings.TrimSpace(kv); kv == "" {
@@ -402,159 +381,155 @@ var serveConfigs = []serveConfig{
 		}
 		s.broker.MaxConnectionsPerIPOverrides = m
 		return nil
-	}},
-	msConfig("remote.fetch.max.wait.ms", "how long a fetch's read from the tier's store may take at least, beyond the fetch's own wait (default 500)", func(s *serveSettings, d time.Duration) {
+	},
+	"remote.fetch.max.wait.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.RemoteFetchMaxWait = d
 	}),
-	boolConfig("seglog.durable.acks", "answer every acks=-1 produce after the fsync that covers it (default false; the topic config of the same name does it per topic)", func(s *serveSettings, b bool) {
+	"seglog.durable.acks": boolSetter(func(s *serveSettings, b bool) {
 		s.broker.DurableAcks = b
 	}),
-	topicDefault("log.segment.bytes"),
-	topicDefault("log.roll.ms"),
-	topicDefault("log.roll.hours"),
-	topicDefault("log.roll.jitter.ms"),
-	topicDefault("log.index.size.max.bytes"),
-	topicDefault("log.index.interval.bytes"),
-	topicDefault("log.retention.ms"),
-	topicDefault("log.retention.minutes"),
-	topicDefault("log.retention.hours"),
-	topicDefault("log.retention.bytes"),
-	topicDefault("log.flush.interval.messages"),
-	topicDefault("log.flush.interval.ms"),
-	topicDefault("message.max.bytes"),
-	topicDefault("log.message.timestamp.type"),
-	topicDefault("log.preallocate"),
-	topicDefault("log.segment.delete.delay.ms"),
-	topicDefault("log.cleanup.policy"),
-	topicDefault("log.cleaner.min.cleanable.ratio"),
-	topicDefault("log.cleaner.min.compaction.lag.ms"),
-	topicDefault("log.cleaner.max.compaction.lag.ms"),
-	topicDefault("log.cleaner.delete.retention.ms"),
-	boolConfig("log.cleaner.enable", "run the log cleaner of compacted topics (default true)", func(s *serveSettings, b bool) {
+	"log.cleaner.enable": boolSetter(func(s *serveSettings, b bool) {
 		s.manager.Cleaner.Disable = !b
 	}),
-	intConfig("log.cleaner.threads", "how many tablets are cleaned at once (default 1)", 1, 64, func(s *serveSettings, n int64) {
+	"log.cleaner.threads": intSetter(func(s *serveSettings, n int64) {
 		s.manager.Cleaner.Threads = int(n)
 	}),
-	intConfig("log.cleaner.dedupe.buffer.size", "the memory of the cleaners' offset maps, 24 bytes a key (default 134217728)", 1<<10, 1<<40, func(s *serveSettings, n int64) {
+	"log.cleaner.dedupe.buffer.size": intSetter(func(s *serveSettings, n int64) {
 		s.manager.Cleaner.DedupeBufferBytes = n
 	}),
-	{name: "log.cleaner.io.max.bytes.per.second", doc: "bound each cleaner's reads and writes (default none)", set: func(s *serveSettings, v string) error {
+	"log.cleaner.io.max.bytes.per.second": func(s *serveSettings, v string) error {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || r <= 0 || math.IsNaN(r) {
 			return fmt.Errorf("not a positive number")
 		}
 		s.manager.Cleaner.IOMaxBytesPerSecond = r
 		return nil
-	}},
-	msConfig("log.cleaner.backoff.ms", "how long a cleaner waits when nothing needs cleaning (default 15000)", func(s *serveSettings, d time.Duration) {
+	},
+	"log.cleaner.backoff.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.manager.Cleaner.Backoff = d
 	}),
-	msConfig("log.retention.check.interval.ms", "how often retention runs (default 300000)", func(s *serveSettings, d time.Duration) {
+	"log.retention.check.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.manager.RetentionCheckInterval = d
 	}),
-	msConfig("log.flush.offset.checkpoint.interval.ms", "how often the checkpoints are written (default 60000)", func(s *serveSettings, d time.Duration) {
+	"log.flush.offset.checkpoint.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.manager.CheckpointInterval = d
 	}),
-	msConfig("log.flush.scheduler.interval.ms", "how often flush.ms is checked (default 1000)", func(s *serveSettings, d time.Duration) {
+	"log.flush.scheduler.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.manager.FlushCheckInterval = d
 	}),
-	msConfig("remote.log.manager.task.interval.ms", "how often --store's tiering steps each tablet (default 30000)", func(s *serveSettings, d time.Duration) {
+	"remote.log.manager.task.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.tierStep = d
 	}),
-	intConfig("offsets.topic.num.partitions", "the partitions of __consumer_offsets when it is created (default 50)", 1, 10000, func(s *serveSettings, n int64) {
+	"offsets.topic.num.partitions": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Groups.Partitions = int32(n)
 	}),
-	intConfig("offsets.topic.segment.bytes", "segment.bytes of __consumer_offsets (default 104857600)", 1<<20, math.MaxInt32, func(s *serveSettings, n int64) {
+	"offsets.topic.segment.bytes": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Groups.SegmentBytes = n
 	}),
-	intConfig("group.initial.rebalance.delay.ms", "how long an empty group's first rebalance waits for more members (default 3000)", 0, math.MaxInt32, func(s *serveSettings, n int64) {
+	"group.initial.rebalance.delay.ms": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Groups.InitialRebalanceDelay, s.broker.Groups.NoInitialDelay = time.Duration(n)*time.Millisecond, n == 0
 	}),
-	msConfig("group.min.session.timeout.ms", "the shortest session timeout a member may ask for (default 6000)", func(s *serveSettings, d time.Duration) {
+	"group.min.session.timeout.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.Groups.MinSessionTimeout = d
 	}),
-	msConfig("group.max.session.timeout.ms", "the longest session timeout a member may ask for (default 1800000)", func(s *serveSettings, d time.Duration) {
+	"group.max.session.timeout.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.Groups.MaxSessionTimeout = d
 	}),
-	intConfig("group.max.size", "the most members a group may have (default 2147483647)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"group.max.size": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Groups.MaxSize = int(n)
 	}),
-	msConfig("group.consumer.session.timeout.ms", "how long a consumer group (KIP-848) member may go without a heartbeat (default 45000)", func(s *serveSettings, d time.Duration) {
+	"group.consumer.session.timeout.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.Groups.ConsumerSessionTimeout = d
 	}),
-	msConfig("group.consumer.heartbeat.interval.ms", "how often consumer group (KIP-848) members are told to heartbeat (default 5000)", func(s *serveSettings, d time.Duration) {
+	"group.consumer.heartbeat.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.Groups.ConsumerHeartbeatInterval = d
 	}),
-	{name: "group.consumer.assignors", doc: "the server-side assignors of consumer groups (KIP-848), the first the default: uniform, range (default uniform,range)", set: func(s *serveSettings, v string) error {
+	"group.consumer.assignors": func(s *serveSettings, v string) error {
 		names, err := group.ParseAssignors(v)
 		s.broker.Groups.ConsumerAssignors = names
 		return err
-	}},
-	{name: "group.consumer.migration.policy", doc: "whether groups move between the classic and consumer protocols as their members upgrade or downgrade: bidirectional, upgrade, downgrade, disabled (default bidirectional)", set: func(s *serveSettings, v string) error {
+	},
+	"group.consumer.migration.policy": func(s *serveSettings, v string) error {
 		switch p := strings.ToLower(v); p {
 		case group.MigrationBidirectional, group.MigrationUpgrade, group.MigrationDowngrade, group.MigrationDisabled:
 			s.broker.Groups.MigrationPolicy = p
 			return nil
 		}
 		return fmt.Errorf("group.consumer.migration.policy: %q is not bidirectional, upgrade, downgrade or disabled", v)
-	}},
-	intConfig("group.consumer.max.size", "the most members a consumer group (KIP-848) may have (default 2147483647)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	},
+	"group.consumer.max.size": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Groups.ConsumerMaxSize = int(n)
 	}),
-	intConfig("offsets.retention.minutes", "how long an empty group keeps its committed offsets (default 10080, 7 days)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"offsets.retention.minutes": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Groups.Retention = time.Duration(n) * time.Minute
 	}),
-	msConfig("offsets.retention.check.interval.ms", "how often expired offsets are deleted (default 600000)", func(s *serveSettings, d time.Duration) {
+	"offsets.retention.check.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.Groups.RetentionCheckInterval = d
 	}),
-	intConfig("offset.metadata.max.bytes", "the largest metadata of a committed offset (default 4096)", 1, math.MaxInt32, func(s *serveSettings, n int64) {
+	"offset.metadata.max.bytes": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Groups.MaxMetadataBytes = int(n)
 	}),
-	intConfig("transaction.state.log.num.partitions", "the partitions of __transaction_state when it is created (default 50)", 1, 10000, func(s *serveSettings, n int64) {
+	"transaction.state.log.num.partitions": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Transactions.Partitions = int32(n)
 	}),
-	intConfig("transaction.state.log.segment.bytes", "segment.bytes of __transaction_state (default 104857600)", 1<<20, math.MaxInt32, func(s *serveSettings, n int64) {
+	"transaction.state.log.segment.bytes": intSetter(func(s *serveSettings, n int64) {
 		s.broker.Transactions.SegmentBytes = n
 	}),
-	msConfig("transaction.max.timeout.ms", "the longest transaction.timeout.ms a producer may ask for (default 900000)", func(s *serveSettings, d time.Duration) {
+	"transaction.max.timeout.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.Transactions.MaxTimeout = d
 	}),
-	msConfig("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often transactions past their timeout are aborted (default 10000)", func(s *serveSettings, d time.Duration) {
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": msSetter(func(s *serveSettings, d time.Duration) {
 		s.broker.Transactions.AbortInterval = d
 	}),
-	{name: "log.level", doc: "debug, info, warn or error (default info; seglog's own)", set: func(s *serveSettings, v string) error {
+	"log.level": func(s *serveSettings, v string) error {
 		return s.level.UnmarshalText([]byte(v))
-	}},
+	},
 }
 
 // applyServeConfig sets one config; unknown is false for a name serve
-// does not take.
+// does not take (not in package config's table). The table's check runs
+// first; a topic default sets the default topic config.
 func applyServeConfig(s *serveSettings, k, v string) (known bool, err error) {
-	for _, c := range serveConfigs {
-		if c.name == k {
-			if err := c.set(s, strings.TrimSpace(v)); err != nil {
-				return true, fmt.Errorf("%s=%s: %w", k, v, err)
-			}
-			if s.broker.Configs == nil {
-				s.broker.Configs = map[string]string{}
-			}
-			s.broker.Configs[k] = strings.TrimSpace(v) // DescribeConfigs lists what the operator set
-			return true, nil
+	d, ok := config.BrokerDef(k)
+	if !ok {
+		return false, nil
+	}
+	v = strings.TrimSpace(v)
+	switch {
+	case d.RunTime:
+		return true, fmt.Errorf("%s is set at run time only: seglog configs --entity-type brokers --alter", k)
+	case d.Topic != "":
+		syn, _ := tablet.BrokerSynonymOf(k)
+		err = syn.SetFrom(&s.topic, v)
+	default:
+		if err = d.Check(v); err == nil {
+			err = serveSetters[k](s, v)
 		}
 	}
-	return false, nil
+	if err != nil {
+		return true, fmt.Errorf("%s=%s: %w", k, v, err)
+	}
+	if s.broker.Configs == nil {
+		s.broker.Configs = map[string]string{}
+	}
+	s.broker.Configs[k] = v // DescribeConfigs lists what the operator set
+	return true, nil
+}
+
+// serveConfigNames are the configs serve takes.
+func serveConfigNames() []string {
+	var names []string
+	for _, d := range config.Broker {
+		if !d.RunTime {
+			names = append(names, d.Name)
+		}
+	}
+	return names
 }
 
 // nearestConfig is the config serve takes that k is most likely a typo
 // of, else "".
-func nearestConfig(k string) string {
-	names := make([]string, len(serveConfigs))
-	for i, c := range serveConfigs {
-		names[i] = c.name
-	}
-	return nearest.Name(k, names)
-}
+func nearestConfig(k string) string { return nearest.Name(k, serveConfigNames()) }
 
 // unknownConfig is the error of a config serve does not take.
 func unknownConfig(k string) error {
@@ -564,11 +539,22 @@ func unknownConfig(k string) error {
 	return fmt.Errorf("unknown broker config %q (seglog serve --help lists the ones it takes)", k)
 }
 
-// serveConfigHelp is the help's table of configs.
+// serveConfigHelp is the help's table of configs (docs/configuration.md
+// has them whole).
 func serveConfigHelp() string {
 	var sb strings.Builder
-	for _, c := range serveConfigs {
-		fmt.Fprintf(&sb, "  %-40s %s\n", c.name, c.doc)
+	for _, d := range config.Broker {
+		if d.RunTime {
+			continue
+		}
+		doc := d.Doc
+		if d.Topic != "" {
+			doc = "the default " + d.Topic
+		}
+		if d.Default != "" {
+			doc += " (default " + d.Default + ")"
+		}
+		fmt.Fprintf(&sb, "  %-40s %s\n", d.Name, doc)
 	}
 	return sb.String()
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/seglog/seglog/config"
+
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 	"github.com/seglog/seglog/tiering"
@@ -369,4 +371,32 @@ func TestServeCreatesNothingWhenItFails(t *testing.T) {
 	cmd, lines = startServe(t, "--data-dir", d, "--config", "listeners=PLAINTEXT://127.0.0.1:0")
 	servedAddr(t, cmd, lines)
 	require.NotContains(t, stopServe(t, cmd), "creating the data directory", "only when it was missing")
+}
+
+// serve's setters are package config's table's broker configs, one each:
+// every config the table defines (but the topic defaults, set through
+// their topic config, and the run-time-only ones) has a setter, and every
+// setter a definition.
+func TestServeSettersAreTheTables(t *testing.T) {
+	for _, d := range config.Broker {
+		_, has := serveSetters[d.Name]
+		require.Equal(t, d.Topic == "" && !d.RunTime, has, "%s: a setter exactly when the table says serve sets it", d.Name)
+	}
+	for name := range serveSetters {
+		_, ok := config.BrokerDef(name)
+		require.True(t, ok, "%s has a setter and no definition in package config", name)
+	}
+	// The table's check runs first: a value out of its bounds is refused
+	// with the table's reason, a topic default through its topic config.
+	s := serveSettings{topic: tablet.DefaultConfig()}
+	_, err := applyServeConfig(&s, "num.partitions", "0")
+	require.ErrorContains(t, err, "not an integer in [1, 2³¹−1]")
+	_, err = applyServeConfig(&s, "log.level", "loud")
+	require.ErrorContains(t, err, "debug, info, warn, error")
+	known, err := applyServeConfig(&s, "log.retention.hours", "2")
+	require.True(t, known)
+	require.NoError(t, err)
+	require.Equal(t, int64(2*3600_000), s.topic.RetentionMs)
+	_, err = applyServeConfig(&s, "leader.replication.throttled.rate", "10")
+	require.ErrorContains(t, err, "run time only")
 }
