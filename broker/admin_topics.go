@@ -252,6 +252,7 @@ func (b *Broker) deleteTopic(topic string, mut *mutations, wait time.Duration) (
 			b.opts.Logger.Warn("deleting a topic", "topic", topic, "err", err)
 			return errorCode(err), errMessage(err)
 		}
+		b.replicas.Forget(t.TopicPartition())
 	}
 	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(parts))
 	b.metrics.topicIn.DeleteLabelValues(topic)
@@ -347,10 +348,10 @@ func (b *Broker) deleteRecords(ctx context.Context, _ header, r *kmsg.DeleteReco
 				sp.ErrorCode, sp.LowWatermark = errorCode(err), start
 				if err != nil {
 					sp.LowWatermark = -1
-				} else if b.clustered() {
-					// In a cluster it is answered once every in-sync replica
-					// has deleted too (Kafka's delayed DeleteRecords), with
-					// their least log start.
+				} else {
+					// It is answered once every in-sync replica has deleted
+					// too (Kafka's delayed DeleteRecords; a single node's at
+					// once), with their least log start.
 					sp.LowWatermark, sp.ErrorCode = b.lowWatermark(ctx, t, start)
 				}
 			}

@@ -40,6 +40,7 @@ import (
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
 	"github.com/seglog/seglog/internal/ratelog"
+	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -291,6 +292,14 @@ type Broker struct {
 	// telemetry are the metrics clients push (KIP-714).
 	telemetry *telemetry
 
+	// replicas is the replica manager, a cluster's (ClusterOptions) or a
+	// single node's (its own, over the data directory): produce acks,
+	// fetches and high watermarks go through it in both.
+	replicas *replica.Manager
+	// ownReplicas: replicas is the single node's, made by New (closed
+	// by Close).
+	ownReplicas bool
+
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
 	// docsFollowed is the cluster revision followDocs has taken.
@@ -391,6 +400,15 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
 	b.ctx = b.stopContext()
 	markers.b = b
+	if opts.Cluster != nil {
+		b.replicas = opts.Cluster.Replicas
+	} else {
+		r, err := replica.New(replica.Options{Tablets: m, NodeID: meta.NodeID, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		b.replicas, b.ownReplicas = r, true
+	}
 	if opts.Cluster != nil {
 		watchCoordinated(opts.Cluster.Replicas, txn.Topic, txns.Load, txns.Unload, opts.Logger)
 		b.wg.Add(1)
@@ -590,6 +608,9 @@ func (b *Broker) Close() error {
 	b.wg.Wait()
 	if b.groups != nil {
 		errs = append(errs, b.groups.Close(), b.txns.Close())
+	}
+	if b.ownReplicas {
+		b.replicas.Close()
 	}
 	return errors.Join(errs...)
 }

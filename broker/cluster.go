@@ -338,7 +338,7 @@ func (b *Broker) clusterTabletFor(topic string, partition int32, ac *autoCreatio
 	if !ok || partition < 0 || int(partition) >= len(ts.Partitions) {
 		return nil, kerr.UnknownTopicOrPartition.Code
 	}
-	p, ok := b.opts.Cluster.Replicas.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
+	p, ok := b.replicas.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
 	if !ok {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
@@ -369,16 +369,16 @@ type fetchSource struct {
 // follower, for a consumer's Fetch v11+ (KIP-392: up to the follower's
 // high watermark).
 func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) fetchSource {
-	p, t, code := b.replicaOf(topic, rp.Partition)
+	p, code := b.replicaOf(topic, rp.Partition)
 	if p == nil {
-		return fetchSource{t: t, code: code, preferred: -1}
+		return fetchSource{code: code, preferred: -1}
 	}
 	if id := fetchReplica(r); id >= 0 {
 		code, throttled := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset)
 		if code != 0 {
 			return fetchSource{code: code, preferred: -1}
 		}
-		held := throttled && b.opts.Cluster.Replicas.LeaderThrottleHeld()
+		held := throttled && b.replicas.LeaderThrottleHeld()
 		return fetchSource{t: p.Tablet(), throttled: throttled, held: held, preferred: -1, follower: true}
 	}
 	code = p.CheckLeader(rp.CurrentLeaderEpoch)
@@ -392,7 +392,7 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 		return fetchSource{code: code, preferred: -1}
 	}
 	src := fetchSource{t: p.Tablet(), preferred: -1}
-	if b.opts.Cluster.RackAwareReplicaSelector && r.GetVersion() >= 11 {
+	if b.clustered() && b.opts.Cluster.RackAwareReplicaSelector && r.GetVersion() >= 11 {
 		snap := b.opts.Cluster.Member.Snapshot()
 		src.preferred = p.PreferredReadReplica(r.Rack, rp.FetchOffset, func(id int32) string { return snap.Brokers[id].Rack })
 	}
@@ -534,7 +534,7 @@ func (b *Broker) clusterGrowTopic(rt kmsg.CreatePartitionsRequestTopic, validate
 	return 0, nil
 }
 
-// awaitAcks completes a produce in a cluster: each partition appended
+// awaitAcks completes a produce (a single node's at once): each partition appended
 // tells its leadership (the high watermark may move), then acks=all waits
 // for the high watermark to cover what was appended, within the request's
 // timeout; acks=1 is answered only by a broker still certain it leads.
@@ -545,7 +545,7 @@ func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, job
 		if jb.sp.ErrorCode != 0 || *jb.end < 0 {
 			continue
 		}
-		p, ok := b.opts.Cluster.Replicas.Get(jb.t.TopicPartition())
+		p, ok := b.replicas.Get(jb.t.TopicPartition())
 		if !ok {
 			jb.sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			continue
@@ -564,10 +564,7 @@ func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, job
 // checkAppend refuses a produce the partition's leadership cannot take
 // (acks=all with an ISR below min.insync.replicas).
 func (b *Broker) checkAppend(t *tablet.Tablet, acks int16) int16 {
-	if !b.clustered() {
-		return 0
-	}
-	p, ok := b.opts.Cluster.Replicas.Get(t.TopicPartition())
+	p, ok := b.replicas.Get(t.TopicPartition())
 	if !ok {
 		return kerr.NotLeaderForPartition.Code
 	}
@@ -830,9 +827,9 @@ func (ct clusterTopics) TopicByID(id checkpoint.TopicID) (string, bool) {
 // be its epoch's (OFFSET_NOT_AVAILABLE before, as Kafka's new leader
 // answers ListOffsets).
 func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKnown bool) (*tablet.Tablet, int16) {
-	p, t, code := b.replicaOf(topic, partition)
+	p, code := b.replicaOf(topic, partition)
 	if p == nil {
-		return t, code
+		return nil, code
 	}
 	code = p.CheckLeader(currentEpoch)
 	if code == 0 && hwKnown {
@@ -848,29 +845,25 @@ func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKno
 // broker leads it) has its log start at start, and returns the least of
 // them, or Kafka's error.
 func (b *Broker) lowWatermark(ctx context.Context, t *tablet.Tablet, start int64) (int64, int16) {
-	p, ok := b.opts.Cluster.Replicas.Get(t.TopicPartition())
+	p, ok := b.replicas.Get(t.TopicPartition())
 	if !ok {
 		return -1, kerr.NotLeaderForPartition.Code
 	}
 	return p.AwaitLowWatermark(ctx, start)
 }
 
-// replicaOf finds a partition: on a single node its tablet (p nil), in a
-// cluster its replica here (p), else Kafka's code for it — a partition
-// of the cluster with no replica here is NOT_LEADER_OR_FOLLOWER.
-func (b *Broker) replicaOf(topic string, partition int32) (p *replica.Partition, t *tablet.Tablet, code int16) {
+// replicaOf finds this broker's replica of a partition (a single node's
+// is its tablet's), else Kafka's code for it — a partition of the cluster
+// with no replica here is NOT_LEADER_OR_FOLLOWER.
+func (b *Broker) replicaOf(topic string, partition int32) (p *replica.Partition, code int16) {
 	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
-	if !b.clustered() {
-		if t, ok := b.m.Get(tp); ok {
-			return nil, t, 0
+	if p, ok := b.replicas.Get(tp); ok {
+		return p, 0
+	}
+	if b.clustered() {
+		if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, partition); exists {
+			return nil, kerr.NotLeaderForPartition.Code
 		}
-		return nil, nil, kerr.UnknownTopicOrPartition.Code
 	}
-	if p, ok := b.opts.Cluster.Replicas.Get(tp); ok {
-		return p, nil, 0
-	}
-	if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, partition); exists {
-		return nil, nil, kerr.NotLeaderForPartition.Code
-	}
-	return nil, nil, kerr.UnknownTopicOrPartition.Code
+	return nil, kerr.UnknownTopicOrPartition.Code
 }

@@ -102,7 +102,7 @@ func (b *Broker) verifyTxn(ctx context.Context, id string, pid int64, epoch int1
 		last.Partitions = append(last.Partitions, tp.Partition)
 	}
 	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tr}
-	kresp, err := b.opts.Cluster.Replicas.Send(ctx, st.Leader, req)
+	kresp, err := b.replicas.Send(ctx, st.Leader, req)
 	if err != nil {
 		b.opts.Logger.Warn("verifying a transaction at its coordinator", "transactional_id", id, "coordinator", st.Leader, "err", err)
 		return fill(kerr.NetworkException.Code)

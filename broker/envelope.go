@@ -84,7 +84,7 @@ func (b *Broker) RequestTo(ctx context.Context, caller Caller, node int32, req k
 	if err != nil {
 		return nil, err
 	}
-	got, err := b.opts.Cluster.Replicas.Send(ctx, node, env)
+	got, err := b.replicas.Send(ctx, node, env)
 	if err == nil {
 		var resp kmsg.Response
 		if resp, err = unwrap(got.(*kmsg.EnvelopeResponse), req); err == nil {

@@ -175,7 +175,7 @@ func (fr *fetchReply) writeTo(w io.Writer, chunks [][]byte) error {
 func (b *Broker) fetch(ctx context.Context, h header, r *kmsg.FetchRequest) *fetchReply {
 	iso := tablet.ReadHighWatermark
 	switch {
-	case b.clustered() && fetchReplica(r) >= 0:
+	case fetchReplica(r) >= 0:
 		iso = tablet.ReadLogEnd // a follower's: everything the leader has
 	case r.IsolationLevel == 1:
 		iso = tablet.ReadCommitted
@@ -340,7 +340,7 @@ func (b *Broker) fetchOnce(ctx context.Context, r *kmsg.FetchRequest, iso tablet
 				sp.RecordBatches = reply.attach(rt.Topic, res)
 				total += n
 				if src.throttled {
-					b.opts.Cluster.Replicas.LeaderThrottled(n)
+					b.replicas.LeaderThrottled(n)
 				}
 			} else {
 				res.Close()

@@ -231,7 +231,7 @@ func (b *Broker) DescribePartition(caller Caller, topic string, partition int32,
 	if !ok {
 		return PartitionDetail{}, ErrNoReplica
 	}
-	d := PartitionDetail{Offsets: ReplicaOffsets(t.Offsets()), Leading: true}
+	d := PartitionDetail{Offsets: ReplicaOffsets(t.Offsets())}
 	var segs []tablet.SegmentDetail
 	d.SegmentCount, segs = t.SegmentDetails(newest)
 	for _, g := range segs {
@@ -243,13 +243,11 @@ func (b *Broker) DescribePartition(caller Caller, topic string, partition int32,
 	for _, o := range objs {
 		d.TierObjects = append(d.TierObjects, TierObject{Key: o.Key, BaseOffset: o.BaseOffset, NextOffset: o.NextOffset, Size: o.Size, MaxTimestamp: o.MaxTimestamp})
 	}
-	if b.clustered() {
-		d.Leading = false
-		if p, ok := b.opts.Cluster.Replicas.Get(tp); ok {
-			d.Leading = p.Leads()
-			for _, f := range p.Followers() {
-				d.Followers = append(d.Followers, FollowerDetail(f))
-			}
+	d.Leading = false
+	if p, ok := b.replicas.Get(tp); ok {
+		d.Leading = p.Leads()
+		for _, f := range p.Followers() {
+			d.Followers = append(d.Followers, FollowerDetail(f))
 		}
 	}
 	return d, nil

@@ -112,7 +112,7 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 		return errorCode(err)
 	}
 	if b.clustered() {
-		if code := awaitISR(ctx, b.opts.Cluster.Replicas, t, res.LastOffset+1); code != 0 {
+		if code := awaitISR(ctx, b.replicas, t, res.LastOffset+1); code != 0 {
 			return code
 		}
 	}
@@ -229,7 +229,7 @@ func (cm *clusterMarkers) send(ctx context.Context, leader int32, m txn.Markers,
 		last.Partitions = append(last.Partitions, tp.Partition)
 	}
 	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{wm}
-	kresp, err := b.opts.Cluster.Replicas.Send(ctx, leader, req)
+	kresp, err := b.replicas.Send(ctx, leader, req)
 	if err != nil {
 		return nil, err
 	}

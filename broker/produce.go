@@ -142,10 +142,8 @@ func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) 
 			b.appendPartition(jb)
 		}
 	}
-	if b.clustered() {
-		b.awaitAcks(ctx, r.Acks, r.TimeoutMillis, jobs)
-		b.hintProduceLeaders(h, resp)
-	}
+	b.awaitAcks(ctx, r.Acks, r.TimeoutMillis, jobs)
+	b.hintProduceLeaders(h, resp)
 	if r.Acks == 0 {
 		return nil
 	}

@@ -30,9 +30,13 @@ import (
 
 // Options configure a Manager, under Kafka's config names.
 type Options struct {
-	// Member is this broker's membership; Tablets its data directory.
-	// Both are required.
+	// Member is this broker's membership in a cluster; Tablets its data
+	// directory (required). Without a Member the broker is a single
+	// node, a cluster of one: every tablet of the data directory is a
+	// partition it leads, alone in its ISR, at the tablet's leader epoch
+	// (NodeID is its id); an append is committed at once.
 	Member  *cluster.Member
+	NodeID  int32
 	Tablets *tablet.Manager
 	// Config makes a topic's tablet config from the configs set on it in
 	// the cluster (nil: the data directory's defaults).
@@ -77,8 +81,8 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
-	if o.Member == nil || o.Tablets == nil {
-		return errors.New("replica: a member and a data directory are required")
+	if o.Tablets == nil {
+		return errors.New("replica: a data directory is required")
 	}
 	if o.LagTime <= 0 {
 		o.LagTime = 30 * time.Second
@@ -131,7 +135,12 @@ type Manager struct {
 	// leaderQuota and followerQuota are the replication throttles
 	// (throttle.go).
 	leaderQuota, followerQuota quota
+	// local: a single node (Options.Member nil).
+	local bool
 }
+
+// localSession is a single node's session: always alive.
+const localSession = 1
 
 // New starts following the cluster's metadata: it returns once the
 // replicas reflect the member's current snapshot (the strays among the
@@ -140,10 +149,15 @@ func New(opts Options) (*Manager, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, me: opts.Member.NodeID(), log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
+	m := &Manager{opts: opts, me: opts.NodeID, log: opts.Logger, parts: map[checkpoint.TopicPartition]*Partition{},
 		fetchers: map[fetcherKey]*fetcher{}, peers: map[int32]*peer{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.SetThrottleRates(Unthrottled, Unthrottled)
+	if opts.Member == nil {
+		m.local = true
+		return m, nil // (its partitions are made as they are asked for: Get)
+	}
+	m.me = opts.Member.NodeID()
 	m.setAsideStrays(opts.Member.Snapshot())
 	m.reconcile(opts.Member.Snapshot())
 	m.wg.Add(2)
@@ -174,6 +188,9 @@ func (m *Manager) Close() {
 // session is this broker's session while it is certainly alive, else 0:
 // a leader acts only in the session it took its leadership in.
 func (m *Manager) session() int64 {
+	if m.local {
+		return localSession
+	}
 	if !m.opts.Member.Leased() {
 		return 0
 	}
@@ -212,17 +229,85 @@ func (m *Manager) told(p *Partition, leading bool) {
 	}
 }
 
-// Get returns the partition's replica on this broker.
+// Get returns the partition's replica on this broker. On a single node
+// it is the tablet's, made at its first use (and made again for a tablet
+// made again: a topic deleted and created).
 func (m *Manager) Get(tp checkpoint.TopicPartition) (*Partition, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	p, ok := m.parts[tp]
-	return p, ok
+	m.mu.Unlock()
+	if !m.local {
+		return p, ok
+	}
+	t, exists := m.opts.Tablets.Get(tp)
+	switch {
+	case !exists:
+		if ok {
+			m.mu.Lock()
+			if m.parts[tp] == p {
+				delete(m.parts, tp)
+			}
+			m.mu.Unlock()
+			p.event(p.s.Close)
+		}
+		return nil, false
+	case ok && p.t == t:
+		return p, true
+	}
+	return m.lead(tp, t), true
+}
+
+// Forget drops a single node's replica of a partition whose tablet went
+// (its topic deleted): its waiters are answered, and it is no longer
+// counted.
+func (m *Manager) Forget(tp checkpoint.TopicPartition) {
+	if !m.local {
+		return
+	}
+	m.mu.Lock()
+	p, ok := m.parts[tp]
+	delete(m.parts, tp)
+	m.mu.Unlock()
+	if ok {
+		p.event(p.s.Close)
+	}
+}
+
+// lead makes a single node's replica of tablet t: led at the tablet's
+// leader epoch (nothing written: its epoch cache already says it), this
+// broker alone in its ISR, its high watermark the tablet's own (the log
+// end after each append).
+func (m *Manager) lead(tp checkpoint.TopicPartition, t *tablet.Tablet) *Partition {
+	p := &Partition{tp: tp, t: t, m: m, changed: make(chan struct{}), fetchingFrom: cluster.NoLeader,
+		s: state.New(m.me, m.opts.LagTime), acks: map[uint64]chan int16{}}
+	epoch := int32(0)
+	epochs := t.LeaderEpochs()
+	if n := len(epochs); n > 0 {
+		epoch = epochs[n-1].Epoch
+	}
+	me := []int32{m.me}
+	md := state.Meta{Leader: m.me, LeaderEpoch: epoch, ISR: me, Replicas: me, MinISR: 1, MayLead: true, Session: localSession}
+	p.st = cluster.PartitionState{Leader: m.me, LeaderEpoch: epoch, ISR: me}
+	var out outside
+	p.mu.Lock()
+	p.do(p.s.SetMeta(md, p.local()), &out)
+	p.do(p.s.Led(epochStart(epochs, epoch, t.Offsets().LogEndOffset), p.local()), &out)
+	p.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.parts[tp]; ok && cur.t == t {
+		return cur // (made meanwhile by another caller)
+	}
+	m.parts[tp] = p
+	return p
 }
 
 // Await returns once the replicas reflect etcd revision rev (a topic
-// just created has its tablets here).
+// just created has its tablets here); at once on a single node.
 func (m *Manager) Await(ctx context.Context, rev int64) error {
+	if m.local {
+		return nil
+	}
 	return m.applied.Await(ctx, rev, m.ctx.Done())
 }
 

@@ -94,7 +94,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	member := m.opts.Member
 	offline, active := 0, 0
-	if member.IsController() {
+	if member != nil && member.IsController() {
 		active = 1
 		for _, t := range member.Snapshot().Topics {
 			for _, st := range t.Partitions {
@@ -114,7 +114,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeaders, float64(leaders))
 	gauge(descActiveController, float64(active))
 	gauge(descMaxLag, float64(maxLag))
-	counter(descControllerChanges, member.ControllerChanges())
+	changes := int64(0)
+	if member != nil {
+		changes = member.ControllerChanges()
+	}
+	counter(descControllerChanges, changes)
 	counter(descElections, m.metrics.LeaderElections.Load())
 	counter(descShrinks, m.metrics.ISRShrinks.Load())
 	counter(descExpands, m.metrics.ISRExpands.Load())
