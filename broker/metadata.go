@@ -157,7 +157,7 @@ func (b *Broker) describedPartitions(snap *cluster.Snapshot, name string) ([]kms
 	}
 	for _, t := range b.partitionsOf(name) {
 		dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
-		dp.Partition, dp.LeaderID, dp.LeaderEpoch = t.TopicPartition().Partition, b.opts.NodeID, 0
+		dp.Partition, dp.LeaderID, dp.LeaderEpoch = t.TopicPartition().Partition, b.opts.NodeID, t.LeaderEpoch()
 		dp.Replicas, dp.ISR = []int32{b.opts.NodeID}, []int32{b.opts.NodeID}
 		dp.EligibleLeaderReplicas, dp.LastKnownELR, dp.OfflineReplicas = []int32{}, []int32{}, []int32{}
 		out = append(out, dp)
@@ -396,7 +396,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 			p := kmsg.NewMetadataResponseTopicPartition()
 			p.Partition = t.TopicPartition().Partition
 			p.Leader = b.opts.NodeID
-			p.LeaderEpoch = 0
+			p.LeaderEpoch = t.LeaderEpoch() // (the epoch its replica leads at: replica.Manager's single node)
 			p.Replicas = []int32{b.opts.NodeID}
 			p.ISR = []int32{b.opts.NodeID}
 			topic.Partitions = append(topic.Partitions, p)

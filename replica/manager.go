@@ -274,17 +274,14 @@ func (m *Manager) Forget(tp checkpoint.TopicPartition) {
 }
 
 // lead makes a single node's replica of tablet t: led at the tablet's
-// leader epoch (nothing written: its epoch cache already says it), this
+// leader epoch (nothing written: the epoch cache takes it at the first
+// append at it, as it does on a single node), this
 // broker alone in its ISR, its high watermark the tablet's own (the log
 // end after each append).
 func (m *Manager) lead(tp checkpoint.TopicPartition, t *tablet.Tablet) *Partition {
 	p := &Partition{tp: tp, t: t, m: m, changed: make(chan struct{}), fetchingFrom: cluster.NoLeader,
 		s: state.New(m.me, m.opts.LagTime), acks: map[uint64]chan int16{}}
-	epoch := int32(0)
-	epochs := t.LeaderEpochs()
-	if n := len(epochs); n > 0 {
-		epoch = epochs[n-1].Epoch
-	}
+	epoch, epochs := t.LeaderEpoch(), t.LeaderEpochs()
 	me := []int32{m.me}
 	md := state.Meta{Leader: m.me, LeaderEpoch: epoch, ISR: me, Replicas: me, MinISR: 1, MayLead: true, Session: localSession}
 	p.st = cluster.PartitionState{Leader: m.me, LeaderEpoch: epoch, ISR: me}

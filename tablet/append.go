@@ -323,6 +323,14 @@ func (t *Tablet) AppendRecords(records []record.Record, codec record.Compression
 	return t.Append(batch.Bytes(), opts)
 }
 
+// LeaderEpoch is the leader epoch stamped on appended batches (the
+// latest of the log's, at open).
+func (t *Tablet) LeaderEpoch() int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.epoch
+}
+
 // SetLeaderEpoch sets the leader epoch stamped on appended batches from
 // now on; it may not go down.
 func (t *Tablet) SetLeaderEpoch(epoch int32) error {
