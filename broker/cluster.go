@@ -545,11 +545,7 @@ func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, job
 		if jb.sp.ErrorCode != 0 || *jb.end < 0 {
 			continue
 		}
-		p, ok := b.replicas.Get(jb.t.TopicPartition())
-		if !ok {
-			jb.sp.ErrorCode = kerr.NotLeaderForPartition.Code
-			continue
-		}
+		p := jb.p
 		p.Appended()
 		switch {
 		case acks == 0:
@@ -561,14 +557,15 @@ func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, job
 	}
 }
 
-// checkAppend refuses a produce the partition's leadership cannot take
-// (acks=all with an ISR below min.insync.replicas).
-func (b *Broker) checkAppend(t *tablet.Tablet, acks int16) int16 {
+// checkAppend finds the partition's replica and refuses a produce its
+// leadership cannot take (acks=all with an ISR below
+// min.insync.replicas).
+func (b *Broker) checkAppend(t *tablet.Tablet, acks int16) (*replica.Partition, int16) {
 	p, ok := b.replicas.Get(t.TopicPartition())
 	if !ok {
-		return kerr.NotLeaderForPartition.Code
+		return nil, kerr.NotLeaderForPartition.Code
 	}
-	return p.CheckAppend(acks)
+	return p, p.CheckAppend(acks)
 }
 
 // replicationConfigs are the topic configs a cluster's replication

@@ -73,7 +73,6 @@ func checkOther(name, v string) (bool, error) {
 	return true, nil
 }
 
-
 // rate is a replication throttle's value: this broker's, else the
 // cluster's, else none.
 func (d *dynamicConfigs) rate(name string) int64 {

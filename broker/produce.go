@@ -11,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/record"
+	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -107,7 +108,8 @@ func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) 
 				sp.ErrorCode = code
 				continue
 			}
-			if code := b.checkAppend(t, r.Acks); code != 0 {
+			p, code := b.checkAppend(t, r.Acks)
+			if code != 0 {
 				sp.ErrorCode = code
 				continue
 			}
@@ -116,7 +118,7 @@ func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) 
 			seen[tp] = true
 			o := opts
 			o.Sync = o.Sync || r.Acks == -1 && t.Config().DurableAcks
-			jobs = append(jobs, appendJob{t: t, data: rp.Records, opts: o, sp: sp, end: ptrTo(int64(-1))})
+			jobs = append(jobs, appendJob{t: t, p: p, data: rp.Records, opts: o, sp: sp, end: ptrTo(int64(-1))})
 			total += len(rp.Records)
 		}
 	}
@@ -157,6 +159,7 @@ const parallelAppendBytes = 64 << 10
 // appendJob is one partition's part of a produce request.
 type appendJob struct {
 	t    *tablet.Tablet
+	p    *replica.Partition // its replica (acks)
 	data []byte
 	opts tablet.AppendOptions
 	sp   *kmsg.ProduceResponseTopicPartition

@@ -239,9 +239,13 @@ func (p *Partition) Appended() {
 // (state.Partition.AwaitAck: Kafka's delayed produce). A broker that is
 // not certainly leased acknowledges nothing.
 func (p *Partition) AwaitAcks(ctx context.Context, end int64) int16 {
+	p.mu.Lock()
+	if code, done := p.s.CheckAck(end, p.local()); done {
+		p.mu.Unlock()
+		return code // (a single node's, or a batch already covered: no wait)
+	}
 	ch := make(chan int16, 1)
 	var out outside
-	p.mu.Lock()
 	p.nextAck++
 	id := p.nextAck
 	p.acks[id] = ch

@@ -457,6 +457,32 @@ func (p *Partition) AwaitAck(id uint64, end int64, l Local) Actions {
 	return a
 }
 
+// CheckAck is AwaitAck's answer when it needs no wait: the code, and
+// done; not done, the produce must wait (AwaitAck).
+func (p *Partition) CheckAck(end int64, l Local) (code int16, done bool) {
+	if p.role == Becoming {
+		return 0, false
+	}
+	return p.ackCode(end, l.HW, l)
+}
+
+// ackCode decides an ack for a batch ending at end with the high
+// watermark at hw: NOT_LEADER_OR_FOLLOWER when the replica does not lead
+// (or its session is not certainly alive); once hw covers it, 0, or
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND with the ISR below min.insync.replicas
+// (Kafka's answer then); else not done.
+func (p *Partition) ackCode(end, hw int64, l Local) (int16, bool) {
+	switch {
+	case !p.Leads(l.Session):
+		return kerr.NotLeaderForPartition.Code, true
+	case end > hw:
+		return 0, false
+	case len(p.meta.ISR) < p.meta.MinISR:
+		return kerr.NotEnoughReplicasAfterAppend.Code, true
+	}
+	return 0, true
+}
+
 // CancelAck forgets a waiting ack (its request timed out or went).
 func (p *Partition) CancelAck(id uint64) {
 	p.acks = slices.DeleteFunc(p.acks, func(k pendingAck) bool { return k.id == id })
@@ -653,16 +679,10 @@ func (p *Partition) settle(a *Actions, l Local) {
 		hw = a.HW
 	}
 	p.acks = slices.DeleteFunc(p.acks, func(k pendingAck) bool {
-		code := int16(0)
-		switch {
-		case !p.Leads(l.Session):
-			code = kerr.NotLeaderForPartition.Code
-		case k.end > hw:
-			return false
-		case len(p.meta.ISR) < p.meta.MinISR:
-			code = kerr.NotEnoughReplicasAfterAppend.Code
+		code, done := p.ackCode(k.end, hw, l)
+		if done {
+			a.Completed = append(a.Completed, Completion{ID: k.id, Code: code})
 		}
-		a.Completed = append(a.Completed, Completion{ID: k.id, Code: code})
-		return true
+		return done
 	})
 }

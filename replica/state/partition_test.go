@@ -234,6 +234,20 @@ func TestAcks(t *testing.T) {
 		require.Equal(t, []Completion{{1, kerr.NotLeaderForPartition.Code}}, a.Completed)
 		require.Nil(t, a.Propose)
 	})
+	t.Run("answered with no wait when it can be", func(t *testing.T) {
+		p := leader(t, 3, 0)
+		_, done := p.CheckAck(3, local(3, 2, 0))
+		require.False(t, done, "not covered: it must wait")
+		code, done := p.CheckAck(3, local(3, 3, 0))
+		require.True(t, done)
+		require.Zero(t, code)
+		l := local(3, 3, 0)
+		l.Session = 0
+		code, done = p.CheckAck(3, l)
+		require.True(t, done)
+		require.Equal(t, kerr.NotLeaderForPartition.Code, code)
+		require.Zero(t, p.Pending(), "nothing registered")
+	})
 	t.Run("cancelled", func(t *testing.T) {
 		p := leader(t, 3, 0)
 		p.AwaitAck(1, 3, local(3, 0, 0))
