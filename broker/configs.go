@@ -76,7 +76,7 @@ func topicConfigType(name string) kmsg.ConfigType {
 	if !ok {
 		return kmsg.ConfigTypeString
 	}
-	return d.Type
+	return kmsg.ConfigType(d.Type)
 }
 
 // setTopicConfig sets one key of a topic config (a fixed config only to
@@ -220,7 +220,7 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 	}
 	for _, d := range config.Broker {
 		if d.RunTime {
-			out = append(out, static(d.Name, d.Default, d.Type))
+			out = append(out, static(d.Name, d.Default, kmsg.ConfigType(d.Type)))
 		}
 	}
 	// The topic defaults are dynamic: each one's value is the highest

@@ -260,7 +260,7 @@ func brokerConfigType(name string) kmsg.ConfigType {
 	if !ok {
 		return kmsg.ConfigTypeString
 	}
-	return d.Type
+	return kmsg.ConfigType(d.Type)
 }
 
 // names lists the configs a level sets (cluster, or this broker's),

@@ -15,22 +15,32 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Types, as DescribeConfigs names them (KIP-569).
+// Type is a config's type, with the numbers DescribeConfigs gives them
+// (KIP-569's config_type: a broker sends int8(Type)). The package imports
+// no Kafka client: the engine (tablet) reads the table too.
+type Type int8
+
+// The types.
 const (
-	Boolean  = kmsg.ConfigTypeBoolean
-	String   = kmsg.ConfigTypeString
-	Int      = kmsg.ConfigTypeInt
-	Short    = kmsg.ConfigTypeShort
-	Long     = kmsg.ConfigTypeLong
-	Double   = kmsg.ConfigTypeDouble
-	List     = kmsg.ConfigTypeList
-	Class    = kmsg.ConfigTypeClass
-	Password = kmsg.ConfigTypePassword
+	Boolean Type = iota + 1
+	String
+	Int
+	Short
+	Long
+	Double
+	List
+	Class
+	Password
 )
+
+func (t Type) String() string {
+	if t < Boolean || t > Password {
+		return "UNKNOWN"
+	}
+	return [...]string{"BOOLEAN", "STRING", "INT", "SHORT", "LONG", "DOUBLE", "LIST", "CLASS", "PASSWORD"}[t-1]
+}
 
 // maxMs is the most milliseconds a duration config holds.
 const maxMs = math.MaxInt64 / 1e6
@@ -39,7 +49,7 @@ const maxMs = math.MaxInt64 / 1e6
 type Def struct {
 	// Name is Kafka's name (seglog's own start with "seglog.").
 	Name string
-	Type kmsg.ConfigType
+	Type Type
 	// Default is the value when none is set, as DescribeConfigs shows it
 	// ("" with none, or one the doc line says how it is worked out).
 	Default string

@@ -72,3 +72,11 @@ func TestCheck(t *testing.T) {
 	require.Equal(t, "none, requested, required", auth.Range())
 	require.Equal(t, "[17, 2³¹−1]", seg.Range())
 }
+
+// A Type is the number DescribeConfigs sends for it.
+func TestTypeNumbers(t *testing.T) {
+	for typ, n := range map[Type]int8{Boolean: 1, String: 2, Int: 3, Short: 4, Long: 5, Double: 6, List: 7, Class: 8, Password: 9} {
+		require.Equal(t, n, int8(typ), typ.String())
+	}
+	require.Equal(t, "long", Def{Type: Long}.TypeName())
+}
