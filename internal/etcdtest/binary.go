@@ -1,14 +1,10 @@
 package etcdtest
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/seglog/seglog/internal/etcdbin"
 )
 
 // FromEnv starts a one-member etcd: the binary SEGLOG_ETCD names (Debian's
@@ -20,50 +16,12 @@ func FromEnv(t testing.TB) *Cluster {
 	return Start(t, 1)
 }
 
-// StartBinary runs an etcd binary as one member on loopback ports, its
-// data in the test's temporary directory, and waits until it serves; it
-// is killed when the test ends.
+// StartBinary runs an etcd binary as one member on loopback ports
+// (etcdbin.Start), its data in the test's temporary directory, and waits
+// until it serves; it is killed when the test ends.
 func StartBinary(t testing.TB, bin string) *Cluster {
 	t.Helper()
-	m := &member{name: "m0", dir: t.TempDir(), client: freeURL(t), peer: freeURL(t)}
-	cmd := exec.Command(bin, "--name", m.name, "--data-dir", m.dir,
-		"--listen-client-urls", m.client.String(), "--advertise-client-urls", m.client.String(),
-		"--listen-peer-urls", m.peer.String(), "--initial-advertise-peer-urls", m.peer.String(),
-		"--initial-cluster", m.name+"="+m.peer.String(), "--initial-cluster-state", "new")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("etcdtest: starting %s: %v", bin, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	// Ready when it says so in its log (etcd 3.4: "ready to serve client
-	// requests"); a deadline, not a wait.
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		var last []string
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "ready to serve client requests") {
-				ready <- nil
-				_, _ = io.Copy(io.Discard, stderr)
-				return
-			}
-			last = append(last, sc.Text())
-		}
-		ready <- fmt.Errorf("etcdtest: %s ended before it served: %s", bin, strings.Join(last, "\n"))
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("etcdtest: %s did not serve in a minute", bin)
-	}
-	return &Cluster{t: t, members: []*member{m}, external: cmd}
+	b := etcdbin.Start(t, bin)
+	m := &member{name: "m0", client: b.Client, peer: b.Peer}
+	return &Cluster{t: t, members: []*member{m}, external: b.Cmd}
 }

@@ -6,7 +6,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"os/exec"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/seglog/seglog/internal/etcdbin"
 )
 
 // Cluster is a set of etcd members started by Start.
@@ -136,14 +137,7 @@ func (c *Cluster) enableAuth() error {
 }
 
 // freeURL is an http URL on a loopback port free when it was asked for.
-func freeURL(t testing.TB) url.URL {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return url.URL{Scheme: "http", Host: ln.Addr().String()}
-}
+func freeURL(t testing.TB) url.URL { return etcdbin.FreeURL(t) }
 
 func (c *Cluster) start(m *member, initial, state string) error {
 	cfg := embed.NewConfig()
