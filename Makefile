@@ -45,14 +45,15 @@ clients:
 # beside the rest, followed there by the cluster's process tests, the fault
 # checker's smoke run (a power cut followed by a controller crash, then a
 # power cut, on seglog serve processes over etcd processes) and the fuzz
-# smoke run (the race run is the longest part). The race run builds and
+# smoke run (the race run is the longest part), and replica/state's randomized
+# model whole (under the race detector it runs a few of its seeds). The race run builds and
 # tests three packages at a time: its tests mostly wait (on processes,
 # sessions, the network), each package using 50–90% of one core, and two
 # at a time left the machine half idle (make test 5m10s against 4m22s).
 RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v -e '/bench$$' -e '/jepsen$$')
 
 test: vet examples clients $(VERSITYGW)
-	($(GO) test -count=1 ./bench && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
+	($(GO) test -count=1 ./bench ./replica/state && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
 		$(MAKE) build && SEGLOG_BIN=$(CURDIR)/bin/seglog $(GO) test -count=1 ./jepsen && \
 		$(MAKE) fuzz-smoke FUZZTIME=4000x) & bench=$$!; \
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 -p 3 $(RACE_PKGS); raced=$$?; \

@@ -45,7 +45,11 @@ var (
 // promise (and seglog's) is a majority of replicas surviving.
 func TestModel(t *testing.T) {
 	runs, unavailable, acked := 0, map[int]int{}, 0
-	for seed := range uint64(*modelSeeds) {
+	seeds := uint64(*modelSeeds)
+	if raceEnabled && !flagSet("model.seeds") {
+		seeds = 20 // (the whole model runs in make test's lane without the race detector)
+	}
+	for seed := range seeds {
 		for _, minISR := range []int{1, 2} {
 			m := newModel(t, seed+1, minISR)
 			if err := m.run(*modelSteps); err != nil {
@@ -62,6 +66,13 @@ func TestModel(t *testing.T) {
 		runs, *modelSteps, acked, unavailable[1], unavailable[2])
 	require.Less(t, unavailable[1]+unavailable[2], runs/4, "most runs heal (the invariants are checked on available partitions)")
 	require.Greater(t, acked, runs*10, "the runs acknowledge records")
+}
+
+// flagSet reports whether the test's command line set the flag.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 type mrec struct {
