@@ -110,12 +110,52 @@ func startCluster(ctx context.Context, opts Options) (*Cluster, error) {
 		c.brk = append(c.brk, b)
 	}
 	for _, b := range c.brk {
-		if err := c.StartBroker(ctx, b.id); err != nil {
+		err := c.StartBroker(ctx, b.id)
+		for try := 0; err != nil && errors.Is(err, errPortTaken) && try < 3; try++ {
+			// Its port, free when asked for, was taken before the broker
+			// bound it (by a test beside): a first start moves to others.
+			if err = c.movePorts(b); err == nil {
+				err = c.StartBroker(ctx, b.id)
+			}
+		}
+		if err != nil {
 			c.Close()
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// errPortTaken is a broker that ended before it listened because its port
+// was taken.
+var errPortTaken = errors.New("its port was taken")
+
+// movePorts gives a broker that never ran new ports (its client port, and
+// its inter-broker one behind a new proxy).
+func (c *Cluster) movePorts(b *brokerProc) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	b.port = port
+	if b.repl != nil {
+		if b.replPort, err = freePort(); err != nil {
+			return err
+		}
+		b.repl = faultproxy.Start(c.opts.TB, "127.0.0.1:"+b.replPort)
+	}
+	return nil
+}
+
+// logTail is the last lines of a log file (what a broker said before it
+// ended).
+func logTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // EtcdEndpoints are the members' client URLs.
@@ -309,7 +349,13 @@ func (c *Cluster) StartBroker(ctx context.Context, id int32) error {
 	case <-listening:
 		return nil
 	case <-exited:
-		return fmt.Errorf("jepsen: broker %d ended before it listened (its log: %s)", id, filepath.Join(o.Dir, fmt.Sprintf("broker%d.log", id)))
+		path := filepath.Join(o.Dir, fmt.Sprintf("broker%d.log", id))
+		tail := logTail(path, 8)
+		err := fmt.Errorf("jepsen: broker %d ended before it listened (its log: %s):\n%s", id, path, tail)
+		if strings.Contains(tail, "address already in use") {
+			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+		return err
 	case <-ctx.Done():
 		return fmt.Errorf("jepsen: broker %d did not listen: %w", id, ctx.Err())
 	}
