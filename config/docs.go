@@ -51,7 +51,8 @@ writes it). Names are Kafka's; seglog's own start with ` + "`seglog.`" + `.
 
 What ` + "`seglog serve`" + ` takes, as lines of a ` + "`server.properties`" + ` (` + "`--config-file`" + `) or ` + "`--config key=value`" + `
 (later ones win). A dynamic one may also change at run time, for one broker or the whole cluster, with AlterConfigs
-(` + "`seglog configs --entity-type brokers --alter`" + `); "run time only" ones are set that way alone. A config that names
+(` + "`seglog configs --entity-type brokers --alter`" + `); "run time only" ones are set that way alone (a config file's are
+ignored, a --config's refused). A config that names
 a topic config is that config's default for the topics that do not set it.
 
 ` + Markdown(Broker) + `

@@ -497,7 +497,7 @@ func applyServeConfig(s *serveSettings, k, v string) (known bool, err error) {
 	v = strings.TrimSpace(v)
 	switch {
 	case d.RunTime:
-		return true, fmt.Errorf("%s is set at run time only: seglog configs --entity-type brokers --alter", k)
+		return true, fmt.Errorf("%s: %w", k, errRunTimeOnly)
 	case d.Topic != "":
 		syn, _ := tablet.BrokerSynonymOf(k)
 		err = syn.SetFrom(&s.topic, v)
@@ -515,6 +515,11 @@ func applyServeConfig(s *serveSettings, k, v string) (known bool, err error) {
 	s.broker.Configs[k] = v // DescribeConfigs lists what the operator set
 	return true, nil
 }
+
+// errRunTimeOnly is a config set at run time only (AlterConfigs): serve
+// refuses it in --config, and ignores it in a config file (logged) as it
+// does Kafka's configs it does not take.
+var errRunTimeOnly = errors.New("set at run time only: seglog configs --entity-type brokers --alter")
 
 // serveConfigNames are the configs serve takes.
 func serveConfigNames() []string {
@@ -620,10 +625,12 @@ the data directory cleanly.`,
 				props := checkpoint.ParseProperties(data)
 				for _, k := range slices.Sorted(maps.Keys(props)) {
 					known, err := applyServeConfig(&set, k, props[k])
-					if err != nil {
+					if err != nil && !errors.Is(err, errRunTimeOnly) {
 						return fmt.Errorf("%s: %w", configFile, err)
 					}
 					switch {
+					case err != nil:
+						ignored = append(ignored, k)
 					case known:
 					case nearestConfig(k) != "":
 						// A typo of a config serve takes, not one of
