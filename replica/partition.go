@@ -99,8 +99,16 @@ func (p *Partition) Followers() []FollowerProgress {
 // local is what the rules read of the log, the clock and the session
 // (p.mu held).
 func (p *Partition) local() state.Local {
+	l := p.offsets()
+	l.Now = p.m.opts.Now()
+	return l
+}
+
+// offsets is local without the clock, for the events on every produce
+// that do not read it (Appended, AwaitAck, CheckAck).
+func (p *Partition) offsets() state.Local {
 	o := p.t.Offsets()
-	return state.Local{LogStart: o.LogStartOffset, LogEnd: o.LogEndOffset, HW: o.HighWatermark, Now: p.m.opts.Now(), Session: p.m.session()}
+	return state.Local{LogStart: o.LogStartOffset, LogEnd: o.LogEndOffset, HW: o.HighWatermark, Session: p.m.session()}
 }
 
 // outside is what an event's actions leave to do once p.mu is released:
@@ -229,7 +237,11 @@ func (p *Partition) CheckAppend(acks int16) int16 {
 // Appended is called after an append as leader: the high watermark may
 // move (an ISR of the leader alone).
 func (p *Partition) Appended() {
-	p.event(p.s.Appended)
+	var out outside
+	p.mu.Lock()
+	p.do(p.s.Appended(p.offsets()), &out)
+	p.mu.Unlock()
+	p.finish(out)
 }
 
 // AwaitAcks waits until the high watermark covers end (the offset after
@@ -240,7 +252,7 @@ func (p *Partition) Appended() {
 // not certainly leased acknowledges nothing.
 func (p *Partition) AwaitAcks(ctx context.Context, end int64) int16 {
 	p.mu.Lock()
-	if code, done := p.s.CheckAck(end, p.local()); done {
+	if code, done := p.s.CheckAck(end, p.offsets()); done {
 		p.mu.Unlock()
 		return code // (a single node's, or a batch already covered: no wait)
 	}
@@ -249,7 +261,7 @@ func (p *Partition) AwaitAcks(ctx context.Context, end int64) int16 {
 	p.nextAck++
 	id := p.nextAck
 	p.acks[id] = ch
-	p.do(p.s.AwaitAck(id, end, p.local()), &out)
+	p.do(p.s.AwaitAck(id, end, p.offsets()), &out)
 	p.mu.Unlock()
 	p.finish(out)
 	select {

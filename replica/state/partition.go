@@ -50,7 +50,9 @@ type Meta struct {
 }
 
 // Local is what the caller read just before an event: the local log's
-// offsets, the time, and this broker's session (its incarnation) while it
+// offsets, the time (Appended, AwaitAck and CheckAck do not read it: a
+// caller may leave it out of those, the ones on every produce), and this
+// broker's session (its incarnation) while it
 // is certainly alive, 0 otherwise: a broker acts as the leader only in
 // the session it took the leadership in — not once the session may have
 // lapsed, nor in a new session (registered again after losing one)
