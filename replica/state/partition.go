@@ -571,9 +571,11 @@ func (p *Partition) propose(a *Actions, isr []int32, why string, l Local) {
 
 // ISRWritten is a proposal written, as the state at partitionEpoch with
 // isr: a follower that joins is caught up now (the time it was caught up
-// before — before a crash, say — is not its lag).
+// before — before a crash, say — is not its lag). Waiters are woken even
+// when the state had it already (the metadata came first): the next
+// change may be proposed now.
 func (p *Partition) ISRWritten(isr []int32, partitionEpoch int32, l Local) Actions {
-	var a Actions
+	a := Actions{Changed: true}
 	p.pending = nil
 	if partitionEpoch <= p.meta.PartitionEpoch {
 		return a
@@ -591,10 +593,11 @@ func (p *Partition) ISRWritten(isr []int32, partitionEpoch int32, l Local) Actio
 }
 
 // ISRFailed is a proposal not written (another change won, or the
-// session was lost): the next event may propose again, and the high
-// watermark no longer waits for a follower it would have added.
+// session was lost): the next event may propose again (waiters are
+// woken), and the high watermark no longer waits for a follower it would
+// have added.
 func (p *Partition) ISRFailed(l Local) Actions {
-	var a Actions
+	a := Actions{Changed: true}
 	p.pending = nil
 	p.advance(&a, l)
 	p.settle(&a, l)
