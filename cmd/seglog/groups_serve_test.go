@@ -117,7 +117,10 @@ func TestServeGroupResumesAfterKill(t *testing.T) {
 	seg := filepath.Join(k.dir, fmt.Sprintf("%s-%d", group.Topic, p), "00000000000000000000.log")
 	code, out, errOut := runSeglog(t, "dump", "--offsets-decoder", seg)
 	require.Zero(t, code, "%s%s", out, errOut)
-	require.Contains(t, out, `key: {"type":"1","data":{"group":"g","topic":"in","partition":0}} payload: {"version":"3","data":{"offset":`)
+	// (Some partition's commit: which partitions a run's few polls reach
+	// is the client's order, not the broker's — a run once consumed only
+	// partitions 1 and 2.)
+	require.Regexp(t, `key: \{"type":"1","data":\{"group":"g","topic":"in","partition":[0-2]\}\} payload: \{"version":"3","data":\{"offset":`, out)
 	require.Contains(t, out, `key: {"type":"2","data":{"group":"g"}} payload: {"version":"3","data":{"protocolType":"consumer","generation":`)
 	code, vout, verr := runSeglog(t, "verify", "--data-dir", k.dir)
 	require.Zero(t, code, "%s%s", vout, verr)
