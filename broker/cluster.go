@@ -322,10 +322,11 @@ func (b *Broker) clusterDescribeCluster(h header, resp *kmsg.DescribeClusterResp
 	}
 }
 
-// clusterTabletFor is tabletFor in a cluster: the partition's tablet if
-// this broker leads it, else NOT_LEADER_OR_FOLLOWER (or Kafka's answer
-// for a partition that does not exist, after auto-creation).
-func (b *Broker) clusterTabletFor(topic string, partition int32, ac *autoCreation) (*tablet.Tablet, int16) {
+// clusterReplicaFor is replicaFor in a cluster: the partition's replica
+// here (its leadership is the produce's CheckAppend's), else
+// NOT_LEADER_OR_FOLLOWER (or Kafka's answer for a partition that does not
+// exist, after auto-creation).
+func (b *Broker) clusterReplicaFor(topic string, partition int32, ac *autoCreation) (*replica.Partition, int16) {
 	s := b.opts.Cluster.Member.Snapshot()
 	ts, ok := s.Topics[topic]
 	if !ok && ac != nil && !b.opts.NoAutoCreate && !internalTopics[topic] {
@@ -342,10 +343,7 @@ func (b *Broker) clusterTabletFor(topic string, partition int32, ac *autoCreatio
 	if !ok {
 		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if code := p.CheckLeader(-1); code != 0 {
-		return nil, code
-	}
-	return p.Tablet(), 0
+	return p, 0
 }
 
 // fetchSource is where a fetch reads a partition.
@@ -555,17 +553,6 @@ func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, job
 			jb.sp.ErrorCode = kerr.NotLeaderForPartition.Code
 		}
 	}
-}
-
-// checkAppend finds the partition's replica and refuses a produce its
-// leadership cannot take (acks=all with an ISR below
-// min.insync.replicas).
-func (b *Broker) checkAppend(t *tablet.Tablet, acks int16) (*replica.Partition, int16) {
-	p, ok := b.replicas.Get(t.TopicPartition())
-	if !ok {
-		return nil, kerr.NotLeaderForPartition.Code
-	}
-	return p, p.CheckAppend(acks)
 }
 
 // replicationConfigs are the topic configs a cluster's replication

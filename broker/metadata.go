@@ -13,6 +13,7 @@ import (
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
+	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -229,15 +230,16 @@ func nullMetadata(b *Broker, _ header, req kmsg.Request) kmsg.Response {
 // internalTopics are Kafka's internal topics, flagged in Metadata.
 var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
 
-// tabletFor returns a partition's tablet, creating its topic (with
-// num.partitions partitions) when auto-creation allows.
-func (b *Broker) tabletFor(topic string, partition int32, ac *autoCreation) (*tablet.Tablet, int16) {
+// replicaFor returns this broker's replica of a partition a produce
+// appends to, creating its topic (with num.partitions partitions) when
+// auto-creation allows.
+func (b *Broker) replicaFor(topic string, partition int32, ac *autoCreation) (*replica.Partition, int16) {
 	if b.clustered() {
-		return b.clusterTabletFor(topic, partition, ac)
+		return b.clusterReplicaFor(topic, partition, ac)
 	}
 	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
-	if t, ok := b.m.Get(tp); ok {
-		return t, 0
+	if p, ok := b.replicas.Get(tp); ok {
+		return p, 0
 	}
 	if ac == nil || b.opts.NoAutoCreate {
 		return nil, kerr.UnknownTopicOrPartition.Code
@@ -249,8 +251,8 @@ func (b *Broker) tabletFor(topic string, partition int32, ac *autoCreation) (*ta
 		return nil, kerr.UnknownTopicOrPartition.Code // the topic exists, not this partition
 	}
 	ac.create(topic)
-	if t, ok := b.m.Get(tp); ok {
-		return t, 0
+	if p, ok := b.replicas.Get(tp); ok {
+		return p, 0
 	}
 	return nil, kerr.UnknownTopicOrPartition.Code
 }

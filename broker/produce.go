@@ -103,22 +103,21 @@ func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) 
 				sp.ErrorCode = kerr.InvalidTopicException.Code // Kafka: no client appends to an internal topic
 				continue
 			}
-			t, code := b.tabletFor(rt.Topic, rp.Partition, &ac)
+			p, code := b.replicaFor(rt.Topic, rp.Partition, &ac)
+			if code == 0 {
+				code = p.CheckAppend(r.Acks) // (acks=all with an ISR below min.insync.replicas is refused)
+			}
 			if code != 0 {
 				sp.ErrorCode = code
 				continue
 			}
-			p, code := b.checkAppend(t, r.Acks)
-			if code != 0 {
-				sp.ErrorCode = code
-				continue
-			}
+			t := p.Tablet()
 			tp := t.TopicPartition()
 			parallel = parallel && !seen[tp] // a partition twice: its batches in order, one by one
 			seen[tp] = true
 			o := opts
 			o.Sync = o.Sync || r.Acks == -1 && t.Config().DurableAcks
-			jobs = append(jobs, appendJob{t: t, p: p, data: rp.Records, opts: o, sp: sp, end: ptrTo(int64(-1))})
+			jobs = append(jobs, appendJob{p: p, data: rp.Records, opts: o, sp: sp, end: ptrTo(int64(-1))})
 			total += len(rp.Records)
 		}
 	}
@@ -158,8 +157,7 @@ const parallelAppendBytes = 64 << 10
 
 // appendJob is one partition's part of a produce request.
 type appendJob struct {
-	t    *tablet.Tablet
-	p    *replica.Partition // its replica (acks)
+	p    *replica.Partition // its replica (p.Tablet() appends)
 	data []byte
 	opts tablet.AppendOptions
 	sp   *kmsg.ProduceResponseTopicPartition
@@ -170,7 +168,7 @@ type appendJob struct {
 // appendPartition appends a partition's batches, one by one (a client
 // sends one; Kafka's magic check comes first).
 func (b *Broker) appendPartition(jb appendJob) {
-	t, data, opts, sp := jb.t, jb.data, jb.opts, jb.sp
+	t, data, opts, sp := jb.p.Tablet(), jb.data, jb.opts, jb.sp
 	if sp.ErrorCode != 0 {
 		return // (refused by its transaction's coordinator)
 	}
@@ -234,7 +232,7 @@ func (b *Broker) verifyProduce(ctx context.Context, r *kmsg.ProduceRequest, jobs
 			}
 			pid, epoch = h.ProducerID, h.ProducerEpoch
 			if len(idx) == 0 || idx[len(idx)-1] != i {
-				idx, tps = append(idx, i), append(tps, jb.t.TopicPartition())
+				idx, tps = append(idx, i), append(tps, jb.p.TopicPartition())
 			}
 		}
 	}
