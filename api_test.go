@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,24 +23,7 @@ import (
 func TestNoInternalTypeInExportedSignatures(t *testing.T) {
 	var leaks []string
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case "internal", "testdata", "node_modules", ".git", "examples", "cmd":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	eachGoFile(t, fset, parser.SkipObjectResolution, []string{"internal", "cmd"}, func(f *ast.File) {
 		internal := map[string]bool{} // local names of imported internal packages
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
@@ -52,7 +36,7 @@ func TestNoInternalTypeInExportedSignatures(t *testing.T) {
 			}
 		}
 		if len(internal) == 0 {
-			return nil
+			return
 		}
 		leak := func(what string, n ast.Node) {
 			if n == nil {
@@ -114,9 +98,7 @@ func TestNoInternalTypeInExportedSignatures(t *testing.T) {
 				}
 			}
 		}
-		return nil
 	})
-	require.NoError(t, err)
 	require.Empty(t, leaks, "internal types in exported signatures")
 }
 
@@ -144,24 +126,7 @@ func typeName(e ast.Expr) string {
 func TestMutexesSayWhatTheyGuard(t *testing.T) {
 	var silent []string
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case "testdata", "node_modules", ".git", "examples", "peers":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	eachGoFile(t, fset, parser.ParseComments|parser.SkipObjectResolution, []string{"peers"}, func(f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			st, ok := n.(*ast.StructType)
 			if !ok {
@@ -181,10 +146,37 @@ func TestMutexesSayWhatTheyGuard(t *testing.T) {
 			}
 			return true
 		})
+	})
+	require.Empty(t, silent, "mutexes that do not say what they guard")
+}
+
+// eachGoFile parses (in mode) every non-test Go file of the repository
+// but those under testdata, node_modules, .git, examples and the
+// directories named in skip, and calls fn with each.
+func eachGoFile(t *testing.T, fset *token.FileSet, mode parser.Mode, skip []string, fn func(f *ast.File)) {
+	t.Helper()
+	skip = append(skip, "testdata", "node_modules", ".git", "examples")
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if slices.Contains(skip, d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, mode)
+		if err != nil {
+			return err
+		}
+		fn(f)
 		return nil
 	})
 	require.NoError(t, err)
-	require.Empty(t, silent, "mutexes that do not say what they guard")
 }
 
 // The arrows of docs/architecture.md that a change could break without

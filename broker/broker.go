@@ -400,16 +400,14 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
 	b.ctx = b.stopContext()
 	markers.b = b
-	if opts.Cluster != nil {
-		b.replicas = opts.Cluster.Replicas
-	} else {
+	if opts.Cluster == nil {
 		r, err := replica.New(replica.Options{Tablets: m, NodeID: meta.NodeID, Logger: opts.Logger})
 		if err != nil {
 			return nil, err
 		}
 		b.replicas, b.ownReplicas = r, true
-	}
-	if opts.Cluster != nil {
+	} else {
+		b.replicas = opts.Cluster.Replicas
 		watchCoordinated(opts.Cluster.Replicas, txn.Topic, txns.Load, txns.Unload, opts.Logger)
 		b.wg.Add(1)
 		go func() {

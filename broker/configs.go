@@ -61,7 +61,7 @@ func configDoc(rt kmsg.ConfigResourceType, name string) *string {
 	if rt == kmsg.ConfigResourceTypeBroker {
 		def, ok = config.BrokerDef(name)
 		if ok && def.Topic != "" {
-			ok, def.Doc = true, "the default of the topic config "+def.Topic
+			def.Doc = "the default of the topic config " + def.Topic
 		}
 	}
 	if !ok || def.Doc == "" {
@@ -71,8 +71,11 @@ func configDoc(rt kmsg.ConfigResourceType, name string) *string {
 }
 
 // topicConfigType is a topic config's type (package config's table).
-func topicConfigType(name string) kmsg.ConfigType {
-	d, ok := config.TopicDef(name)
+func topicConfigType(name string) kmsg.ConfigType { return configType(config.TopicDef(name)) }
+
+// configType is a definition's type, STRING for a config the table does
+// not have.
+func configType(d config.Def, ok bool) kmsg.ConfigType {
 	if !ok {
 		return kmsg.ConfigTypeString
 	}

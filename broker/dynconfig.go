@@ -255,13 +255,7 @@ func (d *dynamicConfigs) level(cluster bool) map[string]string {
 
 // brokerConfigType is a broker config's type (package config's table;
 // a topic default's is its topic config's).
-func brokerConfigType(name string) kmsg.ConfigType {
-	d, ok := config.BrokerDef(name)
-	if !ok {
-		return kmsg.ConfigTypeString
-	}
-	return kmsg.ConfigType(d.Type)
-}
+func brokerConfigType(name string) kmsg.ConfigType { return configType(config.BrokerDef(name)) }
 
 // names lists the configs a level sets (cluster, or this broker's),
 // sorted.

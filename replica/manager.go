@@ -240,19 +240,14 @@ func (m *Manager) Get(tp checkpoint.TopicPartition) (*Partition, bool) {
 		return p, ok
 	}
 	t, exists := m.opts.Tablets.Get(tp)
-	switch {
-	case !exists:
-		if ok {
-			m.mu.Lock()
-			if m.parts[tp] == p {
-				delete(m.parts, tp)
-			}
-			m.mu.Unlock()
-			p.event(p.s.Close)
-		}
-		return nil, false
-	case ok && p.t == t:
+	if ok && exists && p.t == t {
 		return p, true
+	}
+	if ok {
+		m.forget(p) // (its tablet went, or was made again)
+	}
+	if !exists {
+		return nil, false
 	}
 	return m.lead(tp, t), true
 }
@@ -266,11 +261,21 @@ func (m *Manager) Forget(tp checkpoint.TopicPartition) {
 	}
 	m.mu.Lock()
 	p, ok := m.parts[tp]
-	delete(m.parts, tp)
 	m.mu.Unlock()
 	if ok {
-		p.event(p.s.Close)
+		m.forget(p)
 	}
+}
+
+// forget drops a single node's replica p (if it is still the one held)
+// and closes it.
+func (m *Manager) forget(p *Partition) {
+	m.mu.Lock()
+	if m.parts[p.tp] == p {
+		delete(m.parts, p.tp)
+	}
+	m.mu.Unlock()
+	p.event(p.s.Close)
 }
 
 // lead makes a single node's replica of tablet t: led at the tablet's

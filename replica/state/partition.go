@@ -214,13 +214,24 @@ func (p *Partition) Follows(leader, epoch int32) bool {
 // that epoch, else Kafka's error: FENCED_LEADER_EPOCH (the request's
 // epoch is older), UNKNOWN_LEADER_EPOCH (newer), NOT_LEADER_OR_FOLLOWER.
 func (p *Partition) CheckLeader(currentEpoch int32, session int64) int16 {
+	if c := p.checkEpoch(currentEpoch); c != 0 {
+		return c
+	}
+	if !p.Leads(session) {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return 0
+}
+
+// checkEpoch answers a request at currentEpoch (-1: unknown):
+// FENCED_LEADER_EPOCH when it is older than the replica's, UNKNOWN_LEADER_EPOCH
+// when newer, else 0.
+func (p *Partition) checkEpoch(currentEpoch int32) int16 {
 	switch {
 	case currentEpoch >= 0 && currentEpoch < p.meta.LeaderEpoch:
 		return kerr.FencedLeaderEpoch.Code
 	case currentEpoch > p.meta.LeaderEpoch:
 		return kerr.UnknownLeaderEpoch.Code
-	case !p.Leads(session):
-		return kerr.NotLeaderForPartition.Code
 	}
 	return 0
 }
@@ -254,12 +265,10 @@ func (p *Partition) CheckHighWatermark(hw int64) int16 {
 // (KIP-392) at currentEpoch (-1: unknown): 0 when it may read its replica
 // (up to its high watermark), else Kafka's error.
 func (p *Partition) CheckFollowerRead(currentEpoch int32) int16 {
-	switch {
-	case currentEpoch >= 0 && currentEpoch < p.meta.LeaderEpoch:
-		return kerr.FencedLeaderEpoch.Code
-	case currentEpoch > p.meta.LeaderEpoch:
-		return kerr.UnknownLeaderEpoch.Code
-	case p.role != Follower:
+	if c := p.checkEpoch(currentEpoch); c != 0 {
+		return c
+	}
+	if p.role != Follower {
 		return kerr.NotLeaderForPartition.Code // (a leader reads as a leader; a replica following no one serves nothing)
 	}
 	return 0
