@@ -261,12 +261,8 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 	t.putSegLocked(g)
 	t.mu.active = g
 	t.mu.state.UpdateMapEndOffset(base)
-	// The snapshot is synced by the flush that moves the recovery point
-	// past it — or now, if the recovery point is there already (a roll
-	// right after a flush): no later flush would.
-	if err := t.mu.state.TakeSnapshot(base <= t.view().recoveryPoint); err != nil {
-		return t.failLocked(err)
-	}
+	// Published before the snapshot: a failure there leaves the tablet
+	// failed with a view that matches its segments.
 	v := t.view()
 	v.leo = mark{offset: v.leo.offset, base: base, pos: 0}
 	if v.hw.offset == v.leo.offset {
@@ -276,6 +272,12 @@ func (t *Tablet) rollLocked(base int64, why segment.RollReason) error {
 		v.lso = v.leo
 	}
 	t.publishLocked(v)
+	// The snapshot is synced by the flush that moves the recovery point
+	// past it — or now, if the recovery point is there already (a roll
+	// right after a flush): no later flush would.
+	if err := t.mu.state.TakeSnapshot(base <= v.recoveryPoint); err != nil {
+		return t.failLocked(err)
+	}
 	t.stats.rolls.Add(1)
 	t.opts.Logger.Debug("rolled", "tablet", t.tp.String(), "base", base, "reason", why.String())
 	t.bg.Add(1)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -127,4 +129,85 @@ func TestFailedTablet(t *testing.T) {
 	_, err = tab.AppendRecords([]record.Record{{Value: []byte("again")}}, record.None, AppendOptions{Sync: true})
 	require.NoError(t, err, "recovered")
 	require.False(t, errors.Is(tab.Failed(), ErrFailed))
+}
+
+// stallFS holds every fsync of a .log file while armed, saying on
+// entered when the first one is held: a test runs something "during" a
+// flush's fsyncs of the segments.
+type stallFS struct {
+	vfs.FS
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *stallFS) stall() {
+	if s.armed.Load() {
+		s.once.Do(func() { close(s.entered) })
+		<-s.release
+	}
+}
+
+func (s *stallFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Ext(name) != ".log" {
+		return f, nil
+	}
+	return stallFile{File: f, fs: s}, nil
+}
+
+func (s *stallFS) Open(name string) (vfs.File, error) { return s.OpenFile(name, os.O_RDONLY, 0) }
+
+type stallFile struct {
+	vfs.File
+	fs *stallFS
+}
+
+func (f stallFile) Sync() error     { f.fs.stall(); return f.File.Sync() }
+func (f stallFile) Datasync() error { f.fs.stall(); return f.File.Datasync() }
+
+// A flush whose fsyncs outlast a roll that failed half-way (the new
+// segment in the tree, the snapshot refused) publishes nothing: the
+// tablet failed meanwhile, and what it would publish — its view of the
+// log end in the old segment — no longer matches the segments (the
+// invariant check, on under -race, panicked in CI when it did). The flush
+// reports the failure instead.
+func TestFlushAfterAFailedRoll(t *testing.T) {
+	inj := vfs.NewInjector(vfs.NewMem())
+	sfs := &stallFS{FS: inj, entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, sfs, "/data")
+	cfg := DefaultConfig()
+	cfg.SegmentBytes, cfg.SegmentIndexBytes = 4096, 4096
+	tab := e.create(cfg)
+	_, err := tab.Append(batch(t, 1, 1, 1000), AppendOptions{})
+	require.NoError(t, err)
+
+	sfs.armed.Store(true)
+	flushed := make(chan error, 1)
+	go func() { flushed <- tab.Flush() }()
+	<-sfs.entered
+	inj.Add(vfs.Rule{Ops: vfs.OpOpen, Path: "*.snapshot", From: true})
+	segs := len(tab.Segments())
+	var rollErr error
+	for len(tab.Segments()) == segs && rollErr == nil {
+		_, rollErr = tab.Append(batch(t, 1, 1, 1000), AppendOptions{})
+	}
+	require.ErrorIs(t, rollErr, vfs.ErrInjected, "the roll fails at its snapshot")
+	require.ErrorIs(t, tab.Failed(), ErrFailed)
+	sfs.armed.Store(false)
+	close(sfs.release)
+	require.ErrorIs(t, <-flushed, ErrFailed, "the flush reports the failure, publishing nothing")
+	require.Equal(t, segs+1, len(tab.Segments()), "the roll published its new segment before its snapshot failed")
+
+	// Retention of the failed tablet deletes its sealed segments (the
+	// publish it makes passes the invariants).
+	c := tab.Config()
+	c.RetentionBytes = 1
+	require.NoError(t, tab.SetConfig(c))
+	e.m.retentionPass()
+	require.Len(t, tab.Segments(), 1, "the sealed segments deleted, the active one kept")
 }

@@ -176,6 +176,12 @@ func (t *Tablet) flushSegments(full bool) (int64, int64, error) {
 	if t.truncations.Load() != truncations {
 		return 0, truncations, nil // the caller looks again at the log end as it is now
 	}
+	if err := t.usableLocked(); err != nil {
+		// Failed (or closed) during the fsyncs: what the view says may no
+		// longer match the segments (a roll that failed half-way left its
+		// new segment in the tree), so nothing is published.
+		return 0, truncations, err
+	}
 	t.lastFlushMs.Store(t.opts.Now().UnixMilli())
 	v := t.view()
 	if target > v.recoveryPoint {
