@@ -3,13 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -94,7 +92,7 @@ func (b *Broker) listOffsets(ctx context.Context, _ header, r *kmsg.ListOffsetsR
 
 // offsetForLeaderEpoch answers, per partition, the end offset of the
 // largest leader epoch at or below the one asked: the start of the next
-// epoch, or the log end for the current one (Kafka's
+// epoch, or the log end for the current one (tablet.EpochEnd, Kafka's
 // LeaderEpochFileCache.endOffsetFor).
 func (b *Broker) offsetForLeaderEpoch(_ context.Context, _ header, r *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
@@ -120,35 +118,13 @@ func (b *Broker) offsetForLeaderEpoch(_ context.Context, _ header, r *kmsg.Offse
 			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < current:
 				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
 			default:
-				sp.LeaderEpoch, sp.EndOffset = endOffsetFor(epochs, rp.LeaderEpoch, t.Offsets().LogEndOffset)
+				sp.LeaderEpoch, sp.EndOffset = t.EpochEnd(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
-}
-
-// endOffsetFor is Kafka's (epoch, end offset) answer for a requested
-// epoch: the current epoch ends at the log end; an earlier one where the
-// next starts (with the largest epoch at or below it, or the requested
-// one if it is below every epoch); one above every epoch, or any epoch of
-// an empty cache, is undefined (-1, -1).
-func endOffsetFor(epochs []checkpoint.EpochEntry, want int32, logEnd int64) (int32, int64) {
-	if want < 0 || len(epochs) == 0 {
-		return -1, -1
-	}
-	if want == epochs[len(epochs)-1].Epoch {
-		return want, logEnd
-	}
-	higher := slices.IndexFunc(epochs, func(e checkpoint.EpochEntry) bool { return e.Epoch > want })
-	switch {
-	case higher < 0:
-		return -1, -1
-	case higher == 0:
-		return want, epochs[0].StartOffset
-	}
-	return epochs[higher-1].Epoch, epochs[higher].StartOffset
 }
 
 // authorizeListOffsets: Describe on each topic.

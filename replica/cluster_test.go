@@ -29,12 +29,16 @@ func etcd(t *testing.T) *etcdbin.Member {
 	return etcdbin.Start(t, bin)
 }
 
-// join registers node id in the cluster under the prefix /seglog/replica/.
-func join(t *testing.T, e *etcdbin.Member, id int32) *cluster.Member {
+// join registers node id in the cluster under the prefix /seglog/replica/
+// (at a port no one listens on).
+func join(t *testing.T, e *etcdbin.Member, id int32) *cluster.Member { return joinAt(t, e, id, 1) }
+
+// joinAt registers node id with its listener at port.
+func joinAt(t *testing.T, e *etcdbin.Member, id, port int32) *cluster.Member {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m, err := cluster.Join(ctx, cluster.Options{Endpoints: e.Endpoints(), Prefix: "/seglog/replica/", NodeID: id,
-		Listeners:      []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: 1}},
+		Listeners:      []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: port}},
 		SessionTimeout: 10 * time.Second, HeartbeatInterval: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close(context.Background()) })

@@ -581,21 +581,28 @@ func (f *fetcher) appendFetched(fs *fetchState, rp kmsg.FetchResponseTopicPartit
 	t := fs.p.t
 	data := rp.RecordBatches
 	for len(data) > 0 {
-		_, n, err := record.ParseHeader(data)
+		h, n, err := record.ParseHeader(data)
 		if err != nil || n > int64(len(data)) {
 			break // (a partial batch at the end of the response)
 		}
-		if _, err := t.Append(data[:n], tablet.AppendOptions{Origin: record.OriginReplication}); err != nil {
-			if errors.Is(err, tablet.ErrUnexpectedAppendOffset) {
+		_, err = t.Append(data[:n], tablet.AppendOptions{Origin: record.OriginReplication})
+		if errors.Is(err, tablet.ErrUnexpectedAppendOffset) {
+			last := h.BaseOffset + int64(h.LastOffsetDelta)
+			if !state.RestartAt(h.BaseOffset, last, localOf(t.Offsets())) {
 				f.set(fs, func(c *fetchState) { c.truncate = true })
 				return nil
 			}
+			f.m.log.Info("replica: starting the log at the base of the leader's first batch", "partition", fs.p.tp.String(), "at", h.BaseOffset)
+			if err = t.TruncateFullyAndStartAt(h.BaseOffset); err == nil {
+				_, err = t.Append(data[:n], tablet.AppendOptions{Origin: record.OriginReplication})
+			}
+		}
+		if err != nil {
 			return err
 		}
 		data = data[n:]
 	}
-	o := t.Offsets()
-	l := state.Local{LogStart: o.LogStartOffset, LogEnd: o.LogEndOffset, HW: o.HighWatermark}
+	l := localOf(t.Offsets())
 	if hw, ok := state.FollowerHW(rp.HighWatermark, l); ok {
 		if err := t.SetHighWatermark(hw); err != nil {
 			return err
@@ -614,3 +621,8 @@ func (f *fetcher) appendFetched(fs *fetchState, rp kmsg.FetchResponseTopicPartit
 }
 
 type leaderEpoch = leaderepoch.Entry
+
+// localOf is what the rules read of a log's offsets.
+func localOf(o tablet.Offsets) state.Local {
+	return state.Local{LogStart: o.LogStartOffset, LogEnd: o.LogEndOffset, HW: o.HighWatermark}
+}

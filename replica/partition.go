@@ -107,8 +107,9 @@ func (p *Partition) local() state.Local {
 // offsets is local without the clock, for the events on every produce
 // that do not read it (Appended, AwaitAck, CheckAck).
 func (p *Partition) offsets() state.Local {
-	o := p.t.Offsets()
-	return state.Local{LogStart: o.LogStartOffset, LogEnd: o.LogEndOffset, HW: o.HighWatermark, Session: p.m.session()}
+	l := localOf(p.t.Offsets())
+	l.Session = p.m.session()
+	return l
 }
 
 // outside is what an event's actions leave to do once p.mu is released:

@@ -345,3 +345,13 @@ func (t *Tablet) LeaderEpochs() []leaderepoch.Entry {
 	defer t.mu.Unlock()
 	return t.mu.epochs.Entries()
 }
+
+// EpochEnd is the leader's answer to a follower's OffsetForLeaderEpoch
+// for epoch (leaderepoch.Cache.EndOffsetFor at the log end, read
+// together): the epoch to use and where it ends in this log; (-1, -1)
+// when undefined.
+func (t *Tablet) EpochEnd(epoch int32) (int32, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.epochs.EndOffsetFor(epoch, t.view().leo.offset)
+}

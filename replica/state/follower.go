@@ -45,3 +45,15 @@ func FollowerLogStart(leaderStart int64, l Local) (start int64, ok bool) {
 	start = min(leaderStart, l.HW)
 	return start, start > l.LogStart
 }
+
+// RestartAt says whether a follower starts its log over at base, the base
+// offset of the first batch its leader sent, when that batch begins below
+// the follower's log end: it does when its log is empty (log start = log
+// end) and the batch reaches the log end — the leader's log start fell
+// inside that batch (DeleteRecords), and the follower, started at the
+// leader's log start, must take the batch whole (Kafka's
+// Partition.appendRecordsToFollowerOrFutureReplica). Any other batch
+// below the log end means the logs diverge: the follower truncates.
+func RestartAt(base, last int64, l Local) bool {
+	return l.LogStart == l.LogEnd && base < l.LogEnd && last >= l.LogEnd
+}

@@ -421,3 +421,22 @@ func TestClose(t *testing.T) {
 	q.SetMeta(meta(1, 5, 10, []int32{1, 2}, false), local(0, 0, 0))
 	require.True(t, q.Close(local(0, 0, 0)).StopFetching)
 }
+
+// A follower starts its log over at the leader's first batch only when
+// its log is empty and the batch covers its log end (the leader's log
+// start inside the batch); below the log end otherwise, it truncates.
+func TestRestartAt(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		base, last int64
+		l          Local
+		want       bool
+	}{
+		{"empty at the leader's log start 3, the batch 0–4", 0, 4, Local{LogStart: 3, LogEnd: 3, HW: 3}, true},
+		{"empty, the batch 0–2 ends below the log end", 0, 2, Local{LogStart: 3, LogEnd: 3, HW: 3}, false},
+		{"not empty: a divergent log", 0, 4, Local{LogStart: 0, LogEnd: 3, HW: 1}, false},
+		{"at the log end: no restart needed", 3, 4, Local{LogStart: 3, LogEnd: 3, HW: 3}, false},
+	} {
+		require.Equal(t, c.want, RestartAt(c.base, c.last, c.l), c.name)
+	}
+}
