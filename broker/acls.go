@@ -53,7 +53,7 @@ var securityDisabled = kmsg.StringPtr("no authorizer is configured on the broker
 // the reason), the valid ones stored durably before the answer.
 func (b *Broker) createACLs(_ context.Context, _ header, r *kmsg.CreateACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
-	if b.authz == nil {
+	if b.guard.authz == nil {
 		for range r.Creations {
 			resp.Results = append(resp.Results, kmsg.CreateACLsResponseResult{ErrorCode: kerr.SecurityDisabled.Code, ErrorMessage: securityDisabled})
 		}
@@ -103,7 +103,7 @@ func filterOf(rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternT
 // resource pattern.
 func (b *Broker) describeACLs(_ context.Context, _ header, r *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
-	if b.authz == nil {
+	if b.guard.authz == nil {
 		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, securityDisabled
 		return resp
 	}
@@ -127,7 +127,7 @@ func (b *Broker) describeACLs(_ context.Context, _ header, r *kmsg.DescribeACLsR
 // before the answer.
 func (b *Broker) deleteACLs(_ context.Context, _ header, r *kmsg.DeleteACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
-	if b.authz == nil {
+	if b.guard.authz == nil {
 		for range r.Filters {
 			resp.Results = append(resp.Results, kmsg.DeleteACLsResponseResult{ErrorCode: kerr.SecurityDisabled.Code, ErrorMessage: securityDisabled})
 		}

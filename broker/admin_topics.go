@@ -17,13 +17,13 @@ import (
 func init() {
 	register(
 		api{key: 19, min: 0, max: 7, handle: handler((*Broker).createTopics),
-			rule: ruleFor(ruleTopic, opCreate, (*Broker).authorizeCreateTopics)},
+			rule: ruleFor(ruleTopic, opCreate, (*guard).authorizeCreateTopics)},
 		api{key: 20, min: 0, max: 6, handle: handler((*Broker).deleteTopics),
-			rule: ruleFor(ruleTopic, opDelete, (*Broker).authorizeDeleteTopics)},
+			rule: ruleFor(ruleTopic, opDelete, (*guard).authorizeDeleteTopics)},
 		api{key: 37, min: 0, max: 3, handle: handler((*Broker).createPartitions),
-			rule: ruleFor(ruleTopic, opAlter, (*Broker).authorizeCreatePartitions)},
+			rule: ruleFor(ruleTopic, opAlter, (*guard).authorizeCreatePartitions)},
 		api{key: 21, min: 0, max: 2, handle: handler((*Broker).deleteRecords),
-			rule: ruleFor(ruleTopic, opDelete, (*Broker).authorizeDeleteRecords)},
+			rule: ruleFor(ruleTopic, opDelete, (*guard).authorizeDeleteRecords)},
 	)
 }
 
@@ -196,7 +196,7 @@ func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsR
 		name := ""
 		if tg.name != nil {
 			name = *tg.name
-		} else if n, ok := b.topicByID(tg.id); ok {
+		} else if n, ok := b.topicName(tg.id); ok {
 			name, st.Topic = n, kmsg.StringPtr(n)
 		} else {
 			st.ErrorCode, st.ErrorMessage = kerr.UnknownTopicID.Code, errText("no topic has that id")
@@ -210,22 +210,6 @@ func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsR
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
-}
-
-// topicByID finds a topic by its id.
-func (b *Broker) topicByID(id [16]byte) (string, bool) {
-	seen := map[string]bool{}
-	for _, t := range b.m.Tablets() {
-		n := t.TopicPartition().Topic
-		if seen[n] {
-			continue
-		}
-		seen[n] = true
-		if tid, ok := b.m.TopicID(n); ok && tid == id {
-			return n, true
-		}
-	}
-	return "", false
 }
 
 // deleteTopic deletes every partition of a topic, drawn from the
@@ -363,13 +347,13 @@ func (b *Broker) deleteRecords(ctx context.Context, _ header, r *kmsg.DeleteReco
 }
 
 // authorizeCreateTopics: Create on the cluster, or else on each topic.
-func (b *Broker) authorizeCreateTopics(h header, r *kmsg.CreateTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
-	cluster := b.mayCluster(h, opCreate)
+func (g *guard) authorizeCreateTopics(h header, r *kmsg.CreateTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
+	cluster := g.mayCluster(h, opCreate)
 	denied := takeOut(&r.Topics, func(t kmsg.CreateTopicsRequestTopic) int16 {
 		if cluster {
 			return 0
 		}
-		return b.refusal(h, opCreate, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opCreate, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.CreateTopicsRequestTopic, code int16) kmsg.CreateTopicsResponseTopic {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.ErrorCode = t.Topic, code
@@ -380,7 +364,7 @@ func (b *Broker) authorizeCreateTopics(h header, r *kmsg.CreateTopicsRequest) (k
 		for i := range c.Topics {
 			// A created topic's configs (v5+) only for a principal that
 			// may describe them, as Kafka answers.
-			if c.Topics[i].Configs != nil && !b.may(h, opDescribeConfigs, resTopic, c.Topics[i].Topic) {
+			if c.Topics[i].Configs != nil && !g.may(h, opDescribeConfigs, resTopic, c.Topics[i].Topic) {
 				c.Topics[i].Configs, c.Topics[i].ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
 			}
 		}
@@ -389,25 +373,25 @@ func (b *Broker) authorizeCreateTopics(h header, r *kmsg.CreateTopicsRequest) (k
 }
 
 // authorizeDeleteTopics: Delete on each topic, named or (v6) by its id.
-func (b *Broker) authorizeDeleteTopics(h header, r *kmsg.DeleteTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeDeleteTopics(h header, r *kmsg.DeleteTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
 	answer := func(name string, code int16) kmsg.DeleteTopicsResponseTopic {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), code
 		return rt
 	}
-	denied := takeOut(&r.TopicNames, func(name string) int16 { return b.refusal(h, opDelete, resTopic, name, topicRefused) }, answer)
+	denied := takeOut(&r.TopicNames, func(name string) int16 { return g.refusal(h, opDelete, resTopic, name, topicRefused) }, answer)
 	name := func(t kmsg.DeleteTopicsRequestTopic) (string, bool) { // v6: by name or by id
 		if t.Topic != nil {
 			return *t.Topic, true
 		}
-		return b.topicByID(t.TopicID)
+		return g.topicName(t.TopicID)
 	}
 	denied = append(denied, takeOut(&r.Topics, func(t kmsg.DeleteTopicsRequestTopic) int16 {
 		n, ok := name(t)
 		if !ok {
 			return 0 // an unknown id: the handler answers UNKNOWN_TOPIC_ID
 		}
-		return b.refusal(h, opDelete, resTopic, n, topicRefused)
+		return g.refusal(h, opDelete, resTopic, n, topicRefused)
 	}, func(t kmsg.DeleteTopicsRequestTopic, code int16) kmsg.DeleteTopicsResponseTopic {
 		n, _ := name(t)
 		rt := answer(n, code)
@@ -421,9 +405,9 @@ func (b *Broker) authorizeDeleteTopics(h header, r *kmsg.DeleteTopicsRequest) (k
 }
 
 // authorizeCreatePartitions: Alter on each topic.
-func (b *Broker) authorizeCreatePartitions(h header, r *kmsg.CreatePartitionsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeCreatePartitions(h header, r *kmsg.CreatePartitionsRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Topics, func(t kmsg.CreatePartitionsRequestTopic) int16 {
-		return b.refusal(h, opAlter, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opAlter, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.CreatePartitionsRequestTopic, code int16) kmsg.CreatePartitionsResponseTopic {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic, rt.ErrorCode = t.Topic, code
@@ -436,9 +420,9 @@ func (b *Broker) authorizeCreatePartitions(h header, r *kmsg.CreatePartitionsReq
 }
 
 // authorizeDeleteRecords: Delete on each topic.
-func (b *Broker) authorizeDeleteRecords(h header, r *kmsg.DeleteRecordsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeDeleteRecords(h header, r *kmsg.DeleteRecordsRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Topics, func(t kmsg.DeleteRecordsRequestTopic) int16 {
-		return b.refusal(h, opDelete, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opDelete, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.DeleteRecordsRequestTopic, code int16) kmsg.DeleteRecordsResponseTopic {
 		rt := kmsg.DeleteRecordsResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {

@@ -36,21 +36,34 @@ const (
 	resTxnID   = kmsg.ACLResourceTypeTransactionalId
 )
 
+// A guard is the broker's authorization: every API's rule (the
+// registry's rule.check) and the checks the handlers make, over the
+// authorizer (nil: every principal may do everything) and the two
+// lookups of the broker's topics that the rules need. It holds nothing
+// else of the broker.
+type guard struct {
+	authz *auth.Authorizer
+	// topicName resolves a topic id; exists says whether a topic exists
+	// (in the cluster, or on the single node).
+	topicName func(id [16]byte) (string, bool)
+	exists    func(topic string) bool
+}
+
 // may reports whether the request's principal may do op on the resource.
-func (b *Broker) may(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
-	if b.authz == nil || principalOf(h) == Internal {
+func (g *guard) may(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	if g.authz == nil || principalOf(h) == Internal {
 		return true
 	}
-	return b.authz.Authorize(principalOf(h), strings.TrimPrefix(h.host, "/"), op, rt, name)
+	return g.authz.Authorize(principalOf(h), strings.TrimPrefix(h.host, "/"), op, rt, name)
 }
 
 // mayAny reports whether the principal may do op on some resource of the
 // type.
-func (b *Broker) mayAny(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType) bool {
-	if b.authz == nil || principalOf(h) == Internal {
+func (g *guard) mayAny(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType) bool {
+	if g.authz == nil || principalOf(h) == Internal {
 		return true
 	}
-	return b.authz.AuthorizeAny(principalOf(h), strings.TrimPrefix(h.host, "/"), op, rt)
+	return g.authz.AuthorizeAny(principalOf(h), strings.TrimPrefix(h.host, "/"), op, rt)
 }
 
 func principalOf(h header) string {
@@ -61,19 +74,19 @@ func principalOf(h header) string {
 }
 
 // mayCluster is may on the cluster.
-func (b *Broker) mayCluster(h header, op kmsg.ACLOperation) bool {
-	return b.may(h, op, resCluster, auth.ClusterName)
+func (g *guard) mayCluster(h header, op kmsg.ACLOperation) bool {
+	return g.may(h, op, resCluster, auth.ClusterName)
 }
 
 // mayTxn is Write on a transactional id (nil: not transactional).
-func (b *Broker) mayTxn(h header, id *string) bool {
-	return id == nil || b.may(h, opWrite, resTxnID, *id)
+func (g *guard) mayTxn(h header, id *string) bool {
+	return id == nil || g.may(h, opWrite, resTxnID, *id)
 }
 
 // refusal is code if the principal may not do op on the resource, 0 if it
 // may.
-func (b *Broker) refusal(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string, code int16) int16 {
-	if b.may(h, op, rt, name) {
+func (g *guard) refusal(h header, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string, code int16) int16 {
+	if g.may(h, op, rt, name) {
 		return 0
 	}
 	return code
@@ -115,11 +128,11 @@ const notRequested = math.MinInt32
 
 // authorizedOps is the bitfield of the operations the principal may do on
 // the resource (every one without an authorizer, as Kafka answers).
-func (b *Broker) authorizedOps(h header, rt kmsg.ACLResourceType, name string) int32 {
+func (g *guard) authorizedOps(h header, rt kmsg.ACLResourceType, name string) int32 {
 	ops := map[kmsg.ACLResourceType][]kmsg.ACLOperation{resTopic: topicOps, resCluster: clusterOps, resGroup: groupOps}[rt]
 	var v int32
 	for _, op := range ops {
-		if b.may(h, op, rt, name) {
+		if g.may(h, op, rt, name) {
 			v |= 1 << op
 		}
 	}
@@ -129,9 +142,9 @@ func (b *Broker) authorizedOps(h header, rt kmsg.ACLResourceType, name string) i
 // authorizedOpsIf is authorizedOps when asked for, notRequested
 // otherwise: the AuthorizedOperations that Metadata and DescribeGroups
 // carry.
-func (b *Broker) authorizedOpsIf(asked bool, h header, rt kmsg.ACLResourceType, name string) int32 {
+func (g *guard) authorizedOpsIf(asked bool, h header, rt kmsg.ACLResourceType, name string) int32 {
 	if !asked {
 		return notRequested
 	}
-	return b.authorizedOps(h, rt, name)
+	return g.authorizedOps(h, rt, name)
 }

@@ -278,7 +278,7 @@ type Broker struct {
 	// creds are the SCRAM credentials (nil for NewNull's broker).
 	creds   *auth.Credentials
 	acls    *auth.ACLs
-	authz   *auth.Authorizer // nil without Options.Authorizer
+	guard   *guard // the APIs' authorization
 	quotas  *auth.Quotas
 	sensors sensors
 	// autoCreate is the broker-wide bucket of AutoCreateMaxRate.
@@ -395,9 +395,10 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{m: m, opts: opts, pids: pids, dyn: dyn, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, authz: authz, quotas: quotas, clock: time.Now, perIP: map[string]int{},
+		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, quotas: quotas, clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
+	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists}
 	b.ctx = b.stopContext()
 	markers.b = b
 	if opts.Cluster == nil {

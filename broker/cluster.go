@@ -411,6 +411,17 @@ func (b *Broker) topicName(id [16]byte) (string, bool) {
 	return b.m.TopicByID(id)
 }
 
+// topicExists reports whether a topic exists: in the cluster's metadata
+// in a cluster (a broker holding no replica of it still knows it), else
+// in the data directory.
+func (b *Broker) topicExists(topic string) bool {
+	if b.clustered() {
+		_, ok := b.opts.Cluster.Member.Snapshot().Topics[topic]
+		return ok
+	}
+	return len(b.partitionsOf(topic)) > 0
+}
+
 // fetchReplica is the replica id of a follower's fetch (-1: a consumer's).
 func fetchReplica(r *kmsg.FetchRequest) int32 {
 	if r.GetVersion() >= 15 {

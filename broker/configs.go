@@ -22,11 +22,11 @@ import (
 func init() {
 	register(
 		api{key: 32, min: 0, max: 4, handle: handler((*Broker).describeConfigs),
-			rule: ruleFor(ruleTopic, opDescribeConfigs, (*Broker).authorizeDescribeConfigs)},
+			rule: ruleFor(ruleTopic, opDescribeConfigs, (*guard).authorizeDescribeConfigs)},
 		api{key: 33, min: 0, max: 2, handle: handler((*Broker).alterConfigs),
-			rule: ruleFor(ruleTopic, opAlterConfigs, (*Broker).authorizeAlterConfigs)},
+			rule: ruleFor(ruleTopic, opAlterConfigs, (*guard).authorizeAlterConfigs)},
 		api{key: 44, min: 0, max: 1, handle: handler((*Broker).incrementalAlterConfigs),
-			rule: ruleFor(ruleTopic, opAlterConfigs, (*Broker).authorizeIncrementalAlterConfigs)},
+			rule: ruleFor(ruleTopic, opAlterConfigs, (*guard).authorizeIncrementalAlterConfigs)},
 	)
 }
 
@@ -480,14 +480,14 @@ func (b *Broker) alterConfigs(_ context.Context, _ header, r *kmsg.AlterConfigsR
 // configAuthorization is the error for a config resource the principal
 // may not describe or alter (the cluster's for a broker's configs), 0 if
 // it may.
-func (b *Broker) configAuthorization(h header, op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) int16 {
+func (g *guard) configAuthorization(h header, op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) int16 {
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
-		if !b.may(h, op, resTopic, name) {
+		if !g.may(h, op, resTopic, name) {
 			return kerr.TopicAuthorizationFailed.Code
 		}
 	default: // broker and broker-logger configs: the cluster's
-		if !b.mayCluster(h, op) {
+		if !g.mayCluster(h, op) {
 			return kerr.ClusterAuthorizationFailed.Code
 		}
 	}
@@ -496,9 +496,9 @@ func (b *Broker) configAuthorization(h header, op kmsg.ACLOperation, rt kmsg.Con
 
 // authorizeDescribeConfigs: DescribeConfigs on each topic, or on the
 // cluster for a broker's configs.
-func (b *Broker) authorizeDescribeConfigs(h header, r *kmsg.DescribeConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeDescribeConfigs(h header, r *kmsg.DescribeConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Resources, func(res kmsg.DescribeConfigsRequestResource) int16 {
-		return b.configAuthorization(h, opDescribeConfigs, res.ResourceType, res.ResourceName)
+		return g.configAuthorization(h, opDescribeConfigs, res.ResourceType, res.ResourceName)
 	}, func(res kmsg.DescribeConfigsRequestResource, code int16) kmsg.DescribeConfigsResponseResource {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
@@ -512,9 +512,9 @@ func (b *Broker) authorizeDescribeConfigs(h header, r *kmsg.DescribeConfigsReque
 
 // authorizeAlterConfigs: AlterConfigs on each topic, or on the cluster for
 // a broker's configs.
-func (b *Broker) authorizeAlterConfigs(h header, r *kmsg.AlterConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeAlterConfigs(h header, r *kmsg.AlterConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Resources, func(res kmsg.AlterConfigsRequestResource) int16 {
-		return b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+		return g.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
 	}, func(res kmsg.AlterConfigsRequestResource, code int16) kmsg.AlterConfigsResponseResource {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
@@ -527,9 +527,9 @@ func (b *Broker) authorizeAlterConfigs(h header, r *kmsg.AlterConfigsRequest) (k
 }
 
 // authorizeIncrementalAlterConfigs: as authorizeAlterConfigs.
-func (b *Broker) authorizeIncrementalAlterConfigs(h header, r *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeIncrementalAlterConfigs(h header, r *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) int16 {
-		return b.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
+		return g.configAuthorization(h, opAlterConfigs, res.ResourceType, res.ResourceName)
 	}, func(res kmsg.IncrementalAlterConfigsRequestResource, code int16) kmsg.IncrementalAlterConfigsResponseResource {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code

@@ -25,7 +25,7 @@ func init() {
 	register(api{key: 1, min: 4, max: 17, // sessions from v7 (fetchsession.go); v13 names topics by id
 		topicIDs: fetchTopicIDs, session: fetchSessionStep,
 		handle: handler((*Broker).fetch), null: nullFetch, quota: quotaFetch,
-		rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeFetch)})
+		rule: ruleFor(ruleTopic, opRead, (*guard).authorizeFetch)})
 }
 
 // fetchTopicIDs names the topics of a Fetch v13+ by their ids.
@@ -369,8 +369,8 @@ func readBound(o tablet.Offsets, iso tablet.Isolation) int64 {
 // for the allowed ones as usual, and one with none allowed waits out its
 // max wait like any fetch with nothing to read (a client retrying at once
 // cannot make the broker answer thousands of refusals a second).
-func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
-	if fetchReplica(r) >= 0 && !b.mayCluster(h, kmsg.ACLOperationClusterAction) {
+func (g *guard) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	if fetchReplica(r) >= 0 && !g.mayCluster(h, kmsg.ACLOperationClusterAction) {
 		// A follower's fetch is replication: ClusterAction, as Kafka.
 		resp := r.ResponseKind().(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
@@ -380,7 +380,7 @@ func (b *Broker) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, 
 		if unknownTopicID(h.version, t.Topic) {
 			return 0 // UNKNOWN_TOPIC_ID, from the handler
 		}
-		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opRead, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopic {
 		rt := kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 		for _, p := range t.Partitions {

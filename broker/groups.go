@@ -35,43 +35,43 @@ func (b *Broker) stopContext() context.Context {
 func init() {
 	register(
 		api{key: 10, min: 0, max: 6, handle: handler((*Broker).findCoordinator),
-			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeFindCoordinator)},
+			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeFindCoordinator)},
 		api{key: 11, min: 0, max: 9, handle: handler(func(b *Broker, ctx context.Context, h header, r *kmsg.JoinGroupRequest) kmsg.Response {
 			ctx, cancel := b.groupContext(ctx)
 			defer cancel()
 			return b.groups.JoinGroup(ctx, group.Client{ID: h.clientID, Host: h.host}, r)
-		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeJoinGroup)},
+		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeJoinGroup)},
 		api{key: 14, min: 0, max: 5, handle: handler(func(b *Broker, ctx context.Context, _ header, r *kmsg.SyncGroupRequest) kmsg.Response {
 			ctx, cancel := b.groupContext(ctx)
 			defer cancel()
 			return b.groups.SyncGroup(ctx, r)
-		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeSyncGroup)},
+		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeSyncGroup)},
 		api{key: 12, min: 0, max: 4, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.HeartbeatRequest) kmsg.Response {
 			return b.groups.Heartbeat(r)
-		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeHeartbeat)},
+		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeHeartbeat)},
 		api{key: 13, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.LeaveGroupRequest) kmsg.Response {
 			return b.groups.LeaveGroup(r)
-		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeLeaveGroup)},
+		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeLeaveGroup)},
 		api{key: 8, min: 0, max: 10, handle: handler((*Broker).offsetCommit), topicIDs: offsetCommitTopicIDs,
-			rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeOffsetCommit)},
+			rule: ruleFor(ruleGroup, opRead, (*guard).authorizeOffsetCommit)},
 		api{key: 9, min: 0, max: 10, handle: handler((*Broker).offsetFetch),
-			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeOffsetFetch)},
+			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeOffsetFetch)},
 		api{key: 47, min: 0, max: 0, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetDeleteRequest) kmsg.Response {
 			return b.groups.OffsetDelete(r)
-		}), rule: ruleFor(ruleGroup, opDelete, (*Broker).authorizeOffsetDelete)},
+		}), rule: ruleFor(ruleGroup, opDelete, (*guard).authorizeOffsetDelete)},
 		api{key: 15, min: 0, max: 6, handle: handler((*Broker).describeGroups),
-			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeDescribeGroups)},
+			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeDescribeGroups)},
 		api{key: 16, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListGroupsRequest) kmsg.Response {
 			return b.groups.ListGroups(r)
-		}), rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeListGroups)},
+		}), rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeListGroups)},
 		api{key: 68, min: 0, max: 1, handle: handler(func(b *Broker, _ context.Context, h header, r *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
 			return b.groups.ConsumerGroupHeartbeat(b.groupClient(h), r)
-		}), rule: ruleFor(ruleGroup, opRead, (*Broker).authorizeConsumerGroupHeartbeat)},
+		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeConsumerGroupHeartbeat)},
 		api{key: 69, min: 0, max: 1, handle: handler((*Broker).consumerGroupDescribe),
-			rule: ruleFor(ruleGroup, opDescribe, (*Broker).authorizeConsumerGroupDescribe)},
+			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeConsumerGroupDescribe)},
 		api{key: 42, min: 0, max: 2, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DeleteGroupsRequest) kmsg.Response {
 			return b.groups.DeleteGroups(r)
-		}), rule: ruleFor(ruleGroup, opDelete, (*Broker).authorizeDeleteGroups)},
+		}), rule: ruleFor(ruleGroup, opDelete, (*guard).authorizeDeleteGroups)},
 	)
 }
 
@@ -79,8 +79,8 @@ func init() {
 // consumer group's regular expressions resolve only to those topics).
 func (b *Broker) groupClient(h header) group.Client {
 	cl := group.Client{ID: h.clientID, Host: h.host}
-	if b.authz != nil {
-		cl.MayDescribe = func(topic string) bool { return b.may(h, opDescribe, resTopic, topic) }
+	if b.guard.authz != nil {
+		cl.MayDescribe = func(topic string) bool { return b.guard.may(h, opDescribe, resTopic, topic) }
 	}
 	return cl
 }
@@ -88,13 +88,13 @@ func (b *Broker) groupClient(h header) group.Client {
 // authorizeConsumerGroupHeartbeat: Read on the group, and Describe on
 // every topic it subscribes to by name (Kafka 4.1's check: a member may
 // not learn the partitions of a topic it may not describe).
-func (b *Broker) authorizeConsumerGroupHeartbeat(h header, r *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeConsumerGroupHeartbeat(h header, r *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, func(kmsg.Response)) {
 	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	if !b.may(h, opRead, resGroup, r.Group) {
+	if !g.may(h, opRead, resGroup, r.Group) {
 		resp.ErrorCode = groupErr
 		return resp, nil
 	}
-	if denied := b.undescribable(h, r.SubscribedTopicNames); len(denied) > 0 {
+	if denied := g.undescribable(h, r.SubscribedTopicNames); len(denied) > 0 {
 		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("The group subscribes to topics the client may not describe: %s", strings.Join(denied, ", ")))
 		return resp, nil
@@ -103,10 +103,10 @@ func (b *Broker) authorizeConsumerGroupHeartbeat(h header, r *kmsg.ConsumerGroup
 }
 
 // undescribable returns the topics among names h may not describe.
-func (b *Broker) undescribable(h header, names []string) []string {
+func (g *guard) undescribable(h header, names []string) []string {
 	var denied []string
 	for _, t := range names {
-		if !b.may(h, opDescribe, resTopic, t) {
+		if !g.may(h, opDescribe, resTopic, t) {
 			denied = append(denied, t)
 		}
 	}
@@ -114,9 +114,9 @@ func (b *Broker) undescribable(h header, names []string) []string {
 }
 
 // authorizeConsumerGroupDescribe: Describe on each group.
-func (b *Broker) authorizeConsumerGroupDescribe(h header, r *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, func(kmsg.Response)) {
-	denied := takeOut(&r.Groups, func(g string) int16 {
-		return b.refusal(h, opDescribe, resGroup, g, groupErr)
+func (g *guard) authorizeConsumerGroupDescribe(h header, r *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Groups, func(group string) int16 {
+		return g.refusal(h, opDescribe, resGroup, group, groupErr)
 	}, func(g string, code int16) kmsg.ConsumerGroupDescribeResponseGroup {
 		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		rg.Group, rg.ErrorCode = g, code
@@ -136,13 +136,13 @@ func (b *Broker) consumerGroupDescribe(_ context.Context, h header, r *kmsg.Cons
 	resp := b.groups.ConsumerGroupDescribe(r)
 	for i := range resp.Groups {
 		g := &resp.Groups[i]
-		if g.ErrorCode == 0 && b.authz != nil && len(b.undescribable(h, topicsOfDescribed(g))) > 0 {
+		if g.ErrorCode == 0 && b.guard.authz != nil && len(b.guard.undescribable(h, topicsOfDescribed(g))) > 0 {
 			*g = kmsg.NewConsumerGroupDescribeResponseGroup()
 			g.Group, g.ErrorCode = resp.Groups[i].Group, kerr.TopicAuthorizationFailed.Code
 			g.ErrorMessage = kmsg.StringPtr("The described group uses topics that the client is not authorized to describe.")
 			continue
 		}
-		g.AuthorizedOperations = b.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
+		g.AuthorizedOperations = b.guard.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
 	}
 	return resp
 }
@@ -224,7 +224,7 @@ func (b *Broker) describeGroups(_ context.Context, h header, r *kmsg.DescribeGro
 	resp := b.groups.DescribeGroups(r)
 	for i := range resp.Groups {
 		g := &resp.Groups[i]
-		g.AuthorizedOperations = b.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
+		g.AuthorizedOperations = b.guard.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
 	}
 	return resp
 }
@@ -301,8 +301,8 @@ func clientHost(a net.Addr) string {
 }
 
 // authorizeJoinGroup: Read on the group.
-func (b *Broker) authorizeJoinGroup(h header, r *kmsg.JoinGroupRequest) (kmsg.Response, func(kmsg.Response)) {
-	if !b.may(h, opRead, resGroup, r.Group) {
+func (g *guard) authorizeJoinGroup(h header, r *kmsg.JoinGroupRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !g.may(h, opRead, resGroup, r.Group) {
 		resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode, resp.Generation, resp.MemberID = groupErr, -1, r.MemberID
 		return resp, nil
@@ -311,8 +311,8 @@ func (b *Broker) authorizeJoinGroup(h header, r *kmsg.JoinGroupRequest) (kmsg.Re
 }
 
 // authorizeSyncGroup: Read on the group.
-func (b *Broker) authorizeSyncGroup(h header, r *kmsg.SyncGroupRequest) (kmsg.Response, func(kmsg.Response)) {
-	if !b.may(h, opRead, resGroup, r.Group) {
+func (g *guard) authorizeSyncGroup(h header, r *kmsg.SyncGroupRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !g.may(h, opRead, resGroup, r.Group) {
 		resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
 		resp.ErrorCode = groupErr
 		return resp, nil
@@ -321,8 +321,8 @@ func (b *Broker) authorizeSyncGroup(h header, r *kmsg.SyncGroupRequest) (kmsg.Re
 }
 
 // authorizeHeartbeat: Read on the group.
-func (b *Broker) authorizeHeartbeat(h header, r *kmsg.HeartbeatRequest) (kmsg.Response, func(kmsg.Response)) {
-	if !b.may(h, opRead, resGroup, r.Group) {
+func (g *guard) authorizeHeartbeat(h header, r *kmsg.HeartbeatRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !g.may(h, opRead, resGroup, r.Group) {
 		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
 		resp.ErrorCode = groupErr
 		return resp, nil
@@ -331,8 +331,8 @@ func (b *Broker) authorizeHeartbeat(h header, r *kmsg.HeartbeatRequest) (kmsg.Re
 }
 
 // authorizeLeaveGroup: Read on the group.
-func (b *Broker) authorizeLeaveGroup(h header, r *kmsg.LeaveGroupRequest) (kmsg.Response, func(kmsg.Response)) {
-	if !b.may(h, opRead, resGroup, r.Group) {
+func (g *guard) authorizeLeaveGroup(h header, r *kmsg.LeaveGroupRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !g.may(h, opRead, resGroup, r.Group) {
 		resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
 		resp.ErrorCode = groupErr
 		return resp, nil
@@ -342,14 +342,14 @@ func (b *Broker) authorizeLeaveGroup(h header, r *kmsg.LeaveGroupRequest) (kmsg.
 
 // authorizeOffsetDelete: Delete on the group (else refused whole), Read on
 // each topic.
-func (b *Broker) authorizeOffsetDelete(h header, r *kmsg.OffsetDeleteRequest) (kmsg.Response, func(kmsg.Response)) {
-	if !b.may(h, opDelete, resGroup, r.Group) {
+func (g *guard) authorizeOffsetDelete(h header, r *kmsg.OffsetDeleteRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !g.may(h, opDelete, resGroup, r.Group) {
 		resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
 		resp.ErrorCode = groupErr
 		return resp, nil
 	}
 	denied := takeOut(&r.Topics, func(t kmsg.OffsetDeleteRequestTopic) int16 {
-		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opRead, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.OffsetDeleteRequestTopic, code int16) kmsg.OffsetDeleteResponseTopic {
 		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
@@ -364,9 +364,9 @@ func (b *Broker) authorizeOffsetDelete(h header, r *kmsg.OffsetDeleteRequest) (k
 }
 
 // authorizeDescribeGroups: Describe on each group.
-func (b *Broker) authorizeDescribeGroups(h header, r *kmsg.DescribeGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
-	denied := takeOut(&r.Groups, func(g string) int16 {
-		return b.refusal(h, opDescribe, resGroup, g, groupErr)
+func (g *guard) authorizeDescribeGroups(h header, r *kmsg.DescribeGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Groups, func(group string) int16 {
+		return g.refusal(h, opDescribe, resGroup, group, groupErr)
 	}, func(g string, code int16) kmsg.DescribeGroupsResponseGroup {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.ErrorCode = g, code
@@ -380,22 +380,22 @@ func (b *Broker) authorizeDescribeGroups(h header, r *kmsg.DescribeGroupsRequest
 
 // authorizeListGroups: Describe on the cluster lists every group; else
 // only the groups the principal may describe are listed.
-func (b *Broker) authorizeListGroups(h header, r *kmsg.ListGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
-	if b.mayCluster(h, opDescribe) {
+func (g *guard) authorizeListGroups(h header, r *kmsg.ListGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if g.mayCluster(h, opDescribe) {
 		return nil, nil
 	}
 	return nil, func(resp kmsg.Response) {
 		l := resp.(*kmsg.ListGroupsResponse)
-		l.Groups = slices.DeleteFunc(l.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
-			return !b.may(h, opDescribe, resGroup, g.Group)
+		l.Groups = slices.DeleteFunc(l.Groups, func(lg kmsg.ListGroupsResponseGroup) bool {
+			return !g.may(h, opDescribe, resGroup, lg.Group)
 		})
 	}
 }
 
 // authorizeDeleteGroups: Delete on each group.
-func (b *Broker) authorizeDeleteGroups(h header, r *kmsg.DeleteGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
-	denied := takeOut(&r.Groups, func(g string) int16 {
-		return b.refusal(h, opDelete, resGroup, g, groupErr)
+func (g *guard) authorizeDeleteGroups(h header, r *kmsg.DeleteGroupsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := takeOut(&r.Groups, func(group string) int16 {
+		return g.refusal(h, opDelete, resGroup, group, groupErr)
 	}, func(g string, code int16) kmsg.DeleteGroupsResponseGroup {
 		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: code}
 	})
@@ -409,13 +409,13 @@ func (b *Broker) authorizeDeleteGroups(h header, r *kmsg.DeleteGroupsRequest) (k
 // transactional id Describe on it. A refused key before v4 (one key) is
 // answered without the handler, which would create the coordinator's
 // topic.
-func (b *Broker) authorizeFindCoordinator(h header, r *kmsg.FindCoordinatorRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeFindCoordinator(h header, r *kmsg.FindCoordinatorRequest) (kmsg.Response, func(kmsg.Response)) {
 	code := func(key string) int16 {
 		switch r.CoordinatorType {
 		case 0:
-			return b.refusal(h, opDescribe, resGroup, key, kerr.GroupAuthorizationFailed.Code)
+			return g.refusal(h, opDescribe, resGroup, key, kerr.GroupAuthorizationFailed.Code)
 		case 1:
-			return b.refusal(h, opDescribe, resTxnID, key, kerr.TransactionalIDAuthorizationFailed.Code)
+			return g.refusal(h, opDescribe, resTxnID, key, kerr.TransactionalIDAuthorizationFailed.Code)
 		}
 		return 0
 	}
@@ -439,15 +439,15 @@ func (b *Broker) authorizeFindCoordinator(h header, r *kmsg.FindCoordinatorReque
 
 // authorizeOffsetCommit: Read on the group (else every partition is
 // GROUP_AUTHORIZATION_FAILED, without the handler), Read on each topic.
-func (b *Broker) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
-	if code := b.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code); code != 0 {
+func (g *guard) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
+	if code := g.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code); code != 0 {
 		return group.RefuseOffsetCommit(r, code), nil
 	}
 	denied := takeOut(&r.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
 		if t.Topic == "" && r.GetVersion() >= 10 {
 			return 0 // an unknown topic id: UNKNOWN_TOPIC_ID, from the handler
 		}
-		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opRead, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
 		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 		for _, p := range t.Partitions {
@@ -495,8 +495,8 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 		}
 		var answer kmsg.Response
 		var after func(kmsg.Response)
-		if b.authz != nil {
-			answer, after = b.authorizeOffsetFetch(h, one)
+		if b.guard.authz != nil {
+			answer, after = b.guard.authorizeOffsetFetch(h, one)
 		}
 		if answer == nil && r.GetVersion() >= 9 {
 			if code := b.groups.ValidateFetchMember(g.Group, g.MemberID, g.MemberEpoch); code != 0 {
@@ -535,7 +535,7 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 // per partition before v2), Describe on each topic: asked for by name,
 // TOPIC_AUTHORIZATION_FAILED; every topic (nil), the ones it may not
 // describe left out.
-func (b *Broker) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
 	if r.GetVersion() >= 8 {
 		return nil, nil // each of its groups is authorized by offsetFetch
 	}
@@ -548,7 +548,7 @@ func (b *Broker) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kms
 		}
 		return rt
 	}
-	if !b.may(h, opDescribe, resGroup, r.Group) {
+	if !g.may(h, opDescribe, resGroup, r.Group) {
 		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		if r.Version < 2 {
@@ -562,12 +562,12 @@ func (b *Broker) authorizeOffsetFetch(h header, r *kmsg.OffsetFetchRequest) (kms
 		return nil, func(resp kmsg.Response) {
 			f := resp.(*kmsg.OffsetFetchResponse)
 			f.Topics = slices.DeleteFunc(f.Topics, func(t kmsg.OffsetFetchResponseTopic) bool {
-				return !b.may(h, opDescribe, resTopic, t.Topic)
+				return !g.may(h, opDescribe, resTopic, t.Topic)
 			})
 		}
 	}
 	denied := takeOut(&r.Topics, func(t kmsg.OffsetFetchRequestTopic) int16 {
-		return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.OffsetFetchRequestTopic, code int16) kmsg.OffsetFetchResponseTopic {
 		return deniedTopic(t.Topic, t.Partitions, code)
 	})

@@ -114,7 +114,7 @@ func (fr *fetchReply) materialize(h header) (kmsg.Response, error) {
 
 // Authorizes reports whether ACLs are on (authorizer.class.name): the
 // console then shows nothing before a login.
-func (b *Broker) Authorizes() bool { return b.authz != nil }
+func (b *Broker) Authorizes() bool { return b.guard.authz != nil }
 
 // Login checks a user's password against its SCRAM credentials as SASL/PLAIN
 // checks it, for the console's login form, and returns the principal
@@ -193,7 +193,7 @@ type FollowerDetail struct {
 // without ACLs): what the console asks before it shows what no single
 // Kafka request answers, such as the broker's own charts.
 func (b *Broker) Authorized(caller Caller, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
-	return b.may(callerHeader(caller), op, rt, name)
+	return b.guard.may(callerHeader(caller), op, rt, name)
 }
 
 func callerHeader(caller Caller) header {
@@ -223,7 +223,7 @@ var ErrNotAuthorized = seglog.NewKafkaError("broker: not authorized to describe 
 // Describe the topic. It reads the tablet's published view, never the
 // directory.
 func (b *Broker) DescribePartition(caller Caller, topic string, partition int32, newest int) (PartitionDetail, error) {
-	if !b.may(callerHeader(caller), opDescribe, resTopic, topic) {
+	if !b.guard.may(callerHeader(caller), opDescribe, resTopic, topic) {
 		return PartitionDetail{}, ErrNotAuthorized
 	}
 	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}

@@ -22,11 +22,11 @@ import (
 
 func init() {
 	register(api{key: 3, min: 0, max: 13, handle: handler((*Broker).metadata), null: nullMetadata,
-		rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeMetadata)},
+		rule: ruleFor(ruleTopic, opDescribe, (*guard).authorizeMetadata)},
 		api{key: 60, min: 0, max: 2, handle: handler((*Broker).describeCluster),
-			rule: ruleFor(ruleCluster, opDescribe, (*Broker).authorizeDescribeCluster)},
+			rule: ruleFor(ruleCluster, opDescribe, (*guard).authorizeDescribeCluster)},
 		api{key: 75, min: 0, max: 0, handle: handler((*Broker).describeTopicPartitions),
-			rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeDescribeTopicPartitions)})
+			rule: ruleFor(ruleTopic, opDescribe, (*guard).authorizeDescribeTopicPartitions)})
 }
 
 // maxDescribedPartitions is Kafka's max.request.partition.size.limit: the
@@ -85,7 +85,7 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 	}
 	count := 0
 	for i, name := range names {
-		allowed := b.may(h, opDescribe, resTopic, name)
+		allowed := b.guard.may(h, opDescribe, resTopic, name)
 		if !allowed && all {
 			continue // a listing of every topic leaves it out, a cursor never names it
 		}
@@ -122,7 +122,7 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 			topic.Partitions = append(topic.Partitions, dp)
 			count++
 		}
-		topic.AuthorizedOperations = b.authorizedOps(h, resTopic, name)
+		topic.AuthorizedOperations = b.guard.authorizedOps(h, resTopic, name)
 		if len(topic.Partitions) > 0 {
 			resp.Topics = append(resp.Topics, topic)
 		}
@@ -170,7 +170,7 @@ func (b *Broker) describedPartitions(snap *cluster.Snapshot, name string) ([]kms
 // authorizeDescribeTopicPartitions leaves each topic to the handler,
 // which pages the topics in name order: it answers TOPIC_AUTHORIZATION_FAILED
 // for one asked by name and leaves one out of a listing of every topic.
-func (b *Broker) authorizeDescribeTopicPartitions(header, *kmsg.DescribeTopicPartitionsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeDescribeTopicPartitions(header, *kmsg.DescribeTopicPartitionsRequest) (kmsg.Response, func(kmsg.Response)) {
 	return nil, nil
 }
 
@@ -178,7 +178,7 @@ func (b *Broker) authorizeDescribeTopicPartitions(header, *kmsg.DescribeTopicPar
 // (KIP-700) to any principal, as it lists the brokers in Metadata; the
 // cluster's authorized operations are computed for the principal (none
 // without Describe on the cluster).
-func (b *Broker) authorizeDescribeCluster(header, *kmsg.DescribeClusterRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeDescribeCluster(header, *kmsg.DescribeClusterRequest) (kmsg.Response, func(kmsg.Response)) {
 	return nil, nil
 }
 
@@ -203,7 +203,7 @@ func (b *Broker) describeCluster(_ context.Context, h header, r *kmsg.DescribeCl
 	if b.clustered() {
 		b.clusterDescribeCluster(h, resp)
 	}
-	resp.ClusterAuthorizedOperations = b.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
+	resp.ClusterAuthorizedOperations = b.guard.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
 	return resp
 }
 
@@ -412,7 +412,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 // metadataAuthorizedOps fills the cluster's and each topic's authorized
 // operations when the request asks for them.
 func (b *Broker) metadataAuthorizedOps(h header, r *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
-	resp.AuthorizedOperations = b.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
+	resp.AuthorizedOperations = b.guard.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		ask := r.IncludeTopicAuthorizedOperations && t.ErrorCode == 0
@@ -420,7 +420,7 @@ func (b *Broker) metadataAuthorizedOps(h header, r *kmsg.MetadataRequest, resp *
 		if ask {
 			name = *t.Topic // a topic without error has its name
 		}
-		t.AuthorizedOperations = b.authorizedOpsIf(ask, h, resTopic, name)
+		t.AuthorizedOperations = b.guard.authorizedOpsIf(ask, h, resTopic, name)
 	}
 }
 
@@ -428,30 +428,30 @@ func (b *Broker) metadataAuthorizedOps(h header, r *kmsg.MetadataRequest, resp *
 // TOPIC_AUTHORIZATION_FAILED when asked for by name, and left out of a
 // listing of every topic; a topic that would be auto-created needs Create
 // on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED.
-func (b *Broker) authorizeMetadata(h header, r *kmsg.MetadataRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeMetadata(h header, r *kmsg.MetadataRequest) (kmsg.Response, func(kmsg.Response)) {
 	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
 	if all {
 		return nil, func(resp kmsg.Response) {
 			m := resp.(*kmsg.MetadataResponse)
 			m.Topics = slices.DeleteFunc(m.Topics, func(t kmsg.MetadataResponseTopic) bool {
-				return t.Topic == nil || !b.may(h, opDescribe, resTopic, *t.Topic)
+				return t.Topic == nil || !g.may(h, opDescribe, resTopic, *t.Topic)
 			})
 		}
 	}
-	createCluster := b.mayCluster(h, opCreate)
+	createCluster := g.mayCluster(h, opCreate)
 	denied := takeOut(&r.Topics, func(t kmsg.MetadataRequestTopic) int16 {
 		if t.Topic == nil {
 			// By id: one the principal may not describe is answered as
 			// unknown, so its existence does not show.
-			if name, ok := b.m.TopicByID(t.TopicID); ok && !b.may(h, opDescribe, resTopic, name) {
+			if name, ok := g.topicName(t.TopicID); ok && !g.may(h, opDescribe, resTopic, name) {
 				return kerr.UnknownTopicID.Code
 			}
 			return 0
 		}
 		name := *t.Topic
-		ok := b.may(h, opDescribe, resTopic, name)
-		if ok && len(b.partitionsOf(name)) == 0 && !internalTopics[name] && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) {
-			ok = createCluster || b.may(h, opCreate, resTopic, name)
+		ok := g.may(h, opDescribe, resTopic, name)
+		if ok && !g.exists(name) && !internalTopics[name] && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) {
+			ok = createCluster || g.may(h, opCreate, resTopic, name)
 		}
 		if ok {
 			return 0

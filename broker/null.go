@@ -29,7 +29,7 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 	for t, n := range topics {
 		nl.next[t] = make([]int64, n)
 	}
-	b := &Broker{opts: opts, null: nl, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now, perIP: map[string]int{},
+	b := &Broker{opts: opts, null: nl, guard: &guard{}, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes},
 		quotas: &auth.Quotas{}, sessions: newFetchSessions(-1, time.Now), telemetry: newTelemetry(true, time.Now)}
 	b.ctx = b.stopContext()

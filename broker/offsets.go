@@ -17,9 +17,9 @@ import (
 func init() {
 	register(
 		api{key: 2, min: 1, max: 10, handle: handler((*Broker).listOffsets),
-			rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeListOffsets)},
+			rule: ruleFor(ruleTopic, opDescribe, (*guard).authorizeListOffsets)},
 		api{key: 23, min: 0, max: 4, handle: handler((*Broker).offsetForLeaderEpoch),
-			rule: ruleFor(ruleTopic, opDescribe, (*Broker).authorizeOffsetForLeaderEpoch)},
+			rule: ruleFor(ruleTopic, opDescribe, (*guard).authorizeOffsetForLeaderEpoch)},
 	)
 }
 
@@ -128,9 +128,9 @@ func (b *Broker) offsetForLeaderEpoch(_ context.Context, _ header, r *kmsg.Offse
 }
 
 // authorizeListOffsets: Describe on each topic.
-func (b *Broker) authorizeListOffsets(h header, r *kmsg.ListOffsetsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeListOffsets(h header, r *kmsg.ListOffsetsRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Topics, func(t kmsg.ListOffsetsRequestTopic) int16 {
-		return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.ListOffsetsRequestTopic, code int16) kmsg.ListOffsetsResponseTopic {
 		rt := kmsg.ListOffsetsResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
@@ -147,9 +147,9 @@ func (b *Broker) authorizeListOffsets(h header, r *kmsg.ListOffsetsRequest) (kms
 }
 
 // authorizeOffsetForLeaderEpoch: Describe on each topic.
-func (b *Broker) authorizeOffsetForLeaderEpoch(h header, r *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeOffsetForLeaderEpoch(h header, r *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) int16 {
-		return b.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opDescribe, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
 		rt := kmsg.OffsetForLeaderEpochResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {

@@ -21,7 +21,7 @@ func init() {
 	register(api{key: 0, min: 3, max: 13, // RecordBatch v2 only; v13 names topics by id
 		listedFromV0: true, topicIDs: produceTopicIDs,
 		handle: handler((*Broker).produce), null: nullProduce, quota: quotaProduce,
-		rule: ruleFor(ruleTopic, opWrite, (*Broker).authorizeProduce)})
+		rule: ruleFor(ruleTopic, opWrite, (*guard).authorizeProduce)})
 }
 
 // produceTopicIDs names the topics of a Produce v13+ by their ids.
@@ -262,8 +262,8 @@ func (b *Broker) verifyProduce(ctx context.Context, r *kmsg.ProduceRequest, jobs
 // authorizeProduce: a transactional produce needs Write on its
 // transactional id (else every partition is
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic Write.
-func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Response, func(kmsg.Response)) {
-	txnOK := b.mayTxn(h, r.TransactionID)
+func (g *guard) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Response, func(kmsg.Response)) {
+	txnOK := g.mayTxn(h, r.TransactionID)
 	denied := takeOut(&r.Topics, func(t kmsg.ProduceRequestTopic) int16 {
 		if !txnOK {
 			return kerr.TransactionalIDAuthorizationFailed.Code
@@ -271,7 +271,7 @@ func (b *Broker) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Respon
 		if unknownTopicID(h.version, t.Topic) {
 			return 0 // UNKNOWN_TOPIC_ID, from the handler
 		}
-		return b.refusal(h, opWrite, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opWrite, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
 		rt := kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
 		for _, p := range t.Partitions {

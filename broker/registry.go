@@ -87,7 +87,7 @@ func (k ruleKind) String() string {
 type rule struct {
 	kind  ruleKind
 	op    kmsg.ACLOperation
-	check func(b *Broker, h header, req kmsg.Request) (refused kmsg.Response, after func(kmsg.Response))
+	check func(g *guard, h header, req kmsg.Request) (refused kmsg.Response, after func(kmsg.Response))
 }
 
 // A quotaClass is what an API's calls count against a client's quotas.
@@ -152,19 +152,19 @@ func handler[R kmsg.Request, S kmsg.Response](f func(*Broker, context.Context, h
 }
 
 // ruleFor is a rule of kind and op whose check is a typed function.
-func ruleFor[R kmsg.Request](kind ruleKind, op kmsg.ACLOperation, f func(*Broker, header, R) (kmsg.Response, func(kmsg.Response))) rule {
+func ruleFor[R kmsg.Request](kind ruleKind, op kmsg.ACLOperation, f func(*guard, header, R) (kmsg.Response, func(kmsg.Response))) rule {
 	return rule{kind: kind, op: op, check: check(f)}
 }
 
 // check adapts a typed authorization check to the registry's.
-func check[R kmsg.Request](f func(*Broker, header, R) (kmsg.Response, func(kmsg.Response))) func(*Broker, header, kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
-	return func(b *Broker, h header, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
-		return f(b, h, req.(R))
+func check[R kmsg.Request](f func(*guard, header, R) (kmsg.Response, func(kmsg.Response))) func(*guard, header, kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+	return func(g *guard, h header, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+		return f(g, h, req.(R))
 	}
 }
 
 // anyone is the rule of the APIs any principal may call.
-var anyone = rule{kind: ruleAnyone, check: func(*Broker, header, kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
+var anyone = rule{kind: ruleAnyone, check: func(*guard, header, kmsg.Request) (kmsg.Response, func(kmsg.Response)) {
 	return nil, nil
 }}
 
@@ -172,8 +172,8 @@ var anyone = rule{kind: ruleAnyone, check: func(*Broker, header, kmsg.Request) (
 // refused request as a whole (nil: CLUSTER_AUTHORIZATION_FAILED in the
 // response's top-level error code).
 func clusterRule[R kmsg.Request](op kmsg.ACLOperation, refuse func(R) kmsg.Response) rule {
-	return rule{kind: ruleCluster, op: op, check: check(func(b *Broker, h header, r R) (kmsg.Response, func(kmsg.Response)) {
-		if b.mayCluster(h, op) {
+	return rule{kind: ruleCluster, op: op, check: check(func(g *guard, h header, r R) (kmsg.Response, func(kmsg.Response)) {
+		if g.mayCluster(h, op) {
 			return nil, nil
 		}
 		if refuse == nil {
@@ -258,12 +258,12 @@ func (b *Broker) respond(ctx context.Context, h header, req kmsg.Request, body [
 		}
 	}
 	var after func(kmsg.Response)
-	if b.authz != nil {
+	if b.guard.authz != nil {
 		if a.rule.check == nil {
 			return refuseUnruled(req)
 		}
 		var refused kmsg.Response
-		if refused, after = a.rule.check(b, h, req); refused != nil {
+		if refused, after = a.rule.check(b.guard, h, req); refused != nil {
 			return refused, nil
 		}
 	}

@@ -48,20 +48,20 @@ var telemetryCodecs = []record.Compression{record.Zstd, record.LZ4, record.Gzip,
 func init() {
 	register(
 		api{key: 71, min: 0, max: 0, handle: handler((*Broker).getTelemetrySubscriptions),
-			rule: ruleFor(ruleCluster, opDescribe, (*Broker).authorizeTelemetry71)},
+			rule: ruleFor(ruleCluster, opDescribe, (*guard).authorizeTelemetry71)},
 		api{key: 72, min: 0, max: 0, handle: handler((*Broker).pushTelemetry),
-			rule: ruleFor(ruleCluster, opDescribe, (*Broker).authorizeTelemetry72)},
+			rule: ruleFor(ruleCluster, opDescribe, (*guard).authorizeTelemetry72)},
 	)
 }
 
 // authorizeTelemetry71 and authorizeTelemetry72 refuse nothing: Kafka
 // answers the telemetry APIs for any authenticated client, which learns
 // and changes nothing of any resource through them.
-func (b *Broker) authorizeTelemetry71(header, *kmsg.GetTelemetrySubscriptionsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeTelemetry71(header, *kmsg.GetTelemetrySubscriptionsRequest) (kmsg.Response, func(kmsg.Response)) {
 	return nil, nil
 }
 
-func (b *Broker) authorizeTelemetry72(header, *kmsg.PushTelemetryRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeTelemetry72(header, *kmsg.PushTelemetryRequest) (kmsg.Response, func(kmsg.Response)) {
 	return nil, nil
 }
 

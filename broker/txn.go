@@ -20,30 +20,30 @@ import (
 func init() {
 	register(
 		api{key: 22, min: 0, max: 5, handle: handler((*Broker).initProducerID), null: nullInitProducerID,
-			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeInitProducerID)},
+			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeInitProducerID)},
 		api{key: 24, min: 0, max: 5, handle: handler((*Broker).addPartitionsToTxn),
-			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddPartitionsToTxn)},
+			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeAddPartitionsToTxn)},
 		api{key: 25, min: 0, max: 4, handle: handler((*Broker).addOffsetsToTxn),
-			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeAddOffsetsToTxn)},
+			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeAddOffsetsToTxn)},
 		api{key: 26, min: 0, max: 5,
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.EndTxnRequest) kmsg.Response {
 				return b.txns.EndTxn(r)
 			}),
-			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeEndTxn)},
+			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeEndTxn)},
 		api{key: 28, min: 0, max: 5, handle: handler((*Broker).txnOffsetCommit),
-			rule: ruleFor(ruleTxnID, opWrite, (*Broker).authorizeTxnOffsetCommit)},
+			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeTxnOffsetCommit)},
 		api{key: 65, min: 0, max: 0,
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DescribeTransactionsRequest) kmsg.Response {
 				return b.txns.DescribeTransactions(r)
 			}),
-			rule: ruleFor(ruleTxnID, opDescribe, (*Broker).authorizeDescribeTransactions)},
+			rule: ruleFor(ruleTxnID, opDescribe, (*guard).authorizeDescribeTransactions)},
 		api{key: 66, min: 0, max: 1,
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListTransactionsRequest) kmsg.Response {
 				return b.txns.ListTransactions(r)
 			}),
-			rule: ruleFor(ruleTxnID, opDescribe, (*Broker).authorizeListTransactions)},
+			rule: ruleFor(ruleTxnID, opDescribe, (*guard).authorizeListTransactions)},
 		api{key: 61, min: 0, max: 0, handle: handler((*Broker).describeProducers),
-			rule: ruleFor(ruleTopic, opRead, (*Broker).authorizeDescribeProducers)},
+			rule: ruleFor(ruleTopic, opRead, (*guard).authorizeDescribeProducers)},
 	)
 }
 
@@ -147,24 +147,24 @@ func (b *Broker) initProducerID(_ context.Context, _ header, r *kmsg.InitProduce
 // TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED, as
 // Kafka answers.
 // From v4 (a broker's batch) it is ClusterAction on the cluster instead.
-func (b *Broker) authorizeAddPartitionsToTxn(h header, r *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeAddPartitionsToTxn(h header, r *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
 	if r.GetVersion() >= 4 {
 		// A broker's request: ClusterAction on the cluster, as Kafka's.
-		if !b.mayCluster(h, kmsg.ACLOperationClusterAction) {
+		if !g.mayCluster(h, kmsg.ACLOperationClusterAction) {
 			resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 			return resp, nil
 		}
 		return nil, nil
 	}
-	txnOK := b.may(h, opWrite, resTxnID, r.TransactionalID)
+	txnOK := g.may(h, opWrite, resTxnID, r.TransactionalID)
 	codes := make([]int16, len(r.Topics))
 	refused := !txnOK
 	for i, t := range r.Topics {
 		switch {
 		case !txnOK:
 			codes[i] = kerr.TransactionalIDAuthorizationFailed.Code
-		case !b.may(h, opWrite, resTopic, t.Topic):
+		case !g.may(h, opWrite, resTopic, t.Topic):
 			codes[i], refused = kerr.TopicAuthorizationFailed.Code, true
 		default:
 			codes[i] = kerr.OperationNotAttempted.Code
@@ -187,13 +187,13 @@ func (b *Broker) authorizeAddPartitionsToTxn(h header, r *kmsg.AddPartitionsToTx
 // authorizeTxnOffsetCommit: Write on the transactional id, Read on the
 // group (either refused: every partition, without the handler), Read on
 // each topic.
-func (b *Broker) authorizeTxnOffsetCommit(h header, r *kmsg.TxnOffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
-	if code := cmp.Or(b.refusal(h, opWrite, resTxnID, r.TransactionalID, kerr.TransactionalIDAuthorizationFailed.Code),
-		b.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code)); code != 0 {
+func (g *guard) authorizeTxnOffsetCommit(h header, r *kmsg.TxnOffsetCommitRequest) (kmsg.Response, func(kmsg.Response)) {
+	if code := cmp.Or(g.refusal(h, opWrite, resTxnID, r.TransactionalID, kerr.TransactionalIDAuthorizationFailed.Code),
+		g.refusal(h, opRead, resGroup, r.Group, kerr.GroupAuthorizationFailed.Code)); code != 0 {
 		return group.RefuseTxnOffsetCommit(r, code), nil
 	}
 	denied := takeOut(&r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
-		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opRead, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
 		rt := kmsg.TxnOffsetCommitResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
@@ -237,14 +237,14 @@ func (b *Broker) describeProducers(_ context.Context, _ header, r *kmsg.Describe
 
 // authorizeInitProducerID: Write on the transactional id; an idempotent
 // producer needs IdempotentWrite on the cluster or Write on some topic.
-func (b *Broker) authorizeInitProducerID(h header, r *kmsg.InitProducerIDRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeInitProducerID(h header, r *kmsg.InitProducerIDRequest) (kmsg.Response, func(kmsg.Response)) {
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	switch {
-	case r.TransactionalID != nil && !b.may(h, opWrite, resTxnID, *r.TransactionalID):
+	case r.TransactionalID != nil && !g.may(h, opWrite, resTxnID, *r.TransactionalID):
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil
-	case r.TransactionalID == nil && !b.mayCluster(h, opIdempotentWrite) && !b.mayAny(h, opWrite, resTopic):
+	case r.TransactionalID == nil && !g.mayCluster(h, opIdempotentWrite) && !g.mayAny(h, opWrite, resTopic):
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil
 	}
@@ -253,13 +253,13 @@ func (b *Broker) authorizeInitProducerID(h header, r *kmsg.InitProducerIDRequest
 
 // authorizeAddOffsetsToTxn: Write on the transactional id, Read on the
 // group.
-func (b *Broker) authorizeAddOffsetsToTxn(h header, r *kmsg.AddOffsetsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeAddOffsetsToTxn(h header, r *kmsg.AddOffsetsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	switch {
-	case !b.may(h, opWrite, resTxnID, r.TransactionalID):
+	case !g.may(h, opWrite, resTxnID, r.TransactionalID):
 		resp.ErrorCode = txnErr
 		return resp, nil
-	case !b.may(h, opRead, resGroup, r.Group):
+	case !g.may(h, opRead, resGroup, r.Group):
 		resp.ErrorCode = groupErr
 		return resp, nil
 	}
@@ -267,8 +267,8 @@ func (b *Broker) authorizeAddOffsetsToTxn(h header, r *kmsg.AddOffsetsToTxnReque
 }
 
 // authorizeEndTxn: Write on the transactional id.
-func (b *Broker) authorizeEndTxn(h header, r *kmsg.EndTxnRequest) (kmsg.Response, func(kmsg.Response)) {
-	if !b.may(h, opWrite, resTxnID, r.TransactionalID) {
+func (g *guard) authorizeEndTxn(h header, r *kmsg.EndTxnRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !g.may(h, opWrite, resTxnID, r.TransactionalID) {
 		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 		resp.ErrorCode = txnErr
 		return resp, nil
@@ -278,9 +278,9 @@ func (b *Broker) authorizeEndTxn(h header, r *kmsg.EndTxnRequest) (kmsg.Response
 
 // authorizeDescribeTransactions: Describe on each transactional id, and
 // only the topics the principal may describe in their partitions.
-func (b *Broker) authorizeDescribeTransactions(h header, r *kmsg.DescribeTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeDescribeTransactions(h header, r *kmsg.DescribeTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.TransactionalIDs, func(id string) int16 {
-		return b.refusal(h, opDescribe, resTxnID, id, txnErr)
+		return g.refusal(h, opDescribe, resTxnID, id, txnErr)
 	}, func(id string, code int16) kmsg.DescribeTransactionsResponseTransactionState {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, code, -1, -1
@@ -291,7 +291,7 @@ func (b *Broker) authorizeDescribeTransactions(h header, r *kmsg.DescribeTransac
 		for i := range d.TransactionStates {
 			d.TransactionStates[i].Topics = slices.DeleteFunc(d.TransactionStates[i].Topics,
 				func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
-					return !b.may(h, opDescribe, resTopic, t.Topic)
+					return !g.may(h, opDescribe, resTopic, t.Topic)
 				})
 		}
 		d.TransactionStates = append(d.TransactionStates, denied...)
@@ -300,19 +300,19 @@ func (b *Broker) authorizeDescribeTransactions(h header, r *kmsg.DescribeTransac
 
 // authorizeListTransactions: only the transactional ids the principal may
 // describe are listed.
-func (b *Broker) authorizeListTransactions(h header, r *kmsg.ListTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeListTransactions(h header, r *kmsg.ListTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
 	return nil, func(resp kmsg.Response) {
 		l := resp.(*kmsg.ListTransactionsResponse)
 		l.TransactionStates = slices.DeleteFunc(l.TransactionStates, func(s kmsg.ListTransactionsResponseTransactionState) bool {
-			return !b.may(h, opDescribe, resTxnID, s.TransactionalID)
+			return !g.may(h, opDescribe, resTxnID, s.TransactionalID)
 		})
 	}
 }
 
 // authorizeDescribeProducers: Read on each topic.
-func (b *Broker) authorizeDescribeProducers(h header, r *kmsg.DescribeProducersRequest) (kmsg.Response, func(kmsg.Response)) {
+func (g *guard) authorizeDescribeProducers(h header, r *kmsg.DescribeProducersRequest) (kmsg.Response, func(kmsg.Response)) {
 	denied := takeOut(&r.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 {
-		return b.refusal(h, opRead, resTopic, t.Topic, topicRefused)
+		return g.refusal(h, opRead, resTopic, t.Topic, topicRefused)
 	}, func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
 		rt := kmsg.DescribeProducersResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
