@@ -278,7 +278,8 @@ type Broker struct {
 	// creds are the SCRAM credentials (nil for NewNull's broker).
 	creds   *auth.Credentials
 	acls    *auth.ACLs
-	guard   *guard // the APIs' authorization
+	guard   *guard         // the APIs' authorization
+	authn   *authenticator // who each connection is
 	quotas  *auth.Quotas
 	sensors sensors
 	// autoCreate is the broker-wide bucket of AutoCreateMaxRate.
@@ -399,6 +400,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
 	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists}
+	b.authn = newAuthenticator(b)
 	b.ctx = b.stopContext()
 	markers.b = b
 	if opts.Cluster == nil {

@@ -277,7 +277,7 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 		}
 		_ = tc.SetDeadline(time.Time{})
 	}
-	sess, err := b.newSession(c, l)
+	sess, err := b.authn.newSession(c, l)
 	if err != nil {
 		log.Warn("refusing a TLS client", "err", err)
 		b.metrics.closedAuth.Inc()
@@ -414,7 +414,7 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 		return false
 	}
 	if p.raw {
-		out, err := b.saslRawToken(p.h, p.body)
+		out, err := b.authn.saslRawToken(p.h, p.body)
 		if err == nil {
 			_ = c.SetWriteDeadline(time.Now().Add(b.opts.IdleTimeout))
 			_, err = c.Write(out)

@@ -123,13 +123,13 @@ func (b *Broker) Authorizes() bool { return b.guard.authz != nil }
 // and waits connection.failed.authentication.delay.ms; an address past the
 // rate is refused unchecked until it falls back.
 func (b *Broker) Login(host, user, password string) (string, error) {
-	if err := b.refuseGuesser(strings.TrimPrefix(host, "/")); err != nil {
+	if err := b.authn.refuseGuesser(strings.TrimPrefix(host, "/")); err != nil {
 		return "", err
 	}
 	if b.creds == nil || user == "" || !b.creds.VerifyPassword(user, password) {
 		err := fmt.Errorf("%w: unknown user or wrong password", auth.ErrBadCredentials)
-		b.authFailed(header{host: host}, "console", user, err.Error(), true)
-		b.failedAuthPause()
+		b.authn.authFailed(header{host: host}, "console", user, err.Error(), true)
+		b.authn.failedAuthPause()
 		return "", err
 	}
 	b.metrics.authentications.WithLabelValues("console", "ok").Inc()

@@ -32,6 +32,7 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 	b := &Broker{opts: opts, null: nl, guard: &guard{}, metrics: newMetrics(), conns: map[net.Conn]struct{}{}, stop: make(chan struct{}), clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes},
 		quotas: &auth.Quotas{}, sessions: newFetchSessions(-1, time.Now), telemetry: newTelemetry(true, time.Now)}
+	b.authn = newAuthenticator(b)
 	b.ctx = b.stopContext()
 	return b
 }

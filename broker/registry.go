@@ -228,7 +228,7 @@ func (b *Broker) handle(ctx context.Context, h header, req kmsg.Request, body []
 func (b *Broker) respond(ctx context.Context, h header, req kmsg.Request, body []byte) (kmsg.Response, error) {
 	a := apiFor(h.key)
 	if a == nil || !a.beforeAuth {
-		if err := b.checkSession(h); err != nil {
+		if err := b.authn.checkSession(h); err != nil {
 			return nil, err
 		}
 	}

@@ -23,9 +23,13 @@ import (
 func init() {
 	register(
 		api{key: 17, min: 0, max: 1, beforeAuth: true, sasl: true, rule: anyone, quota: quotaNone,
-			handle: handler((*Broker).saslHandshake)},
+			handle: handler(func(b *Broker, _ context.Context, h header, r *kmsg.SASLHandshakeRequest) kmsg.Response {
+				return b.authn.saslHandshake(h, r)
+			})},
 		api{key: 36, min: 0, max: 2, beforeAuth: true, sasl: true, rule: anyone, quota: quotaNone,
-			handle: handler((*Broker).saslAuthenticate)},
+			handle: handler(func(b *Broker, _ context.Context, h header, r *kmsg.SASLAuthenticateRequest) kmsg.Response {
+				return b.authn.saslAuthenticate(h, r)
+			})},
 	)
 }
 
@@ -40,6 +44,28 @@ const (
 // Anonymous is the principal of a connection that did not authenticate
 // (PLAINTEXT, or SSL without a client certificate), as Kafka names it.
 const Anonymous = "User:ANONYMOUS"
+
+// An authenticator is who a connection is: its session at accept (a TLS
+// client certificate's principal), the SASL exchange (SaslHandshake,
+// SaslAuthenticate, v0's bare tokens), re-authentication, and the pacing
+// of password guessers. It holds the credentials, the broker's options
+// (read only: the SASL, TLS and failed-authentication ones), the sensors
+// that count failures and its metric — nothing else of the broker.
+type authenticator struct {
+	creds   *auth.Credentials // nil: no SASL
+	opts    *Options
+	sensors *sensors
+	metrics *metrics
+	clock   func() time.Time
+	stop    <-chan struct{} // the broker's: a failure's pause ends with it
+}
+
+// newAuthenticator is b's authenticator (its clock read through b, which
+// a test may set).
+func newAuthenticator(b *Broker) *authenticator {
+	return &authenticator{creds: b.creds, opts: &b.opts, sensors: &b.sensors, metrics: b.metrics,
+		clock: func() time.Time { return b.clock() }, stop: b.stop}
+}
 
 // session is a connection's security state. The goroutine that answers
 // requests changes it; the one that reads frames looks at raw only after
@@ -64,7 +90,7 @@ type session struct {
 // is its client certificate's subject (RFC 2253), if it sent one, mapped by
 // ssl.principal.mapping.rules, as Kafka's default principal builder takes
 // it; a subject no rule maps is an error (the connection closes).
-func (b *Broker) newSession(c net.Conn, l *Listener) (*session, error) {
+func (a *authenticator) newSession(c net.Conn, l *Listener) (*session, error) {
 	s := &session{principal: Anonymous, authed: true}
 	if l != nil && (l.SecurityProtocol == ProtocolSASLPlaintext || l.SecurityProtocol == ProtocolSASLSSL) {
 		s.sasl, s.authed = true, false
@@ -72,9 +98,9 @@ func (b *Broker) newSession(c net.Conn, l *Listener) (*session, error) {
 	if tc, ok := c.(*tls.Conn); ok && !s.sasl {
 		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 			name := certs[0].Subject.String()
-			if b.opts.PrincipalRules != nil {
+			if a.opts.PrincipalRules != nil {
 				var err error
-				if name, err = b.opts.PrincipalRules.Map(name); err != nil {
+				if name, err = a.opts.PrincipalRules.Map(name); err != nil {
 					return nil, err
 				}
 			}
@@ -90,7 +116,7 @@ func (b *Broker) newSession(c net.Conn, l *Listener) (*session, error) {
 var errUnauthenticated = errors.New("broker: not authenticated")
 
 // checkSession refuses a request the session does not allow.
-func (b *Broker) checkSession(h header) error {
+func (a *authenticator) checkSession(h header) error {
 	s := h.sess
 	if s == nil || !s.sasl {
 		return nil
@@ -98,7 +124,7 @@ func (b *Broker) checkSession(h header) error {
 	switch {
 	case !s.authed:
 		return fmt.Errorf("%w: %s before the SASL exchange ended", errUnauthenticated, kmsg.NameForKey(h.key))
-	case !s.expires.IsZero() && b.clock().After(s.expires):
+	case !s.expires.IsZero() && a.clock().After(s.expires):
 		return fmt.Errorf("%w: the session expired (connections.max.reauth.ms) and the client did not re-authenticate", errUnauthenticated)
 	}
 	return nil
@@ -106,14 +132,14 @@ func (b *Broker) checkSession(h header) error {
 
 // saslHandshake answers SaslHandshake: the mechanism's exchange starts
 // (v0: its tokens come next as bare frames; v1: in SaslAuthenticate).
-func (b *Broker) saslHandshake(_ context.Context, h header, r *kmsg.SASLHandshakeRequest) kmsg.Response {
+func (a *authenticator) saslHandshake(h header, r *kmsg.SASLHandshakeRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = b.opts.SASLMechanisms
+	resp.SupportedMechanisms = a.opts.SASLMechanisms
 	s := h.sess
 	switch {
-	case s == nil || !s.sasl || b.creds == nil:
+	case s == nil || !s.sasl || a.creds == nil:
 		resp.ErrorCode = kerr.IllegalSaslState.Code // Kafka's answer on a listener without SASL
-	case s.authed && b.opts.ReauthInterval <= 0:
+	case s.authed && a.opts.ReauthInterval <= 0:
 		// Authenticated, and sessions never expire: no re-authentication
 		// to start (Kafka's answer; the connection stays).
 		resp.ErrorCode = kerr.IllegalSaslState.Code
@@ -122,12 +148,12 @@ func (b *Broker) saslHandshake(_ context.Context, h header, r *kmsg.SASLHandshak
 		// another mechanism.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		s.closeAfter = true
-	case !slices.Contains(b.opts.SASLMechanisms, r.Mechanism):
+	case !slices.Contains(a.opts.SASLMechanisms, r.Mechanism):
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		s.closeAfter = true
-		b.authFailed(h, r.Mechanism, "", "unsupported SASL mechanism", false)
+		a.authFailed(h, r.Mechanism, "", "unsupported SASL mechanism", false)
 	default:
-		exch, err := auth.NewExchange(b.creds, r.Mechanism)
+		exch, err := auth.NewExchange(a.creds, r.Mechanism)
 		if err != nil {
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 			s.closeAfter = true
@@ -142,7 +168,7 @@ func (b *Broker) saslHandshake(_ context.Context, h header, r *kmsg.SASLHandshak
 // saslAuthenticate answers SaslAuthenticate with the exchange's next
 // token, or SASL_AUTHENTICATION_FAILED after
 // connection.failed.authentication.delay.ms and closes the connection.
-func (b *Broker) saslAuthenticate(_ context.Context, h header, r *kmsg.SASLAuthenticateRequest) kmsg.Response {
+func (a *authenticator) saslAuthenticate(h header, r *kmsg.SASLAuthenticateRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	s := h.sess
 	if s == nil || !s.sasl || s.exch == nil || s.raw {
@@ -154,15 +180,15 @@ func (b *Broker) saslAuthenticate(_ context.Context, h header, r *kmsg.SASLAuthe
 		}
 		return resp
 	}
-	token, err := b.saslStep(h, r.SASLAuthBytes)
+	token, err := a.saslStep(h, r.SASLAuthBytes)
 	if err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = errMessage(err)
 		return resp
 	}
 	resp.SASLAuthBytes = token
-	if s.authed && s.exch == nil && b.opts.ReauthInterval > 0 {
-		resp.SessionLifetimeMillis = b.opts.ReauthInterval.Milliseconds()
+	if s.authed && s.exch == nil && a.opts.ReauthInterval > 0 {
+		resp.SessionLifetimeMillis = a.opts.ReauthInterval.Milliseconds()
 	}
 	return resp
 }
@@ -170,12 +196,12 @@ func (b *Broker) saslAuthenticate(_ context.Context, h header, r *kmsg.SASLAuthe
 // saslStep takes one client token; a failure waits
 // connection.failed.authentication.delay.ms (slowing a password guesser
 // down) and marks the connection to close.
-func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
+func (a *authenticator) saslStep(h header, token []byte) ([]byte, error) {
 	s := h.sess
 	ip := strings.TrimPrefix(h.host, "/")
 	var out []byte
 	var err error
-	if err = b.refuseGuesser(ip); err == nil {
+	if err = a.refuseGuesser(ip); err == nil {
 		out, err = s.exch.Step(token)
 	}
 	if err == nil && s.exch.Done() {
@@ -184,16 +210,16 @@ func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 			err = fmt.Errorf("%w: a re-authentication cannot change the principal", auth.ErrAuthentication)
 		} else {
 			s.principal, s.mech, s.authed, s.exch = principal, s.exch.Mechanism(), true, nil
-			if b.opts.ReauthInterval > 0 {
-				s.expires = b.clock().Add(b.opts.ReauthInterval)
+			if a.opts.ReauthInterval > 0 {
+				s.expires = a.clock().Add(a.opts.ReauthInterval)
 			}
-			b.metrics.authentications.WithLabelValues(s.mech, "ok").Inc()
+			a.metrics.authentications.WithLabelValues(s.mech, "ok").Inc()
 		}
 	}
 	if err != nil {
-		b.authFailed(h, s.exch.Mechanism(), s.exch.User(), err.Error(), errors.Is(err, auth.ErrBadCredentials))
+		a.authFailed(h, s.exch.Mechanism(), s.exch.User(), err.Error(), errors.Is(err, auth.ErrBadCredentials))
 		s.exch, s.closeAfter = nil, true
-		b.failedAuthPause()
+		a.failedAuthPause()
 		return nil, err
 	}
 	return out, nil
@@ -202,8 +228,8 @@ func (b *Broker) saslStep(h header, token []byte) ([]byte, error) {
 // saslRawToken answers a bare token after SaslHandshake v0: the reply is a
 // bare token too (a 4-byte size and the bytes). A failure is no reply and
 // the connection closes.
-func (b *Broker) saslRawToken(h header, token []byte) ([]byte, error) {
-	out, err := b.saslStep(h, token)
+func (a *authenticator) saslRawToken(h header, token []byte) ([]byte, error) {
+	out, err := a.saslStep(h, token)
 	if err != nil {
 		return nil, err
 	}
@@ -218,20 +244,20 @@ func (b *Broker) saslRawToken(h header, token []byte) ([]byte, error) {
 // per-connection line is, Options.Logger). Only a checked one (its
 // credentials refused) counts toward Options.MaxFailedAuthRate: a
 // malformed exchange or a login refused unchecked is no guess.
-func (b *Broker) authFailed(h header, mech, user, reason string, checked bool) {
-	b.metrics.authentications.WithLabelValues(mech, "failed").Inc()
-	if checked && b.opts.MaxFailedAuthRate > 0 {
-		b.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(b.clock(), 1)
+func (a *authenticator) authFailed(h header, mech, user, reason string, checked bool) {
+	a.metrics.authentications.WithLabelValues(mech, "failed").Inc()
+	if checked && a.opts.MaxFailedAuthRate > 0 {
+		a.sensors.get(failedAuthSensor, strings.TrimPrefix(h.host, "/")).record(a.clock(), 1)
 	}
-	b.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user, "reason", reason)
+	a.opts.Logger.Warn("authentication failed", "remote", h.host, "mechanism", mech, "user", user, "reason", reason)
 }
 
 // refuseGuesser refuses an address guessing passwords: past
 // Options.MaxFailedAuthRate, no password is checked until its failures fall
 // below the rate (this refusal is not one of them), and the client is told
 // when that is.
-func (b *Broker) refuseGuesser(ip string) error {
-	if retry := b.failedAuthRetry(ip); retry > 0 {
+func (a *authenticator) refuseGuesser(ip string) error {
+	if retry := a.failedAuthRetry(ip); retry > 0 {
 		return fmt.Errorf("%w: too many failed authentications from this address: retry in %d ms", auth.ErrAuthentication,
 			max(1, retry.Milliseconds()))
 	}
@@ -240,20 +266,20 @@ func (b *Broker) refuseGuesser(ip string) error {
 
 // failedAuthPause waits connection.failed.authentication.delay.ms after a
 // failed authentication (slowing a guesser down), or until the broker closes.
-func (b *Broker) failedAuthPause() {
+func (a *authenticator) failedAuthPause() {
 	select {
-	case <-time.After(b.opts.FailedAuthDelay):
-	case <-b.stop:
+	case <-time.After(a.opts.FailedAuthDelay):
+	case <-a.stop:
 	}
 }
 
 // failedAuthRetry is how long until an address past
 // Options.MaxFailedAuthRate falls back to it (0: it is not past it).
-func (b *Broker) failedAuthRetry(ip string) time.Duration {
-	if b.opts.MaxFailedAuthRate <= 0 {
+func (a *authenticator) failedAuthRetry(ip string) time.Duration {
+	if a.opts.MaxFailedAuthRate <= 0 {
 		return 0
 	}
-	return b.sensors.get(failedAuthSensor, ip).untilAtMost(b.clock(), b.opts.MaxFailedAuthRate)
+	return a.sensors.get(failedAuthSensor, ip).untilAtMost(a.clock(), a.opts.MaxFailedAuthRate)
 }
 
 // failedAuthSensor counts an address's failed authentications
