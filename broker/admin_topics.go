@@ -29,7 +29,7 @@ func init() {
 
 func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-	mut := b.mutations(h, r.GetVersion() >= 6)
+	mut := b.limits.mutations(h, r.GetVersion() >= 6)
 	defer mut.finish(resp)
 	seen := map[string]int{}
 	for _, rt := range r.Topics {
@@ -177,7 +177,7 @@ func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.
 
 func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	mut := b.mutations(h, r.GetVersion() >= 5)
+	mut := b.limits.mutations(h, r.GetVersion() >= 5)
 	defer mut.finish(resp)
 	type target struct {
 		name *string
@@ -252,7 +252,7 @@ func (b *Broker) deleteTopic(topic string, mut *mutations, wait time.Duration) (
 
 func (b *Broker) createPartitions(_ context.Context, h header, r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	mut := b.mutations(h, r.GetVersion() >= 3)
+	mut := b.limits.mutations(h, r.GetVersion() >= 3)
 	defer mut.finish(resp)
 	for _, rt := range r.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()

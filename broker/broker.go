@@ -280,6 +280,7 @@ type Broker struct {
 	acls    *auth.ACLs
 	guard   *guard         // the APIs' authorization
 	authn   *authenticator // who each connection is
+	limits  *limits        // the client quotas enforced
 	quotas  *auth.Quotas
 	sensors sensors
 	// autoCreate is the broker-wide bucket of AutoCreateMaxRate.
@@ -401,6 +402,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
 	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists}
 	b.authn = newAuthenticator(b)
+	b.limits = newLimits(b)
 	b.ctx = b.stopContext()
 	markers.b = b
 	if opts.Cluster == nil {
@@ -540,7 +542,7 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			c.Close()
 			continue
 		}
-		if !b.connectionAllowed(ip) {
+		if !b.limits.connectionAllowed(ip) {
 			b.mu.Unlock()
 			b.opts.Logger.Warn("refusing a connection: over its IP's connection_creation_rate quota", "remote", c.RemoteAddr().String())
 			b.metrics.refusedRate.Inc()

@@ -421,7 +421,7 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 		}
 		return err == nil
 	}
-	b.waitMuted(p.h.sess)
+	b.limits.waitMuted(p.h.sess)
 	begin := time.Now()
 	resp, err := b.handleRecovering(ctx, p.h, p.req, p.body, log)
 	handled := time.Now()

@@ -294,7 +294,7 @@ func (a *autoCreation) create(topic string) {
 		}
 	}
 	if a.mut == nil {
-		a.mut = b.mutations(a.h, true)
+		a.mut = b.limits.mutations(a.h, true)
 	}
 	switch code, msg := b.createTopicChecked(topic, b.opts.NumPartitions, nil, false, a.mut); code {
 	case 0:

@@ -33,6 +33,7 @@ func NewNull(topics map[string]int32, opts Options) *Broker {
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes},
 		quotas: &auth.Quotas{}, sessions: newFetchSessions(-1, time.Now), telemetry: newTelemetry(true, time.Now)}
 	b.authn = newAuthenticator(b)
+	b.limits = newLimits(b)
 	b.ctx = b.stopContext()
 	return b
 }

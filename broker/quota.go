@@ -202,41 +202,60 @@ func quotaUser(h header) string {
 	return name
 }
 
+// limits are the client quotas as they are enforced (Kafka's
+// ClientQuotaManager and ControllerMutationQuotaManager): the quotas set,
+// the sensors that measure each client's use, the throttles of responses
+// and connections, and connection_creation_rate. They hold nothing else
+// of the broker.
+type limits struct {
+	quotas  *auth.Quotas
+	sensors *sensors
+	metrics *metrics
+	clock   func() time.Time
+	stop    <-chan struct{} // the broker's: a muted connection's wait ends with it
+}
+
+// newLimits are b's limits (its clock read through b, which a test may
+// set).
+func newLimits(b *Broker) *limits {
+	return &limits{quotas: b.quotas, sensors: &b.sensors, metrics: b.metrics, clock: func() time.Time { return b.clock() }, stop: b.stop}
+}
+
 // fetchThrottled answers a fetch by a client already over its
 // consumer_byte_rate: no records, the throttle.
-func (b *Broker) fetchThrottled(h header, r *kmsg.FetchRequest) kmsg.Response {
-	q, entity := b.quotas.Resolve(quotaUser(h), h.clientID, auth.ConsumerByteRate)
+func (l *limits) fetchThrottled(h header, r *kmsg.FetchRequest) kmsg.Response {
+	q, entity := l.quotas.Resolve(quotaUser(h), h.clientID, auth.ConsumerByteRate)
 	if q <= 0 {
 		return nil
 	}
-	now := b.clock()
-	observed, window := b.sensors.get(auth.ConsumerByteRate, entity).measure(now)
+	now := l.clock()
+	observed, window := l.sensors.get(auth.ConsumerByteRate, entity).measure(now)
 	if observed <= q {
 		return nil
 	}
 	t := throttleFor(observed, q, window)
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.ThrottleMillis = int32(t.Milliseconds())
-	b.metrics.throttled.WithLabelValues(auth.ConsumerByteRate).Inc()
-	b.mute(h, now, t)
+	l.metrics.throttled.WithLabelValues(auth.ConsumerByteRate).Inc()
+	l.mute(h, now, t)
 	return resp
 }
 
 // recordQuotas counts a request against its client's quotas once
 // answered, and throttles the response and the connection if it went
 // over: produced bytes, fetched bytes, handling time.
-func (b *Broker) recordQuotas(h header, class quotaClass, req kmsg.Request, resp kmsg.Response, took time.Duration) {
+func (l *limits) recordQuotas(h header, class quotaClass, req kmsg.Request, resp kmsg.Response, took time.Duration) {
 	user := quotaUser(h)
-	now := b.clock()
+	now := l.clock()
 	var t time.Duration
 	over := func(key string, v float64) {
-		q, entity := b.quotas.Resolve(user, h.clientID, key)
+		q, entity := l.quotas.Resolve(user, h.clientID, key)
 		if q <= 0 {
 			return
 		}
-		observed, window := b.sensors.get(key, entity).record(now, v)
+		observed, window := l.sensors.get(key, entity).record(now, v)
 		if d := throttleFor(observed, q, window); d > 0 {
-			b.metrics.throttled.WithLabelValues(key).Inc()
+			l.metrics.throttled.WithLabelValues(key).Inc()
 			t = max(t, d)
 		}
 	}
@@ -260,12 +279,12 @@ func (b *Broker) recordQuotas(h header, class quotaClass, req kmsg.Request, resp
 		}
 	}
 	over(auth.RequestPercentage, took.Seconds()*100)
-	b.throttle(h, resp, now, t)
+	l.throttle(h, resp, now, t)
 }
 
 // throttle raises the response's throttle to t and mutes the connection
 // until now+t (nothing when t is not positive).
-func (b *Broker) throttle(h header, resp kmsg.Response, now time.Time, t time.Duration) {
+func (l *limits) throttle(h header, resp kmsg.Response, now time.Time, t time.Duration) {
 	if t <= 0 {
 		return
 	}
@@ -274,11 +293,11 @@ func (b *Broker) throttle(h header, resp kmsg.Response, now time.Time, t time.Du
 			st.SetThrottle(int32(t.Milliseconds()))
 		}
 	}
-	b.mute(h, now, t)
+	l.mute(h, now, t)
 }
 
 // mute makes the connection's next request wait until now+t.
-func (b *Broker) mute(h header, now time.Time, t time.Duration) {
+func (l *limits) mute(h header, now time.Time, t time.Duration) {
 	if h.sess != nil {
 		h.sess.mutedUntil = now.Add(t)
 	}
@@ -287,11 +306,11 @@ func (b *Broker) mute(h header, now time.Time, t time.Duration) {
 // waitMuted waits out a throttle before the connection's next request
 // (the broker's own clock: a test's clock moves the deadline, a real wait
 // is at most the throttle).
-func (b *Broker) waitMuted(s *session) {
+func (l *limits) waitMuted(s *session) {
 	if s == nil || s.mutedUntil.IsZero() {
 		return
 	}
-	d := s.mutedUntil.Sub(b.clock())
+	d := s.mutedUntil.Sub(l.clock())
 	s.mutedUntil = time.Time{}
 	if d <= 0 {
 		return
@@ -300,18 +319,18 @@ func (b *Broker) waitMuted(s *session) {
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-	case <-b.stop:
+	case <-l.stop:
 	}
 }
 
 // connectionAllowed counts a new connection from ip against its
 // connection_creation_rate.
-func (b *Broker) connectionAllowed(ip string) bool {
-	q := b.quotas.ConnectionRate(ip)
+func (l *limits) connectionAllowed(ip string) bool {
+	q := l.quotas.ConnectionRate(ip)
 	if q <= 0 {
 		return true
 	}
-	observed, _ := b.sensors.get(auth.ConnectionCreationRate, ip).record(b.clock(), 1)
+	observed, _ := l.sensors.get(auth.ConnectionCreationRate, ip).record(l.clock(), 1)
 	return observed <= q
 }
 
@@ -322,7 +341,7 @@ func (b *Broker) connectionAllowed(ip string) bool {
 // UNKNOWN_TOPIC_OR_PARTITION for auto-creation; older versions, which do
 // not know that error, are done and throttled (Kafka's permissive quota).
 type mutations struct {
-	b        *Broker
+	l        *limits
 	h        header
 	strict   bool
 	quota    float64
@@ -331,11 +350,11 @@ type mutations struct {
 	throttle time.Duration
 }
 
-func (b *Broker) mutations(h header, strict bool) *mutations {
-	m := &mutations{b: b, h: h, strict: strict, now: b.clock()}
-	q, entity := b.quotas.Resolve(quotaUser(h), h.clientID, auth.ControllerMutationRate)
+func (l *limits) mutations(h header, strict bool) *mutations {
+	m := &mutations{l: l, h: h, strict: strict, now: l.clock()}
+	q, entity := l.quotas.Resolve(quotaUser(h), h.clientID, auth.ControllerMutationRate)
 	if q > 0 {
-		m.quota, m.bucket = q, b.sensors.get(auth.ControllerMutationRate, entity)
+		m.quota, m.bucket = q, l.sensors.get(auth.ControllerMutationRate, entity)
 	}
 	return m
 }
@@ -348,7 +367,7 @@ func (m *mutations) take(n int) bool {
 	ok, d := m.bucket.take(m.now, m.quota, float64(n), m.strict)
 	m.throttle = max(m.throttle, d)
 	if !ok {
-		m.b.metrics.throttled.WithLabelValues(auth.ControllerMutationRate).Inc()
+		m.l.metrics.throttled.WithLabelValues(auth.ControllerMutationRate).Inc()
 	}
 	return ok
 }
@@ -360,4 +379,4 @@ func (m *mutations) refusal() *string {
 
 // finish throttles the response and the connection by what the request
 // overdrew.
-func (m *mutations) finish(resp kmsg.Response) { m.b.throttle(m.h, resp, m.now, m.throttle) }
+func (m *mutations) finish(resp kmsg.Response) { m.l.throttle(m.h, resp, m.now, m.throttle) }

@@ -186,15 +186,15 @@ func TestMute(t *testing.T) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: make([]byte, 20480)}}}}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	b.recordQuotas(h, quotaProduce, req, resp, 0)
+	b.limits.recordQuotas(h, quotaProduce, req, resp, 0)
 	require.Equal(t, int32(10_000), resp.ThrottleMillis, "2 KiB/s against 1 KiB/s over ten seconds: ten seconds")
 	require.Equal(t, t0.Add(10*time.Second), sess.mutedUntil, "muted for the throttle")
 
 	bob := &session{principal: "User:bob", authed: true}
-	b.recordQuotas(header{sess: bob, host: "/127.0.0.1"}, quotaProduce, req, req.ResponseKind(), 0)
+	b.limits.recordQuotas(header{sess: bob, host: "/127.0.0.1"}, quotaProduce, req, req.ResponseKind(), 0)
 	require.True(t, bob.mutedUntil.IsZero(), "no quota, no mute")
 
 	advance(10 * time.Second)
-	b.waitMuted(sess) // returns at once: the clock is past it
+	b.limits.waitMuted(sess) // returns at once: the clock is past it
 	require.True(t, sess.mutedUntil.IsZero(), "unmuted")
 }

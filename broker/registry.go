@@ -269,7 +269,7 @@ func (b *Broker) respond(ctx context.Context, h header, req kmsg.Request, body [
 	}
 	quotas := a.quota != quotaNone && b.quotas.Any() // without one, nothing to count or time
 	if r, ok := req.(*kmsg.FetchRequest); ok && quotas && a.quota == quotaFetch {
-		if resp := b.fetchThrottled(h, r); resp != nil {
+		if resp := b.limits.fetchThrottled(h, r); resp != nil {
 			if sessionAfter != nil {
 				sessionAfter(resp) // the session's id, as Kafka's throttled answer carries it
 			}
@@ -291,7 +291,7 @@ func (b *Broker) respond(ctx context.Context, h header, req kmsg.Request, body [
 		sessionAfter(resp)
 	}
 	if quotas {
-		b.recordQuotas(h, a.quota, req, resp, time.Since(start))
+		b.limits.recordQuotas(h, a.quota, req, resp, time.Since(start))
 	}
 	return resp, nil
 }
