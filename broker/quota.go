@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -213,12 +214,14 @@ type limits struct {
 	metrics *metrics
 	clock   func() time.Time
 	stop    <-chan struct{} // the broker's: a muted connection's wait ends with it
+	logger  *slog.Logger
 }
 
 // newLimits are b's limits (its clock read through b, which a test may
 // set).
 func newLimits(b *Broker) *limits {
-	return &limits{quotas: b.quotas, sensors: &b.sensors, metrics: b.metrics, clock: func() time.Time { return b.clock() }, stop: b.stop}
+	return &limits{quotas: b.quotas, sensors: &b.sensors, metrics: b.metrics, clock: func() time.Time { return b.clock() }, stop: b.stop,
+		logger: b.opts.Logger}
 }
 
 // fetchThrottled answers a fetch by a client already over its

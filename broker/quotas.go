@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -14,9 +12,9 @@ import (
 
 func init() {
 	register(
-		api{key: 48, min: 0, max: 1, handle: handler((*Broker).describeClientQuotas),
+		api{key: 48, min: 0, max: 1, handle: on(limitsOf, (*limits).describeClientQuotas),
 			rule: clusterRule[*kmsg.DescribeClientQuotasRequest](opDescribeConfigs, nil)},
-		api{key: 49, min: 0, max: 1, handle: handler((*Broker).alterClientQuotas),
+		api{key: 49, min: 0, max: 1, handle: on(limitsOf, (*limits).alterClientQuotas),
 			rule: clusterRule(opAlterConfigs, func(r *kmsg.AlterClientQuotasRequest) kmsg.Response {
 				resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 				for _, e := range r.Entries {
@@ -33,7 +31,7 @@ func init() {
 
 // describeClientQuotas answers DescribeClientQuotas: the entities the
 // components match (strictly: no other entity types), with their quotas.
-func (b *Broker) describeClientQuotas(_ context.Context, _ header, r *kmsg.DescribeClientQuotasRequest) kmsg.Response {
+func (l *limits) describeClientQuotas(r *kmsg.DescribeClientQuotasRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	seen := map[string]bool{}
 	for _, c := range r.Components {
@@ -44,7 +42,7 @@ func (b *Broker) describeClientQuotas(_ context.Context, _ header, r *kmsg.Descr
 		}
 		seen[c.EntityType] = true
 	}
-	for _, e := range b.quotas.Entries() {
+	for _, e := range l.quotas.Entries() {
 		if !quotaMatches(e.Entity, r.Components, r.Strict) {
 			continue
 		}
@@ -81,7 +79,7 @@ func quotaMatches(e auth.Entity, cs []kmsg.DescribeClientQuotasRequestComponent,
 // alterClientQuotas answers AlterClientQuotas: each entity's changes
 // checked (INVALID_REQUEST with the reason) and applied durably before
 // the answer, unless ValidateOnly.
-func (b *Broker) alterClientQuotas(_ context.Context, _ header, r *kmsg.AlterClientQuotasRequest) kmsg.Response {
+func (l *limits) alterClientQuotas(r *kmsg.AlterClientQuotasRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 	entities := make([]auth.Entity, len(r.Entries))
 	ops := make([][]auth.QuotaOp, len(r.Entries))
@@ -101,7 +99,7 @@ func (b *Broker) alterClientQuotas(_ context.Context, _ header, r *kmsg.AlterCli
 			ops[i] = append(ops[i], auth.QuotaOp{Key: op.Key, Value: op.Value, Remove: op.Remove})
 		}
 	}
-	errs, err := b.quotas.Alter(entities, ops, r.ValidateOnly)
+	errs, err := l.quotas.Alter(entities, ops, r.ValidateOnly)
 	for i, e := range r.Entries {
 		res := kmsg.AlterClientQuotasResponseEntry{}
 		for _, c := range e.Entity {
@@ -118,7 +116,7 @@ func (b *Broker) alterClientQuotas(_ context.Context, _ header, r *kmsg.AlterCli
 		resp.Entries = append(resp.Entries, res)
 	}
 	if err != nil {
-		b.opts.Logger.Error("saving client quotas", "err", err)
+		l.logger.Error("saving client quotas", "err", err)
 	}
 	return resp
 }

@@ -151,6 +151,17 @@ func handler[R kmsg.Request, S kmsg.Response](f func(*Broker, context.Context, h
 	}
 }
 
+// on is the handler of an API that belongs to one part of the broker,
+// which pick returns (its telemetry, limits, authenticator): the broker
+// only routes the request to it.
+func on[P any, R kmsg.Request, S kmsg.Response](pick func(*Broker) P, f func(P, R) S) func(*Broker, context.Context, header, kmsg.Request) (kmsg.Response, error) {
+	return handler(func(b *Broker, _ context.Context, _ header, r R) S { return f(pick(b), r) })
+}
+
+// The parts of the broker that answer APIs of their own.
+func limitsOf(b *Broker) *limits               { return b.limits }
+func authenticatorOf(b *Broker) *authenticator { return b.authn }
+
 // ruleFor is a rule of kind and op whose check is a typed function.
 func ruleFor[R kmsg.Request](kind ruleKind, op kmsg.ACLOperation, f func(*guard, header, R) (kmsg.Response, func(kmsg.Response))) rule {
 	return rule{kind: kind, op: op, check: check(f)}

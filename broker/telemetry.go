@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -47,9 +46,9 @@ var telemetryCodecs = []record.Compression{record.Zstd, record.LZ4, record.Gzip,
 
 func init() {
 	register(
-		api{key: 71, min: 0, max: 0, handle: handler((*Broker).getTelemetrySubscriptions),
+		api{key: 71, min: 0, max: 0, handle: on(func(b *Broker) *telemetry { return b.telemetry }, (*telemetry).getTelemetrySubscriptions),
 			rule: ruleFor(ruleCluster, opDescribe, (*guard).authorizeTelemetry71)},
-		api{key: 72, min: 0, max: 0, handle: handler((*Broker).pushTelemetry),
+		api{key: 72, min: 0, max: 0, handle: on(func(b *Broker) *telemetry { return b.telemetry }, (*telemetry).pushTelemetry),
 			rule: ruleFor(ruleCluster, opDescribe, (*guard).authorizeTelemetry72)},
 	)
 }
@@ -92,7 +91,7 @@ func newTelemetry(off bool, now func() time.Time) *telemetry {
 	return &telemetry{off: off, now: now, clients: map[[16]byte]*clientMetrics{}}
 }
 
-func (b *Broker) getTelemetrySubscriptions(_ context.Context, _ header, r *kmsg.GetTelemetrySubscriptionsRequest) *kmsg.GetTelemetrySubscriptionsResponse {
+func (t *telemetry) getTelemetrySubscriptions(r *kmsg.GetTelemetrySubscriptionsRequest) *kmsg.GetTelemetrySubscriptionsResponse {
 	resp := r.ResponseKind().(*kmsg.GetTelemetrySubscriptionsResponse)
 	resp.ClientInstanceID = r.ClientInstanceID
 	if resp.ClientInstanceID == [16]byte{} {
@@ -107,15 +106,14 @@ func (b *Broker) getTelemetrySubscriptions(_ context.Context, _ header, r *kmsg.
 	resp.PushIntervalMillis, resp.TelemetryMaxBytes = int32(telemetryPushInterval.Milliseconds()), telemetryMaxBytes
 	resp.DeltaTemporality = false
 	resp.RequestedMetrics = []string{""} // every metric (KIP-714: one empty prefix)
-	if b.telemetry.off {
+	if t.off {
 		resp.RequestedMetrics = []string{} // none: nothing is pushed
 	}
 	return resp
 }
 
-func (b *Broker) pushTelemetry(_ context.Context, _ header, r *kmsg.PushTelemetryRequest) *kmsg.PushTelemetryResponse {
+func (t *telemetry) pushTelemetry(r *kmsg.PushTelemetryRequest) *kmsg.PushTelemetryResponse {
 	resp := r.ResponseKind().(*kmsg.PushTelemetryResponse)
-	t := b.telemetry
 	switch {
 	case t.off:
 		resp.ErrorCode = kerr.UnknownSubscriptionID.Code // (no subscription asks for metrics)

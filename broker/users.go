@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -19,9 +18,9 @@ import (
 
 func init() {
 	register(
-		api{key: 50, min: 0, max: 0, handle: handler((*Broker).describeUserSCRAM),
+		api{key: 50, min: 0, max: 0, handle: on(authenticatorOf, (*authenticator).describeUserSCRAM),
 			rule: clusterRule[*kmsg.DescribeUserSCRAMCredentialsRequest](opDescribe, nil)},
-		api{key: 51, min: 0, max: 0, handle: handler((*Broker).alterUserSCRAM), rule: clusterRule(opAlter, refuseAlterUserSCRAM)},
+		api{key: 51, min: 0, max: 0, handle: on(authenticatorOf, (*authenticator).alterUserSCRAM), rule: clusterRule(opAlter, refuseAlterUserSCRAM)},
 	)
 }
 
@@ -49,9 +48,9 @@ func refuseAlterUserSCRAM(r *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Respons
 // describeUserSCRAM answers DescribeUserScramCredentials: every user's
 // mechanisms and iteration counts (never a salt or a key), or the users
 // asked for.
-func (b *Broker) describeUserSCRAM(_ context.Context, _ header, r *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
+func (a *authenticator) describeUserSCRAM(r *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	users := b.creds.Users()
+	users := a.creds.Users()
 	names := slices.Sorted(maps.Keys(users))
 	asked := map[string]int{}
 	if len(r.Users) > 0 {
@@ -86,7 +85,7 @@ func (b *Broker) describeUserSCRAM(_ context.Context, _ header, r *kmsg.Describe
 // alterUserSCRAM answers AlterUserScramCredentials as Kafka does: one
 // result per user; a user with any bad change has none applied; the
 // others' changes are applied together, durably, before the answer.
-func (b *Broker) alterUserSCRAM(_ context.Context, _ header, r *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+func (a *authenticator) alterUserSCRAM(r *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	var order []string
 	changes := map[string][]auth.Change{}
@@ -115,7 +114,7 @@ func (b *Broker) alterUserSCRAM(_ context.Context, _ header, r *kmsg.AlterUserSC
 		case err != nil:
 			fail(ch.User, kerr.UnacceptableCredential.Code, seglog.Message(err))
 		case ch.SaltedPassword == nil:
-			if _, ok := b.creds.Lookup(ch.User, name); !ok {
+			if _, ok := a.creds.Lookup(ch.User, name); !ok {
 				fail(ch.User, kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")
 			}
 		}
@@ -140,7 +139,7 @@ func (b *Broker) alterUserSCRAM(_ context.Context, _ header, r *kmsg.AlterUserSC
 	}
 	var applyErr error
 	if len(apply) > 0 {
-		_, applyErr = b.creds.Apply(apply) // every change was checked above
+		_, applyErr = a.creds.Apply(apply) // every change was checked above
 	}
 	for _, user := range order {
 		res := kmsg.AlterUserSCRAMCredentialsResponseResult{User: user}
@@ -148,7 +147,7 @@ func (b *Broker) alterUserSCRAM(_ context.Context, _ header, r *kmsg.AlterUserSC
 		case failed[user] != nil:
 			res = *failed[user]
 		case applyErr != nil:
-			b.opts.Logger.Error("saving SCRAM credentials", "err", applyErr)
+			a.opts.Logger.Error("saving SCRAM credentials", "err", applyErr)
 			res.ErrorCode, res.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr("the credentials could not be saved")
 		}
 		resp.Results = append(resp.Results, res)
