@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,13 +14,13 @@ import (
 
 func init() {
 	register(
-		api{key: 29, min: 0, max: 3, handle: handler((*Broker).describeACLs),
+		api{key: 29, min: 0, max: 3, handle: on(guardOf, (*guard).describeACLs),
 			rule: clusterRule(opDescribe, func(r *kmsg.DescribeACLsRequest) kmsg.Response {
 				resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
 				resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, aclsRefused
 				return resp
 			})},
-		api{key: 30, min: 0, max: 3, handle: handler((*Broker).createACLs),
+		api{key: 30, min: 0, max: 3, handle: on(guardOf, (*guard).createACLs),
 			rule: clusterRule(opAlter, func(r *kmsg.CreateACLsRequest) kmsg.Response {
 				resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
 				for range r.Creations {
@@ -30,7 +29,7 @@ func init() {
 				}
 				return resp
 			})},
-		api{key: 31, min: 0, max: 3, handle: handler((*Broker).deleteACLs),
+		api{key: 31, min: 0, max: 3, handle: on(guardOf, (*guard).deleteACLs),
 			rule: clusterRule(opAlter, func(r *kmsg.DeleteACLsRequest) kmsg.Response {
 				resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
 				for range r.Filters {
@@ -51,9 +50,9 @@ var securityDisabled = kmsg.StringPtr("no authorizer is configured on the broker
 
 // createACLs answers CreateAcls: each ACL checked (INVALID_REQUEST with
 // the reason), the valid ones stored durably before the answer.
-func (b *Broker) createACLs(_ context.Context, _ header, r *kmsg.CreateACLsRequest) kmsg.Response {
+func (g *guard) createACLs(r *kmsg.CreateACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
-	if b.guard.authz == nil {
+	if g.authz == nil {
 		for range r.Creations {
 			resp.Results = append(resp.Results, kmsg.CreateACLsResponseResult{ErrorCode: kerr.SecurityDisabled.Code, ErrorMessage: securityDisabled})
 		}
@@ -67,7 +66,7 @@ func (b *Broker) createACLs(_ context.Context, _ header, r *kmsg.CreateACLsReque
 			acls[i].Pattern = kmsg.ACLResourcePatternTypeLiteral
 		}
 	}
-	errs, err := b.acls.Create(acls)
+	errs, err := g.authz.ACLs.Create(acls)
 	for i := range acls {
 		res := kmsg.CreateACLsResponseResult{}
 		switch {
@@ -79,11 +78,11 @@ func (b *Broker) createACLs(_ context.Context, _ header, r *kmsg.CreateACLsReque
 		resp.Results = append(resp.Results, res)
 	}
 	if err != nil {
-		b.opts.Logger.Error("saving ACLs", "err", err)
+		g.logger.Error("saving ACLs", "err", err)
 	} else {
 		for i, a := range acls {
 			if errs[i] == nil {
-				b.opts.Logger.Info("ACL created", "acl", a.String())
+				g.logger.Info("ACL created", "acl", a.String())
 			}
 		}
 	}
@@ -101,14 +100,14 @@ func filterOf(rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternT
 
 // describeACLs answers DescribeAcls: the ACLs the filter selects, by
 // resource pattern.
-func (b *Broker) describeACLs(_ context.Context, _ header, r *kmsg.DescribeACLsRequest) kmsg.Response {
+func (g *guard) describeACLs(r *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
-	if b.guard.authz == nil {
+	if g.authz == nil {
 		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, securityDisabled
 		return resp
 	}
 	f := filterOf(r.ResourceType, r.ResourceName, r.ResourcePatternType, r.Principal, r.Host, r.Operation, r.PermissionType, r.Version)
-	for _, a := range b.acls.List(f) {
+	for _, a := range g.authz.ACLs.List(f) {
 		i := slices.IndexFunc(resp.Resources, func(res kmsg.DescribeACLsResponseResource) bool {
 			return res.ResourceType == a.ResourceType && res.ResourceName == a.Name && res.ResourcePatternType == a.Pattern
 		})
@@ -125,9 +124,9 @@ func (b *Broker) describeACLs(_ context.Context, _ header, r *kmsg.DescribeACLsR
 
 // deleteACLs answers DeleteAcls: each filter's matches, deleted durably
 // before the answer.
-func (b *Broker) deleteACLs(_ context.Context, _ header, r *kmsg.DeleteACLsRequest) kmsg.Response {
+func (g *guard) deleteACLs(r *kmsg.DeleteACLsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
-	if b.guard.authz == nil {
+	if g.authz == nil {
 		for range r.Filters {
 			resp.Results = append(resp.Results, kmsg.DeleteACLsResponseResult{ErrorCode: kerr.SecurityDisabled.Code, ErrorMessage: securityDisabled})
 		}
@@ -137,7 +136,7 @@ func (b *Broker) deleteACLs(_ context.Context, _ header, r *kmsg.DeleteACLsReque
 	for i, f := range r.Filters {
 		filters[i] = filterOf(f.ResourceType, f.ResourceName, f.ResourcePatternType, f.Principal, f.Host, f.Operation, f.PermissionType, r.Version)
 	}
-	deleted, err := b.acls.Delete(filters)
+	deleted, err := g.authz.ACLs.Delete(filters)
 	for i := range filters {
 		res := kmsg.DeleteACLsResponseResult{}
 		if err != nil {
@@ -147,13 +146,13 @@ func (b *Broker) deleteACLs(_ context.Context, _ header, r *kmsg.DeleteACLsReque
 				res.MatchingACLs = append(res.MatchingACLs, kmsg.DeleteACLsResponseResultMatchingACL{ResourceType: a.ResourceType,
 					ResourceName: a.Name, ResourcePatternType: a.Pattern, Principal: a.Principal, Host: a.Host,
 					Operation: a.Operation, PermissionType: a.Permission})
-				b.opts.Logger.Info("ACL deleted", "acl", a.String())
+				g.logger.Info("ACL deleted", "acl", a.String())
 			}
 		}
 		resp.Results = append(resp.Results, res)
 	}
 	if err != nil {
-		b.opts.Logger.Error("saving ACLs", "err", err)
+		g.logger.Error("saving ACLs", "err", err)
 	}
 	return resp
 }

@@ -400,7 +400,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, quotas: quotas, clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
-	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists}
+	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists, logger: opts.Logger}
 	b.authn = newAuthenticator(b)
 	b.limits = newLimits(b)
 	b.ctx = b.stopContext()

@@ -159,6 +159,7 @@ func on[P any, R kmsg.Request, S kmsg.Response](pick func(*Broker) P, f func(P, 
 }
 
 // The parts of the broker that answer APIs of their own.
+func guardOf(b *Broker) *guard                 { return b.guard }
 func limitsOf(b *Broker) *limits               { return b.limits }
 func authenticatorOf(b *Broker) *authenticator { return b.authn }
 
