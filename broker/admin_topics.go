@@ -116,7 +116,7 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 			continue
 		}
 		st.NumPartitions, st.ReplicationFactor = partitions, rf
-		if id, ok := b.m.TopicID(rt.Topic); ok {
+		if id, ok := b.topicID(rt.Topic); ok {
 			st.TopicID = id
 		}
 		for _, d := range b.describeTopicConfig(rt.Topic, cfg) {

@@ -276,8 +276,11 @@ type Broker struct {
 	// clusterID is the data directory's cluster.id, for Metadata.
 	clusterID string
 	// creds are the SCRAM credentials (nil for NewNull's broker).
-	creds   *auth.Credentials
-	acls    *auth.ACLs
+	creds *auth.Credentials
+	acls  *auth.ACLs
+	// topics are the topics as the broker knows them: the cluster's
+	// metadata, or a single node's data directory.
+	topics  group.Topics
 	guard   *guard         // the APIs' authorization
 	authn   *authenticator // who each connection is
 	limits  *limits        // the client quotas enforced
@@ -400,6 +403,10 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, quotas: quotas, clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
+	b.topics = m
+	if opts.Cluster != nil {
+		b.topics = clusterTopics{opts.Cluster.Member}
+	}
 	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists, logger: opts.Logger}
 	b.authn = newAuthenticator(b)
 	b.limits = newLimits(b)

@@ -397,31 +397,6 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 	return src
 }
 
-// topicName resolves a topic id: from the cluster's topics in a cluster
-// (a broker without a replica of the topic still knows it, and answers
-// NOT_LEADER_OR_FOLLOWER for its partitions, not UNKNOWN_TOPIC_ID), else
-// from the data directory.
-func (b *Broker) topicName(id [16]byte) (string, bool) {
-	if b.clustered() {
-		if t, ok := b.opts.Cluster.Member.Snapshot().TopicByID(cluster.TopicID(id)); ok {
-			return t.Name, true
-		}
-		return "", false
-	}
-	return b.m.TopicByID(id)
-}
-
-// topicExists reports whether a topic exists: in the cluster's metadata
-// in a cluster (a broker holding no replica of it still knows it), else
-// in the data directory.
-func (b *Broker) topicExists(topic string) bool {
-	if b.clustered() {
-		_, ok := b.opts.Cluster.Member.Snapshot().Topics[topic]
-		return ok
-	}
-	return len(b.partitionsOf(topic)) > 0
-}
-
 // fetchReplica is the replica id of a follower's fetch (-1: a consumer's).
 func fetchReplica(r *kmsg.FetchRequest) int32 {
 	if r.GetVersion() >= 15 {

@@ -203,7 +203,7 @@ func (b *Broker) offsetCommit(_ context.Context, h header, r *kmsg.OffsetCommitR
 	})
 	resp := b.groups.OffsetCommit(r)
 	for i := range resp.Topics {
-		resp.Topics[i].TopicID, _ = b.m.TopicID(resp.Topics[i].Topic)
+		resp.Topics[i].TopicID, _ = b.topicID(resp.Topics[i].Topic)
 	}
 	resp.Topics = append(resp.Topics, unknown...)
 	return resp
@@ -477,7 +477,7 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 			one.Topics = []kmsg.OffsetFetchRequestTopic{}
 			for _, t := range g.Topics {
 				if r.GetVersion() >= 10 { // by id
-					name, ok := b.m.TopicByID(t.TopicID)
+					name, ok := b.topicName(t.TopicID)
 					if !ok {
 						rt := kmsg.OffsetFetchResponseGroupTopic{TopicID: t.TopicID}
 						for _, p := range t.Partitions {
@@ -515,7 +515,7 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 			rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.Topic}
 			if r.GetVersion() >= 10 {
 				var ok bool
-				if rt.TopicID, ok = b.m.TopicID(t.Topic); !ok && g.Topics == nil {
+				if rt.TopicID, ok = b.topicID(t.Topic); !ok && g.Topics == nil {
 					continue // offsets of a topic gone: it has no id to answer with
 				}
 			}

@@ -163,7 +163,7 @@ func (b *Broker) describedPartitions(snap *cluster.Snapshot, name string) ([]kms
 		dp.EligibleLeaderReplicas, dp.LastKnownELR, dp.OfflineReplicas = []int32{}, []int32{}, []int32{}
 		out = append(out, dp)
 	}
-	id, _ := b.m.TopicID(name)
+	id, _ := b.topicID(name)
 	return out, id
 }
 
@@ -307,6 +307,23 @@ func (a *autoCreation) create(topic string) {
 	}
 }
 
+// topicName resolves a topic id, topicID a name, and topicExists says
+// whether a topic exists — in the topics the broker knows (b.topics: the
+// cluster's metadata, where a broker without a replica of a topic still
+// knows it and answers NOT_LEADER_OR_FOLLOWER for its partitions, not
+// UNKNOWN_TOPIC_ID; or a single node's data directory).
+func (b *Broker) topicName(id [16]byte) (string, bool) { return b.topics.TopicByID(id) }
+
+func (b *Broker) topicID(topic string) ([16]byte, bool) {
+	id, _, ok := b.topics.TopicPartitions(topic)
+	return id, ok
+}
+
+func (b *Broker) topicExists(topic string) bool {
+	_, ok := b.topicID(topic)
+	return ok
+}
+
 // partitionsOf returns a topic's tablets, by partition.
 func (b *Broker) partitionsOf(topic string) []*tablet.Tablet {
 	var out []*tablet.Tablet
@@ -354,7 +371,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 			case t.Topic != nil:
 				names = append(names, *t.Topic)
 			case t.TopicID != [16]byte{}: // by id (v10+): a topic that exists, or UNKNOWN_TOPIC_ID
-				if name, ok := b.m.TopicByID(t.TopicID); ok {
+				if name, ok := b.topicName(t.TopicID); ok {
 					names = append(names, name)
 				} else {
 					rt := kmsg.NewMetadataResponseTopic()
@@ -392,7 +409,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 		if len(parts) == 0 {
 			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		} else if r.GetVersion() >= 10 {
-			topic.TopicID, _ = b.m.TopicID(name)
+			topic.TopicID, _ = b.topicID(name)
 		}
 		for _, t := range parts {
 			p := kmsg.NewMetadataResponseTopicPartition()
