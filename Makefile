@@ -52,11 +52,15 @@ clients:
 # at a time left the machine half idle (make test 5m10s against 4m22s).
 # The longest packages first (go test starts them in the order given):
 # three lanes finish together instead of one starting the longest last.
+# tablet's sweeps over every byte or step (and its million records) sample
+# under the race detector (tablet.Sweep) and run whole in the lane beside
+# it, as does TestDocReferences (skipped under it).
+TABLET_SWEEPS = TestCorruptionMatrix|TestCleanAMillionRecordsOverTenThousandKeys|TestCleanCrashAtEveryStep
 RACE_SLOW = ./server ./tablet ./cmd/seglog ./tiering ./broker
 RACE_PKGS = $(RACE_SLOW) $(shell $(GO) list $(PKGS) | grep -v -e '/bench$$' -e '/jepsen$$' -e '/server$$' -e '/tablet$$' -e '/cmd/seglog$$' -e '/tiering$$' -e '/broker$$')
 
 test: vet examples clients $(VERSITYGW)
-	($(GO) test -count=1 ./bench ./replica/state && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
+	($(GO) test -count=1 ./bench ./replica/state && $(GO) test -count=1 -run '^($(TABLET_SWEEPS))$$' ./tablet && $(GO) test -count=1 -run '^TestDocReferences$$' . && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
 		$(MAKE) build && SEGLOG_BIN=$(CURDIR)/bin/seglog $(GO) test -count=1 ./jepsen && \
 		$(MAKE) fuzz-smoke FUZZTIME=4000x) & bench=$$!; \
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 -p 3 $(RACE_PKGS); raced=$$?; \

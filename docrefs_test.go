@@ -16,6 +16,9 @@ import (
 // §1.6` needs a "### 1.6" heading there. Nothing points outside the
 // repository (../shared, a design document or spec a clone lacks).
 func TestDocReferences(t *testing.T) {
+	if raced {
+		t.Skip("ten times slower under the race detector, and no concurrency to check: make test runs it without it")
+	}
 	var (
 		sectionRef = regexp.MustCompile(`(docs/[\w.-]+\.md) §(\d+(?:\.\d+)?)((?:, \d+(?:\.\d+)?)*)`)
 		mdPath     = regexp.MustCompile(`(?:^|[\s(\[` + "`" + `'"])((?:\.\./)?(?:[\w.-]+/)+[\w.-]+\.md|[A-Z][\w.-]*\.md)\b`)

@@ -163,7 +163,7 @@ func TestCorruptionMatrix(t *testing.T) {
 	all := g.leo
 
 	var cases []corruptionCase
-	for cut := last.pos; cut < last.pos+last.size; cut++ {
+	for cut := last.pos; cut < last.pos+last.size; cut += tablet.Sweep { // (sampled under the race detector)
 		cases = append(cases, corruptionCase{name: fmt.Sprintf("last batch cut at byte %d", cut-last.pos), unclean: true,
 			damage: func(t *testing.T, c *caseDir) { cutTo(t, c.file(active, logfile.Log), cut) }, intact: last.first})
 	}
