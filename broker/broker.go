@@ -265,9 +265,7 @@ type Broker struct {
 	groups  *group.Coordinator
 	txns    *txn.Coordinator
 	ctx     context.Context // ends at Close: requests waiting for a rebalance stop
-	// groupWait, if set, bounds how long a JoinGroup or SyncGroup waits
-	// (the fuzz test's: fuzzed rebalance timeouts would be long waits).
-	groupWait time.Duration
+	grp     *groupAPIs      // the group coordinator's APIs
 	// hooks, if set, are told of events a test waits for.
 	hooks struct {
 		fetchWaiting func() // a fetch begins a long poll
@@ -410,6 +408,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists, logger: opts.Logger}
 	b.authn = newAuthenticator(b)
 	b.limits = newLimits(b)
+	b.grp = &groupAPIs{groups: groups, guard: b.guard, topics: b.topics}
 	b.ctx = b.stopContext()
 	markers.b = b
 	if opts.Cluster == nil {

@@ -830,10 +830,8 @@ func (b *Broker) replicaOf(topic string, partition int32) (p *replica.Partition,
 	if p, ok := b.replicas.Get(tp); ok {
 		return p, 0
 	}
-	if b.clustered() {
-		if _, exists := b.opts.Cluster.Member.Snapshot().Partition(topic, partition); exists {
-			return nil, kerr.NotLeaderForPartition.Code
-		}
+	if _, n, ok := b.topics.TopicPartitions(topic); ok && partition >= 0 && partition < n {
+		return nil, kerr.NotLeaderForPartition.Code
 	}
 	return nil, kerr.UnknownTopicOrPartition.Code
 }

@@ -145,7 +145,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	br.groupWait = 20 * time.Millisecond
+	br.grp.wait = 20 * time.Millisecond
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		h, req, body, err := parseHeader(frame)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,12 +38,12 @@ func init() {
 		api{key: 10, min: 0, max: 6, handle: handler((*Broker).findCoordinator),
 			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeFindCoordinator)},
 		api{key: 11, min: 0, max: 9, handle: handler(func(b *Broker, ctx context.Context, h header, r *kmsg.JoinGroupRequest) kmsg.Response {
-			ctx, cancel := b.groupContext(ctx)
+			ctx, cancel := b.grp.groupContext(ctx)
 			defer cancel()
 			return b.groups.JoinGroup(ctx, group.Client{ID: h.clientID, Host: h.host}, r)
 		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeJoinGroup)},
 		api{key: 14, min: 0, max: 5, handle: handler(func(b *Broker, ctx context.Context, _ header, r *kmsg.SyncGroupRequest) kmsg.Response {
-			ctx, cancel := b.groupContext(ctx)
+			ctx, cancel := b.grp.groupContext(ctx)
 			defer cancel()
 			return b.groups.SyncGroup(ctx, r)
 		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeSyncGroup)},
@@ -52,22 +53,22 @@ func init() {
 		api{key: 13, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.LeaveGroupRequest) kmsg.Response {
 			return b.groups.LeaveGroup(r)
 		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeLeaveGroup)},
-		api{key: 8, min: 0, max: 10, handle: handler((*Broker).offsetCommit), topicIDs: offsetCommitTopicIDs,
+		api{key: 8, min: 0, max: 10, handle: onCall(groupsOf, (*groupAPIs).offsetCommit), topicIDs: offsetCommitTopicIDs,
 			rule: ruleFor(ruleGroup, opRead, (*guard).authorizeOffsetCommit)},
-		api{key: 9, min: 0, max: 10, handle: handler((*Broker).offsetFetch),
+		api{key: 9, min: 0, max: 10, handle: onCall(groupsOf, (*groupAPIs).offsetFetch),
 			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeOffsetFetch)},
 		api{key: 47, min: 0, max: 0, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.OffsetDeleteRequest) kmsg.Response {
 			return b.groups.OffsetDelete(r)
 		}), rule: ruleFor(ruleGroup, opDelete, (*guard).authorizeOffsetDelete)},
-		api{key: 15, min: 0, max: 6, handle: handler((*Broker).describeGroups),
+		api{key: 15, min: 0, max: 6, handle: onCall(groupsOf, (*groupAPIs).describeGroups),
 			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeDescribeGroups)},
 		api{key: 16, min: 0, max: 5, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListGroupsRequest) kmsg.Response {
 			return b.groups.ListGroups(r)
 		}), rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeListGroups)},
 		api{key: 68, min: 0, max: 1, handle: handler(func(b *Broker, _ context.Context, h header, r *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
-			return b.groups.ConsumerGroupHeartbeat(b.groupClient(h), r)
+			return b.groups.ConsumerGroupHeartbeat(b.grp.groupClient(h), r)
 		}), rule: ruleFor(ruleGroup, opRead, (*guard).authorizeConsumerGroupHeartbeat)},
-		api{key: 69, min: 0, max: 1, handle: handler((*Broker).consumerGroupDescribe),
+		api{key: 69, min: 0, max: 1, handle: onCall(groupsOf, (*groupAPIs).consumerGroupDescribe),
 			rule: ruleFor(ruleGroup, opDescribe, (*guard).authorizeConsumerGroupDescribe)},
 		api{key: 42, min: 0, max: 2, handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DeleteGroupsRequest) kmsg.Response {
 			return b.groups.DeleteGroups(r)
@@ -75,12 +76,33 @@ func init() {
 	)
 }
 
+// groupAPIs are the group coordinator's APIs as the broker answers them:
+// the coordinator (coordinator/group), the guard for what a group's
+// answer may show, and the topics as the broker knows them (the ids of
+// OffsetCommit and OffsetFetch v10+). They hold nothing else of the
+// broker.
+type groupAPIs struct {
+	groups *group.Coordinator
+	guard  *guard
+	topics group.Topics
+	// wait, if set, bounds how long a JoinGroup or SyncGroup waits for a
+	// rebalance (the fuzz test's: fuzzed rebalance timeouts would be long waits).
+	wait time.Duration
+}
+
+func (a *groupAPIs) topicName(id [16]byte) (string, bool) { return a.topics.TopicByID(id) }
+
+func (a *groupAPIs) topicID(topic string) ([16]byte, bool) {
+	id, _, ok := a.topics.TopicPartitions(topic)
+	return id, ok
+}
+
 // groupClient is who sent a group request, with what it may describe (a
 // consumer group's regular expressions resolve only to those topics).
-func (b *Broker) groupClient(h header) group.Client {
+func (a *groupAPIs) groupClient(h header) group.Client {
 	cl := group.Client{ID: h.clientID, Host: h.host}
-	if b.guard.authz != nil {
-		cl.MayDescribe = func(topic string) bool { return b.guard.may(h, opDescribe, resTopic, topic) }
+	if a.guard.authz != nil {
+		cl.MayDescribe = func(topic string) bool { return a.guard.may(h, opDescribe, resTopic, topic) }
 	}
 	return cl
 }
@@ -132,17 +154,17 @@ func (g *guard) authorizeConsumerGroupDescribe(h header, r *kmsg.ConsumerGroupDe
 // AuthorizedOperations when asked for. A group using a topic (subscribed
 // to by a member, or assigned) the client may not describe is
 // TOPIC_AUTHORIZATION_FAILED, its members not shown, as on Kafka 4.1.
-func (b *Broker) consumerGroupDescribe(_ context.Context, h header, r *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
-	resp := b.groups.ConsumerGroupDescribe(r)
+func (a *groupAPIs) consumerGroupDescribe(_ context.Context, h header, r *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
+	resp := a.groups.ConsumerGroupDescribe(r)
 	for i := range resp.Groups {
 		g := &resp.Groups[i]
-		if g.ErrorCode == 0 && b.guard.authz != nil && len(b.guard.undescribable(h, topicsOfDescribed(g))) > 0 {
+		if g.ErrorCode == 0 && a.guard.authz != nil && len(a.guard.undescribable(h, topicsOfDescribed(g))) > 0 {
 			*g = kmsg.NewConsumerGroupDescribeResponseGroup()
 			g.Group, g.ErrorCode = resp.Groups[i].Group, kerr.TopicAuthorizationFailed.Code
 			g.ErrorMessage = kmsg.StringPtr("The described group uses topics that the client is not authorized to describe.")
 			continue
 		}
-		g.AuthorizedOperations = b.guard.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
+		g.AuthorizedOperations = a.guard.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
 	}
 	return resp
 }
@@ -185,9 +207,9 @@ func offsetCommitTopicIDs(b *Broker, h header, req kmsg.Request) {
 
 // offsetCommit commits a group's offsets; from v10 a topic is given and
 // answered by its id, an unknown one UNKNOWN_TOPIC_ID.
-func (b *Broker) offsetCommit(_ context.Context, h header, r *kmsg.OffsetCommitRequest) kmsg.Response {
+func (a *groupAPIs) offsetCommit(_ context.Context, h header, r *kmsg.OffsetCommitRequest) kmsg.Response {
 	if h.version < 10 {
-		return b.groups.OffsetCommit(r)
+		return a.groups.OffsetCommit(r)
 	}
 	var unknown []kmsg.OffsetCommitResponseTopic
 	r.Topics = slices.DeleteFunc(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool {
@@ -201,9 +223,9 @@ func (b *Broker) offsetCommit(_ context.Context, h header, r *kmsg.OffsetCommitR
 		unknown = append(unknown, rt)
 		return true
 	})
-	resp := b.groups.OffsetCommit(r)
+	resp := a.groups.OffsetCommit(r)
 	for i := range resp.Topics {
-		resp.Topics[i].TopicID, _ = b.topicID(resp.Topics[i].Topic)
+		resp.Topics[i].TopicID, _ = a.topicID(resp.Topics[i].Topic)
 	}
 	resp.Topics = append(resp.Topics, unknown...)
 	return resp
@@ -211,20 +233,20 @@ func (b *Broker) offsetCommit(_ context.Context, h header, r *kmsg.OffsetCommitR
 
 // groupContext bounds a wait for a rebalance by the fuzz test's groupWait,
 // if set.
-func (b *Broker) groupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if b.groupWait > 0 {
-		return context.WithTimeout(ctx, b.groupWait)
+func (a *groupAPIs) groupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.wait > 0 {
+		return context.WithTimeout(ctx, a.wait)
 	}
 	return ctx, func() {}
 }
 
 // describeGroups describes groups, with their AuthorizedOperations when
 // asked for.
-func (b *Broker) describeGroups(_ context.Context, h header, r *kmsg.DescribeGroupsRequest) kmsg.Response {
-	resp := b.groups.DescribeGroups(r)
+func (a *groupAPIs) describeGroups(_ context.Context, h header, r *kmsg.DescribeGroupsRequest) kmsg.Response {
+	resp := a.groups.DescribeGroups(r)
 	for i := range resp.Groups {
 		g := &resp.Groups[i]
-		g.AuthorizedOperations = b.guard.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
+		g.AuthorizedOperations = a.guard.authorizedOpsIf(r.IncludeAuthorizedOperations && g.ErrorCode == 0, h, resGroup, g.Group)
 	}
 	return resp
 }
@@ -280,8 +302,8 @@ func (b *Broker) findCoordinator(_ context.Context, h header, r *kmsg.FindCoordi
 }
 
 // offsetsPartition is the __consumer_offsets partition of a group.
-func (b *Broker) offsetsPartition(groupID string) checkpoint.TopicPartition {
-	return checkpoint.TopicPartition{Topic: group.Topic, Partition: group.PartitionFor(groupID, b.groups.Partitions())}
+func (a *groupAPIs) offsetsPartition(groupID string) checkpoint.TopicPartition {
+	return checkpoint.TopicPartition{Topic: group.Topic, Partition: group.PartitionFor(groupID, a.groups.Partitions())}
 }
 
 // clientIP is the peer's IP address, as ACL hosts and IP quotas name it.
@@ -463,9 +485,9 @@ func (g *guard) authorizeOffsetCommit(h header, r *kmsg.OffsetCommitRequest) (km
 
 // offsetFetch answers OffsetFetch: one group before v8; from v8 several
 // (KIP-709), each authorized and answered as one of v7 would be.
-func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchRequest) kmsg.Response {
+func (a *groupAPIs) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchRequest) kmsg.Response {
 	if r.GetVersion() < 8 {
-		return b.groups.OffsetFetch(r)
+		return a.groups.OffsetFetch(r)
 	}
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 	for _, g := range r.Groups {
@@ -477,7 +499,7 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 			one.Topics = []kmsg.OffsetFetchRequestTopic{}
 			for _, t := range g.Topics {
 				if r.GetVersion() >= 10 { // by id
-					name, ok := b.topicName(t.TopicID)
+					name, ok := a.topicName(t.TopicID)
 					if !ok {
 						rt := kmsg.OffsetFetchResponseGroupTopic{TopicID: t.TopicID}
 						for _, p := range t.Partitions {
@@ -495,16 +517,16 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 		}
 		var answer kmsg.Response
 		var after func(kmsg.Response)
-		if b.guard.authz != nil {
-			answer, after = b.guard.authorizeOffsetFetch(h, one)
+		if a.guard.authz != nil {
+			answer, after = a.guard.authorizeOffsetFetch(h, one)
 		}
 		if answer == nil && r.GetVersion() >= 9 {
-			if code := b.groups.ValidateFetchMember(g.Group, g.MemberID, g.MemberEpoch); code != 0 {
+			if code := a.groups.ValidateFetchMember(g.Group, g.MemberID, g.MemberEpoch); code != 0 {
 				answer = &kmsg.OffsetFetchResponse{ErrorCode: code}
 			}
 		}
 		if answer == nil {
-			answer = b.groups.OffsetFetch(one)
+			answer = a.groups.OffsetFetch(one)
 			if after != nil {
 				after(answer)
 			}
@@ -515,7 +537,7 @@ func (b *Broker) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetchReq
 			rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.Topic}
 			if r.GetVersion() >= 10 {
 				var ok bool
-				if rt.TopicID, ok = b.topicID(t.Topic); !ok && g.Topics == nil {
+				if rt.TopicID, ok = a.topicID(t.Topic); !ok && g.Topics == nil {
 					continue // offsets of a topic gone: it has no id to answer with
 				}
 			}

@@ -111,10 +111,8 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 		b.opts.Logger.Warn("writing a transaction marker", "partition", tp.String(), "producer_id", pid, "err", err)
 		return errorCode(err)
 	}
-	if b.clustered() {
-		if code := awaitISR(ctx, b.replicas, t, res.LastOffset+1); code != 0 {
-			return code
-		}
+	if code := awaitISR(ctx, b.replicas, t, res.LastOffset+1); code != 0 { // (at once on a single node)
+		return code
 	}
 	if tp.Topic == group.Topic {
 		b.groups.OnMarker(tp, pid, commit)

@@ -158,7 +158,14 @@ func on[P any, R kmsg.Request, S kmsg.Response](pick func(*Broker) P, f func(P, 
 	return handler(func(b *Broker, _ context.Context, _ header, r R) S { return f(pick(b), r) })
 }
 
+// onCall is on for a part's method that takes the request's context and
+// header too.
+func onCall[P any, R kmsg.Request, S kmsg.Response](pick func(*Broker) P, f func(P, context.Context, header, R) S) func(*Broker, context.Context, header, kmsg.Request) (kmsg.Response, error) {
+	return handler(func(b *Broker, ctx context.Context, h header, r R) S { return f(pick(b), ctx, h, r) })
+}
+
 // The parts of the broker that answer APIs of their own.
+func groupsOf(b *Broker) *groupAPIs            { return b.grp }
 func guardOf(b *Broker) *guard                 { return b.guard }
 func limitsOf(b *Broker) *limits               { return b.limits }
 func authenticatorOf(b *Broker) *authenticator { return b.authn }

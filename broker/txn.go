@@ -106,7 +106,7 @@ func (b *Broker) addOffsetsToTxn(_ context.Context, _ header, r *kmsg.AddOffsets
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp
 	}
-	return b.txns.AddOffsetsToTxn(r, b.offsetsPartition(r.Group))
+	return b.txns.AddOffsetsToTxn(r, b.grp.offsetsPartition(r.Group))
 }
 
 // txnOffsetCommit commits a transaction's offsets, pending until it ends;
@@ -118,7 +118,7 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, _ header, r *kmsg.TxnOffse
 	}
 	// Transactions v2 (v5+): no AddOffsetsToTxn before it, the commit adds
 	// the group's partition.
-	tps := []checkpoint.TopicPartition{b.offsetsPartition(r.Group)}
+	tps := []checkpoint.TopicPartition{b.grp.offsetsPartition(r.Group)}
 	if code := b.verifyTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, tps, r.GetVersion() >= 5)[0]; code != 0 {
 		return group.RefuseTxnOffsetCommit(r, code)
 	}
