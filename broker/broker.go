@@ -266,6 +266,7 @@ type Broker struct {
 	txns    *txn.Coordinator
 	ctx     context.Context // ends at Close: requests waiting for a rebalance stop
 	grp     *groupAPIs      // the group coordinator's APIs
+	txnAPI  *txnAPIs        // the transaction coordinator's APIs
 	// hooks, if set, are told of events a test waits for.
 	hooks struct {
 		fetchWaiting func() // a fetch begins a long poll
@@ -409,6 +410,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 	b.authn = newAuthenticator(b)
 	b.limits = newLimits(b)
 	b.grp = &groupAPIs{groups: groups, guard: b.guard, topics: b.topics}
+	b.txnAPI = &txnAPIs{txns: txns, pids: pids, grp: b.grp, verify: b.verifyTxn, logger: opts.Logger}
 	b.ctx = b.stopContext()
 	markers.b = b
 	if opts.Cluster == nil {

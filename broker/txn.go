@@ -3,6 +3,7 @@ package broker
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/checkpoint"
 	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/coordinator/txn"
 )
 
 // Producer ids and transactions: InitProducerId (idempotent and
@@ -17,20 +19,34 @@ import (
 // TxnOffsetCommit and EndTxn answered by coordinator/txn, and the
 // transactions' descriptions.
 
+// txnAPIs are the transaction coordinator's APIs as the broker answers
+// them: the coordinator (coordinator/txn), the producer ids, the group
+// APIs (a transaction's offsets go to its group's coordinator), and the
+// verification of a transaction's partitions (at the coordinator's broker
+// in a cluster, the broker's verifyTxn). They hold nothing else of the
+// broker.
+type txnAPIs struct {
+	txns   *txn.Coordinator
+	pids   *producerIDs
+	grp    *groupAPIs
+	verify func(ctx context.Context, id string, pid int64, epoch int16, tps []checkpoint.TopicPartition, add bool) []int16
+	logger *slog.Logger
+}
+
 func init() {
 	register(
-		api{key: 22, min: 0, max: 5, handle: handler((*Broker).initProducerID), null: nullInitProducerID,
+		api{key: 22, min: 0, max: 5, handle: onCall(txnsOf, (*txnAPIs).initProducerID), null: nullInitProducerID,
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeInitProducerID)},
-		api{key: 24, min: 0, max: 5, handle: handler((*Broker).addPartitionsToTxn),
+		api{key: 24, min: 0, max: 5, handle: onCall(txnsOf, (*txnAPIs).addPartitionsToTxn),
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeAddPartitionsToTxn)},
-		api{key: 25, min: 0, max: 4, handle: handler((*Broker).addOffsetsToTxn),
+		api{key: 25, min: 0, max: 4, handle: onCall(txnsOf, (*txnAPIs).addOffsetsToTxn),
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeAddOffsetsToTxn)},
 		api{key: 26, min: 0, max: 5,
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.EndTxnRequest) kmsg.Response {
 				return b.txns.EndTxn(r)
 			}),
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeEndTxn)},
-		api{key: 28, min: 0, max: 5, handle: handler((*Broker).txnOffsetCommit),
+		api{key: 28, min: 0, max: 5, handle: onCall(txnsOf, (*txnAPIs).txnOffsetCommit),
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeTxnOffsetCommit)},
 		api{key: 65, min: 0, max: 0,
 			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DescribeTransactionsRequest) kmsg.Response {
@@ -50,9 +66,9 @@ func init() {
 // addPartitionsToTxn adds partitions to a transaction (v0–3, a
 // producer's), or, from v4, to several (a broker's batch, which may only
 // verify that each partition is in its transaction already: KIP-890).
-func (b *Broker) addPartitionsToTxn(_ context.Context, _ header, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+func (a *txnAPIs) addPartitionsToTxn(_ context.Context, _ header, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	if r.GetVersion() < 4 {
-		return b.txns.AddPartitionsToTxn(r)
+		return a.txns.AddPartitionsToTxn(r)
 	}
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	for _, t := range r.Transactions {
@@ -67,7 +83,7 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, _ header, r *kmsg.AddPart
 		if t.VerifyOnly {
 			for _, tt := range t.Topics {
 				for _, p := range tt.Partitions {
-					add(tt.Topic, p, b.txns.Verify(t.TransactionalID, t.ProducerID, t.ProducerEpoch, checkpoint.TopicPartition{Topic: tt.Topic, Partition: p}))
+					add(tt.Topic, p, a.txns.Verify(t.TransactionalID, t.ProducerID, t.ProducerEpoch, checkpoint.TopicPartition{Topic: tt.Topic, Partition: p}))
 				}
 			}
 		} else {
@@ -77,7 +93,7 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, _ header, r *kmsg.AddPart
 			for _, tt := range t.Topics {
 				one.Topics = append(one.Topics, kmsg.AddPartitionsToTxnRequestTopic{Topic: tt.Topic, Partitions: tt.Partitions})
 			}
-			for _, st := range b.txns.AddPartitionsToTxn(one).Topics {
+			for _, st := range a.txns.AddPartitionsToTxn(one).Topics {
 				for _, p := range st.Partitions {
 					add(st.Topic, p.Partition, p.ErrorCode)
 				}
@@ -100,40 +116,40 @@ func nullInitProducerID(b *Broker, _ header, req kmsg.Request) kmsg.Response {
 
 // addOffsetsToTxn adds the group's __consumer_offsets partition to the
 // transaction (its marker goes there).
-func (b *Broker) addOffsetsToTxn(_ context.Context, _ header, r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+func (a *txnAPIs) addOffsetsToTxn(_ context.Context, _ header, r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	if err := b.groups.Ensure(); err != nil {
+	if err := a.grp.groups.Ensure(); err != nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp
 	}
-	return b.txns.AddOffsetsToTxn(r, b.grp.offsetsPartition(r.Group))
+	return a.txns.AddOffsetsToTxn(r, a.grp.offsetsPartition(r.Group))
 }
 
 // txnOffsetCommit commits a transaction's offsets, pending until it ends;
 // the transaction must have added the group (AddOffsetsToTxn).
 // In a cluster the group's coordinator asks the transaction's (KIP-890).
-func (b *Broker) txnOffsetCommit(ctx context.Context, _ header, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	if code := b.groups.Owns(r.Group); code != 0 {
+func (a *txnAPIs) txnOffsetCommit(ctx context.Context, _ header, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+	if code := a.grp.groups.Owns(r.Group); code != 0 {
 		return group.RefuseTxnOffsetCommit(r, code)
 	}
 	// Transactions v2 (v5+): no AddOffsetsToTxn before it, the commit adds
 	// the group's partition.
-	tps := []checkpoint.TopicPartition{b.grp.offsetsPartition(r.Group)}
-	if code := b.verifyTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, tps, r.GetVersion() >= 5)[0]; code != 0 {
+	tps := []checkpoint.TopicPartition{a.grp.offsetsPartition(r.Group)}
+	if code := a.verify(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, tps, r.GetVersion() >= 5)[0]; code != 0 {
 		return group.RefuseTxnOffsetCommit(r, code)
 	}
-	return b.groups.TxnOffsetCommit(r)
+	return a.grp.groups.TxnOffsetCommit(r)
 }
 
-func (b *Broker) initProducerID(_ context.Context, _ header, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+func (a *txnAPIs) initProducerID(_ context.Context, _ header, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		return b.txns.InitProducerID(r)
+		return a.txns.InitProducerID(r)
 	}
-	id, err := b.pids.allocate()
+	id, err := a.pids.allocate()
 	if err != nil {
-		b.opts.Logger.Error("allocating a producer id", "err", err)
+		a.logger.Error("allocating a producer id", "err", err)
 		resp.ErrorCode = kerr.KafkaStorageError.Code
 		return resp
 	}
