@@ -116,7 +116,7 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 			continue
 		}
 		st.NumPartitions, st.ReplicationFactor = partitions, rf
-		if id, ok := b.topicID(rt.Topic); ok {
+		if id, ok := b.topics.id(rt.Topic); ok {
 			st.TopicID = id
 		}
 		for _, d := range b.describeTopicConfig(rt.Topic, cfg) {
@@ -196,7 +196,7 @@ func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsR
 		name := ""
 		if tg.name != nil {
 			name = *tg.name
-		} else if n, ok := b.topicName(tg.id); ok {
+		} else if n, ok := b.topics.name(tg.id); ok {
 			name, st.Topic = n, kmsg.StringPtr(n)
 		} else {
 			st.ErrorCode, st.ErrorMessage = kerr.UnknownTopicID.Code, errText("no topic has that id")
@@ -314,11 +314,12 @@ func (b *Broker) deleteRecords(ctx context.Context, _ header, r *kmsg.DeleteReco
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
-			t, code := b.leaderTablet(rt.Topic, rp.Partition, -1, false)
+			p, code := b.leaderReplica(rt.Topic, rp.Partition, -1, false)
 			switch {
 			case code != 0:
 				sp.ErrorCode = code
 			default:
+				t := p.Tablet()
 				o := t.Offsets()
 				offset := rp.Offset
 				if offset == -1 {
@@ -336,7 +337,7 @@ func (b *Broker) deleteRecords(ctx context.Context, _ header, r *kmsg.DeleteReco
 					// It is answered once every in-sync replica has deleted
 					// too (Kafka's delayed DeleteRecords; a single node's at
 					// once), with their least log start.
-					sp.LowWatermark, sp.ErrorCode = b.lowWatermark(ctx, t, start)
+					sp.LowWatermark, sp.ErrorCode = p.AwaitLowWatermark(ctx, start)
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -384,7 +385,7 @@ func (g *guard) authorizeDeleteTopics(h header, r *kmsg.DeleteTopicsRequest) (km
 		if t.Topic != nil {
 			return *t.Topic, true
 		}
-		return g.topicName(t.TopicID)
+		return g.topics.name(t.TopicID)
 	}
 	denied = append(denied, takeOut(&r.Topics, func(t kmsg.DeleteTopicsRequestTopic) int16 {
 		n, ok := name(t)

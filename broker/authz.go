@@ -40,15 +40,12 @@ const (
 // A guard is the broker's authorization: every API's rule (the
 // registry's rule.check), the checks the handlers make and the ACL APIs,
 // over the authorizer (nil: every principal may do everything; its ACLs
-// are the ones the APIs change) and the two lookups of the broker's
-// topics that the rules need. It holds nothing else of the broker.
+// are the ones the APIs change) and the broker's topic view (ids resolved,
+// topics that exist). It holds nothing else of the broker.
 type guard struct {
-	authz *auth.Authorizer
-	// topicName resolves a topic id; exists says whether a topic exists
-	// (in the cluster, or on the single node).
-	topicName func(id [16]byte) (string, bool)
-	exists    func(topic string) bool
-	logger    *slog.Logger // (the ACL APIs' failures to save)
+	authz  *auth.Authorizer
+	topics topicView
+	logger *slog.Logger // (the ACL APIs' failures to save)
 }
 
 // may reports whether the request's principal may do op on the resource.

@@ -279,7 +279,7 @@ type Broker struct {
 	acls  *auth.ACLs
 	// topics are the topics as the broker knows them: the cluster's
 	// metadata, or a single node's data directory.
-	topics  group.Topics
+	topics  topicView
 	guard   *guard         // the APIs' authorization
 	authn   *authenticator // who each connection is
 	limits  *limits        // the client quotas enforced
@@ -402,11 +402,11 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, quotas: quotas, clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
-	b.topics = m
+	b.topics = topicView{m}
 	if opts.Cluster != nil {
-		b.topics = clusterTopics{opts.Cluster.Member}
+		b.topics = topicView{clusterTopics{opts.Cluster.Member}}
 	}
-	b.guard = &guard{authz: authz, topicName: b.topicName, exists: b.topicExists, logger: opts.Logger}
+	b.guard = &guard{authz: authz, topics: b.topics, logger: opts.Logger}
 	b.authn = newAuthenticator(b)
 	b.limits = newLimits(b)
 	b.grp = &groupAPIs{groups: groups, guard: b.guard, topics: b.topics}

@@ -670,20 +670,19 @@ func (it internalTopic) tablet(p int32) (*tablet.Tablet, error) {
 // replicated returns once what was appended to t below end is on the
 // partition's ISR (as acks=all), else errNotCoordinator.
 func (it internalTopic) replicated(t *tablet.Tablet, end int64) error {
-	if code := awaitISR(context.Background(), it.c.Replicas, t, end); code != 0 {
+	code := kerr.NotLeaderForPartition.Code
+	if p, ok := it.c.Replicas.Get(t.TopicPartition()); ok {
+		code = awaitISR(context.Background(), p, end)
+	}
+	if code != 0 {
 		return fmt.Errorf("%w: %s: %s", errNotCoordinator, t.TopicPartition(), kerr.ErrorForCode(code))
 	}
 	return nil
 }
 
-// awaitISR returns once what this broker, as leader, appended to t below
-// end is on its partition's ISR (acks=all; 30 s at most), or Kafka's
-// error.
-func awaitISR(ctx context.Context, r *replica.Manager, t *tablet.Tablet, end int64) int16 {
-	p, ok := r.Get(t.TopicPartition())
-	if !ok {
-		return kerr.NotLeaderForPartition.Code
-	}
+// awaitISR returns once what this broker, as leader, appended to p below
+// end is on p's ISR (acks=all; 30 s at most), or Kafka's error.
+func awaitISR(ctx context.Context, p *replica.Partition, end int64) int16 {
 	p.Appended()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -790,13 +789,13 @@ func (ct clusterTopics) TopicByID(id checkpoint.TopicID) (string, bool) {
 	return t.Name, true
 }
 
-// leaderTablet is the tablet a request for a partition's leader reads or
-// changes (ListOffsets, OffsetForLeaderEpoch, DeleteRecords): in a
-// cluster, only this broker's as the partition's leader at currentEpoch
-// (-1: any), and, when hwKnown, only once its high watermark is known to
-// be its epoch's (OFFSET_NOT_AVAILABLE before, as Kafka's new leader
-// answers ListOffsets).
-func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKnown bool) (*tablet.Tablet, int16) {
+// leaderReplica is the replica a request for a partition's leader reads
+// or changes (ListOffsets, OffsetForLeaderEpoch, DeleteRecords, a
+// transaction marker): only this broker's as the partition's leader at
+// currentEpoch (-1: any), and, when hwKnown, only once its high watermark
+// is known to be its epoch's (OFFSET_NOT_AVAILABLE before, as Kafka's new
+// leader answers ListOffsets).
+func (b *Broker) leaderReplica(topic string, partition, currentEpoch int32, hwKnown bool) (*replica.Partition, int16) {
 	p, code := b.replicaOf(topic, partition)
 	if p == nil {
 		return nil, code
@@ -808,18 +807,7 @@ func (b *Broker) leaderTablet(topic string, partition, currentEpoch int32, hwKno
 	if code != 0 {
 		return nil, code
 	}
-	return p.Tablet(), 0
-}
-
-// lowWatermark waits until every in-sync replica of t's partition (this
-// broker leads it) has its log start at start, and returns the least of
-// them, or Kafka's error.
-func (b *Broker) lowWatermark(ctx context.Context, t *tablet.Tablet, start int64) (int64, int16) {
-	p, ok := b.replicas.Get(t.TopicPartition())
-	if !ok {
-		return -1, kerr.NotLeaderForPartition.Code
-	}
-	return p.AwaitLowWatermark(ctx, start)
+	return p, 0
 }
 
 // replicaOf finds this broker's replica of a partition (a single node's

@@ -35,7 +35,7 @@ func fetchTopicIDs(b *Broker, h header, req kmsg.Request) {
 	}
 	r := req.(*kmsg.FetchRequest)
 	for i := range r.Topics {
-		r.Topics[i].Topic, _ = b.topicName(r.Topics[i].TopicID)
+		r.Topics[i].Topic, _ = b.topics.name(r.Topics[i].TopicID)
 	}
 }
 

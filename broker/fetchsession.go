@@ -173,7 +173,7 @@ func fetchSessionStep(b *Broker, h header, req kmsg.Request) (kmsg.Response, fun
 		last = k
 		name := k.topic
 		if byID { // named once per topic, as it is now (a topic made again has another id)
-			name, _ = b.topicName(k.id)
+			name, _ = b.topics.name(k.id)
 		}
 		r.Topics = append(r.Topics, kmsg.FetchRequestTopic{Topic: name, TopicID: k.id, Partitions: []kmsg.FetchRequestTopicPartition{p}})
 	}

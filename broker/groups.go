@@ -84,17 +84,10 @@ func init() {
 type groupAPIs struct {
 	groups *group.Coordinator
 	guard  *guard
-	topics group.Topics
+	topics topicView
 	// wait, if set, bounds how long a JoinGroup or SyncGroup waits for a
 	// rebalance (the fuzz test's: fuzzed rebalance timeouts would be long waits).
 	wait time.Duration
-}
-
-func (a *groupAPIs) topicName(id [16]byte) (string, bool) { return a.topics.TopicByID(id) }
-
-func (a *groupAPIs) topicID(topic string) ([16]byte, bool) {
-	id, _, ok := a.topics.TopicPartitions(topic)
-	return id, ok
 }
 
 // groupClient is who sent a group request, with what it may describe (a
@@ -201,7 +194,7 @@ func offsetCommitTopicIDs(b *Broker, h header, req kmsg.Request) {
 	}
 	r := req.(*kmsg.OffsetCommitRequest)
 	for i := range r.Topics {
-		r.Topics[i].Topic, _ = b.topicName(r.Topics[i].TopicID)
+		r.Topics[i].Topic, _ = b.topics.name(r.Topics[i].TopicID)
 	}
 }
 
@@ -225,7 +218,7 @@ func (a *groupAPIs) offsetCommit(_ context.Context, h header, r *kmsg.OffsetComm
 	})
 	resp := a.groups.OffsetCommit(r)
 	for i := range resp.Topics {
-		resp.Topics[i].TopicID, _ = a.topicID(resp.Topics[i].Topic)
+		resp.Topics[i].TopicID, _ = a.topics.id(resp.Topics[i].Topic)
 	}
 	resp.Topics = append(resp.Topics, unknown...)
 	return resp
@@ -499,7 +492,7 @@ func (a *groupAPIs) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetch
 			one.Topics = []kmsg.OffsetFetchRequestTopic{}
 			for _, t := range g.Topics {
 				if r.GetVersion() >= 10 { // by id
-					name, ok := a.topicName(t.TopicID)
+					name, ok := a.topics.name(t.TopicID)
 					if !ok {
 						rt := kmsg.OffsetFetchResponseGroupTopic{TopicID: t.TopicID}
 						for _, p := range t.Partitions {
@@ -537,7 +530,7 @@ func (a *groupAPIs) offsetFetch(_ context.Context, h header, r *kmsg.OffsetFetch
 			rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.Topic}
 			if r.GetVersion() >= 10 {
 				var ok bool
-				if rt.TopicID, ok = a.topicID(t.Topic); !ok && g.Topics == nil {
+				if rt.TopicID, ok = a.topics.id(t.Topic); !ok && g.Topics == nil {
 					continue // offsets of a topic gone: it has no id to answer with
 				}
 			}

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/broker/auth"
+	"github.com/seglog/seglog/checkpoint"
 )
 
 // The guard alone: the rules read only the authorizer and the two topic
@@ -32,10 +35,7 @@ func TestGuardRules(t *testing.T) {
 	for _, e := range errs {
 		require.NoError(t, e)
 	}
-	ids := map[[16]byte]string{{1}: "remote", {2}: "secret"}
-	g := &guard{authz: &auth.Authorizer{ACLs: acls},
-		topicName: func(id [16]byte) (string, bool) { n, ok := ids[id]; return n, ok },
-		exists:    func(topic string) bool { return topic == "remote" || topic == "secret" }}
+	g := &guard{authz: &auth.Authorizer{ACLs: acls}, topics: topicView{someTopics{"remote": {1}, "secret": {2}}}}
 	h := header{host: "/127.0.0.1", sess: &session{principal: "User:alice"}}
 
 	req := kmsg.NewPtrMetadataRequest()
@@ -83,4 +83,26 @@ func TestGuardRules(t *testing.T) {
 		kept = append(kept, dt.TopicID)
 	}
 	require.Equal(t, [][16]byte{{1}, {3}}, kept, "remote may be deleted; secret may not; an unknown id is the handler's UNKNOWN_TOPIC_ID")
+}
+
+// someTopics are topics by name, with their ids, one partition each (a
+// group.Topics).
+type someTopics map[string]checkpoint.TopicID
+
+func (st someTopics) TopicPartitions(name string) (checkpoint.TopicID, int32, bool) {
+	id, ok := st[name]
+	return id, 1, ok
+}
+
+func (st someTopics) TopicsVersion() uint64 { return 0 }
+
+func (st someTopics) TopicNames() []string { return slices.Sorted(maps.Keys(st)) }
+
+func (st someTopics) TopicByID(id checkpoint.TopicID) (string, bool) {
+	for name, tid := range st {
+		if tid == id {
+			return name, true
+		}
+	}
+	return "", false
 }

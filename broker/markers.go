@@ -88,10 +88,11 @@ const markerWriters = 16
 // writeMarker writes one transaction marker to partition tp, as its
 // leader, and returns Kafka's code.
 func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, pid int64, epoch int16, coordinatorEpoch int32, commit bool) int16 {
-	t, code := b.leaderTablet(tp.Topic, tp.Partition, -1, false)
+	p, code := b.leaderReplica(tp.Topic, tp.Partition, -1, false)
 	if code != 0 {
 		return code
 	}
+	t := p.Tablet()
 	if tp.Topic == group.Topic {
 		// The marker settles the producer's pending offsets in the
 		// partition's groups: not before they are loaded (the coordinator
@@ -111,7 +112,7 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 		b.opts.Logger.Warn("writing a transaction marker", "partition", tp.String(), "producer_id", pid, "err", err)
 		return errorCode(err)
 	}
-	if code := awaitISR(ctx, b.replicas, t, res.LastOffset+1); code != 0 { // (at once on a single node)
+	if code := awaitISR(ctx, p, res.LastOffset+1); code != 0 { // (at once on a single node)
 		return code
 	}
 	if tp.Topic == group.Topic {

@@ -163,7 +163,7 @@ func (b *Broker) describedPartitions(snap *cluster.Snapshot, name string) ([]kms
 		dp.EligibleLeaderReplicas, dp.LastKnownELR, dp.OfflineReplicas = []int32{}, []int32{}, []int32{}
 		out = append(out, dp)
 	}
-	id, _ := b.topicID(name)
+	id, _ := b.topics.id(name)
 	return out, id
 }
 
@@ -307,20 +307,22 @@ func (a *autoCreation) create(topic string) {
 	}
 }
 
-// topicName resolves a topic id, topicID a name, and topicExists says
-// whether a topic exists — in the topics the broker knows (b.topics: the
-// cluster's metadata, where a broker without a replica of a topic still
-// knows it and answers NOT_LEADER_OR_FOLLOWER for its partitions, not
-// UNKNOWN_TOPIC_ID; or a single node's data directory).
-func (b *Broker) topicName(id [16]byte) (string, bool) { return b.topics.TopicByID(id) }
+// A topicView is the topics as the broker knows them: the cluster's
+// metadata (a broker without a replica of a topic still knows it, and
+// answers NOT_LEADER_OR_FOLLOWER for its partitions, not UNKNOWN_TOPIC_ID)
+// or a single node's data directory — both a group.Topics. name resolves
+// an id, id a name, exists says whether a topic exists.
+type topicView struct{ group.Topics }
 
-func (b *Broker) topicID(topic string) ([16]byte, bool) {
-	id, _, ok := b.topics.TopicPartitions(topic)
+func (v topicView) name(id [16]byte) (string, bool) { return v.TopicByID(id) }
+
+func (v topicView) id(topic string) ([16]byte, bool) {
+	id, _, ok := v.TopicPartitions(topic)
 	return id, ok
 }
 
-func (b *Broker) topicExists(topic string) bool {
-	_, ok := b.topicID(topic)
+func (v topicView) exists(topic string) bool {
+	_, ok := v.id(topic)
 	return ok
 }
 
@@ -371,7 +373,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 			case t.Topic != nil:
 				names = append(names, *t.Topic)
 			case t.TopicID != [16]byte{}: // by id (v10+): a topic that exists, or UNKNOWN_TOPIC_ID
-				if name, ok := b.topicName(t.TopicID); ok {
+				if name, ok := b.topics.name(t.TopicID); ok {
 					names = append(names, name)
 				} else {
 					rt := kmsg.NewMetadataResponseTopic()
@@ -409,7 +411,7 @@ func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) 
 		if len(parts) == 0 {
 			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		} else if r.GetVersion() >= 10 {
-			topic.TopicID, _ = b.topicID(name)
+			topic.TopicID, _ = b.topics.id(name)
 		}
 		for _, t := range parts {
 			p := kmsg.NewMetadataResponseTopicPartition()
@@ -460,14 +462,14 @@ func (g *guard) authorizeMetadata(h header, r *kmsg.MetadataRequest) (kmsg.Respo
 		if t.Topic == nil {
 			// By id: one the principal may not describe is answered as
 			// unknown, so its existence does not show.
-			if name, ok := g.topicName(t.TopicID); ok && !g.may(h, opDescribe, resTopic, name) {
+			if name, ok := g.topics.name(t.TopicID); ok && !g.may(h, opDescribe, resTopic, name) {
 				return kerr.UnknownTopicID.Code
 			}
 			return 0
 		}
 		name := *t.Topic
 		ok := g.may(h, opDescribe, resTopic, name)
-		if ok && !g.exists(name) && !internalTopics[name] && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) {
+		if ok && !g.topics.exists(name) && !internalTopics[name] && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) {
 			ok = createCluster || g.may(h, opCreate, resTopic, name)
 		}
 		if ok {

@@ -37,12 +37,13 @@ func (b *Broker) listOffsets(ctx context.Context, _ header, r *kmsg.ListOffsetsR
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			t, code := b.leaderTablet(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch, true)
+			p, code := b.leaderReplica(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch, true)
 			if code != 0 {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			t := p.Tablet()
 			o := t.Offsets()
 			switch rp.Timestamp {
 			case -1: // latest
@@ -101,12 +102,13 @@ func (b *Broker) offsetForLeaderEpoch(_ context.Context, _ header, r *kmsg.Offse
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, -1, -1
-			t, code := b.leaderTablet(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch, false)
+			p, code := b.leaderReplica(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch, false)
 			if code != 0 {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			t := p.Tablet()
 			epochs := t.LeaderEpochs()
 			current := int32(0)
 			if len(epochs) > 0 {

@@ -31,7 +31,7 @@ func produceTopicIDs(b *Broker, h header, req kmsg.Request) {
 	}
 	r := req.(*kmsg.ProduceRequest)
 	for i := range r.Topics {
-		r.Topics[i].Topic, _ = b.topicName(r.Topics[i].TopicID)
+		r.Topics[i].Topic, _ = b.topics.name(r.Topics[i].TopicID)
 	}
 }
 

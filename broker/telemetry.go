@@ -46,9 +46,9 @@ var telemetryCodecs = []record.Compression{record.Zstd, record.LZ4, record.Gzip,
 
 func init() {
 	register(
-		api{key: 71, min: 0, max: 0, handle: on(func(b *Broker) *telemetry { return b.telemetry }, (*telemetry).getTelemetrySubscriptions),
+		api{key: 71, min: 0, max: 0, handle: on(telemetryOf, (*telemetry).getTelemetrySubscriptions),
 			rule: ruleFor(ruleCluster, opDescribe, (*guard).authorizeTelemetry71)},
-		api{key: 72, min: 0, max: 0, handle: on(func(b *Broker) *telemetry { return b.telemetry }, (*telemetry).pushTelemetry),
+		api{key: 72, min: 0, max: 0, handle: on(telemetryOf, (*telemetry).pushTelemetry),
 			rule: ruleFor(ruleCluster, opDescribe, (*guard).authorizeTelemetry72)},
 	)
 }
