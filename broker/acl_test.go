@@ -319,7 +319,7 @@ func TestACLsBeforeTheEngine(t *testing.T) {
 		}
 		require.Equal(t, kerr.GroupAuthorizationFailed.Code, code, "v%d", v)
 	}
-	require.Empty(t, sb.b.partitionsOf("__consumer_offsets"), "a refused FindCoordinator creates nothing")
+	require.Empty(t, partitionsOf(sb.b, "__consumer_offsets"), "a refused FindCoordinator creates nothing")
 
 	oc := kmsg.NewPtrOffsetCommitRequest()
 	oc.Group, oc.Generation = "bob-group", -1
@@ -330,7 +330,7 @@ func TestACLsBeforeTheEngine(t *testing.T) {
 	ocr := kmsg.NewPtrOffsetCommitResponse()
 	raw.do(oc, 8, ocr)
 	require.Equal(t, kerr.GroupAuthorizationFailed.Code, ocr.Topics[0].Partitions[0].ErrorCode)
-	require.Empty(t, sb.b.partitionsOf("__consumer_offsets"), "a refused OffsetCommit writes nothing")
+	require.Empty(t, partitionsOf(sb.b, "__consumer_offsets"), "a refused OffsetCommit writes nothing")
 
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	del.Version, del.TimeoutMillis = 6, 5000
@@ -340,7 +340,7 @@ func TestACLsBeforeTheEngine(t *testing.T) {
 	require.Len(t, dresp.Topics, 1)
 	require.Equal(t, kerr.TopicAuthorizationFailed.Code, dresp.Topics[0].ErrorCode, "by id, as by name")
 	require.Equal(t, [16]byte(id), dresp.Topics[0].TopicID)
-	require.NotEmpty(t, sb.b.partitionsOf("kept"), "not deleted")
+	require.NotEmpty(t, partitionsOf(sb.b, "kept"), "not deleted")
 }
 
 // A fetch whose every topic is refused is answered after its wait, like any

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/checkpoint"
-	"github.com/seglog/seglog/tablet"
+	"github.com/seglog/seglog/cluster"
 )
 
 // The topic admin APIs: topics created, deleted and grown, records
@@ -51,71 +51,50 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 			fail(kerr.InvalidTopicException.Code, errMessage(err))
 			continue
 		}
-		partitions := rt.NumPartitions
+		spec := cluster.TopicSpec{Name: rt.Topic, Partitions: int(rt.NumPartitions), ReplicationFactor: int(rt.ReplicationFactor)}
 		if len(rt.ReplicaAssignment) > 0 {
 			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
 				fail(kerr.InvalidRequest.Code, errText("a replica assignment comes with partitions and replication factor -1"))
 				continue
 			}
-			if msg := b.checkAssignment(rt.ReplicaAssignment); msg != nil && !b.clustered() {
+			var msg *string
+			if spec.Assignment, msg = assignmentOf(rt.ReplicaAssignment); msg != nil {
 				fail(kerr.InvalidReplicaAssignment.Code, msg)
 				continue
 			}
-			partitions = int32(len(rt.ReplicaAssignment))
+			spec.Partitions, spec.ReplicationFactor = len(spec.Assignment), len(spec.Assignment[0])
 		}
-		if partitions == -1 {
-			partitions = b.opts.NumPartitions
+		if spec.Partitions == -1 {
+			spec.Partitions = int(b.opts.NumPartitions)
 		}
-		if partitions <= 0 || partitions > b.opts.MaxTopicPartitions {
-			fail(kerr.InvalidPartitions.Code, errText("number of partitions %d is not in [1, %d]", partitions, b.opts.MaxTopicPartitions))
+		if spec.Partitions <= 0 || spec.Partitions > int(b.opts.MaxTopicPartitions) {
+			fail(kerr.InvalidPartitions.Code, errText("number of partitions %d is not in [1, %d]", spec.Partitions, b.opts.MaxTopicPartitions))
 			continue
 		}
-		if rf := rt.ReplicationFactor; rf != -1 && rf != 1 && len(rt.ReplicaAssignment) == 0 && !b.clustered() {
-			fail(kerr.InvalidReplicationFactor.Code, errText("replication factor %d is larger than the 1 broker available", rf))
-			continue
+		if spec.ReplicationFactor == -1 {
+			spec.ReplicationFactor = int(b.cat.defaultReplicationFactor())
 		}
 		cfg := b.m.DefaultConfig()
 		var cfgErr error
 		for _, c := range rt.Configs {
-			if b.clustered() && replicationConfigs[c.Name] != nil {
-				if cfgErr = replicationConfigs[c.Name](c.Value); cfgErr != nil {
-					break
-				}
-				continue
-			}
-			if cfgErr = setTopicConfig(&cfg, c.Name, c.Value); cfgErr != nil {
+			if cfgErr = b.cat.setConfig(&cfg, c.Name, c.Value); cfgErr != nil {
 				break
 			}
+			if spec.Configs == nil {
+				spec.Configs = map[string]string{}
+			}
+			spec.Configs[c.Name] = *c.Value // (a nil value failed)
 		}
 		if cfgErr != nil {
 			fail(kerr.InvalidConfig.Code, errText("%v", cfgErr))
 			continue
 		}
-		create := func() (int16, *string) { return b.createTopicChecked(rt.Topic, partitions, &cfg, r.ValidateOnly, mut) }
 		wait := time.Duration(r.TimeoutMillis) * time.Millisecond
-		rf := int16(1)
-		if b.clustered() {
-			if rf = rt.ReplicationFactor; rf == -1 {
-				rf = b.opts.Cluster.DefaultReplicationFactor
-			}
-			var assignment [][]int32
-			for _, a := range rt.ReplicaAssignment {
-				assignment = append(assignment, a.Replicas)
-				rf = int16(len(a.Replicas))
-			}
-			configs := map[string]string{}
-			for _, c := range rt.Configs {
-				configs[c.Name] = *c.Value // (set above: a nil value failed)
-			}
-			create = func() (int16, *string) {
-				return b.clusterCreateTopic(rt.Topic, partitions, rf, assignment, configs, r.ValidateOnly, mut, wait)
-			}
-		}
-		if code, msg := create(); code != 0 {
+		if code, msg := b.cat.createTopic(spec, cfg, r.ValidateOnly, mut, wait); code != 0 {
 			fail(code, msg)
 			continue
 		}
-		st.NumPartitions, st.ReplicationFactor = partitions, rf
+		st.NumPartitions, st.ReplicationFactor = int32(spec.Partitions), int16(spec.ReplicationFactor)
 		if id, ok := b.topics.id(rt.Topic); ok {
 			st.TopicID = id
 		}
@@ -129,50 +108,20 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 	return resp
 }
 
-// checkAssignment accepts a manual assignment only of every partition, in
-// order, to this broker alone.
-func (b *Broker) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) *string {
-	for i, a := range as {
-		if a.Partition != int32(i) {
-			return errText("the assignment must list partitions 0 to %d in order", len(as)-1)
+// assignmentOf is a CreateTopics replica assignment by partition: its
+// partitions must be 0 to n-1 (in any order), as Kafka requires.
+func assignmentOf(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) ([][]int32, *string) {
+	out := make([][]int32, len(as))
+	for _, a := range as {
+		if a.Partition < 0 || int(a.Partition) >= len(as) || out[a.Partition] != nil {
+			return nil, errText("partitions should be a consecutive 0-based integer sequence")
 		}
-		if len(a.Replicas) != 1 || a.Replicas[0] != b.opts.NodeID {
-			return errText("partition %d: the only broker is %d", a.Partition, b.opts.NodeID)
-		}
-	}
-	return nil
-}
-
-// createTopicChecked creates a topic that must not exist, its partitions
-// drawn from the request's mutation quota; a failure part way deletes the
-// partitions it made (no half-created topic).
-func (b *Broker) createTopicChecked(topic string, partitions int32, cfg *tablet.Config, validateOnly bool,
-	mut *mutations) (int16, *string) {
-	if b.clustered() { // (auto-creation: the defaults)
-		return b.clusterCreateTopic(topic, partitions, -1, nil, nil, validateOnly, mut, metadataWriteTimeout)
-	}
-	b.createMu.Lock()
-	defer b.createMu.Unlock()
-	if len(b.partitionsOf(topic)) > 0 {
-		return kerr.TopicAlreadyExists.Code, errText("topic %q already exists", topic)
-	}
-	if validateOnly {
-		return 0, nil
-	}
-	if !mut.take(int(partitions)) {
-		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
-	}
-	for p := range partitions {
-		if _, err := b.m.Create(checkpoint.TopicPartition{Topic: topic, Partition: p}, cfg); err != nil {
-			for q := range p {
-				_ = b.m.Delete(checkpoint.TopicPartition{Topic: topic, Partition: q})
-			}
-			b.opts.Logger.Warn("creating a topic", "topic", topic, "err", err)
-			return errorCode(err), errMessage(err)
+		out[a.Partition] = a.Replicas
+		if out[a.Partition] == nil {
+			out[a.Partition] = []int32{}
 		}
 	}
-	b.opts.Logger.Info("created a topic", "topic", topic, "partitions", partitions)
-	return 0, nil
+	return out, nil
 }
 
 func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
@@ -212,37 +161,21 @@ func (b *Broker) deleteTopics(_ context.Context, h header, r *kmsg.DeleteTopicsR
 	return resp
 }
 
-// deleteTopic deletes every partition of a topic, drawn from the
-// request's mutation quota.
+// deleteTopic deletes a topic, drawn from the request's mutation quota;
+// as Kafka, the metrics of the topic and the groups' offsets of it go too.
 func (b *Broker) deleteTopic(topic string, mut *mutations, wait time.Duration) (int16, *string) {
 	if internalTopics[topic] {
 		// The coordinators' own log: deleting it would drop every group.
 		return kerr.InvalidTopicException.Code, errText("%s is an internal topic", topic)
 	}
-	if b.clustered() {
-		return b.clusterDeleteTopic(topic, mut, wait)
+	code, msg := b.cat.deleteTopic(topic, mut, wait)
+	if code != 0 {
+		return code, msg
 	}
-	b.createMu.Lock()
-	defer b.createMu.Unlock()
-	parts := b.partitionsOf(topic)
-	if len(parts) == 0 {
-		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
-	}
-	if !mut.take(len(parts)) {
-		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
-	}
-	for _, t := range parts {
-		if err := b.m.Delete(t.TopicPartition()); err != nil {
-			b.opts.Logger.Warn("deleting a topic", "topic", topic, "err", err)
-			return errorCode(err), errMessage(err)
-		}
-		b.replicas.Forget(t.TopicPartition())
-	}
-	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(parts))
 	b.metrics.topicIn.DeleteLabelValues(topic)
 	b.metrics.topicOut.DeleteLabelValues(topic)
 	if b.groups != nil {
-		// As Kafka: the groups' offsets of a deleted topic go too.
+		// (Of the groups this broker coordinates.)
 		if err := b.groups.RemoveTopicOffsets(topic); err != nil {
 			b.opts.Logger.Warn("deleting the committed offsets of a deleted topic", "topic", topic, "err", err)
 		}
@@ -257,52 +190,14 @@ func (b *Broker) createPartitions(_ context.Context, h header, r *kmsg.CreatePar
 	for _, rt := range r.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		st.ErrorCode, st.ErrorMessage = b.growTopic(rt, r.ValidateOnly, mut)
+		var assignment [][]int32
+		for _, a := range rt.Assignment {
+			assignment = append(assignment, a.Replicas)
+		}
+		st.ErrorCode, st.ErrorMessage = b.cat.growTopic(rt.Topic, rt.Count, assignment, r.ValidateOnly, mut)
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
-}
-
-// growTopic adds partitions to a topic, with its config, drawn from the
-// request's mutation quota.
-func (b *Broker) growTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool, mut *mutations) (int16, *string) {
-	if b.clustered() {
-		return b.clusterGrowTopic(rt, validateOnly, mut)
-	}
-	b.createMu.Lock()
-	defer b.createMu.Unlock()
-	parts := b.partitionsOf(rt.Topic)
-	if len(parts) == 0 {
-		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rt.Topic)
-	}
-	have := int32(len(parts))
-	if rt.Count <= have || rt.Count > b.opts.MaxTopicPartitions {
-		return kerr.InvalidPartitions.Code, errText("topic %q has %d partitions; the count must grow, to at most %d", rt.Topic,
-			have, b.opts.MaxTopicPartitions)
-	}
-	if rt.Assignment != nil && int32(len(rt.Assignment)) != rt.Count-have {
-		return kerr.InvalidReplicaAssignment.Code, errText("%d new partitions, %d assignments", rt.Count-have, len(rt.Assignment))
-	}
-	for _, a := range rt.Assignment {
-		if len(a.Replicas) != 1 || a.Replicas[0] != b.opts.NodeID {
-			return kerr.InvalidReplicaAssignment.Code, errText("the only broker is %d", b.opts.NodeID)
-		}
-	}
-	if validateOnly {
-		return 0, nil
-	}
-	if !mut.take(int(rt.Count - have)) {
-		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
-	}
-	cfg := parts[0].Config()
-	for p := have; p < rt.Count; p++ {
-		if _, err := b.m.Create(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p}, &cfg); err != nil {
-			b.opts.Logger.Warn("adding partitions", "topic", rt.Topic, "err", err)
-			return errorCode(err), errMessage(err)
-		}
-	}
-	b.opts.Logger.Info("added partitions", "topic", rt.Topic, "from", have, "to", rt.Count)
-	return 0, nil
 }
 
 func (b *Broker) deleteRecords(ctx context.Context, _ header, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {

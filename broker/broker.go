@@ -277,8 +277,9 @@ type Broker struct {
 	// creds are the SCRAM credentials (nil for NewNull's broker).
 	creds *auth.Credentials
 	acls  *auth.ACLs
-	// topics are the topics as the broker knows them: the cluster's
-	// metadata, or a single node's data directory.
+	// cat is the metadata: the cluster's, or a single node's data
+	// directory as a cluster of one; topics its name and id lookups.
+	cat     catalog
 	topics  topicView
 	guard   *guard         // the APIs' authorization
 	authn   *authenticator // who each connection is
@@ -303,19 +304,21 @@ type Broker struct {
 	// ownReplicas: replicas is the single node's, made by New (closed
 	// by Close).
 	ownReplicas bool
+	// rackAware: a consumer naming its rack is sent to a follower in it
+	// (ClusterOptions.RackAwareReplicaSelector).
+	rackAware bool
 
 	// stop is closed by Close: long polls end at once.
 	stop chan struct{}
 	// docsFollowed is the cluster revision followDocs has taken.
 	docsFollowed cluster.Progress
 
-	mu       sync.Mutex // guards ln, conns, perIP and closed
-	ln       []net.Listener
-	conns    map[net.Conn]struct{}
-	perIP    map[string]int // open connections by peer address
-	closed   bool
-	wg       sync.WaitGroup
-	createMu sync.Mutex // serializes topic auto-creation
+	mu     sync.Mutex // guards ln, conns, perIP and closed
+	ln     []net.Listener
+	conns  map[net.Conn]struct{}
+	perIP  map[string]int // open connections by peer address
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // New returns a broker on the manager's data directory.
@@ -402,25 +405,28 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, quotas: quotas, clock: time.Now, perIP: map[string]int{},
 		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
 		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
-	b.topics = topicView{m}
-	if opts.Cluster != nil {
-		b.topics = topicView{clusterTopics{opts.Cluster.Member}}
-	}
-	b.guard = &guard{authz: authz, topics: b.topics, logger: opts.Logger}
-	b.authn = newAuthenticator(b)
-	b.limits = newLimits(b)
-	b.grp = &groupAPIs{groups: groups, guard: b.guard, topics: b.topics}
-	b.txnAPI = &txnAPIs{txns: txns, pids: pids, grp: b.grp, verify: b.verifyTxn, logger: opts.Logger}
 	b.ctx = b.stopContext()
-	markers.b = b
-	if opts.Cluster == nil {
+	if c := opts.Cluster; c != nil {
+		b.cat = &clusterCatalog{clusterTopics: clusterTopics{c.Member}, c: c, defaults: m.DefaultConfig, ctx: b.ctx, log: opts.Logger,
+			maxPartitions: opts.MaxTopicPartitions}
+		b.replicas, b.rackAware = c.Replicas, c.RackAwareReplicaSelector
+	} else {
 		r, err := replica.New(replica.Options{Tablets: m, NodeID: meta.NodeID, Logger: opts.Logger})
 		if err != nil {
 			return nil, err
 		}
 		b.replicas, b.ownReplicas = r, true
-	} else {
-		b.replicas = opts.Cluster.Replicas
+		b.cat = &localCatalog{Manager: m, replicas: r, node: meta.NodeID, advertised: b.advertised, log: opts.Logger,
+			maxPartitions: opts.MaxTopicPartitions}
+	}
+	b.topics = topicView{b.cat}
+	b.guard = &guard{authz: authz, topics: b.topics, logger: opts.Logger}
+	b.authn = newAuthenticator(b)
+	b.limits = newLimits(b)
+	b.grp = &groupAPIs{groups: groups, guard: b.guard, topics: b.topics}
+	b.txnAPI = &txnAPIs{txns: txns, pids: pids, grp: b.grp, verify: b.verifyTxn, logger: opts.Logger}
+	markers.b = b
+	if opts.Cluster != nil {
 		watchCoordinated(opts.Cluster.Replicas, txn.Topic, txns.Load, txns.Unload, opts.Logger)
 		b.wg.Add(1)
 		go func() {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -30,9 +29,6 @@ import (
 // deleted in etcd; produce and fetch are served by a partition's leader
 // only (a follower's fetch is replication), and acks=all waits for the
 // ISR.
-
-// clustered reports whether the broker is one of a cluster.
-func (b *Broker) clustered() bool { return b.opts.Cluster != nil }
 
 // ClusterOptions make a broker one of a cluster.
 type ClusterOptions struct {
@@ -61,289 +57,6 @@ type ClusterOptions struct {
 	// RackAwareReplicaSelector (KIP-392): a consumer that names its rack
 	// (client.rack) is sent to a follower in it.
 	RackAwareReplicaSelector bool
-}
-
-// clusterTopicConfig is the config of a topic this broker holds no
-// replica of: the defaults and the configs set on it in the cluster.
-func (b *Broker) clusterTopicConfig(topic string) (tablet.Config, bool) {
-	ts, ok := b.opts.Cluster.Member.Snapshot().Topics[topic]
-	if !ok {
-		return tablet.Config{}, false
-	}
-	c := b.m.DefaultConfig()
-	for k, v := range ts.Configs {
-		if replicationConfigs[k] == nil {
-			_ = c.Set(k, v) // (checked when it was set)
-		}
-	}
-	return c, true
-}
-
-// clusterAlterTopicConfig is alterTopicConfig in a cluster: the topic's
-// configs are its key's in etcd (those set explicitly), changed there for
-// every broker, whose replicas take them; the answer comes once this
-// broker's have. Every change is checked first: a bad one changes
-// nothing.
-func (b *Broker) clusterAlterTopicConfig(topic string, changes []configChange, replace, validateOnly bool) (int16, *string) {
-	c := b.opts.Cluster
-	ts, ok := c.Member.Snapshot().Topics[topic]
-	if !ok {
-		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
-	}
-	configs := map[string]string{}
-	if !replace {
-		configs = maps.Clone(ts.Configs)
-		if configs == nil {
-			configs = map[string]string{}
-		}
-	}
-	defaults := b.m.DefaultConfig()
-	for _, ch := range changes {
-		switch {
-		case ch.reset:
-			if _, known := defaults.Get(ch.key); !known && replicationConfigs[ch.key] == nil && fixedConfigs[ch.key].value == "" {
-				return errorCode(tablet.ErrConfig), errText("unknown key %q", ch.key)
-			}
-			delete(configs, ch.key)
-		case ch.value == nil:
-			return kerr.InvalidConfig.Code, errText("%s has no value", ch.key)
-		case ch.list != 0:
-			current, ok := configs[ch.key]
-			if !ok {
-				current, _ = defaults.Get(ch.key)
-			}
-			configs[ch.key] = listChange(current, ch.value, ch.list)
-		default:
-			configs[ch.key] = *ch.value
-		}
-	}
-	cfg := b.m.DefaultConfig()
-	for _, k := range slices.Sorted(maps.Keys(configs)) {
-		v := configs[k]
-		var err error
-		if check := replicationConfigs[k]; check != nil {
-			err = check(&v)
-		} else {
-			err = setTopicConfig(&cfg, k, &v)
-		}
-		if err != nil {
-			return errorCode(err), errMessage(err)
-		}
-	}
-	if validateOnly {
-		return 0, nil
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	if _, err := c.Member.AlterTopicConfigs(ctx, topic, configs); err != nil {
-		return errorCode(err), errMessage(err)
-	}
-	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
-		return errorCode(err), errMessage(err)
-	}
-	b.opts.Logger.Info("altered a topic config in the cluster", "topic", topic, "changes", len(changes))
-	return 0, nil
-}
-
-// syncCluster brings this broker's view of the cluster — the snapshot and
-// the replicas' configs — up to every write etcd has made, for a read that
-// must see another broker's change; if etcd does not answer within
-// syncTimeout, the read is of the view the broker has (as Kafka's
-// metadata cache, which may lag).
-func (b *Broker) syncCluster(ctx context.Context) {
-	c := b.opts.Cluster
-	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	err := c.Member.Sync(ctx)
-	if err == nil {
-		err = c.Replicas.Await(ctx, c.Member.Snapshot().Revision)
-	}
-	if err != nil {
-		b.opts.Logger.Debug("answering from this broker's view of the cluster: it could not catch up with etcd", "err", err)
-	}
-}
-
-// syncTimeout bounds syncCluster.
-const syncTimeout = 2 * time.Second
-
-// describeReplicationConfigs sets, in a topic's described configs, the
-// replication configs of the cluster: the topic's own (a dynamic topic
-// config) or the broker's default.
-func (b *Broker) describeReplicationConfigs(topic string, out []describedConfig) []describedConfig {
-	out = slices.DeleteFunc(out, func(d describedConfig) bool { return replicationConfigs[d.name] != nil })
-	set := map[string]string{}
-	if ts, ok := b.opts.Cluster.Member.Snapshot().Topics[topic]; ok {
-		set = ts.Configs
-	}
-	defaults := map[string]string{"min.insync.replicas": strconv.Itoa(max(b.opts.Cluster.MinInsyncReplicas, 1)),
-		"unclean.leader.election.enable":          strconv.FormatBool(b.opts.Cluster.UncleanLeaderElection),
-		"leader.replication.throttled.replicas":   "",
-		"follower.replication.throttled.replicas": ""}
-	types := map[string]kmsg.ConfigType{"min.insync.replicas": kmsg.ConfigTypeInt, "unclean.leader.election.enable": kmsg.ConfigTypeBoolean,
-		"leader.replication.throttled.replicas": kmsg.ConfigTypeList, "follower.replication.throttled.replicas": kmsg.ConfigTypeList}
-	for k, v := range defaults {
-		d := describedConfig{name: k, value: v, source: kmsg.ConfigSourceStaticBrokerConfig, typ: types[k]}
-		if tv, ok := set[k]; ok {
-			d.value, d.source = tv, kmsg.ConfigSourceDynamicTopicConfig
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-// clusterBrokers lists the live brokers, each at its endpoint on the
-// listener the client connected through (Kafka: a broker without that
-// listener is left out).
-func (b *Broker) clusterBrokers(h header, s *cluster.Snapshot) []kmsg.MetadataResponseBroker {
-	name := ""
-	if h.listener != nil {
-		name = h.listener.Name
-	}
-	var out []kmsg.MetadataResponseBroker
-	for _, id := range s.BrokerIDs() {
-		br := s.Brokers[id]
-		e, ok := br.Endpoint(name)
-		if !ok {
-			if name != "" || len(br.Endpoints) == 0 {
-				continue
-			}
-			e = br.Endpoints[0]
-		}
-		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = id, e.Host, e.Port
-		if br.Rack != "" {
-			mb.Rack = kmsg.StringPtr(br.Rack)
-		}
-		out = append(out, mb)
-	}
-	return out
-}
-
-// clusterMetadata answers Metadata from the cluster's snapshot.
-func (b *Broker) clusterMetadata(h header, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
-	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	s := b.opts.Cluster.Member.Snapshot()
-	resp.Brokers = b.clusterBrokers(h, s)
-	resp.ControllerID = s.Controller
-	resp.ClusterID = kmsg.StringPtr(b.clusterID)
-	var names []string
-	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
-	if all {
-		for n := range s.Topics {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-	}
-	for _, t := range r.Topics {
-		switch {
-		case t.Topic != nil:
-			names = append(names, *t.Topic)
-		case t.TopicID != [16]byte{}:
-			if ts, ok := s.TopicByID(t.TopicID); ok {
-				names = append(names, ts.Name)
-			} else {
-				rt := kmsg.NewMetadataResponseTopic()
-				rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
-				resp.Topics = append(resp.Topics, rt)
-			}
-		}
-	}
-	autoCreate := !all && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) && !b.opts.NoAutoCreate
-	ac := b.autoCreation(h)
-	defer ac.finish(resp)
-	for _, name := range names {
-		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
-		ts, ok := s.Topics[name]
-		if !ok && autoCreate && !internalTopics[name] {
-			if checkpoint.ValidateTopic(name) != nil {
-				topic.ErrorCode = kerr.InvalidTopicException.Code
-				resp.Topics = append(resp.Topics, topic)
-				continue
-			}
-			ac.create(name)
-			s = b.opts.Cluster.Member.Snapshot()
-			ts, ok = s.Topics[name]
-		}
-		if !ok {
-			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			resp.Topics = append(resp.Topics, topic)
-			continue
-		}
-		if r.GetVersion() >= 10 {
-			topic.TopicID = ts.ID
-		}
-		// A broker not certain of its session claims no leadership: its
-		// snapshot may be stale, and clients must look elsewhere.
-		fenced := !b.opts.Cluster.Member.Leased()
-		for i, st := range ts.Partitions {
-			leader, isr := s.Shown(st)
-			if fenced && leader == b.opts.NodeID {
-				leader = cluster.NoLeader
-			}
-			p := kmsg.NewMetadataResponseTopicPartition()
-			p.Partition, p.Leader, p.LeaderEpoch = int32(i), leader, st.LeaderEpoch
-			p.Replicas, p.ISR = slices.Clone(ts.Replicas[i]), isr
-			p.OfflineReplicas, p.ErrorCode = offlineReplicas(s, ts.Replicas[i]), leaderCode(leader)
-			topic.Partitions = append(topic.Partitions, p)
-		}
-		resp.Topics = append(resp.Topics, topic)
-	}
-	b.metadataAuthorizedOps(h, r, resp)
-	return resp
-}
-
-// offlineReplicas are the replicas whose broker is not registered.
-func offlineReplicas(s *cluster.Snapshot, replicas []int32) []int32 {
-	out := []int32{}
-	for _, r := range replicas {
-		if _, live := s.Brokers[r]; !live {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// leaderCode is a partition's error as clients are told it: none, or
-// LEADER_NOT_AVAILABLE while it has no leader.
-func leaderCode(leader int32) int16 {
-	if leader == cluster.NoLeader {
-		return kerr.LeaderNotAvailable.Code
-	}
-	return 0
-}
-
-// clusterDescribeCluster lists the live brokers and the controller.
-func (b *Broker) clusterDescribeCluster(h header, resp *kmsg.DescribeClusterResponse) {
-	s := b.opts.Cluster.Member.Snapshot()
-	resp.ControllerID = s.Controller
-	resp.Brokers = nil
-	for _, mb := range b.clusterBrokers(h, s) {
-		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
-	}
-}
-
-// clusterReplicaFor is replicaFor in a cluster: the partition's replica
-// here (its leadership is the produce's CheckAppend's), else
-// NOT_LEADER_OR_FOLLOWER (or Kafka's answer for a partition that does not
-// exist, after auto-creation).
-func (b *Broker) clusterReplicaFor(topic string, partition int32, ac *autoCreation) (*replica.Partition, int16) {
-	s := b.opts.Cluster.Member.Snapshot()
-	ts, ok := s.Topics[topic]
-	if !ok && ac != nil && !b.opts.NoAutoCreate && !internalTopics[topic] {
-		if err := checkpoint.ValidateTopic(topic); err != nil {
-			return nil, kerr.InvalidTopicException.Code
-		}
-		ac.create(topic)
-		ts, ok = b.opts.Cluster.Member.Snapshot().Topics[topic]
-	}
-	if !ok || partition < 0 || int(partition) >= len(ts.Partitions) {
-		return nil, kerr.UnknownTopicOrPartition.Code
-	}
-	p, ok := b.replicas.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
-	if !ok {
-		return nil, kerr.NotLeaderForPartition.Code
-	}
-	return p, 0
 }
 
 // fetchSource is where a fetch reads a partition.
@@ -390,8 +103,8 @@ func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRe
 		return fetchSource{code: code, preferred: -1}
 	}
 	src := fetchSource{t: p.Tablet(), preferred: -1}
-	if b.clustered() && b.opts.Cluster.RackAwareReplicaSelector && r.GetVersion() >= 11 {
-		snap := b.opts.Cluster.Member.Snapshot()
+	if b.rackAware && r.GetVersion() >= 11 {
+		snap := b.cat.snapshot()
 		src.preferred = p.PreferredReadReplica(r.Rack, rp.FetchOffset, func(id int32) string { return snap.Brokers[id].Rack })
 	}
 	return src
@@ -403,119 +116,6 @@ func fetchReplica(r *kmsg.FetchRequest) int32 {
 		return r.ReplicaState.ID
 	}
 	return r.ReplicaID
-}
-
-// metadataWriteTimeout bounds a change of the cluster's metadata in etcd.
-const metadataWriteTimeout = 30 * time.Second
-
-// awaitReplicas waits, up to wait (a request's timeout_ms; none for 0 or
-// less), until this broker's replicas follow the metadata it has now: a
-// topic created or deleted is done here. Running out of time is
-// REQUEST_TIMED_OUT, as in Kafka, and the change stands.
-func (b *Broker) awaitReplicas(wait time.Duration) (int16, *string) {
-	if wait <= 0 {
-		return 0, nil
-	}
-	c := b.opts.Cluster
-	ctx, cancel := context.WithTimeout(b.ctx, wait)
-	defer cancel()
-	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
-		return kerr.RequestTimedOut.Code, errMessage(err)
-	}
-	return 0, nil
-}
-
-// clusterCreateTopic creates a topic in the cluster and waits (up to
-// wait) until this broker holds its replicas.
-func (b *Broker) clusterCreateTopic(topic string, partitions int32, rf int16, assignment [][]int32, configs map[string]string,
-	validateOnly bool, mut *mutations, wait time.Duration) (int16, *string) {
-	c := b.opts.Cluster
-	if rf == -1 {
-		rf = c.DefaultReplicationFactor
-	}
-	spec := cluster.TopicSpec{Name: topic, Partitions: int(partitions), ReplicationFactor: int(rf), Assignment: assignment, Configs: configs}
-	s := c.Member.Snapshot()
-	if _, ok := s.Topics[topic]; ok {
-		return kerr.TopicAlreadyExists.Code, errText("topic %q already exists", topic)
-	}
-	if _, err := s.Placement(spec, 0, -1); err != nil {
-		return clusterCode(err), errMessage(err)
-	}
-	if validateOnly {
-		return 0, nil
-	}
-	if !mut.take(int(partitions)) {
-		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, metadataWriteTimeout)
-	defer cancel()
-	if _, err := c.Member.CreateTopic(ctx, spec); err != nil {
-		return clusterCode(err), errMessage(err)
-	}
-	b.opts.Logger.Info("created a topic", "topic", topic, "partitions", partitions, "replication_factor", rf)
-	return b.awaitReplicas(wait)
-}
-
-// clusterCode is Kafka's code for a cluster metadata error (a wait
-// that ran out is REQUEST_TIMED_OUT).
-func clusterCode(err error) int16 {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return kerr.RequestTimedOut.Code
-	}
-	return errorCode(err)
-}
-
-// clusterDeleteTopic deletes a topic from the cluster (the replicas go
-// with it on every broker; this one's are waited for up to wait).
-func (b *Broker) clusterDeleteTopic(topic string, mut *mutations, wait time.Duration) (int16, *string) {
-	c := b.opts.Cluster
-	ts, ok := c.Member.Snapshot().Topics[topic]
-	if !ok {
-		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
-	}
-	if !mut.take(len(ts.Partitions)) {
-		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, metadataWriteTimeout)
-	defer cancel()
-	if err := c.Member.DeleteTopic(ctx, topic, ts.ID); err != nil {
-		return clusterCode(err), errMessage(err)
-	}
-	b.opts.Logger.Info("deleted a topic", "topic", topic, "partitions", len(ts.Partitions))
-	return b.awaitReplicas(wait)
-}
-
-// clusterGrowTopic adds partitions to a topic of the cluster.
-func (b *Broker) clusterGrowTopic(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool, mut *mutations) (int16, *string) {
-	c := b.opts.Cluster
-	ts, ok := c.Member.Snapshot().Topics[rt.Topic]
-	if !ok {
-		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rt.Topic)
-	}
-	have := int32(len(ts.Partitions))
-	if rt.Count <= have || rt.Count > b.opts.MaxTopicPartitions {
-		return kerr.InvalidPartitions.Code, errText("topic %q has %d partitions; the count must grow, to at most %d", rt.Topic,
-			have, b.opts.MaxTopicPartitions)
-	}
-	var assignment [][]int32
-	for _, a := range rt.Assignment {
-		assignment = append(assignment, a.Replicas)
-	}
-	if validateOnly {
-		return 0, nil
-	}
-	if !mut.take(int(rt.Count - have)) {
-		return kerr.ThrottlingQuotaExceeded.Code, mut.refusal()
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	if _, err := c.Member.CreatePartitions(ctx, rt.Topic, int(rt.Count), assignment); err != nil {
-		return clusterCode(err), errMessage(err)
-	}
-	if err := c.Replicas.Await(ctx, c.Member.Snapshot().Revision); err != nil {
-		return kerr.RequestTimedOut.Code, errMessage(err)
-	}
-	return 0, nil
 }
 
 // awaitAcks completes a produce (a single node's at once): each partition appended
@@ -587,10 +187,10 @@ func deref(s *string) string {
 // told NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH: it moves there
 // without asking Metadata. ok is false when there is none to tell.
 func (b *Broker) leaderHint(code int16, topic string, partition int32) (leader, epoch int32, ok bool) {
-	if !b.clustered() || code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code {
+	if code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code {
 		return -1, -1, false
 	}
-	st, ok := b.opts.Cluster.Member.Snapshot().Partition(topic, partition)
+	st, ok := b.cat.partition(topic, partition)
 	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID {
 		return -1, -1, false // (none, or this broker, fenced: its snapshot may be stale)
 	}
@@ -603,7 +203,7 @@ func (b *Broker) hintedBrokers(h header, leaders map[int32]bool) []kmsg.Metadata
 	if len(leaders) == 0 {
 		return nil
 	}
-	return slices.DeleteFunc(b.clusterBrokers(h, b.opts.Cluster.Member.Snapshot()), func(mb kmsg.MetadataResponseBroker) bool {
+	return slices.DeleteFunc(b.cat.brokers(h, nil), func(mb kmsg.MetadataResponseBroker) bool {
 		return !leaders[mb.NodeID]
 	})
 }

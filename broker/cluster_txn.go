@@ -45,13 +45,12 @@ func clusterTxnHooks(c *ClusterOptions, topts txn.Options, markers *clusterMarke
 // (COORDINATOR_NOT_AVAILABLE while it has none, or its leader has no
 // endpoint on the client's listener).
 func (b *Broker) coordinatorOf(h header, topic string, p int32, co *kmsg.FindCoordinatorResponseCoordinator) {
-	s := b.opts.Cluster.Member.Snapshot()
-	st, ok := s.Partition(topic, p)
-	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID && !b.opts.Cluster.Member.Leased() {
+	st, ok := b.cat.partition(topic, p)
+	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID && !b.cat.leased() {
 		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return
 	}
-	for _, mb := range b.clusterBrokers(h, s) {
+	for _, mb := range b.cat.brokers(h, nil) {
 		if mb.NodeID == st.Leader {
 			co.NodeID, co.Host, co.Port = mb.NodeID, mb.Host, mb.Port
 			return
@@ -78,7 +77,7 @@ func (b *Broker) verifyTxn(ctx context.Context, id string, pid int64, epoch int1
 		codes[i] = verify(id, pid, epoch, tp)
 		remote = remote || codes[i] == kerr.NotCoordinator.Code
 	}
-	if !remote || !b.clustered() || id == "" {
+	if !remote || id == "" {
 		return codes
 	}
 	fill := func(code int16) []int16 {
@@ -87,7 +86,7 @@ func (b *Broker) verifyTxn(ctx context.Context, id string, pid int64, epoch int1
 		}
 		return codes
 	}
-	st, ok := b.opts.Cluster.Member.Snapshot().Partition(txn.Topic, b.txns.PartitionFor(id))
+	st, ok := b.cat.partition(txn.Topic, b.txns.PartitionFor(id))
 	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID {
 		return fill(kerr.CoordinatorNotAvailable.Code) // (here: not loaded yet, or moving)
 	}

@@ -97,35 +97,6 @@ func setTopicConfig(c *tablet.Config, key string, value *string) error {
 	return c.Set(key, *value)
 }
 
-// resetTopicConfig returns one key to the broker's default.
-func (b *Broker) resetTopicConfig(c *tablet.Config, key string) error {
-	if _, ok := fixedConfigs[key]; ok {
-		return nil
-	}
-	def := b.m.DefaultConfig()
-	v, ok := def.Get(key)
-	if !ok {
-		return fmt.Errorf("%w: unknown key %q", tablet.ErrConfig, key)
-	}
-	if err := c.Set(key, v); err != nil {
-		return err
-	}
-	c.Unset(key)
-	return nil
-}
-
-// topicConfig is a topic's config: its first partition's (they share it).
-func (b *Broker) topicConfig(topic string) (tablet.Config, bool) {
-	parts := b.partitionsOf(topic)
-	if len(parts) == 0 && b.clustered() {
-		return b.clusterTopicConfig(topic)
-	}
-	if len(parts) == 0 {
-		return tablet.Config{}, false
-	}
-	return parts[0].Config(), true
-}
-
 // describedConfig is one config as DescribeConfigs lists it.
 type describedConfig struct {
 	name, value string
@@ -167,13 +138,7 @@ func (b *Broker) describeTopicConfig(topic string, c tablet.Config) []describedC
 		}
 		out = append(out, d)
 	}
-	for k, f := range fixedConfigs {
-		out = append(out, describedConfig{name: k, value: f.value, source: kmsg.ConfigSourceDefaultConfig, typ: f.typ})
-	}
-	if b.clustered() {
-		out = b.describeReplicationConfigs(topic, out)
-	}
-	return sortedConfigs(out)
+	return sortedConfigs(append(out, b.cat.replicationConfigs(topic)...))
 }
 
 // describeBrokerConfig lists the broker's configs: with cluster, the
@@ -279,16 +244,14 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 
 func (b *Broker) describeConfigs(ctx context.Context, _ header, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	if b.clustered() { // what another broker altered a moment ago is described
-		b.syncCluster(ctx)
-	}
+	b.cat.sync(ctx) // what another broker altered a moment ago is described
 	for _, rr := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var configs []describedConfig
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			c, ok := b.topicConfig(rr.ResourceName)
+			c, ok := b.cat.topicConfig(rr.ResourceName)
 			if !ok {
 				sr.ErrorCode, sr.ErrorMessage = kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rr.ResourceName)
 				break
@@ -369,51 +332,6 @@ func listChange(current string, items *string, op kmsg.IncrementalAlterConfigOp)
 	return strings.Join(have, ",")
 }
 
-// alterTopicConfig applies changes to a topic's config on every partition,
-// after checking them all: a bad one changes nothing. replace starts from
-// the broker's defaults instead of the topic's config (AlterConfigs).
-func (b *Broker) alterTopicConfig(topic string, changes []configChange, replace, validateOnly bool) (int16, *string) {
-	if b.clustered() {
-		return b.clusterAlterTopicConfig(topic, changes, replace, validateOnly)
-	}
-	b.createMu.Lock()
-	defer b.createMu.Unlock()
-	parts := b.partitionsOf(topic)
-	if len(parts) == 0 {
-		return kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", topic)
-	}
-	cfg := parts[0].Config()
-	if replace {
-		cfg = b.m.DefaultConfig()
-	}
-	for _, ch := range changes {
-		var err error
-		switch {
-		case ch.reset:
-			err = b.resetTopicConfig(&cfg, ch.key)
-		case ch.list != 0:
-			current, _ := cfg.Get(ch.key)
-			err = setTopicConfig(&cfg, ch.key, kmsg.StringPtr(listChange(current, ch.value, ch.list)))
-		default:
-			err = setTopicConfig(&cfg, ch.key, ch.value)
-		}
-		if err != nil {
-			return errorCode(err), errMessage(err)
-		}
-	}
-	if validateOnly {
-		return 0, nil
-	}
-	for _, t := range parts {
-		if err := t.SetConfig(cfg); err != nil {
-			b.opts.Logger.Warn("altering a topic config", "topic", topic, "partition", t.TopicPartition().Partition, "err", err)
-			return errorCode(err), errMessage(err)
-		}
-	}
-	b.opts.Logger.Info("altered a topic config", "topic", topic, "changes", len(changes))
-	return 0, nil
-}
-
 func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range r.Resources {
@@ -448,7 +366,7 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			sr.ErrorCode, sr.ErrorMessage = b.alterBrokerConfig(rr.ResourceName, changes, false, r.ValidateOnly)
 		default:
-			sr.ErrorCode, sr.ErrorMessage = b.alterTopicConfig(rr.ResourceName, changes, false, r.ValidateOnly)
+			sr.ErrorCode, sr.ErrorMessage = b.cat.alterTopicConfig(rr.ResourceName, changes, false, r.ValidateOnly)
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}
@@ -466,7 +384,7 @@ func (b *Broker) alterConfigs(_ context.Context, _ header, r *kmsg.AlterConfigsR
 		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			sr.ErrorCode, sr.ErrorMessage = b.alterTopicConfig(rr.ResourceName, changes, true, r.ValidateOnly)
+			sr.ErrorCode, sr.ErrorMessage = b.cat.alterTopicConfig(rr.ResourceName, changes, true, r.ValidateOnly)
 		case kmsg.ConfigResourceTypeBroker:
 			sr.ErrorCode, sr.ErrorMessage = b.alterBrokerConfig(rr.ResourceName, changes, true, r.ValidateOnly)
 		default:

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seglog/seglog/checkpoint"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seglog/seglog/checkpoint"
 )
 
 // franz-go under the consumer group protocol (KIP-848: its

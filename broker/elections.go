@@ -24,10 +24,8 @@ func init() {
 		})})
 }
 
-// electLeaders answers ElectLeaders. A single node leads every partition
-// it has, its only replica: no election is ever needed. In a cluster the
-// elections are written to etcd (any broker may, each comparing the
-// partition's state) and answered once this broker's metadata has them.
+// electLeaders answers ElectLeaders: the catalog holds the elections (a
+// single node's partitions need none, their only replica leads them).
 func (b *Broker) electLeaders(ctx context.Context, _ header, r *kmsg.ElectLeadersRequest) *kmsg.ElectLeadersResponse {
 	typ := cluster.ElectionType(r.ElectionType)
 	if typ != cluster.PreferredElection && typ != cluster.UncleanElection {
@@ -42,31 +40,13 @@ func (b *Broker) electLeaders(ctx context.Context, _ header, r *kmsg.ElectLeader
 			}
 		}
 	}
-	if !b.clustered() {
-		return electionAnswer(r, b.singleNodeElections(asked), 0)
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(r.TimeoutMillis, 1))*time.Millisecond)
 	defer cancel()
-	out, err := b.opts.Cluster.Member.ElectLeaders(ctx, typ, asked)
+	out, err := b.cat.electLeaders(ctx, typ, asked)
 	if err != nil {
 		return electionAnswer(r, nil, clusterCode(err))
 	}
 	return electionAnswer(r, out, 0)
-}
-
-// singleNodeElections: every partition this node has needs none, the
-// others are unknown; asked for all, nothing is answered (Kafka leaves out
-// the partitions that need none).
-func (b *Broker) singleNodeElections(asked []cluster.TopicPartition) map[cluster.TopicPartition]error {
-	out := map[cluster.TopicPartition]error{}
-	for _, tp := range asked {
-		if n := len(b.partitionsOf(tp.Topic)); tp.Partition >= 0 && int(tp.Partition) < n {
-			out[tp] = cluster.ErrElectionNotNeeded
-		} else {
-			out[tp] = cluster.ErrUnknownTopic
-		}
-	}
-	return out
 }
 
 // electionAnswer is the response: each asked partition's outcome from out

@@ -73,11 +73,11 @@ func (b *Broker) envelope(ctx context.Context, outer header, r *kmsg.EnvelopeReq
 }
 
 // RequestTo handles req for caller on broker node of the cluster: here
-// (Request) when node is this broker or there is no cluster, else
+// (Request) when node is this broker, else
 // forwarded to node in an envelope, which node authorizes as caller's. It
 // is how the console asks a partition's leader or a group's coordinator.
 func (b *Broker) RequestTo(ctx context.Context, caller Caller, node int32, req kmsg.Request) (kmsg.Response, error) {
-	if !b.clustered() || node == b.opts.Cluster.Member.NodeID() {
+	if node == b.opts.NodeID {
 		return b.Request(ctx, caller, req)
 	}
 	env, err := wrap(caller, req)

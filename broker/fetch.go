@@ -225,9 +225,6 @@ func (b *Broker) fetch(ctx context.Context, h header, r *kmsg.FetchRequest) *fet
 // hintFetchLeaders tells, for each partition this broker does not lead,
 // its current leader and that leader's endpoint (KIP-951, Fetch v16+).
 func (b *Broker) hintFetchLeaders(h header, reply *fetchReply) {
-	if !b.clustered() {
-		return
-	}
 	leaders := map[int32]bool{}
 	for i := range reply.Topics {
 		rt := &reply.Topics[i]

@@ -244,9 +244,9 @@ func (a *groupAPIs) describeGroups(_ context.Context, h header, r *kmsg.Describe
 	return resp
 }
 
-// findCoordinator answers that this broker coordinates every group and
-// transactional id (one key before v4, a batch from v4), creating the
-// coordinator's internal topic on first use.
+// findCoordinator names the coordinator of each key (one before v4, a
+// batch from v4) — the leader of its partition of the coordinator's
+// internal topic — creating that topic on first use.
 func (b *Broker) findCoordinator(_ context.Context, h header, r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := r.CoordinatorKeys
@@ -270,16 +270,11 @@ func (b *Broker) findCoordinator(_ context.Context, h header, r *kmsg.FindCoordi
 				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				break
 			}
-			if b.clustered() {
-				p := group.PartitionFor(key, b.groups.Partitions())
-				if r.CoordinatorType == 1 {
-					p = b.txns.PartitionFor(key)
-				}
-				b.coordinatorOf(h, topic, p, &co)
-				break
+			p := group.PartitionFor(key, b.groups.Partitions())
+			if r.CoordinatorType == 1 {
+				p = b.txns.PartitionFor(key)
 			}
-			host, port := b.advertised(h)
-			co.NodeID, co.Host, co.Port = b.opts.NodeID, host, port
+			b.coordinatorOf(h, topic, p, &co)
 		}
 		if co.ErrorCode != 0 {
 			co.ErrorMessage = kmsg.StringPtr(kerr.ErrorForCode(co.ErrorCode).Error())

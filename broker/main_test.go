@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/seglog/seglog/tablet"
 )
 
 // TestMain fails the package if any test made the broker answer an error
@@ -22,4 +24,15 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// partitionsOf returns a topic's tablets on b's data directory.
+func partitionsOf(b *Broker, topic string) []*tablet.Tablet {
+	var out []*tablet.Tablet
+	for _, t := range b.m.Tablets() {
+		if t.TopicPartition().Topic == topic {
+			out = append(out, t)
+		}
+	}
+	return out
 }

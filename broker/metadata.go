@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
 	"github.com/seglog/seglog/replica"
-	"github.com/seglog/seglog/tablet"
 )
 
 // Metadata: the broker, the topics and their partitions, topics
@@ -43,26 +43,13 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 	resp := r.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
 	var names []string
 	all := len(r.Topics) == 0
-	var snap *cluster.Snapshot
-	if b.clustered() {
-		snap = b.opts.Cluster.Member.Snapshot()
+	snap := b.cat.snapshot()
+	if all {
+		names = slices.Collect(maps.Keys(snap.Topics))
 	}
-	switch {
-	case all && snap != nil:
-		for n := range snap.Topics {
-			names = append(names, n)
-		}
-	case all:
-		for _, t := range b.m.Tablets() { // sorted: a topic's partitions together
-			if n := t.TopicPartition().Topic; len(names) == 0 || names[len(names)-1] != n {
-				names = append(names, n)
-			}
-		}
-	default:
-		for _, t := range r.Topics {
-			if !slices.Contains(names, t.Topic) {
-				names = append(names, t.Topic)
-			}
+	for _, t := range r.Topics {
+		if !slices.Contains(names, t.Topic) {
+			names = append(names, t.Topic)
 		}
 	}
 	slices.Sort(names)
@@ -104,7 +91,7 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 			resp.Topics = append(resp.Topics, topic)
 			continue
 		}
-		parts, id := b.describedPartitions(snap, name)
+		parts, id := describedPartitions(snap, name)
 		if len(parts) == 0 {
 			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			resp.Topics = append(resp.Topics, topic)
@@ -134,37 +121,25 @@ func (b *Broker) describeTopicPartitions(_ context.Context, h header, r *kmsg.De
 }
 
 // describedPartitions are a topic's partitions as DescribeTopicPartitions
-// tells them, and its id: in a cluster (snap set) from the metadata —
-// leader, ISR as clients are shown them (cluster.Snapshot.Shown), the
-// Eligible Leader Replicas and the last known one, the replicas offline;
-// on a single node the broker's own tablets.
-func (b *Broker) describedPartitions(snap *cluster.Snapshot, name string) ([]kmsg.DescribeTopicPartitionsResponseTopicPartition, [16]byte) {
-	var out []kmsg.DescribeTopicPartitionsResponseTopicPartition
-	if snap != nil {
-		ts, ok := snap.Topics[name]
-		if !ok {
-			return nil, [16]byte{}
-		}
-		for i, st := range ts.Partitions {
-			dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
-			leader, isr := snap.Shown(st)
-			dp.Partition, dp.LeaderID, dp.LeaderEpoch = int32(i), leader, st.LeaderEpoch
-			dp.Replicas, dp.ISR = slices.Clone(ts.Replicas[i]), isr
-			dp.EligibleLeaderReplicas, dp.LastKnownELR = append([]int32{}, st.ELR...), append([]int32{}, st.LastKnownELR...)
-			dp.OfflineReplicas, dp.ErrorCode = offlineReplicas(snap, ts.Replicas[i]), leaderCode(leader)
-			out = append(out, dp)
-		}
-		return out, ts.ID
+// tells them, and its id: leader, ISR as clients are shown them
+// (cluster.Snapshot.Shown), the Eligible Leader Replicas and the last
+// known one, the replicas offline.
+func describedPartitions(snap *cluster.Snapshot, name string) ([]kmsg.DescribeTopicPartitionsResponseTopicPartition, [16]byte) {
+	ts, ok := snap.Topics[name]
+	if !ok {
+		return nil, [16]byte{}
 	}
-	for _, t := range b.partitionsOf(name) {
+	var out []kmsg.DescribeTopicPartitionsResponseTopicPartition
+	for i, st := range ts.Partitions {
 		dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
-		dp.Partition, dp.LeaderID, dp.LeaderEpoch = t.TopicPartition().Partition, b.opts.NodeID, t.LeaderEpoch()
-		dp.Replicas, dp.ISR = []int32{b.opts.NodeID}, []int32{b.opts.NodeID}
-		dp.EligibleLeaderReplicas, dp.LastKnownELR, dp.OfflineReplicas = []int32{}, []int32{}, []int32{}
+		leader, isr := snap.Shown(st)
+		dp.Partition, dp.LeaderID, dp.LeaderEpoch = int32(i), leader, st.LeaderEpoch
+		dp.Replicas, dp.ISR = slices.Clone(ts.Replicas[i]), isr
+		dp.EligibleLeaderReplicas, dp.LastKnownELR = append([]int32{}, st.ELR...), append([]int32{}, st.LastKnownELR...)
+		dp.OfflineReplicas, dp.ErrorCode = offlineReplicas(snap, ts.Replicas[i]), leaderCode(leader)
 		out = append(out, dp)
 	}
-	id, _ := b.topics.id(name)
-	return out, id
+	return out, ts.ID
 }
 
 // authorizeDescribeTopicPartitions leaves each topic to the handler,
@@ -182,7 +157,7 @@ func (g *guard) authorizeDescribeCluster(header, *kmsg.DescribeClusterRequest) (
 	return nil, nil
 }
 
-// describeCluster lists the brokers (this one) and the controller.
+// describeCluster lists the live brokers and the controller.
 func (b *Broker) describeCluster(_ context.Context, h header, r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = 1
@@ -197,11 +172,10 @@ func (b *Broker) describeCluster(_ context.Context, h header, r *kmsg.DescribeCl
 		resp.EndpointType = r.EndpointType
 		return resp
 	}
-	host, port := b.advertised(h)
-	resp.ClusterID, resp.ControllerID = b.clusterID, b.opts.NodeID
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
-	if b.clustered() {
-		b.clusterDescribeCluster(h, resp)
+	s := b.cat.snapshot()
+	resp.ClusterID, resp.ControllerID = b.clusterID, s.Controller
+	for _, mb := range b.cat.brokers(h, s) {
+		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
 	}
 	resp.ClusterAuthorizedOperations = b.guard.authorizedOpsIf(r.IncludeClusterAuthorizedOperations, h, resCluster, auth.ClusterName)
 	return resp
@@ -231,30 +205,27 @@ func nullMetadata(b *Broker, _ header, req kmsg.Request) kmsg.Response {
 var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
 
 // replicaFor returns this broker's replica of a partition a produce
-// appends to, creating its topic (with num.partitions partitions) when
-// auto-creation allows.
+// appends to (its leadership is the produce's CheckAppend's), creating
+// its topic (with num.partitions partitions) when auto-creation allows;
+// else NOT_LEADER_OR_FOLLOWER, or Kafka's answer for a partition that
+// does not exist.
 func (b *Broker) replicaFor(topic string, partition int32, ac *autoCreation) (*replica.Partition, int16) {
-	if b.clustered() {
-		return b.clusterReplicaFor(topic, partition, ac)
+	_, n, ok := b.topics.TopicPartitions(topic)
+	if !ok && ac != nil && !b.opts.NoAutoCreate && !internalTopics[topic] {
+		if err := checkpoint.ValidateTopic(topic); err != nil {
+			return nil, kerr.InvalidTopicException.Code
+		}
+		ac.create(topic)
+		_, n, ok = b.topics.TopicPartitions(topic)
 	}
-	tp := checkpoint.TopicPartition{Topic: topic, Partition: partition}
-	if p, ok := b.replicas.Get(tp); ok {
-		return p, 0
-	}
-	if ac == nil || b.opts.NoAutoCreate {
+	if !ok || partition < 0 || partition >= n {
 		return nil, kerr.UnknownTopicOrPartition.Code
 	}
-	if err := checkpoint.ValidateTopic(topic); err != nil {
-		return nil, kerr.InvalidTopicException.Code
+	p, ok := b.replicas.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
+	if !ok {
+		return nil, kerr.NotLeaderForPartition.Code
 	}
-	if len(b.partitionsOf(topic)) > 0 {
-		return nil, kerr.UnknownTopicOrPartition.Code // the topic exists, not this partition
-	}
-	ac.create(topic)
-	if p, ok := b.replicas.Get(tp); ok {
-		return p, 0
-	}
-	return nil, kerr.UnknownTopicOrPartition.Code
+	return p, 0
 }
 
 // autoCreation is one request's auto-creation of topics, bounded by
@@ -296,7 +267,8 @@ func (a *autoCreation) create(topic string) {
 	if a.mut == nil {
 		a.mut = b.limits.mutations(a.h, true)
 	}
-	switch code, msg := b.createTopicChecked(topic, b.opts.NumPartitions, nil, false, a.mut); code {
+	spec := cluster.TopicSpec{Name: topic, Partitions: int(b.opts.NumPartitions), ReplicationFactor: -1}
+	switch code, msg := b.cat.createTopic(spec, b.m.DefaultConfig(), false, a.mut, metadataWriteTimeout); code {
 	case 0:
 		a.left--
 	case kerr.ThrottlingQuotaExceeded.Code:
@@ -326,17 +298,6 @@ func (v topicView) exists(topic string) bool {
 	return ok
 }
 
-// partitionsOf returns a topic's tablets, by partition.
-func (b *Broker) partitionsOf(topic string) []*tablet.Tablet {
-	var out []*tablet.Tablet
-	for _, t := range b.m.Tablets() {
-		if t.TopicPartition().Topic == topic {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // advertised is the address a connection's clients are told: its
 // listener's.
 func (b *Broker) advertised(h header) (string, int32) {
@@ -348,84 +309,116 @@ func (b *Broker) advertised(h header) (string, int32) {
 	return b.opts.AdvertisedHost, b.opts.AdvertisedPort
 }
 
+// metadata answers Metadata: the live brokers, the controller, and the
+// topics asked for (every one: nil, or none at v0) with each partition's
+// leader, epoch, replicas, ISR and offline replicas — an internal topic
+// asked for is created, another auto-created when the request and the
+// broker allow.
 func (b *Broker) metadata(_ context.Context, h header, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
-	if b.clustered() {
-		return b.clusterMetadata(h, r)
-	}
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := b.advertised(h)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.opts.NodeID, Host: host, Port: port}}
-	resp.ControllerID = b.opts.NodeID
+	s := b.cat.snapshot()
+	resp.Brokers = b.cat.brokers(h, s)
+	resp.ControllerID = s.Controller
 	resp.ClusterID = kmsg.StringPtr(b.clusterID)
 	var names []string
 	all := r.Topics == nil || (r.GetVersion() == 0 && len(r.Topics) == 0)
 	if all {
-		seen := map[string]bool{}
-		for _, t := range b.m.Tablets() {
-			if n := t.TopicPartition().Topic; !seen[n] {
-				seen[n] = true
-				names = append(names, n)
-			}
-		}
-	} else {
-		for _, t := range r.Topics {
-			switch {
-			case t.Topic != nil:
-				names = append(names, *t.Topic)
-			case t.TopicID != [16]byte{}: // by id (v10+): a topic that exists, or UNKNOWN_TOPIC_ID
-				if name, ok := b.topics.name(t.TopicID); ok {
-					names = append(names, name)
-				} else {
-					rt := kmsg.NewMetadataResponseTopic()
-					rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
-					resp.Topics = append(resp.Topics, rt)
-				}
+		names = slices.Sorted(maps.Keys(s.Topics))
+	}
+	for _, t := range r.Topics {
+		switch {
+		case t.Topic != nil:
+			names = append(names, *t.Topic)
+		case t.TopicID != [16]byte{}: // by id (v10+): a topic that exists, or UNKNOWN_TOPIC_ID
+			if ts, ok := s.TopicByID(t.TopicID); ok {
+				names = append(names, ts.Name)
+			} else {
+				rt := kmsg.NewMetadataResponseTopic()
+				rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, rt)
 			}
 		}
 	}
-	autoCreate := r.GetVersion() < 4 || r.AllowAutoTopicCreation
+	autoCreate := !all && (r.GetVersion() < 4 || r.AllowAutoTopicCreation) && !b.opts.NoAutoCreate
 	ac := b.autoCreation(h)
 	defer ac.finish(resp)
+	// A broker not certain of its session claims no leadership: its
+	// metadata may be stale, and clients must look elsewhere.
+	fenced := !b.cat.leased()
 	for _, name := range names {
 		topic := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: internalTopics[name]}
-		parts := b.partitionsOf(name)
-		if len(parts) == 0 && (name == group.Topic || name == txn.Topic) && b.groups != nil {
-			ensure := b.groups.Ensure
-			if name == txn.Topic {
-				ensure = b.txns.Ensure
-			}
-			if err := ensure(); err != nil {
-				b.opts.Logger.Error("creating "+name, "err", err)
-			}
-			parts = b.partitionsOf(name)
-		}
-		if len(parts) == 0 && !all && autoCreate && !b.opts.NoAutoCreate {
+		ts, ok := s.Topics[name]
+		switch {
+		case ok:
+		case internalTopics[name] && !all:
+			b.ensureInternal(name)
+			s = b.cat.snapshot()
+			ts, ok = s.Topics[name]
+		case autoCreate:
 			if checkpoint.ValidateTopic(name) != nil {
 				topic.ErrorCode = kerr.InvalidTopicException.Code
 				resp.Topics = append(resp.Topics, topic)
 				continue
 			}
 			ac.create(name)
-			parts = b.partitionsOf(name)
+			s = b.cat.snapshot()
+			ts, ok = s.Topics[name]
 		}
-		if len(parts) == 0 {
+		if !ok {
 			topic.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		} else if r.GetVersion() >= 10 {
-			topic.TopicID, _ = b.topics.id(name)
+			resp.Topics = append(resp.Topics, topic)
+			continue
 		}
-		for _, t := range parts {
+		if r.GetVersion() >= 10 {
+			topic.TopicID = ts.ID
+		}
+		for i, st := range ts.Partitions {
+			leader, isr := s.Shown(st)
+			if fenced && leader == b.opts.NodeID {
+				leader = cluster.NoLeader
+			}
 			p := kmsg.NewMetadataResponseTopicPartition()
-			p.Partition = t.TopicPartition().Partition
-			p.Leader = b.opts.NodeID
-			p.LeaderEpoch = t.LeaderEpoch() // (the epoch its replica leads at: replica.Manager's single node)
-			p.Replicas = []int32{b.opts.NodeID}
-			p.ISR = []int32{b.opts.NodeID}
+			p.Partition, p.Leader, p.LeaderEpoch = int32(i), leader, st.LeaderEpoch
+			p.Replicas, p.ISR = slices.Clone(ts.Replicas[i]), isr
+			p.OfflineReplicas, p.ErrorCode = offlineReplicas(s, ts.Replicas[i]), leaderCode(leader)
 			topic.Partitions = append(topic.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, topic)
 	}
 	b.metadataAuthorizedOps(h, r, resp)
 	return resp
+}
+
+// ensureInternal creates a coordinator's internal topic (as Kafka does
+// when a client asks for it).
+func (b *Broker) ensureInternal(name string) {
+	ensure := b.groups.Ensure
+	if name == txn.Topic {
+		ensure = b.txns.Ensure
+	}
+	if err := ensure(); err != nil {
+		b.opts.Logger.Error("creating "+name, "err", err)
+	}
+}
+
+// offlineReplicas are the replicas whose broker is not registered.
+func offlineReplicas(s *cluster.Snapshot, replicas []int32) []int32 {
+	out := []int32{}
+	for _, r := range replicas {
+		if _, live := s.Brokers[r]; !live {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// leaderCode is a partition's error as clients are told it: none, or
+// LEADER_NOT_AVAILABLE while it has no leader.
+func leaderCode(leader int32) int16 {
+	if leader == cluster.NoLeader {
+		return kerr.LeaderNotAvailable.Code
+	}
+	return 0
 }
 
 // metadataAuthorizedOps fills the cluster's and each topic's authorized

@@ -214,6 +214,6 @@ func TestControllerMutationQuota(t *testing.T) {
 	require.Equal(t, kerr.ThrottlingQuotaExceeded.Code, dtResp.Topics[0].ErrorCode)
 	_, ok := m.Get(checkpoint.TopicPartition{Topic: "a", Partition: 0})
 	require.True(t, ok, "a refused deletion deletes nothing")
-	require.Equal(t, 3, len(b.partitionsOf("e")))
+	require.Equal(t, 3, len(partitionsOf(b, "e")))
 	require.Positive(t, testutil.ToFloat64(b.metrics.throttled.WithLabelValues(auth.ControllerMutationRate)))
 }

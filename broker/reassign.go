@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog"
-	"github.com/seglog/seglog/cluster"
 )
 
 // Partition reassignments (KIP-455): AlterPartitionReassignments behind
@@ -48,7 +46,7 @@ func (b *Broker) alterReassignments(ctx context.Context, _ header, r *kmsg.Alter
 		for _, p := range t.Partitions {
 			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 			rp.Partition = p.Partition
-			if err := b.reassign(ctx, t.Topic, p.Partition, p.Replicas, resp.AllowReplicationFactorChange); err != nil {
+			if err := b.cat.reassign(ctx, t.Topic, p.Partition, p.Replicas, resp.AllowReplicationFactorChange); err != nil {
 				rp.ErrorCode, rp.ErrorMessage = clusterCode(err), errMessage(err)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
@@ -58,39 +56,10 @@ func (b *Broker) alterReassignments(ctx context.Context, _ header, r *kmsg.Alter
 	return resp
 }
 
-// reassign starts or cancels one partition's reassignment.
-func (b *Broker) reassign(ctx context.Context, topic string, p int32, target []int32, allowRFChange bool) error {
-	if !b.clustered() {
-		switch n := len(b.partitionsOf(topic)); {
-		case p < 0 || int(p) >= n:
-			return fmt.Errorf("%w: %s-%d", cluster.ErrUnknownTopic, topic, p)
-		case target == nil:
-			return cluster.ErrNoReassignmentInProgress
-		case !slices.Equal(target, []int32{b.opts.NodeID}):
-			return fmt.Errorf("%w: a single node's partition has one replica, broker %d", cluster.ErrInvalidAssignment, b.opts.NodeID)
-		}
-		return nil
-	}
-	m := b.opts.Cluster.Member
-	if target != nil && !allowRFChange {
-		t, ok := m.Snapshot().Topics[topic]
-		if ok && p >= 0 && int(p) < len(t.Partitions) {
-			st := t.Partitions[p]
-			if have := len(t.Replicas[p]) - len(st.Adding); have != len(target) {
-				return fmt.Errorf("%w from %d to %d", ErrReplicationFactorChange, have, len(target))
-			}
-		}
-	}
-	return m.Reassign(ctx, topic, p, target)
-}
-
 // listReassignments answers ListPartitionReassignments: the partitions
 // being reassigned, of every topic or of those named.
 func (b *Broker) listReassignments(_ context.Context, _ header, r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
 	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	if !b.clustered() {
-		return resp
-	}
 	var asked map[string][]int32
 	if r.Topics != nil {
 		asked = map[string][]int32{}
@@ -99,7 +68,7 @@ func (b *Broker) listReassignments(_ context.Context, _ header, r *kmsg.ListPart
 		}
 	}
 	byTopic := map[string]int{}
-	for _, ra := range b.opts.Cluster.Member.Snapshot().Reassignments() {
+	for _, ra := range b.cat.snapshot().Reassignments() {
 		if ps, ok := asked[ra.Topic]; asked != nil && (!ok || !slices.Contains(ps, ra.Partition)) {
 			continue
 		}

@@ -385,9 +385,9 @@ func TestRegistryRefusesWithoutACLs(t *testing.T) {
 		})
 	}
 	require.Len(t, m.Tablets(), topics, "no topic created or deleted")
-	require.NotEmpty(t, b.partitionsOf("secret"))
-	require.NotEmpty(t, b.partitionsOf(group.Topic))
-	require.NotEmpty(t, b.partitionsOf(txn.Topic))
+	require.NotEmpty(t, partitionsOf(b, "secret"))
+	require.NotEmpty(t, partitionsOf(b, group.Topic))
+	require.NotEmpty(t, partitionsOf(b, txn.Topic))
 }
 
 // An API without an authorization rule is refused with an authorizer on

@@ -242,6 +242,21 @@ func (s *Snapshot) BrokerIDs() []int32 {
 	return slices.Sorted(maps.Keys(s.Brokers))
 }
 
+// SingleNode is the metadata of a cluster of one — a single node's, whose
+// data directory holds it instead of etcd: broker node, registered and
+// live, is the controller, and topics are its topics as they are (their
+// replicas and ISR node alone, node their leader). rev is the version
+// the topics are at.
+func SingleNode(rev int64, node Broker, topics []*TopicState) *Snapshot {
+	s := emptySnapshot()
+	s.Revision, s.Controller = rev, node.ID
+	s.Brokers[node.ID] = node
+	for _, t := range topics {
+		s.Topics[t.Name], s.byID[t.ID] = t, t.Name
+	}
+	return s
+}
+
 func emptySnapshot() *Snapshot {
 	return &Snapshot{Brokers: map[int32]Broker{}, Controller: -1, Topics: map[string]*TopicState{},
 		byID: map[TopicID]string{}, candidates: map[string]candidate{}, Docs: map[string]Doc{}, Tiers: map[TopicPartition]TierPointer{}}

@@ -19,6 +19,9 @@ type peer struct {
 
 // endpoint is broker node's address on the inter-broker listener.
 func (m *Manager) endpoint(node int32) (string, error) {
+	if m.local {
+		return "", errors.New("broker " + strconv.Itoa(int(node)) + " is not this single node")
+	}
 	b, ok := m.opts.Member.Snapshot().Brokers[node]
 	if !ok || len(b.Endpoints) == 0 {
 		return "", errors.New("broker " + strconv.Itoa(int(node)) + " is not registered")
