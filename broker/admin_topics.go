@@ -98,7 +98,7 @@ func (b *Broker) createTopics(_ context.Context, h header, r *kmsg.CreateTopicsR
 		if id, ok := b.topics.id(rt.Topic); ok {
 			st.TopicID = id
 		}
-		for _, d := range b.describeTopicConfig(rt.Topic, cfg) {
+		for _, d := range b.configs.describeTopicConfig(rt.Topic, cfg) {
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
 			c.Name, c.Value, c.ReadOnly, c.Source = d.name, kmsg.StringPtr(d.value), d.readOnly, int8(d.source)
 			st.Configs = append(st.Configs, c)

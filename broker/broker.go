@@ -266,6 +266,7 @@ type Broker struct {
 	txns    *txn.Coordinator
 	ctx     context.Context // ends at Close: requests waiting for a rebalance stop
 	grp     *groupAPIs      // the group coordinator's APIs
+	configs *configAPIs     // the config APIs
 	txnAPI  *txnAPIs        // the transaction coordinator's APIs
 	// hooks, if set, are told of events a test waits for.
 	hooks struct {
@@ -420,6 +421,7 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 			maxPartitions: opts.MaxTopicPartitions}
 	}
 	b.topics = topicView{b.cat}
+	b.configs = &configAPIs{cat: b.cat, dyn: dyn, m: m, opts: &b.opts}
 	b.guard = &guard{authz: authz, topics: b.topics, logger: opts.Logger}
 	b.authn = newAuthenticator(b)
 	b.limits = newLimits(b)
@@ -571,7 +573,7 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 		b.mu.Unlock()
 		go func() {
 			defer b.wg.Done()
-			b.serveConn(c, &l)
+			serveConn(b, c, &l)
 			b.metrics.open.Dec()
 			b.mu.Lock()
 			delete(b.conns, c)

@@ -21,13 +21,23 @@ import (
 
 func init() {
 	register(
-		api{key: 32, min: 0, max: 4, handle: handler((*Broker).describeConfigs),
+		api{key: 32, min: 0, max: 4, handle: onCall(configsOf, (*configAPIs).describeConfigs),
 			rule: ruleFor(ruleTopic, opDescribeConfigs, (*guard).authorizeDescribeConfigs)},
-		api{key: 33, min: 0, max: 2, handle: handler((*Broker).alterConfigs),
+		api{key: 33, min: 0, max: 2, handle: onCall(configsOf, (*configAPIs).alterConfigs),
 			rule: ruleFor(ruleTopic, opAlterConfigs, (*guard).authorizeAlterConfigs)},
-		api{key: 44, min: 0, max: 1, handle: handler((*Broker).incrementalAlterConfigs),
+		api{key: 44, min: 0, max: 1, handle: onCall(configsOf, (*configAPIs).incrementalAlterConfigs),
 			rule: ruleFor(ruleTopic, opAlterConfigs, (*guard).authorizeIncrementalAlterConfigs)},
 	)
+}
+
+// configAPIs are the config APIs: a topic's configs (the catalog's) and
+// the broker's — the static ones it was started with and the dynamic ones
+// (dynconfig.go) — described and altered.
+type configAPIs struct {
+	cat  catalog
+	dyn  *dynamicConfigs
+	m    *tablet.Manager // the topic defaults, and the topics that follow them
+	opts *Options        // the static broker configs
 }
 
 // errText returns a pointer to an error's text, for a response's message.
@@ -120,15 +130,15 @@ func sortedConfigs(cs []describedConfig) []describedConfig {
 // one the topic sets (even to the default) or whose value is not the
 // broker's default is the topic's own (DYNAMIC_TOPIC_CONFIG), the broker's
 // default other than Kafka's is STATIC_BROKER_CONFIG, else DEFAULT_CONFIG.
-func (b *Broker) describeTopicConfig(topic string, c tablet.Config) []describedConfig {
-	kafka, broker := tablet.DefaultConfig(), b.m.DefaultConfig()
+func (a *configAPIs) describeTopicConfig(topic string, c tablet.Config) []describedConfig {
+	kafka, broker := tablet.DefaultConfig(), a.m.DefaultConfig()
 	var out []describedConfig
 	for _, k := range tablet.ConfigKeys() {
 		v, _ := c.Get(k)
 		bv, _ := broker.Get(k)
 		kv, _ := kafka.Get(k)
 		d := describedConfig{name: k, value: v, source: kmsg.ConfigSourceDefaultConfig, typ: topicConfigType(k)}
-		switch src := b.dyn.source(k); {
+		switch src := a.dyn.source(k); {
 		case v != bv || c.IsSet(k):
 			d.source = kmsg.ConfigSourceDynamicTopicConfig
 		case src != 0: // a dynamic broker config's
@@ -138,38 +148,38 @@ func (b *Broker) describeTopicConfig(topic string, c tablet.Config) []describedC
 		}
 		out = append(out, d)
 	}
-	return sortedConfigs(append(out, b.cat.replicationConfigs(topic)...))
+	return sortedConfigs(append(out, a.cat.replicationConfigs(topic)...))
 }
 
 // describeBrokerConfig lists the broker's configs: with cluster, the
 // dynamic cluster-wide defaults (resource ""); else every one with its
 // value and source (this broker's dynamic value, the cluster's, the static
 // one), the topic defaults dynamic (not read-only), the others static.
-func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
+func (a *configAPIs) describeBrokerConfig(cluster bool) []describedConfig {
 	if cluster {
 		var out []describedConfig
-		for _, name := range b.dyn.names(true) {
-			v, _ := b.dyn.valueAt(name, true)
+		for _, name := range a.dyn.names(true) {
+			v, _ := a.dyn.valueAt(name, true)
 			out = append(out, describedConfig{name: name, value: v, source: kmsg.ConfigSourceDynamicDefaultBrokerConfig, typ: brokerConfigType(name)})
 		}
 		return out
 	}
-	def := b.dyn.static
+	def := a.dyn.static
 	get := func(k string) string { v, _ := def.Get(k); return v }
 	static := func(name, value string, typ kmsg.ConfigType) describedConfig {
 		return describedConfig{name: name, value: value, source: kmsg.ConfigSourceStaticBrokerConfig, typ: typ, readOnly: true}
 	}
 	authorizerName := "" // Kafka's default: none
-	if b.opts.Authorizer {
+	if a.opts.Authorizer {
 		authorizerName = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 	}
 	out := []describedConfig{
-		static("node.id", strconv.Itoa(int(b.opts.NodeID)), kmsg.ConfigTypeInt),
-		static("broker.id", strconv.Itoa(int(b.opts.NodeID)), kmsg.ConfigTypeInt),
-		static("num.partitions", strconv.Itoa(int(b.opts.NumPartitions)), kmsg.ConfigTypeInt),
-		static("auto.create.topics.enable", strconv.FormatBool(!b.opts.NoAutoCreate), kmsg.ConfigTypeBoolean),
+		static("node.id", strconv.Itoa(int(a.opts.NodeID)), kmsg.ConfigTypeInt),
+		static("broker.id", strconv.Itoa(int(a.opts.NodeID)), kmsg.ConfigTypeInt),
+		static("num.partitions", strconv.Itoa(int(a.opts.NumPartitions)), kmsg.ConfigTypeInt),
+		static("auto.create.topics.enable", strconv.FormatBool(!a.opts.NoAutoCreate), kmsg.ConfigTypeBoolean),
 		static("default.replication.factor", "1", kmsg.ConfigTypeInt),
-		static("log.dirs", b.m.Dir(), kmsg.ConfigTypeString),
+		static("log.dirs", a.m.Dir(), kmsg.ConfigTypeString),
 		static("log.segment.bytes", get("segment.bytes"), kmsg.ConfigTypeInt),
 		static("log.retention.ms", get("retention.ms"), kmsg.ConfigTypeLong),
 		static("log.retention.bytes", get("retention.bytes"), kmsg.ConfigTypeLong),
@@ -179,11 +189,11 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 		static("log.cleaner.min.compaction.lag.ms", get("min.compaction.lag.ms"), kmsg.ConfigTypeLong),
 		static("log.cleaner.max.compaction.lag.ms", get("max.compaction.lag.ms"), kmsg.ConfigTypeLong),
 		static("message.max.bytes", get("max.message.bytes"), kmsg.ConfigTypeInt),
-		static("socket.request.max.bytes", strconv.Itoa(int(b.opts.MaxRequestBytes)), kmsg.ConfigTypeInt),
-		static("connections.max.idle.ms", strconv.FormatInt(b.opts.IdleTimeout.Milliseconds(), 10), kmsg.ConfigTypeLong),
-		static("max.connections", strconv.Itoa(b.opts.MaxConnections), kmsg.ConfigTypeInt),
-		static("seglog.durable.acks", strconv.FormatBool(b.opts.DurableAcks), kmsg.ConfigTypeBoolean),
-		static("connections.max.reauth.ms", strconv.FormatInt(b.opts.ReauthInterval.Milliseconds(), 10), kmsg.ConfigTypeLong),
+		static("socket.request.max.bytes", strconv.Itoa(int(a.opts.MaxRequestBytes)), kmsg.ConfigTypeInt),
+		static("connections.max.idle.ms", strconv.FormatInt(a.opts.IdleTimeout.Milliseconds(), 10), kmsg.ConfigTypeLong),
+		static("max.connections", strconv.Itoa(a.opts.MaxConnections), kmsg.ConfigTypeInt),
+		static("seglog.durable.acks", strconv.FormatBool(a.opts.DurableAcks), kmsg.ConfigTypeBoolean),
+		static("connections.max.reauth.ms", strconv.FormatInt(a.opts.ReauthInterval.Milliseconds(), 10), kmsg.ConfigTypeLong),
 		static("authorizer.class.name", authorizerName, kmsg.ConfigTypeString),
 	}
 	for _, d := range config.Broker {
@@ -193,7 +203,7 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 	}
 	// The topic defaults are dynamic: each one's value is the highest
 	// level's that sets it, its synonyms the levels below.
-	for _, name := range append(b.dyn.names(false), b.dyn.names(true)...) {
+	for _, name := range append(a.dyn.names(false), a.dyn.names(true)...) {
 		if !slices.ContainsFunc(out, func(d describedConfig) bool { return d.name == name }) {
 			syn, _ := tablet.BrokerSynonymOf(name)
 			v, _ := def.Get(syn.Topic)
@@ -211,7 +221,7 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 		d.readOnly = false
 		levels := []describedConfig{}
 		for _, lv := range []bool{false, true} {
-			if v, ok := b.dyn.valueAt(d.name, lv); ok {
+			if v, ok := a.dyn.valueAt(d.name, lv); ok {
 				src := kmsg.ConfigSourceDynamicBrokerConfig
 				if lv {
 					src = kmsg.ConfigSourceDynamicDefaultBrokerConfig
@@ -231,39 +241,39 @@ func (b *Broker) describeBrokerConfig(cluster bool) []describedConfig {
 			d.synonyms = append(d.synonyms, syn)
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(b.opts.Configs)) {
+	for _, name := range slices.Sorted(maps.Keys(a.opts.Configs)) {
 		if slices.ContainsFunc(out, func(d describedConfig) bool { return d.name == name }) {
 			continue // listed with its effective value
 		}
-		d := static(name, b.opts.Configs[name], kmsg.ConfigTypeString)
+		d := static(name, a.opts.Configs[name], kmsg.ConfigTypeString)
 		d.sensitive = strings.Contains(name, "password") || strings.Contains(name, "secret")
 		out = append(out, d)
 	}
 	return sortedConfigs(out)
 }
 
-func (b *Broker) describeConfigs(ctx context.Context, _ header, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
+func (a *configAPIs) describeConfigs(ctx context.Context, _ header, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	b.cat.sync(ctx) // what another broker altered a moment ago is described
+	a.cat.sync(ctx) // what another broker altered a moment ago is described
 	for _, rr := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var configs []describedConfig
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			c, ok := b.cat.topicConfig(rr.ResourceName)
+			c, ok := a.cat.topicConfig(rr.ResourceName)
 			if !ok {
 				sr.ErrorCode, sr.ErrorMessage = kerr.UnknownTopicOrPartition.Code, errText("topic %q does not exist", rr.ResourceName)
 				break
 			}
-			configs = b.describeTopicConfig(rr.ResourceName, c)
+			configs = a.describeTopicConfig(rr.ResourceName, c)
 		case kmsg.ConfigResourceTypeBroker:
-			cluster, code, msg := b.brokerLevel(rr.ResourceName)
+			cluster, code, msg := a.brokerLevel(rr.ResourceName)
 			if code != 0 {
 				sr.ErrorCode, sr.ErrorMessage = code, msg
 				break
 			}
-			configs = b.describeBrokerConfig(cluster)
+			configs = a.describeBrokerConfig(cluster)
 		default:
 			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("configs of resource type %s are not served", rr.ResourceType)
 		}
@@ -332,7 +342,7 @@ func listChange(current string, items *string, op kmsg.IncrementalAlterConfigOp)
 	return strings.Join(have, ",")
 }
 
-func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
+func (a *configAPIs) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range r.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
@@ -364,16 +374,16 @@ func (b *Broker) incrementalAlterConfigs(_ context.Context, _ header, r *kmsg.In
 		switch {
 		case sr.ErrorCode != 0:
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-			sr.ErrorCode, sr.ErrorMessage = b.alterBrokerConfig(rr.ResourceName, changes, false, r.ValidateOnly)
+			sr.ErrorCode, sr.ErrorMessage = a.alterBrokerConfig(rr.ResourceName, changes, false, r.ValidateOnly)
 		default:
-			sr.ErrorCode, sr.ErrorMessage = b.cat.alterTopicConfig(rr.ResourceName, changes, false, r.ValidateOnly)
+			sr.ErrorCode, sr.ErrorMessage = a.cat.alterTopicConfig(rr.ResourceName, changes, false, r.ValidateOnly)
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp
 }
 
-func (b *Broker) alterConfigs(_ context.Context, _ header, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
+func (a *configAPIs) alterConfigs(_ context.Context, _ header, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range r.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
@@ -384,9 +394,9 @@ func (b *Broker) alterConfigs(_ context.Context, _ header, r *kmsg.AlterConfigsR
 		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			sr.ErrorCode, sr.ErrorMessage = b.cat.alterTopicConfig(rr.ResourceName, changes, true, r.ValidateOnly)
+			sr.ErrorCode, sr.ErrorMessage = a.cat.alterTopicConfig(rr.ResourceName, changes, true, r.ValidateOnly)
 		case kmsg.ConfigResourceTypeBroker:
-			sr.ErrorCode, sr.ErrorMessage = b.alterBrokerConfig(rr.ResourceName, changes, true, r.ValidateOnly)
+			sr.ErrorCode, sr.ErrorMessage = a.alterBrokerConfig(rr.ResourceName, changes, true, r.ValidateOnly)
 		default:
 			sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, errText("configs of resource type %s are not altered here", rr.ResourceType)
 		}

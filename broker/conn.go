@@ -189,7 +189,8 @@ const firstFrameChunk = 64 << 10
 // slowly holds at most four times what it sent, never what it announced.
 // The buffer's length is the memory reserved, released once answered; ctx
 // ending (the broker closing) ends a wait for memory.
-func (b *Broker) readFrame(ctx context.Context, r io.Reader, n int, log *slog.Logger) (*[]byte, error) {
+func (cn *connection) readFrame(r io.Reader, n int) (*[]byte, error) {
+	b, ctx, log := cn.b, cn.ctx, cn.log
 	// A pooled buffer that holds the whole frame takes it as it grows (its
 	// memory reserved step by step all the same): no copies.
 	buf := pooledFrame(n)
@@ -260,12 +261,28 @@ func (q *readAhead) busy() bool {
 	return q.n > 0
 }
 
+// A connection is one client's connection as the broker serves it
+// (Kafka's socket server processor): its reader, its answerer, its
+// session and its context.
+type connection struct {
+	b    *Broker
+	c    net.Conn
+	l    *Listener
+	sess *session
+	log  *slog.Logger
+	// ctx ends when the client goes (the reader ends) or the broker
+	// closes: a long poll or a remote read on its behalf stops then.
+	ctx   context.Context
+	queue chan pending // read, to be answered in order
+	ahead *readAhead
+}
+
 // serveConn serves one connection: this goroutine reads frames (bounded
 // read-ahead), another answers them one at a time in request order. A
 // frame larger than MaxRequestBytes, or a request that does not parse,
 // closes this connection only, with a log line, after the requests before
 // it are answered.
-func (b *Broker) serveConn(c net.Conn, l *Listener) {
+func serveConn(b *Broker, c net.Conn, l *Listener) {
 	defer c.Close()
 	log := b.opts.Logger.With("remote", c.RemoteAddr().String())
 	if tc, ok := c.(*tls.Conn); ok {
@@ -283,30 +300,26 @@ func (b *Broker) serveConn(c net.Conn, l *Listener) {
 		b.metrics.closedAuth.Inc()
 		return
 	}
-	// The connection's context ends when its client goes (the reader
-	// ends) or the broker closes: a long poll or a remote read on its
-	// behalf stops then.
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	queue := make(chan pending, maxInFlight)
-	ahead := &readAhead{}
-	ahead.cond.L = &ahead.mu
+	cn := &connection{b: b, c: c, l: l, sess: sess, log: log, ctx: ctx, queue: make(chan pending, maxInFlight), ahead: &readAhead{}}
+	cn.ahead.cond.L = &cn.ahead.mu
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
-		b.answer(ctx, c, queue, ahead, log)
+		cn.answer()
 	}()
-	b.readRequests(ctx, c, l, sess, queue, ahead, log)
+	cn.read()
 	cancel()
-	close(queue)
+	close(cn.queue)
 	<-answered
 }
 
-// readRequests reads frames until the connection ends, is idle for
+// read reads frames until the connection ends, is idle for
 // connections.max.idle.ms (no request read or in flight), or sends one
 // that does not parse.
-func (b *Broker) readRequests(ctx context.Context, c net.Conn, l *Listener, sess *session, queue chan<- pending, ahead *readAhead,
-	log *slog.Logger) {
+func (cn *connection) read() {
+	b, c, l, sess, queue, ahead, log := cn.b, cn.c, cn.l, cn.sess, cn.queue, cn.ahead, cn.log
 	r := bufio.NewReaderSize(c, 8<<10)
 	host := clientHost(c.RemoteAddr())
 	var size [4]byte
@@ -334,7 +347,7 @@ func (b *Broker) readRequests(ctx context.Context, c net.Conn, l *Listener, sess
 			return
 		}
 		ahead.acquire(int(n))
-		buf, err := b.readFrame(ctx, r, int(n), log)
+		buf, err := cn.readFrame(r, int(n))
 		if err != nil {
 			ahead.release(int(n))
 			log.Debug("connection closed mid-frame", "err", err)
@@ -368,19 +381,19 @@ func (b *Broker) readRequests(ctx context.Context, c net.Conn, l *Listener, sess
 // answer handles the requests in order and writes their responses. After
 // a failure it only drains the queue (closing the connection ends the
 // reader).
-func (b *Broker) answer(ctx context.Context, c net.Conn, queue <-chan pending, ahead *readAhead, log *slog.Logger) {
+func (cn *connection) answer() {
 	failed := false
-	for p := range queue {
-		if !failed && !b.answerOne(ctx, c, p, log) {
+	for p := range cn.queue {
+		if !failed && !cn.answerOne(p) {
 			failed = true
-			_ = c.Close()
+			_ = cn.c.Close()
 		}
 		if p.done != nil {
 			close(p.done)
 		}
-		ahead.release(p.size)
+		cn.ahead.release(p.size)
 		if p.buf != nil {
-			b.reqMem.release(int64(len(*p.buf)))
+			cn.b.reqMem.release(int64(len(*p.buf)))
 		}
 		putFrame(p.buf) // nothing refers to the frame once it is answered
 	}
@@ -407,7 +420,8 @@ func (b *Broker) handleRecovering(ctx context.Context, h header, req kmsg.Reques
 
 // answerOne handles one request and writes its response; false closes the
 // connection.
-func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog.Logger) bool {
+func (cn *connection) answerOne(p pending) bool {
+	b, c, log := cn.b, cn.c, cn.log
 	if p.err != nil {
 		log.Warn("closing the connection", "err", p.err)
 		b.metrics.closedBad.Inc()
@@ -423,7 +437,7 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 	}
 	b.limits.waitMuted(p.h.sess)
 	begin := time.Now()
-	resp, err := b.handleRecovering(ctx, p.h, p.req, p.body, log)
+	resp, err := b.handleRecovering(cn.ctx, p.h, p.req, p.body, log)
 	handled := time.Now()
 	if errors.Is(err, errUnauthenticated) {
 		log.Info("closing the connection", "api", kmsg.NameForKey(p.h.key), "err", err)
@@ -436,7 +450,7 @@ func (b *Broker) answerOne(ctx context.Context, c net.Conn, p pending, log *slog
 		return false
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(b.opts.IdleTimeout))
-	if _, err := b.writeReply(c, p.h, resp, 4+p.size); err != nil {
+	if _, err := writeReply(b.metrics, c, p.h, resp, 4+p.size); err != nil {
 		if errors.Is(err, errResponseTooLarge) {
 			log.Warn("closing the connection", "err", err)
 		} else {
@@ -462,9 +476,9 @@ var errResponseTooLarge = errors.New("broker: the response is larger than a fram
 // writeReply counts a response and writes it (nothing for acks=0); a
 // fetch's record bytes go from their segment files (sendfile where the
 // platform allows). in is the request's size, for the collectors.
-func (b *Broker) writeReply(w io.Writer, h header, resp kmsg.Response, in int) (int, error) {
+func writeReply(m *metrics, w io.Writer, h header, resp kmsg.Response, in int) (int, error) {
 	if resp == nil {
-		b.metrics.answered(h, nil, in, 0)
+		m.answered(h, nil, in, 0)
 		return 0, nil
 	}
 	if fr, ok := resp.(*fetchReply); ok {
@@ -473,16 +487,16 @@ func (b *Broker) writeReply(w io.Writer, h header, resp kmsg.Response, in int) (
 		if size-4 > math.MaxInt32 {
 			return 0, fmt.Errorf("%w: %d bytes", errResponseTooLarge, size-4)
 		}
-		b.metrics.answered(h, fr.FetchResponse, in, size)
-		fr.countOut(b.metrics)
+		m.answered(h, fr.FetchResponse, in, size)
+		fr.countOut(m)
 		return size, fr.writeTo(w, chunks)
 	}
-	b.metrics.knownCodes(resp)
+	m.knownCodes(resp)
 	buf := encodeResponse(h, resp)
 	if len(buf)-4 > math.MaxInt32 {
 		return 0, fmt.Errorf("%w: %d bytes", errResponseTooLarge, len(buf)-4)
 	}
-	b.metrics.answered(h, resp, in, len(buf))
+	m.answered(h, resp, in, len(buf))
 	_, err := w.Write(buf)
 	return len(buf), err
 }

@@ -265,22 +265,22 @@ func (d *dynamicConfigs) names(cluster bool) []string {
 
 // brokerLevel says which level a BROKER resource name is: "" the cluster
 // default, this broker's node id its own; another is an error.
-func (b *Broker) brokerLevel(name string) (cluster bool, code int16, msg *string) {
+func (a *configAPIs) brokerLevel(name string) (cluster bool, code int16, msg *string) {
 	switch name {
 	case "":
 		return true, 0, nil
-	case strconv.Itoa(int(b.opts.NodeID)):
+	case strconv.Itoa(int(a.opts.NodeID)):
 		return false, 0, nil
 	}
-	return false, kerr.InvalidRequest.Code, errText("this broker is node %d", b.opts.NodeID)
+	return false, kerr.InvalidRequest.Code, errText("this broker is node %d", a.opts.NodeID)
 }
 
 // alterBrokerConfig changes the dynamic configs of one level (replace:
 // AlterConfigs, which sets the level's whole set), stores them, and moves
 // the topic defaults (and the topics that follow them). A static or
 // unknown config changes nothing.
-func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace, validateOnly bool) (int16, *string) {
-	cluster, code, msg := b.brokerLevel(name)
+func (a *configAPIs) alterBrokerConfig(name string, changes []configChange, replace, validateOnly bool) (int16, *string) {
+	cluster, code, msg := a.brokerLevel(name)
 	if code != 0 {
 		return code, msg
 	}
@@ -291,8 +291,8 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 		if isDynamicBrokerConfig(ch.key) {
 			continue
 		}
-		if !b.isBrokerConfig(ch.key) {
-			return kerr.InvalidConfig.Code, errText("%s is not a broker config%s", ch.key, b.nearestBrokerConfig(ch.key))
+		if !a.isBrokerConfig(ch.key) {
+			return kerr.InvalidConfig.Code, errText("%s is not a broker config%s", ch.key, a.nearestBrokerConfig(ch.key))
 		}
 		static = append(static, ch.key)
 	}
@@ -300,7 +300,7 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 		// Kafka's words for a config that is not dynamic.
 		return kerr.InvalidRequest.Code, errText("Cannot update these configs dynamically: %v", static)
 	}
-	d := b.dyn
+	d := a.dyn
 	var refused *configRefusal
 	err := d.doc.Update(func(f *dynamicFile) (*dynamicFile, []byte, error) {
 		next, refusal := d.alter(f, cluster, changes, replace)
@@ -314,13 +314,13 @@ func (b *Broker) alterBrokerConfig(name string, changes []configChange, replace,
 	case refused != nil:
 		return refused.code, refused.msg
 	case err != nil:
-		b.opts.Logger.Error("storing the dynamic broker configs", "err", err)
+		a.opts.Logger.Error("storing the dynamic broker configs", "err", err)
 		return errorCode(err), errMessage(err)
 	case validateOnly:
 		return 0, nil
 	}
-	d.apply(b.m, b.opts.Logger)
-	b.opts.Logger.Info("altered the dynamic broker configs", "resource", name, "changes", len(changes))
+	d.apply(a.m, a.opts.Logger)
+	a.opts.Logger.Info("altered the dynamic broker configs", "resource", name, "changes", len(changes))
 	return 0, nil
 }
 
@@ -399,15 +399,15 @@ func (d *dynamicConfigs) alter(f *dynamicFile, cluster bool, changes []configCha
 
 // isBrokerConfig says name is a broker config this broker has (one it
 // lists, or one the operator set): a static one, when not dynamic.
-func (b *Broker) isBrokerConfig(name string) bool {
-	if _, ok := b.opts.Configs[name]; ok {
+func (a *configAPIs) isBrokerConfig(name string) bool {
+	if _, ok := a.opts.Configs[name]; ok {
 		return true
 	}
-	return slices.ContainsFunc(b.describeBrokerConfig(false), func(d describedConfig) bool { return d.name == name })
+	return slices.ContainsFunc(a.describeBrokerConfig(false), func(d describedConfig) bool { return d.name == name })
 }
 
 // nearestBrokerConfig suggests the dynamic config nearest a typo.
-func (b *Broker) nearestBrokerConfig(name string) string {
+func (a *configAPIs) nearestBrokerConfig(name string) string {
 	var names []string
 	for _, d := range config.Broker {
 		if d.Dynamic {

@@ -22,7 +22,7 @@ func brokerConfig(t *testing.T, b *Broker, name, resource string) kmsg.DescribeC
 	r := kmsg.NewPtrDescribeConfigsRequest()
 	r.IncludeSynonyms = true
 	r.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: resource, ConfigNames: []string{name}}}
-	resp := b.describeConfigs(context.Background(), header{}, r)
+	resp := b.configs.describeConfigs(context.Background(), header{}, r)
 	require.Zero(t, resp.Resources[0].ErrorCode)
 	for _, c := range resp.Resources[0].Configs {
 		if c.Name == name {
@@ -111,7 +111,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	require.ErrorIs(t, set("log.retention.mss", "1"), kerr.InvalidConfig)
 	require.Contains(t, message, "did you mean log.retention.ms")
 	require.ErrorIs(t, set("log.retention.ms", "soon"), kerr.InvalidConfig)
-	code, _ := b.alterBrokerConfig("7", []configChange{{key: "log.retention.ms", value: kmsg.StringPtr("1")}}, false, false)
+	code, _ := b.configs.alterBrokerConfig("7", []configChange{{key: "log.retention.ms", value: kmsg.StringPtr("1")}}, false, false)
 	require.Equal(t, kerr.InvalidRequest.Code, code, "node 7 is not this broker")
 
 	// Across a restart, the dynamic values hold.
@@ -160,7 +160,7 @@ func TestDynamicConfigsMergeByKey(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	alter := func(name, value string) {
-		code, msg := b.alterBrokerConfig("", []configChange{{key: name, value: kmsg.StringPtr(value)}}, false, false)
+		code, msg := b.configs.alterBrokerConfig("", []configChange{{key: name, value: kmsg.StringPtr(value)}}, false, false)
 		require.Zero(t, code, "%v", msg)
 	}
 	alter("log.retention.hours", "1")
@@ -168,7 +168,7 @@ func TestDynamicConfigsMergeByKey(t *testing.T) {
 	alter("log.retention.ms", "60000")
 	require.Equal(t, int64(60000), m.DefaultConfig().RetentionMs, "the dynamic log.retention.ms wins")
 	require.Equal(t, kmsg.ConfigSourceDynamicDefaultBrokerConfig, b.dyn.source("retention.ms"))
-	code, _ := b.alterBrokerConfig("", []configChange{{key: "log.retention.ms", reset: true}}, false, false)
+	code, _ := b.configs.alterBrokerConfig("", []configChange{{key: "log.retention.ms", reset: true}}, false, false)
 	require.Zero(t, code)
 	require.Equal(t, int64(7200000), m.DefaultConfig().RetentionMs)
 	require.Zero(t, b.dyn.source("retention.ms"), "the static value's")
@@ -237,7 +237,7 @@ func TestDescribeConfigsDocumentation(t *testing.T) {
 		{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "d", ConfigNames: []string{"retention.ms", "cleanup.policy"}},
 		{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "0", ConfigNames: []string{"log.retention.ms", "leader.replication.throttled.rate"}},
 	}
-	resp := b.describeConfigs(context.Background(), header{}, r)
+	resp := b.configs.describeConfigs(context.Background(), header{}, r)
 	docs := map[string]string{}
 	types := map[string]kmsg.ConfigType{}
 	for _, rr := range resp.Resources {

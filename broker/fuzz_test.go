@@ -160,7 +160,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		// The answer encodes, and is written as a connection writes it.
 		var out bytes.Buffer
-		n, err := br.writeReply(&out, h, resp, len(frame))
+		n, err := writeReply(br.metrics, &out, h, resp, len(frame))
 		if err != nil {
 			t.Fatalf("writing the answer: %v", err)
 		}

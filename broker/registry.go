@@ -166,6 +166,7 @@ func onCall[P any, R kmsg.Request, S kmsg.Response](pick func(*Broker) P, f func
 
 // The parts of the broker that answer APIs of their own.
 func txnsOf(b *Broker) *txnAPIs                { return b.txnAPI }
+func configsOf(b *Broker) *configAPIs          { return b.configs }
 func groupsOf(b *Broker) *groupAPIs            { return b.grp }
 func telemetryOf(b *Broker) *telemetry         { return b.telemetry }
 func guardOf(b *Broker) *guard                 { return b.guard }
