@@ -22,6 +22,7 @@ import (
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/broker/auth"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/server"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -126,7 +127,7 @@ func startSecure(dir string, conf *tls.Config) (*serveTarget, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b, err := broker.New(m, broker.Options{Logger: quiet, Authorizer: true})
+	b, err := server.Compose(m, broker.Options{Logger: quiet, Authorizer: true})
 	if err != nil {
 		return fail(err)
 	}

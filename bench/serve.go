@@ -23,6 +23,7 @@ import (
 
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/checkpoint"
+	"github.com/seglog/seglog/server"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -52,7 +53,7 @@ func startSeglog(dir string, partitions int32, durable bool) (*serveTarget, erro
 			return nil, err
 		}
 	}
-	b, err := broker.New(m, broker.Options{Logger: quiet})
+	b, err := server.Compose(m, broker.Options{Logger: quiet})
 	if err != nil {
 		m.Close()
 		return nil, err

@@ -372,7 +372,7 @@ func TestMetadataNamesTheDirectorysNode(t *testing.T) {
 	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{NodeID: 7, ClusterID: "cluster-seven", Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
 	defer m.Close()
-	b, err := New(m, Options{Logger: quiet, NodeID: 3})
+	b, err := compose(m, Options{Logger: quiet, NodeID: 3})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

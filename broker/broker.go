@@ -302,9 +302,9 @@ type Broker struct {
 	// single node's (its own, over the data directory): produce acks,
 	// fetches and high watermarks go through it in both.
 	replicas *replica.Manager
-	// ownReplicas: replicas is the single node's, made by New (closed
-	// by Close).
-	ownReplicas bool
+	// closeServices is the composition root's closer of the services,
+	// run by Close after the connections (Services.Close).
+	closeServices func() error
 	// rackAware: a consumer naming its rack is sent to a follower in it
 	// (ClusterOptions.RackAwareReplicaSelector).
 	rackAware bool
@@ -322,13 +322,31 @@ type Broker struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a broker on the manager's data directory.
-func New(m *tablet.Manager, opts Options) (*Broker, error) {
+// A Foundation is what a broker's services are made over, opened first:
+// the data directory's (or the cluster's) security documents and dynamic
+// broker configs — the dynamic topic defaults applied before any topic,
+// the coordinators' included, is made — and the producer ids. A
+// composition root (package server's Compose) opens it, makes the
+// services with its options (GroupOptions, TxnOptions), then the broker
+// (New).
+type Foundation struct {
+	m       *tablet.Manager
+	opts    Options
+	docs    *stateDocs
+	pids    *producerIDs
+	markers *clusterMarkers // a cluster's transaction markers (their broker set by New)
+}
+
+// Open opens the foundation of a broker on the manager's data directory.
+func Open(m *tablet.Manager, opts Options) (*Foundation, error) {
 	opts.ensureDefaults()
 	for _, mech := range opts.SASLMechanisms {
 		if !slices.Contains(auth.SASLMechanisms, mech) {
 			return nil, fmt.Errorf("broker: sasl.enabled.mechanisms: %q is not one of %v", mech, auth.SASLMechanisms)
 		}
+	}
+	if c := opts.Cluster; c != nil && (c.Member == nil || c.Replicas == nil) {
+		return nil, errors.New("broker: a cluster's broker needs its member and its replica manager")
 	}
 	pids, err := openProducerIDs(m.FS(), filepath.Join(m.Dir(), producerIDFile))
 	if err != nil {
@@ -343,97 +361,124 @@ func New(m *tablet.Manager, opts Options) (*Broker, error) {
 			return c.Member.ProducerIDs(ctx, n)
 		}
 	}
-	// The dynamic broker configs, over the static topic defaults, before
-	// anything (the coordinators' topics) is created.
 	docs, err := openStateDocs(m, opts)
 	if err != nil {
 		return nil, err
 	}
-	creds, acls, quotas, dyn := docs.creds, docs.acls, docs.quotas, docs.dyn
-	if opts.Cluster != nil && opts.Cluster.Replicas != nil {
-		dyn.rates = opts.Cluster.Replicas.SetThrottleRates
+	if c := opts.Cluster; c != nil {
+		docs.dyn.rates = c.Replicas.SetThrottleRates
 	}
-	if c, b := dyn.levels(); len(c)+len(b) > 0 {
-		dyn.apply(m, opts.Logger)
+	if c, b := docs.dyn.levels(); len(c)+len(b) > 0 {
+		docs.dyn.apply(m, opts.Logger)
 	}
-	var authz *auth.Authorizer
-	if opts.Authorizer {
-		authz = &auth.Authorizer{ACLs: acls, SuperUsers: opts.SuperUsers, AllowIfNoACL: opts.AllowEveryoneIfNoACL}
-	}
-	meta := m.Meta()
-	opts.NodeID = meta.NodeID
-	gopts := opts.Groups
+	opts.NodeID = m.Meta().NodeID
+	return &Foundation{m: m, opts: opts, docs: docs, pids: pids, markers: &clusterMarkers{}}, nil
+}
+
+// Logger is the broker's logger (rate-limited), for its services.
+func (f *Foundation) Logger() *slog.Logger { return f.opts.Logger }
+
+// GroupOptions are the group coordinator's options: Options.Groups, and
+// in a cluster the hooks that make it a cluster's (its topic's
+// partitions' leaders coordinate their groups).
+func (f *Foundation) GroupOptions() group.Options {
+	gopts := f.opts.Groups
 	if gopts.Logger == nil {
-		gopts.Logger = opts.Logger
+		gopts.Logger = f.opts.Logger
 	}
 	// A single node serves at once and loads its groups behind
 	// (COORDINATOR_LOAD_IN_PROGRESS until each partition is in), as Kafka's
 	// coordinator does; a cluster's load as their leadership comes.
 	gopts.LoadInBackground = !gopts.ReadOnly
-	if c := opts.Cluster; c != nil {
-		gopts.Cluster = clusterGroupHooks(c, gopts, opts.Logger)
+	if c := f.opts.Cluster; c != nil {
+		gopts.Cluster = clusterGroupHooks(c, gopts, f.opts.Logger)
 		gopts.TopicExists = func(topic string, partition int32) bool {
 			_, ok := c.Member.Snapshot().Partition(topic, partition)
 			return ok
 		}
 	}
-	groups, err := group.New(m, gopts)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Cluster != nil {
-		watchCoordinated(opts.Cluster.Replicas, group.Topic, func(p int32, t *tablet.Tablet, _ int32) func() error {
-			return groups.Load(p, t)
-		}, groups.Unload, opts.Logger)
-	}
-	topts := opts.Transactions
+	return gopts
+}
+
+// TxnOptions are the transaction coordinator's options:
+// Options.Transactions, its producer ids from the broker's allocator, a
+// committed transaction's offsets applied by groups, and in a cluster the
+// hooks that make it a cluster's (its markers sent to each partition's
+// leader).
+func (f *Foundation) TxnOptions(groups *group.Coordinator) txn.Options {
+	topts := f.opts.Transactions
 	if topts.Logger == nil {
-		topts.Logger = opts.Logger
+		topts.Logger = f.opts.Logger
 	}
-	topts.AllocateProducerID = pids.allocate
+	topts.AllocateProducerID = f.pids.allocate
 	topts.OnMarker = groups.OnMarker // a transaction's offsets apply when it commits
-	markers := &clusterMarkers{}
-	if c := opts.Cluster; c != nil {
-		topts.Cluster = clusterTxnHooks(c, topts, markers)
-		topts.TopicExists = gopts.TopicExists
+	if c := f.opts.Cluster; c != nil {
+		topts.Cluster = clusterTxnHooks(c, topts, f.markers)
+		topts.TopicExists = f.GroupOptions().TopicExists
 	}
-	txns, err := txn.New(m, topts)
-	if err != nil {
-		groups.Close()
-		return nil, err
+	return topts
+}
+
+// Services are what a broker answers with besides its data directory,
+// made by the composition root over its Foundation: the replica manager
+// (a single node's over its tablets, or the cluster's) and the
+// coordinators. Close, if set, is the root's: the broker's Close runs it
+// once its connections are done (the services stop after the requests
+// that use them).
+type Services struct {
+	Replicas *replica.Manager
+	Groups   *group.Coordinator
+	Txns     *txn.Coordinator
+	Close    func() error
+}
+
+// New returns a broker over its foundation and services; it makes none
+// of them.
+func New(f *Foundation, s Services) (*Broker, error) {
+	m, opts := f.m, f.opts
+	if s.Replicas == nil || s.Groups == nil || s.Txns == nil {
+		return nil, errors.New("broker: the replica manager and the coordinators are required")
 	}
-	b := &Broker{m: m, opts: opts, pids: pids, dyn: dyn, clusterID: meta.ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
-		stop: make(chan struct{}), groups: groups, txns: txns, creds: creds, acls: acls, quotas: quotas, clock: time.Now, perIP: map[string]int{},
-		reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
-		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now)}
+	if c := opts.Cluster; c != nil && c.Replicas != s.Replicas {
+		return nil, errors.New("broker: the services' replica manager is not the cluster's")
+	}
+	docs := f.docs
+	var authz *auth.Authorizer
+	if opts.Authorizer {
+		authz = &auth.Authorizer{ACLs: docs.acls, SuperUsers: opts.SuperUsers, AllowIfNoACL: opts.AllowEveryoneIfNoACL}
+	}
+	b := &Broker{m: m, opts: opts, pids: f.pids, dyn: docs.dyn, clusterID: m.Meta().ClusterID, metrics: newMetrics(), conns: map[net.Conn]struct{}{},
+		stop: make(chan struct{}), groups: s.Groups, txns: s.Txns, creds: docs.creds, acls: docs.acls, quotas: docs.quotas, clock: time.Now,
+		perIP: map[string]int{}, reqMem: &memBudget{limit: opts.QueuedMaxRequestBytes}, sessions: newFetchSessions(opts.FetchSessionSlots, time.Now),
+		telemetry: newTelemetry(opts.NoClientTelemetry, time.Now), replicas: s.Replicas, closeServices: s.Close}
 	b.ctx = b.stopContext()
 	if c := opts.Cluster; c != nil {
 		b.cat = &clusterCatalog{clusterTopics: clusterTopics{c.Member}, c: c, defaults: m.DefaultConfig, ctx: b.ctx, log: opts.Logger,
 			maxPartitions: opts.MaxTopicPartitions}
-		b.replicas, b.rackAware = c.Replicas, c.RackAwareReplicaSelector
+		b.rackAware = c.RackAwareReplicaSelector
 	} else {
-		r, err := replica.New(replica.Options{Tablets: m, NodeID: meta.NodeID, Logger: opts.Logger})
-		if err != nil {
-			return nil, err
-		}
-		b.replicas, b.ownReplicas = r, true
-		b.cat = &localCatalog{Manager: m, replicas: r, node: meta.NodeID, advertised: b.advertised, log: opts.Logger,
+		b.cat = &localCatalog{Manager: m, replicas: s.Replicas, node: opts.NodeID, advertised: b.advertised, log: opts.Logger,
 			maxPartitions: opts.MaxTopicPartitions}
 	}
 	b.topics = topicView{b.cat}
-	b.configs = &configAPIs{cat: b.cat, dyn: dyn, m: m, opts: &b.opts}
+	b.configs = &configAPIs{cat: b.cat, dyn: docs.dyn, m: m, opts: &b.opts}
 	b.guard = &guard{authz: authz, topics: b.topics, logger: opts.Logger}
 	b.authn = newAuthenticator(b)
 	b.limits = newLimits(b)
-	b.grp = &groupAPIs{groups: groups, guard: b.guard, topics: b.topics}
-	b.txnAPI = &txnAPIs{txns: txns, pids: pids, grp: b.grp, verify: b.verifyTxn, logger: opts.Logger}
-	markers.b = b
-	if opts.Cluster != nil {
-		watchCoordinated(opts.Cluster.Replicas, txn.Topic, txns.Load, txns.Unload, opts.Logger)
+	b.grp = &groupAPIs{groups: s.Groups, guard: b.guard, topics: b.topics}
+	b.txnAPI = &txnAPIs{txns: s.Txns, pids: f.pids, grp: b.grp, verify: b.verifyTxn, logger: opts.Logger}
+	f.markers.b = b
+	if c := opts.Cluster; c != nil {
+		// The coordinators follow the leadership of their topics'
+		// partitions.
+		watchCoordinated(c.Replicas, group.Topic, func(p int32, t *tablet.Tablet, _ int32) func() error {
+			return s.Groups.Load(p, t)
+		}, s.Groups.Unload, opts.Logger)
+		watchCoordinated(c.Replicas, txn.Topic, s.Txns.Load, s.Txns.Unload, opts.Logger)
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			b.followDocs(opts.Cluster.Member)
+			b.followDocs(c.Member)
 		}()
 	}
 	return b, nil
@@ -600,8 +645,8 @@ func (b *Broker) maxConnectionsOf(ip string) int {
 }
 
 // Close stops accepting, closes every connection once its request in
-// flight is answered, and waits for them. The manager is the caller's to
-// close after.
+// flight is answered, waits for them, then closes the services (by
+// Services.Close). The manager is the caller's to close after.
 func (b *Broker) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -625,11 +670,8 @@ func (b *Broker) Close() error {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
-	if b.groups != nil {
-		errs = append(errs, b.groups.Close(), b.txns.Close())
-	}
-	if b.ownReplicas {
-		b.replicas.Close()
+	if b.closeServices != nil {
+		errs = append(errs, b.closeServices())
 	}
 	return errors.Join(errs...)
 }

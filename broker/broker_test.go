@@ -41,7 +41,7 @@ func testBrokerWith(t *testing.T, opts Options, setup func(*tablet.Manager, *Bro
 	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
 	opts.Logger = quiet
-	b, err := New(m, opts)
+	b, err := compose(m, opts)
 	require.NoError(t, err)
 	if setup != nil {
 		setup(m, b)
@@ -242,7 +242,7 @@ func TestServedDirectoryVerifies(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
-	b, err := New(m, Options{Logger: quiet})
+	b, err := compose(m, Options{Logger: quiet})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -43,7 +43,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	open := func() (*Broker, *tablet.Manager, string) {
 		m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
 		require.NoError(t, err)
-		b, err := New(m, Options{Logger: quiet})
+		b, err := compose(m, Options{Logger: quiet})
 		require.NoError(t, err)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestDynamicConfigsMergeByKey(t *testing.T) {
 	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Config: &static, Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
 	defer m.Close()
-	b, err := New(m, Options{Logger: quiet, Configs: map[string]string{"log.retention.ms": "7200000"}})
+	b, err := compose(m, Options{Logger: quiet, Configs: map[string]string{"log.retention.ms": "7200000"}})
 	require.NoError(t, err)
 	defer b.Close()
 	alter := func(name, value string) {
@@ -226,7 +226,7 @@ func TestDescribeConfigsDocumentation(t *testing.T) {
 	m, err := tablet.OpenManager(nil, filepath.Join(t.TempDir(), "data"), tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
 	defer m.Close()
-	b, err := New(m, Options{Logger: quiet})
+	b, err := compose(m, Options{Logger: quiet})
 	require.NoError(t, err)
 	defer b.Close()
 	_, err = m.Create(checkpoint.TopicPartition{Topic: "d"}, nil)

@@ -134,7 +134,7 @@ func FuzzRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { m.Close() })
-	br, err := New(m, Options{Logger: quiet, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxFetchWait: time.Millisecond,
+	br, err := compose(m, Options{Logger: quiet, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxFetchWait: time.Millisecond,
 		MaxTopicPartitions: 4, // fuzzed creates make few directories
 		Groups:             group.Options{NoInitialDelay: true, Partitions: 2},
 		// The authorizer on, open where no ACL names a resource: fuzzed

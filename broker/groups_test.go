@@ -171,7 +171,7 @@ func serveDir(t *testing.T, dir, addr string, opts Options) (*Broker, string, fu
 	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
 	opts.Logger = quiet
-	b, err := New(m, opts)
+	b, err := compose(m, opts)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)

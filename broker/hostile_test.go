@@ -36,7 +36,7 @@ func loggedBroker(t *testing.T, opts Options, ln net.Listener) (*Broker, *locked
 	require.NoError(t, err)
 	logs := &lockedBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	b, err := New(m, opts)
+	b, err := compose(m, opts)
 	require.NoError(t, err)
 	served := serveTest(t, b, m, ln)
 	return b, logs, served
@@ -134,7 +134,7 @@ func TestBrokerFileModes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	m, err := tablet.OpenManager(nil, dir, tablet.ManagerOptions{Tablet: tablet.Options{Logger: quiet}})
 	require.NoError(t, err)
-	b, err := New(m, Options{Logger: quiet})
+	b, err := compose(m, Options{Logger: quiet})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

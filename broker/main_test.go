@@ -1,10 +1,14 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"testing"
 
+	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/coordinator/txn"
+	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -35,4 +39,33 @@ func partitionsOf(b *Broker, topic string) []*tablet.Tablet {
 		}
 	}
 	return out
+}
+
+// compose is a single node's broker on m as package server's Compose
+// makes it (which the broker's tests cannot import): foundation, replica
+// manager, coordinators, broker — the services closed by the broker's
+// Close.
+func compose(m *tablet.Manager, opts Options) (*Broker, error) {
+	f, err := Open(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	r, err := replica.New(replica.Options{Tablets: m, NodeID: m.Meta().NodeID, Logger: f.Logger()})
+	if err != nil {
+		return nil, err
+	}
+	g, err := group.New(m, f.GroupOptions())
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	x, err := txn.New(m, f.TxnOptions(g))
+	if err != nil {
+		r.Close()
+		return nil, errors.Join(err, g.Close())
+	}
+	return New(f, Services{Replicas: r, Groups: g, Txns: x, Close: func() error {
+		defer r.Close()
+		return errors.Join(x.Close(), g.Close())
+	}})
 }

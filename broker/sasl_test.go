@@ -74,7 +74,7 @@ func serveSecure(t *testing.T, opts Options, tlsOpts TLSOptions, users map[strin
 		opts.FailedAuthDelay = -1
 	}
 	opts.Groups.NoInitialDelay = true
-	sb.b, err = New(m, opts)
+	sb.b, err = compose(m, opts)
 	require.NoError(t, err)
 	for _, f := range setup {
 		f(sb.b)

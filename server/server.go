@@ -308,7 +308,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	if s.b, err = broker.New(s.m, bopts); err != nil {
+	if s.b, err = Compose(s.m, bopts); err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, s.b.Close)

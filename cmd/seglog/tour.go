@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/seglog/seglog/broker"
 	"github.com/seglog/seglog/logfile"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/seglog/seglog/server"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -545,7 +547,7 @@ func (t *tour) attachCopy(m *tablet.Manager) error {
 // (franz-go): an idempotent producer to a topic it auto-creates, a
 // consumer of it and of clicks from the beginning.
 func (t *tour) serve() (err error) {
-	b, err := broker.New(t.m, broker.Options{Logger: t.logs, NumPartitions: 3})
+	b, err := server.Compose(t.m, broker.Options{Logger: t.logs, NumPartitions: 3})
 	if err != nil {
 		return err
 	}
