@@ -677,3 +677,14 @@ func (b *Broker) Close() error {
 }
 
 var _ io.Closer = (*Broker)(nil)
+
+// stopContext ends when the broker closes: JoinGroup and SyncGroup stop
+// waiting for a rebalance.
+func (b *Broker) stopContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-b.stop
+		cancel()
+	}()
+	return ctx
+}

@@ -14,7 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seglog/seglog/cluster"
+	"github.com/seglog/seglog/config"
 	"github.com/seglog/seglog/coordinator/group"
+	"github.com/seglog/seglog/replica"
 	"github.com/seglog/seglog/tablet"
 )
 
@@ -390,4 +392,46 @@ func (cc *clusterCatalog) reassign(ctx context.Context, topic string, p int32, t
 		}
 	}
 	return m.Reassign(ctx, topic, p, target)
+}
+
+// replicationConfigs are the topic configs a cluster's replication
+// takes (kept in the topic's metadata), with their checks: the table's
+// (package config), and the throttled replicas' syntax.
+var replicationConfigs = map[string]func(*string) error{
+	"min.insync.replicas":                     checkByTable("min.insync.replicas"),
+	"unclean.leader.election.enable":          checkByTable("unclean.leader.election.enable"),
+	"leader.replication.throttled.replicas":   checkThrottledReplicas,
+	"follower.replication.throttled.replicas": checkThrottledReplicas,
+}
+
+// checkByTable checks a topic config's value by package config's table.
+func checkByTable(name string) func(*string) error {
+	d, ok := config.TopicDef(name)
+	if !ok {
+		panic("broker: " + name + " is not in package config's table") // (a programming error, at init)
+	}
+	return func(v *string) error {
+		if err := d.Check(deref(v)); err != nil {
+			return fmt.Errorf("%w: %s: %v", tablet.ErrConfig, name, err)
+		}
+		return nil
+	}
+}
+
+func checkThrottledReplicas(v *string) error {
+	if _, err := replica.ParseThrottledReplicas(deref(v)); err != nil {
+		return fmt.Errorf("%w: %w", tablet.ErrConfig, err)
+	}
+	return nil
+}
+
+// IsReplicationConfig reports whether a topic config is the cluster's
+// replication's (kept in the topic's metadata), not its tablets'.
+func IsReplicationConfig(name string) bool { return replicationConfigs[name] != nil }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

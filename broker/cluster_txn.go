@@ -40,25 +40,6 @@ func clusterTxnHooks(c *ClusterOptions, topts txn.Options, markers *clusterMarke
 	}}
 }
 
-// coordinatorOf names the coordinator of a key in a cluster: the leader
-// of partition p of the coordinator's internal topic
-// (COORDINATOR_NOT_AVAILABLE while it has none, or its leader has no
-// endpoint on the client's listener).
-func (b *Broker) coordinatorOf(h header, topic string, p int32, co *kmsg.FindCoordinatorResponseCoordinator) {
-	st, ok := b.cat.partition(topic, p)
-	if !ok || st.Leader == cluster.NoLeader || st.Leader == b.opts.NodeID && !b.cat.leased() {
-		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return
-	}
-	for _, mb := range b.cat.brokers(h, nil) {
-		if mb.NodeID == st.Leader {
-			co.NodeID, co.Host, co.Port = mb.NodeID, mb.Host, mb.Port
-			return
-		}
-	}
-	co.ErrorCode = kerr.CoordinatorNotAvailable.Code
-}
-
 // verifyTxn has partitions tps checked (add: added, for a transactions-v2
 // producer) in the open transaction of transactional id id's producer pid
 // at epoch, by the id's coordinator: this broker's, or in a cluster the

@@ -514,3 +514,19 @@ func encodeResponse(h header, resp kmsg.Response) []byte {
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 	return buf
 }
+
+// clientIP is the peer's IP address, as ACL hosts and IP quotas name it.
+func clientIP(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String()
+	}
+	return a.String()
+}
+
+// clientHost is a connection's peer as Kafka shows a member's host.
+func clientHost(a net.Addr) string {
+	if _, ok := a.(*net.TCPAddr); ok {
+		return "/" + clientIP(a)
+	}
+	return a.String()
+}

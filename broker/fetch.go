@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -222,25 +223,6 @@ func (b *Broker) fetch(ctx context.Context, h header, r *kmsg.FetchRequest) *fet
 	}
 }
 
-// hintFetchLeaders tells, for each partition this broker does not lead,
-// its current leader and that leader's endpoint (KIP-951, Fetch v16+).
-func (b *Broker) hintFetchLeaders(h header, reply *fetchReply) {
-	leaders := map[int32]bool{}
-	for i := range reply.Topics {
-		rt := &reply.Topics[i]
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			if id, epoch, ok := b.leaderHint(rp.ErrorCode, rt.Topic, rp.Partition); ok {
-				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = id, epoch
-				leaders[id] = true
-			}
-		}
-	}
-	for _, mb := range b.hintedBrokers(h, leaders) {
-		reply.Brokers = append(reply.Brokers, kmsg.FetchResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
-	}
-}
-
 // waitAny waits for any channel to close, or d, or done or stop; it
 // reports a close of one of chs. One select over all of them: no goroutine
 // per partition.
@@ -393,4 +375,63 @@ func (g *guard) authorizeFetch(h header, r *kmsg.FetchRequest) (kmsg.Response, f
 		fr := resp.(*fetchReply)
 		fr.Topics = append(fr.Topics, denied...)
 	}
+}
+
+// fetchSource is where a fetch reads a partition.
+type fetchSource struct {
+	t    *tablet.Tablet
+	code int16 // Kafka's error instead (no tablet)
+	// throttled: a follower's fetch whose bytes the leader's replication
+	// throttle counts; held: the throttle holds them back now.
+	throttled, held bool
+	// preferred is KIP-392's replica the consumer should read from
+	// instead (-1: this broker).
+	preferred int32
+	// follower: a follower's fetch.
+	follower bool
+}
+
+// fetchTablet finds where a fetch reads a partition: on a leader, for a
+// consumer at its current leader epoch (or, KIP-392, the follower in the
+// consumer's rack it should read from), or for a follower (whose fetch
+// offset is its progress, under the replication throttle); on a
+// follower, for a consumer's Fetch v11+ (KIP-392: up to the follower's
+// high watermark).
+func (b *Broker) fetchTablet(r *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition) fetchSource {
+	p, code := b.replicaOf(topic, rp.Partition)
+	if p == nil {
+		return fetchSource{code: code, preferred: -1}
+	}
+	if id := fetchReplica(r); id >= 0 {
+		code, throttled := p.FollowerFetch(id, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LogStartOffset)
+		if code != 0 {
+			return fetchSource{code: code, preferred: -1}
+		}
+		held := throttled && b.replicas.LeaderThrottleHeld()
+		return fetchSource{t: p.Tablet(), throttled: throttled, held: held, preferred: -1, follower: true}
+	}
+	code = p.CheckLeader(rp.CurrentLeaderEpoch)
+	if code == kerr.NotLeaderForPartition.Code && r.GetVersion() >= 11 {
+		if code := p.CheckFollowerRead(rp.CurrentLeaderEpoch); code != 0 {
+			return fetchSource{code: code, preferred: -1}
+		}
+		return fetchSource{t: p.Tablet(), preferred: -1}
+	}
+	if code := cmp.Or(code, p.CheckHighWatermark()); code != 0 {
+		return fetchSource{code: code, preferred: -1}
+	}
+	src := fetchSource{t: p.Tablet(), preferred: -1}
+	if b.rackAware && r.GetVersion() >= 11 {
+		snap := b.cat.snapshot()
+		src.preferred = p.PreferredReadReplica(r.Rack, rp.FetchOffset, func(id int32) string { return snap.Brokers[id].Rack })
+	}
+	return src
+}
+
+// fetchReplica is the replica id of a follower's fetch (-1: a consumer's).
+func fetchReplica(r *kmsg.FetchRequest) int32 {
+	if r.GetVersion() >= 15 {
+		return r.ReplicaState.ID
+	}
+	return r.ReplicaID
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/seglog/seglog/cluster"
 	"github.com/seglog/seglog/coordinator/group"
 	"github.com/seglog/seglog/coordinator/txn"
-	"github.com/seglog/seglog/replica"
 )
 
 // Metadata: the broker, the topics and their partitions, topics
@@ -203,30 +202,6 @@ func nullMetadata(b *Broker, _ header, req kmsg.Request) kmsg.Response {
 
 // internalTopics are Kafka's internal topics, flagged in Metadata.
 var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
-
-// replicaFor returns this broker's replica of a partition a produce
-// appends to (its leadership is the produce's CheckAppend's), creating
-// its topic (with num.partitions partitions) when auto-creation allows;
-// else NOT_LEADER_OR_FOLLOWER, or Kafka's answer for a partition that
-// does not exist.
-func (b *Broker) replicaFor(topic string, partition int32, ac *autoCreation) (*replica.Partition, int16) {
-	_, n, ok := b.topics.TopicPartitions(topic)
-	if !ok && ac != nil && !b.opts.NoAutoCreate && !internalTopics[topic] {
-		if err := checkpoint.ValidateTopic(topic); err != nil {
-			return nil, kerr.InvalidTopicException.Code
-		}
-		ac.create(topic)
-		_, n, ok = b.topics.TopicPartitions(topic)
-	}
-	if !ok || partition < 0 || partition >= n {
-		return nil, kerr.UnknownTopicOrPartition.Code
-	}
-	p, ok := b.replicas.Get(checkpoint.TopicPartition{Topic: topic, Partition: partition})
-	if !ok {
-		return nil, kerr.NotLeaderForPartition.Code
-	}
-	return p, 0
-}
 
 // autoCreation is one request's auto-creation of topics, bounded by
 // AutoCreateMaxTopicsPerRequest, the client's controller_mutation_rate and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -289,3 +290,26 @@ func (g *guard) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Respons
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// awaitAcks completes a produce (a single node's at once): each partition appended
+// tells its leadership (the high watermark may move), then acks=all waits
+// for the high watermark to cover what was appended, within the request's
+// timeout; acks=1 is answered only by a broker still certain it leads.
+func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, jobs []appendJob) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(timeoutMs, 0))*time.Millisecond)
+	defer cancel()
+	for _, jb := range jobs {
+		if jb.sp.ErrorCode != 0 || *jb.end < 0 {
+			continue
+		}
+		p := jb.p
+		p.Appended()
+		switch {
+		case acks == 0:
+		case acks == -1:
+			jb.sp.ErrorCode = p.AwaitAcks(ctx, *jb.end)
+		case !p.Leads():
+			jb.sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,10 +13,10 @@ import (
 	"github.com/seglog/seglog/coordinator/txn"
 )
 
-// Producer ids and transactions: InitProducerId (idempotent and
-// transactional producers), AddPartitionsToTxn, AddOffsetsToTxn,
-// TxnOffsetCommit and EndTxn answered by coordinator/txn, and the
-// transactions' descriptions.
+// A transaction's APIs: AddPartitionsToTxn, AddOffsetsToTxn,
+// TxnOffsetCommit and EndTxn, answered by coordinator/txn (its producer id
+// is InitProducerId's: init_producer_id.go; its descriptions
+// txn_admin.go).
 
 // txnAPIs are the transaction coordinator's APIs as the broker answers
 // them: the coordinator (coordinator/txn), the producer ids, the group
@@ -35,8 +34,6 @@ type txnAPIs struct {
 
 func init() {
 	register(
-		api{key: 22, min: 0, max: 5, handle: onCall(txnsOf, (*txnAPIs).initProducerID), null: nullInitProducerID,
-			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeInitProducerID)},
 		api{key: 24, min: 0, max: 5, handle: onCall(txnsOf, (*txnAPIs).addPartitionsToTxn),
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeAddPartitionsToTxn)},
 		api{key: 25, min: 0, max: 4, handle: onCall(txnsOf, (*txnAPIs).addOffsetsToTxn),
@@ -48,18 +45,6 @@ func init() {
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeEndTxn)},
 		api{key: 28, min: 0, max: 5, handle: onCall(txnsOf, (*txnAPIs).txnOffsetCommit),
 			rule: ruleFor(ruleTxnID, opWrite, (*guard).authorizeTxnOffsetCommit)},
-		api{key: 65, min: 0, max: 0,
-			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.DescribeTransactionsRequest) kmsg.Response {
-				return b.txns.DescribeTransactions(r)
-			}),
-			rule: ruleFor(ruleTxnID, opDescribe, (*guard).authorizeDescribeTransactions)},
-		api{key: 66, min: 0, max: 1,
-			handle: handler(func(b *Broker, _ context.Context, _ header, r *kmsg.ListTransactionsRequest) kmsg.Response {
-				return b.txns.ListTransactions(r)
-			}),
-			rule: ruleFor(ruleTxnID, opDescribe, (*guard).authorizeListTransactions)},
-		api{key: 61, min: 0, max: 0, handle: handler((*Broker).describeProducers),
-			rule: ruleFor(ruleTopic, opRead, (*guard).authorizeDescribeProducers)},
 	)
 }
 
@@ -104,16 +89,6 @@ func (a *txnAPIs) addPartitionsToTxn(_ context.Context, _ header, r *kmsg.AddPar
 	return resp
 }
 
-// nullInitProducerID counts producer ids in memory.
-func nullInitProducerID(b *Broker, _ header, req kmsg.Request) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-	b.null.mu.Lock()
-	b.null.pid++
-	resp.ProducerID, resp.ProducerEpoch = b.null.pid, 0
-	b.null.mu.Unlock()
-	return resp
-}
-
 // addOffsetsToTxn adds the group's __consumer_offsets partition to the
 // transaction (its marker goes there).
 func (a *txnAPIs) addOffsetsToTxn(_ context.Context, _ header, r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
@@ -139,22 +114,6 @@ func (a *txnAPIs) txnOffsetCommit(ctx context.Context, _ header, r *kmsg.TxnOffs
 		return group.RefuseTxnOffsetCommit(r, code)
 	}
 	return a.grp.groups.TxnOffsetCommit(r)
-}
-
-func (a *txnAPIs) initProducerID(_ context.Context, _ header, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
-	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
-	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	if r.TransactionalID != nil {
-		return a.txns.InitProducerID(r)
-	}
-	id, err := a.pids.allocate()
-	if err != nil {
-		a.logger.Error("allocating a producer id", "err", err)
-		resp.ErrorCode = kerr.KafkaStorageError.Code
-		return resp
-	}
-	resp.ProducerID, resp.ProducerEpoch = id, 0
-	return resp
 }
 
 // authorizeAddPartitionsToTxn: Write on the transactional id (else every
@@ -223,50 +182,6 @@ func (g *guard) authorizeTxnOffsetCommit(h header, r *kmsg.TxnOffsetCommitReques
 	}
 }
 
-// describeProducers lists each partition's active producers (their
-// writer state), as Kafka does.
-func (b *Broker) describeProducers(_ context.Context, _ header, r *kmsg.DescribeProducersRequest) *kmsg.DescribeProducersResponse {
-	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
-	for _, rt := range r.Topics {
-		st := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
-		for _, p := range rt.Partitions {
-			sp := kmsg.NewDescribeProducersResponseTopicPartition()
-			sp.Partition = p
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p})
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			for _, e := range t.Producers() {
-				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = e.ProducerID, int32(e.Epoch), e.LastSeq()
-				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = e.LastTimestamp, e.CoordinatorEpoch, e.CurrentTxnFirstOffset
-				sp.ActiveProducers = append(sp.ActiveProducers, ap)
-			}
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
-}
-
-// authorizeInitProducerID: Write on the transactional id; an idempotent
-// producer needs IdempotentWrite on the cluster or Write on some topic.
-func (g *guard) authorizeInitProducerID(h header, r *kmsg.InitProducerIDRequest) (kmsg.Response, func(kmsg.Response)) {
-	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
-	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	switch {
-	case r.TransactionalID != nil && !g.may(h, opWrite, resTxnID, *r.TransactionalID):
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp, nil
-	case r.TransactionalID == nil && !g.mayCluster(h, opIdempotentWrite) && !g.mayAny(h, opWrite, resTopic):
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		return resp, nil
-	}
-	return nil, nil
-}
-
 // authorizeAddOffsetsToTxn: Write on the transactional id, Read on the
 // group.
 func (g *guard) authorizeAddOffsetsToTxn(h header, r *kmsg.AddOffsetsToTxnRequest) (kmsg.Response, func(kmsg.Response)) {
@@ -290,54 +205,4 @@ func (g *guard) authorizeEndTxn(h header, r *kmsg.EndTxnRequest) (kmsg.Response,
 		return resp, nil
 	}
 	return nil, nil
-}
-
-// authorizeDescribeTransactions: Describe on each transactional id, and
-// only the topics the principal may describe in their partitions.
-func (g *guard) authorizeDescribeTransactions(h header, r *kmsg.DescribeTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
-	denied := takeOut(&r.TransactionalIDs, func(id string) int16 {
-		return g.refusal(h, opDescribe, resTxnID, id, txnErr)
-	}, func(id string, code int16) kmsg.DescribeTransactionsResponseTransactionState {
-		st := kmsg.NewDescribeTransactionsResponseTransactionState()
-		st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, code, -1, -1
-		return st
-	})
-	return nil, func(resp kmsg.Response) {
-		d := resp.(*kmsg.DescribeTransactionsResponse)
-		for i := range d.TransactionStates {
-			d.TransactionStates[i].Topics = slices.DeleteFunc(d.TransactionStates[i].Topics,
-				func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
-					return !g.may(h, opDescribe, resTopic, t.Topic)
-				})
-		}
-		d.TransactionStates = append(d.TransactionStates, denied...)
-	}
-}
-
-// authorizeListTransactions: only the transactional ids the principal may
-// describe are listed.
-func (g *guard) authorizeListTransactions(h header, r *kmsg.ListTransactionsRequest) (kmsg.Response, func(kmsg.Response)) {
-	return nil, func(resp kmsg.Response) {
-		l := resp.(*kmsg.ListTransactionsResponse)
-		l.TransactionStates = slices.DeleteFunc(l.TransactionStates, func(s kmsg.ListTransactionsResponseTransactionState) bool {
-			return !g.may(h, opDescribe, resTxnID, s.TransactionalID)
-		})
-	}
-}
-
-// authorizeDescribeProducers: Read on each topic.
-func (g *guard) authorizeDescribeProducers(h header, r *kmsg.DescribeProducersRequest) (kmsg.Response, func(kmsg.Response)) {
-	denied := takeOut(&r.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 {
-		return g.refusal(h, opRead, resTopic, t.Topic, topicRefused)
-	}, func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
-		rt := kmsg.DescribeProducersResponseTopic{Topic: t.Topic}
-		for _, p := range t.Partitions {
-			rt.Partitions = append(rt.Partitions, kmsg.DescribeProducersResponseTopicPartition{Partition: p, ErrorCode: code})
-		}
-		return rt
-	})
-	return nil, func(resp kmsg.Response) {
-		d := resp.(*kmsg.DescribeProducersResponse)
-		d.Topics = append(d.Topics, denied...)
-	}
 }
