@@ -197,7 +197,17 @@ func (b *Broker) fetch(ctx context.Context, h header, r *kmsg.FetchRequest) *fet
 			}
 		}
 		reply, n := b.fetchOnce(remote, r, iso)
-		b.hintFetchLeaders(h, reply)
+		for _, mb := range b.leaderHints(h, func(hint func(int16, string, int32, *int32, *int32)) {
+			for i := range reply.Topics {
+				rt := &reply.Topics[i]
+				for j := range rt.Partitions {
+					rp := &rt.Partitions[j]
+					hint(rp.ErrorCode, rt.Topic, rp.Partition, &rp.CurrentLeader.LeaderID, &rp.CurrentLeader.LeaderEpoch)
+				}
+			}
+		}) {
+			reply.Brokers = append(reply.Brokers, kmsg.FetchResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
+		}
 		if n >= int64(r.MinBytes) || n > 0 && r.MinBytes <= 0 || r.MaxWaitMillis <= 0 || len(waits) == 0 && len(r.Topics) > 0 || reply.urgent {
 			// (A fetch of no partition — all refused, or an incremental
 			// session's with nothing changed — waits out its wait, as in

@@ -145,7 +145,17 @@ func (b *Broker) produce(ctx context.Context, h header, r *kmsg.ProduceRequest) 
 		}
 	}
 	b.awaitAcks(ctx, r.Acks, r.TimeoutMillis, jobs)
-	b.hintProduceLeaders(h, resp)
+	for _, mb := range b.leaderHints(h, func(hint func(int16, string, int32, *int32, *int32)) {
+		for i := range resp.Topics {
+			rt := &resp.Topics[i]
+			for j := range rt.Partitions {
+				rp := &rt.Partitions[j]
+				hint(rp.ErrorCode, rt.Topic, rp.Partition, &rp.CurrentLeader.LeaderID, &rp.CurrentLeader.LeaderEpoch)
+			}
+		}
+	}) {
+		resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
+	}
 	if r.Acks == 0 {
 		return nil
 	}

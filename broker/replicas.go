@@ -89,52 +89,24 @@ func (b *Broker) leaderHint(code int16, topic string, partition int32) (leader, 
 	return st.Leader, st.LeaderEpoch, true
 }
 
-// hintedBrokers are the endpoints (KIP-951's NodeEndpoints) of the
-// leaders hinted in a response, on the client's listener.
-func (b *Broker) hintedBrokers(h header, leaders map[int32]bool) []kmsg.MetadataResponseBroker {
+// leaderHints tells, for each partition of a response this broker does
+// not lead, its current leader (KIP-951: Produce v10+, Fetch v16+, so that
+// the client moves there without asking Metadata): each visits the
+// response's partitions, calling hint with a partition's code, topic and
+// number and where its current leader and epoch go. It returns the
+// hinted leaders' endpoints on the client's listener.
+func (b *Broker) leaderHints(h header, each func(hint func(code int16, topic string, p int32, leader, epoch *int32))) []kmsg.MetadataResponseBroker {
+	leaders := map[int32]bool{}
+	each(func(code int16, topic string, p int32, leader, epoch *int32) {
+		if id, e, ok := b.leaderHint(code, topic, p); ok {
+			*leader, *epoch = id, e
+			leaders[id] = true
+		}
+	})
 	if len(leaders) == 0 {
 		return nil
 	}
 	return slices.DeleteFunc(b.cat.brokers(h, nil), func(mb kmsg.MetadataResponseBroker) bool {
 		return !leaders[mb.NodeID]
 	})
-}
-
-// hintProduceLeaders tells, for each partition this broker does not
-// lead, its current leader and that leader's endpoint (KIP-951, Produce
-// v10+).
-func (b *Broker) hintProduceLeaders(h header, resp *kmsg.ProduceResponse) {
-	leaders := map[int32]bool{}
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			if id, epoch, ok := b.leaderHint(rp.ErrorCode, rt.Topic, rp.Partition); ok {
-				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = id, epoch
-				leaders[id] = true
-			}
-		}
-	}
-	for _, mb := range b.hintedBrokers(h, leaders) {
-		resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
-	}
-}
-
-// hintFetchLeaders tells, for each partition this broker does not lead,
-// its current leader and that leader's endpoint (KIP-951, Fetch v16+).
-func (b *Broker) hintFetchLeaders(h header, reply *fetchReply) {
-	leaders := map[int32]bool{}
-	for i := range reply.Topics {
-		rt := &reply.Topics[i]
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			if id, epoch, ok := b.leaderHint(rp.ErrorCode, rt.Topic, rp.Partition); ok {
-				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = id, epoch
-				leaders[id] = true
-			}
-		}
-	}
-	for _, mb := range b.hintedBrokers(h, leaders) {
-		reply.Brokers = append(reply.Brokers, kmsg.FetchResponseBroker{NodeID: mb.NodeID, Host: mb.Host, Port: mb.Port, Rack: mb.Rack})
-	}
 }
