@@ -1,24 +1,29 @@
 // Package broker serves the Kafka protocol on a seglog data directory, so
-// that unmodified Kafka clients produce to and consume from it: a
-// single-node broker whose node is every partition's leader.
+// that unmodified Kafka clients produce to and consume from it, alone (a
+// single node: every partition's only replica and leader) or as one of a
+// cluster.
 //
-//	client ──TCP──► conn (one goroutine reads frames) ──► handler (kmsg decode)
-//	                                                         │
-//	                        tablet.Manager ◄── Produce, Fetch, ListOffsets, Metadata, …
+//	client ──TCP──► connection (reader, answerer) ──► registry: decode, authorize, quotas
+//	                                                     │
+//	           handler (one file per API family) ──► catalog (metadata), replica manager,
+//	                                                 coordinators, the broker's parts
 //
 // Every request and response body is encoded and decoded by franz-go's
 // kmsg (generated from Kafka's own message schemas); only the frame and the
 // request header are read here. Responses go out in request order.
 //
 // Served: every API in the registry (registry.go), each entry in its
-// family's file beside its handler — ApiVersions, Metadata, Produce, Fetch
-// with long polling, ListOffsets, OffsetForLeaderEpoch, InitProducerId,
-// the consumer group APIs answered by coordinator/group (groups.go), the
-// transaction APIs answered by coordinator/txn (txn.go), the admin APIs
-// (admin_topics.go, configs.go), SASL, SCRAM credentials, ACLs and client
-// quotas. What is not in the registry is absent from ApiVersions' list; a
-// request for it closes the connection. With an authorizer on, an API
-// without an authorization rule is refused.
+// family's file beside its handler, with the versions served: Produce,
+// Fetch (long polls, KIP-227 sessions), ListOffsets, OffsetForLeaderEpoch,
+// Metadata, the topic admin and config APIs, FindCoordinator, the group
+// protocols (group_*.go), InitProducerId and the transactions (txn*.go),
+// SASL, SCRAM credentials, ACLs, client quotas, elections, reassignments.
+// What is not in the registry is absent from ApiVersions' list; a request
+// for it closes the connection. With an authorizer on, an API without an
+// authorization rule is refused.
+//
+// A broker is made by a composition root (package server's Compose) over
+// its Foundation and Services; New makes none of them.
 package broker
 
 import (

@@ -12,8 +12,9 @@ import (
 
 // The API registry: every API the broker serves has one entry, kept in the
 // file of its family beside its handler (produce.go, fetch.go,
-// metadata.go, groups.go, txn.go, admin_topics.go, configs.go, acls.go,
-// quotas.go, sasl.go, users.go, offsets.go, envelope.go). Dispatch, ApiVersions,
+// metadata.go, find_coordinator.go, group_*.go, init_producer_id.go,
+// txn*.go, admin_topics.go, configs.go, acls.go, quotas.go, sasl.go,
+// users.go, offsets.go, envelope.go, …). Dispatch, ApiVersions,
 // authorization, quotas, request metrics and the null broker all read it;
 // nothing else names APIs. With an authorizer on, an API whose entry has
 // no authorization rule is refused (deny by default).
