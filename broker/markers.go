@@ -92,7 +92,6 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 	if code != 0 {
 		return code
 	}
-	t := p.Tablet()
 	if tp.Topic == group.Topic {
 		// The marker settles the producer's pending offsets in the
 		// partition's groups: not before they are loaded (the coordinator
@@ -107,7 +106,7 @@ func (b *Broker) writeMarker(ctx context.Context, tp checkpoint.TopicPartition, 
 	if err != nil {
 		return kerr.InvalidRequest.Code
 	}
-	res, err := t.Append(marker, tablet.AppendOptions{Origin: record.OriginCoordinator, Sync: true})
+	res, err := p.AppendAsLeader(marker, tablet.AppendOptions{Origin: record.OriginCoordinator, Sync: true})
 	if err != nil {
 		b.opts.Logger.Warn("writing a transaction marker", "partition", tp.String(), "producer_id", pid, "err", err)
 		return errorCode(err)

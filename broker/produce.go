@@ -168,7 +168,7 @@ const parallelAppendBytes = 64 << 10
 
 // appendJob is one partition's part of a produce request.
 type appendJob struct {
-	p    *replica.Partition // its replica (p.Tablet() appends)
+	p    *replica.Partition // its replica, which appends
 	data []byte
 	opts tablet.AppendOptions
 	sp   *kmsg.ProduceResponseTopicPartition
@@ -179,7 +179,7 @@ type appendJob struct {
 // appendPartition appends a partition's batches, one by one (a client
 // sends one; Kafka's magic check comes first).
 func (b *Broker) appendPartition(jb appendJob) {
-	t, data, opts, sp := jb.p.Tablet(), jb.data, jb.opts, jb.sp
+	data, opts, sp := jb.data, jb.opts, jb.sp
 	if sp.ErrorCode != 0 {
 		return // (refused by its transaction's coordinator)
 	}
@@ -194,7 +194,7 @@ func (b *Broker) appendPartition(jb appendJob) {
 			}
 			return
 		}
-		res, err := t.Append(data[:n], opts)
+		res, err := jb.p.AppendAsLeader(data[:n], opts)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			sp.ErrorMessage = errMessage(err)
@@ -207,7 +207,7 @@ func (b *Broker) appendPartition(jb appendJob) {
 			}
 			return
 		}
-		b.metrics.topicIn.WithLabelValues(t.TopicPartition().Topic).Add(float64(n))
+		b.metrics.topicIn.WithLabelValues(jb.p.TopicPartition().Topic).Add(float64(n))
 		*jb.end = res.LastOffset + 1
 		if first {
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.FirstOffset, res.LogAppendTime, res.LogStartOffset
@@ -301,10 +301,10 @@ func (g *guard) authorizeProduce(h header, r *kmsg.ProduceRequest) (kmsg.Respons
 
 func ptrTo[T any](v T) *T { return &v }
 
-// awaitAcks completes a produce (a single node's at once): each partition appended
-// tells its leadership (the high watermark may move), then acks=all waits
-// for the high watermark to cover what was appended, within the request's
-// timeout; acks=1 is answered only by a broker still certain it leads.
+// awaitAcks completes a produce (a single node's at once): acks=all waits
+// for the high watermark to cover what each partition appended, within
+// the request's timeout; acks=1 is answered only by a broker still
+// certain it leads.
 func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, jobs []appendJob) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(timeoutMs, 0))*time.Millisecond)
 	defer cancel()
@@ -313,7 +313,6 @@ func (b *Broker) awaitAcks(ctx context.Context, acks int16, timeoutMs int32, job
 			continue
 		}
 		p := jb.p
-		p.Appended()
 		switch {
 		case acks == 0:
 		case acks == -1:

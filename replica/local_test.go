@@ -29,15 +29,21 @@ func localManager(t *testing.T) (*Manager, *tablet.Manager) {
 
 func appendRecords(t *testing.T, tb *tablet.Tablet, n int) int64 {
 	t.Helper()
+	res, err := tb.Append(batchOf(t, n), tablet.AppendOptions{})
+	require.NoError(t, err)
+	return res.LastOffset + 1
+}
+
+// batchOf is a batch of n records.
+func batchOf(t *testing.T, n int) []byte {
+	t.Helper()
 	b := record.NewBuilder(record.None)
 	for range n {
 		require.NoError(t, b.Append(record.Record{Value: []byte("v")}))
 	}
 	batch, err := b.Build()
 	require.NoError(t, err)
-	res, err := tb.Append(batch.Bytes(), tablet.AppendOptions{})
-	require.NoError(t, err)
-	return res.LastOffset + 1
+	return batch.Bytes()
 }
 
 // A single node is a cluster of one: each tablet is a partition it leads,
@@ -68,6 +74,10 @@ func TestSingleNodeIsAClusterOfOne(t *testing.T) {
 	require.Equal(t, end, tb.Offsets().HighWatermark)
 	require.Zero(t, p.AwaitAcks(context.Background(), end), "committed at once")
 	require.Zero(t, p.CheckHighWatermark())
+	res, err := p.AppendAsLeader(batchOf(t, 2), tablet.AppendOptions{})
+	require.NoError(t, err)
+	require.Equal(t, end+2, tb.Offsets().HighWatermark, "an append as leader moves the high watermark itself")
+	require.Zero(t, p.AwaitAcks(context.Background(), res.LastOffset+1))
 
 	code, _ := p.FollowerFetch(5, 0, 0, 0)
 	require.Equal(t, kerr.NotLeaderForPartition.Code, code, "a single node has no followers")

@@ -235,6 +235,20 @@ func (p *Partition) CheckAppend(acks int16) int16 {
 	return p.s.CheckAppend(acks, p.m.session())
 }
 
+// AppendAsLeader appends a batch (a producer's or a coordinator's) to
+// the partition's log as its leader, then tells the leadership (Appended:
+// the high watermark may move, at once for an ISR of the leader alone) —
+// Kafka's Partition.appendRecordsToLeader. That this broker leads is the
+// caller's check first (CheckAppend, CheckLeader); the acknowledgement is
+// AwaitAcks'.
+func (p *Partition) AppendAsLeader(batch []byte, opts tablet.AppendOptions) (tablet.AppendResult, error) {
+	res, err := p.t.Append(batch, opts)
+	if err == nil {
+		p.Appended()
+	}
+	return res, err
+}
+
 // Appended is called after an append as leader: the high watermark may
 // move (an ISR of the leader alone).
 func (p *Partition) Appended() {
