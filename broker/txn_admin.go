@@ -4,10 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/seglog/seglog/checkpoint"
 )
 
 // The transactions' and producers' descriptions: DescribeTransactions
@@ -33,7 +30,8 @@ func init() {
 }
 
 // describeProducers lists each partition's active producers (their
-// writer state), as Kafka does.
+// writer state) as its leader knows them: another broker answers
+// NOT_LEADER_OR_FOLLOWER (Kafka's; the admin client asks the leader).
 func (b *Broker) describeProducers(_ context.Context, _ header, r *kmsg.DescribeProducersRequest) *kmsg.DescribeProducersResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
 	for _, rt := range r.Topics {
@@ -41,13 +39,13 @@ func (b *Broker) describeProducers(_ context.Context, _ header, r *kmsg.Describe
 		for _, p := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = p
-			t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: p})
-			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			r, code := b.leaderReplica(rt.Topic, p, -1, false)
+			if code != 0 {
+				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, e := range t.Producers() {
+			for _, e := range r.Tablet().Producers() {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = e.ProducerID, int32(e.Epoch), e.LastSeq()
 				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = e.LastTimestamp, e.CoordinatorEpoch, e.CurrentTxnFirstOffset

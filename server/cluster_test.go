@@ -819,6 +819,34 @@ func TestClusterTransactions(t *testing.T) {
 	}, all...))
 	require.NoError(t, chk.Transact(ctx, cl, "x", "last-", 3, true, nil, all...))
 	chk.ReadCommitted(t, c.seeds(), "x", 3)
+
+	// DescribeProducers is the leader's answer: it lists the
+	// transactional producer; another replica answers
+	// NOT_LEADER_OR_FOLLOWER (as Kafka, whose admin client asks the
+	// leader).
+	s = until(t, c.servers[next].Member(), "x-0 has a leader", func(sn *cluster.Snapshot) bool {
+		st, _ := sn.Partition("x", 0)
+		return st.Leader != cluster.NoLeader && st.Leader != victim
+	})
+	st, _ := s.Partition("x", 0)
+	describe := func(id int32) kmsg.DescribeProducersResponseTopicPartition {
+		req := kmsg.NewPtrDescribeProducersRequest()
+		req.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "x", Partitions: []int32{0}}}
+		resp, err := adm.Broker(int(id)).Request(ctx, req)
+		require.NoError(t, err)
+		return resp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+	}
+	lead := describe(st.Leader)
+	require.Zero(t, lead.ErrorCode)
+	require.NotEmpty(t, lead.ActiveProducers)
+	followers := 0
+	for _, id := range s.Topics["x"].Replicas[0] {
+		if id != st.Leader && id != victim {
+			require.Equal(t, kerr.NotLeaderForPartition.Code, describe(id).ErrorCode, "broker %d", id)
+			followers++
+		}
+	}
+	require.NotZero(t, followers)
 }
 
 // Exactly once across brokers: a franz-go GroupTransactSession copies a
