@@ -249,7 +249,8 @@ func runCluster(o Options) (*Result, error) {
 			return nil, err
 		}
 		procFigs = r.figures()
-		params += fmt.Sprintf("; then 3 seglog serve processes over it (a leader SIGKILLed; %d partitions at replication factor 3; %d records per produce run)", manyPartitions, pn)
+		params += fmt.Sprintf("; then 3 seglog serve processes over it (a leader SIGKILLed; %d s of %d acks=all records a second to 3 partitions, the producer's linger at 0 and at franz-go's default; %d partitions at replication factor 3; %d records per produce run)",
+			fixedRateSeconds, fixedRate, manyPartitions, pn)
 	}
 	met := stall <= 1000 && stallErrs == 0
 	return &Result{Workload: "cluster",

@@ -21,7 +21,9 @@ import (
 // The cluster workload's second part runs the brokers as processes of
 // their own (seglog serve, through Options.Serve), over the same etcd
 // member: what a crash is (a SIGKILL: no controlled shutdown, no lease
-// revoked, the lease left to expire), and what 10,000 partitions cost
+// revoked, the lease left to expire), acks=all latency at a fixed rate
+// (2,000 records of 1 KiB a second to 3 partitions at replication factor
+// 3, publish and end-to-end: rate.go), and what 10,000 partitions cost
 // (each broker holds a replica of every one; three processes keep their
 // descriptors and mappings apart, as three machines would).
 
@@ -196,7 +198,18 @@ type procResults struct {
 	produceFew, produceBy []float64 // MB/s to 3 partitions, before and with the many partitions
 	spread                []float64 // MB/s over the many partitions
 	create                float64   // s to create them, fully replicated
+	// rated and ratedDefaults are the fixed-rate runs (rate.go): the
+	// producer's linger at 0, and franz-go's defaults.
+	rated, ratedDefaults *rateRun
 }
+
+// fixedRate is the fixed-rate runs' records a second (1 KiB each: 2 MB/s,
+// a load every broker of this machine sustains with room), and
+// fixedRateSeconds their length.
+const (
+	fixedRate        = 2000
+	fixedRateSeconds = 10
+)
 
 // runProcCluster runs the process cluster's measurements, n records per
 // produce run.
@@ -214,6 +227,20 @@ func runProcCluster(o Options, dir, etcd string, n int) (*procResults, error) {
 	}
 	defer done()
 	var r procResults
+	// The fixed-rate runs first, on a cluster that has had no fault.
+	o.Progress(fmt.Sprintf("cluster: acks=all at %d records a second", fixedRate), 0, 1)
+	for _, run := range []struct {
+		topic string
+		into  **rateRun
+		opts  []kgo.Opt
+	}{{"rated", &r.rated, []kgo.Opt{kgo.ProducerLinger(0)}}, {"rated-defaults", &r.ratedDefaults, nil}} {
+		if err := c.createTopic(ctx, cl, run.topic, 3); err != nil {
+			return nil, err
+		}
+		if *run.into, err = rateLatencies(ctx, c.seeds(), run.topic, randomValues(o.RecordSize), fixedRate, fixedRate*fixedRateSeconds, run.opts...); err != nil {
+			return nil, err
+		}
+	}
 	o.Progress("cluster: a leader SIGKILLed", 0, 1)
 	if r.failover, err = c.failoverAfterKill(ctx, cl); err != nil {
 		return nil, err
@@ -344,5 +371,8 @@ func (r *procResults) figures() []Figure {
 			"the same 3-partition topic before the 10,000 partitions", r.produceFew),
 		figure(fmt.Sprintf("cluster.produce.into-%dk-partitions", manyPartitions/1000), "MB/s", r.spread,
 			"a 3-partition topic beside them", r.produceBy),
+		latency("cluster.publish-latency.rate", r.rated.publish, "", nil),
+		latency("cluster.e2e-latency.rate", r.rated.e2e, "the publish latency", r.rated.publish),
+		latency("cluster.publish-latency.rate.client-defaults", r.ratedDefaults.publish, "the producer's linger at 0", r.rated.publish),
 	}
 }

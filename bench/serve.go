@@ -100,8 +100,10 @@ func randomValues(size int) [][]byte {
 	out := make([][]byte, 1024)
 	for i := range out {
 		v := make([]byte, size)
+		var word [8]byte
 		for j := 0; j < size; j += 8 {
-			binary.LittleEndian.PutUint64(v[j:min(j+8, size):min(j+8, size)], rng.Uint64())
+			binary.LittleEndian.PutUint64(word[:], rng.Uint64())
+			copy(v[j:], word[:]) // (the last word cut at size)
 		}
 		out[i] = v
 	}

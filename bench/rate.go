@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Latency at a fixed rate, as the OpenMessaging Benchmark measures it: a
+// producer sends records on a schedule (a record late to its slot is sent
+// at once, never a burst to catch up), each one's publish latency the
+// time from its send to its acknowledgement; a consumer reading the topic
+// meanwhile takes each record's end-to-end latency, its receipt minus the
+// record's CreateTime (the producer's clock, the same machine's).
+
+// warmUp is the key of the record sent before the schedule.
+var warmUp = []byte("warm-up")
+
+// rateRun is what a fixed-rate run measured, in µs.
+type rateRun struct {
+	publish, e2e []float64
+}
+
+// rateLatencies produces n records of values at rate records a second
+// to topic (which must be new: the consumer reads it from its start)
+// through a client of seeds with opts, and consumes them with another.
+func rateLatencies(ctx context.Context, seeds []string, topic string, values [][]byte, rate, n int, opts ...kgo.Opt) (*rateRun, error) {
+	if rate <= 0 || n <= 0 {
+		return nil, errors.New("bench: a fixed-rate run needs a rate and records")
+	}
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer consumer.Close()
+	producer, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer producer.Close()
+	// A record first, answered before the schedule starts: the
+	// producer's metadata, connections and producer id are not timed.
+	if err := producer.ProduceSync(ctx, &kgo.Record{Key: warmUp, Value: values[0]}).FirstErr(); err != nil {
+		return nil, err
+	}
+	run := &rateRun{publish: make([]float64, n), e2e: make([]float64, 0, n)}
+	consumed := make(chan error, 1)
+	go func() {
+		for len(run.e2e) < n {
+			fs := consumer.PollFetches(ctx)
+			now := time.Now()
+			if err := ctx.Err(); err != nil {
+				consumed <- err
+				return
+			}
+			if errs := fs.Errors(); len(errs) > 0 {
+				consumed <- fmt.Errorf("bench: consuming %s: %w", topic, errs[0].Err)
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if string(r.Key) != string(warmUp) {
+					run.e2e = append(run.e2e, float64(now.Sub(r.Timestamp).Microseconds()))
+				}
+			})
+		}
+		consumed <- nil
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := range n {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		wg.Add(1)
+		sent := time.Now()
+		producer.Produce(ctx, &kgo.Record{Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			run.publish[i] = float64(time.Since(sent).Microseconds())
+			if err != nil {
+				mu.Lock()
+				failed = errors.Join(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		return nil, fmt.Errorf("bench: producing to %s at %d/s: %w", topic, rate, failed)
+	}
+	if err := <-consumed; err != nil {
+		return nil, err
+	}
+	return run, nil
+}
