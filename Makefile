@@ -27,6 +27,14 @@ $(VERSITYGW):
 	mkdir -p $(dir $@)
 	GOBIN=$(dir $@) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
+# nats-server is the peer of the cluster workload's latencies at a fixed
+# rate (NATS JetStream at R3), built once per machine as versitygw is.
+NATS_SERVER_VERSION := v2.15.3
+NATS_SERVER := $(TOOLCACHE)/nats-server-$(NATS_SERVER_VERSION)/nats-server
+$(NATS_SERVER):
+	mkdir -p $(dir $@)
+	GOBIN=$(dir $@) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
+
 # clients are the clients the broker's tests drive: from Debian, kcat
 # (librdkafka), the Python client and chromium (the console's tests drive
 # it headless with chromedp), and etcd-server (the fault checker runs its
@@ -59,8 +67,8 @@ TABLET_SWEEPS = TestCorruptionMatrix|TestCleanAMillionRecordsOverTenThousandKeys
 RACE_SLOW = ./server ./tablet ./cmd/seglog ./tiering ./broker
 RACE_PKGS = $(RACE_SLOW) $(shell $(GO) list $(PKGS) | grep -v -e '/bench$$' -e '/jepsen$$' -e '/server$$' -e '/tablet$$' -e '/cmd/seglog$$' -e '/tiering$$' -e '/broker$$')
 
-test: vet examples clients $(VERSITYGW)
-	($(GO) test -count=1 ./bench ./replica/state && $(GO) test -count=1 -run '^($(TABLET_SWEEPS))$$' ./tablet && $(GO) test -count=1 -run '^TestDocReferences$$' . && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
+test: vet examples clients $(VERSITYGW) $(NATS_SERVER)
+	(SEGLOG_NATS_SERVER=$(NATS_SERVER) $(GO) test -count=1 ./bench ./replica/state && $(GO) test -count=1 -run '^($(TABLET_SWEEPS))$$' ./tablet && $(GO) test -count=1 -run '^TestDocReferences$$' . && $(GO) test -count=1 -run '^(TestClusterKillLoop|TestReassignCommand|TestServeExactlyOnceAcrossKills|TestServeGroupResumesAfterKill)$$' ./cmd/seglog && \
 		$(MAKE) build && SEGLOG_BIN=$(CURDIR)/bin/seglog $(GO) test -count=1 ./jepsen && \
 		$(MAKE) fuzz-smoke FUZZTIME=4000x) & bench=$$!; \
 	SEGLOG_VERSITYGW=$(VERSITYGW) $(GO) test -race -count=1 -p 3 $(RACE_PKGS); raced=$$?; \
@@ -89,8 +97,8 @@ console-screenshots: clients
 # bench runs the harness's quick profile (about eight minutes) and rewrites
 # BENCHMARKS.md and the plots in docs/bench; bench-micro runs every
 # go test benchmark.
-bench:
-	$(GO) run ./cmd/seglog bench all --quick --sizes 128,1KiB,8KiB --report docs/bench --benchmarks-md BENCHMARKS.md
+bench: $(NATS_SERVER)
+	$(GO) run ./cmd/seglog bench all --quick --sizes 128,1KiB,8KiB --nats-server $(NATS_SERVER) --report docs/bench --benchmarks-md BENCHMARKS.md
 
 # bench-peers runs the same append, read and random-read workloads against
 # seglog and its Go peers (bench/peers, a module of its own) and writes

@@ -62,6 +62,10 @@ type Options struct {
 	// gives them 10,000 partitions. Without it those figures are not
 	// measured.
 	Serve func(args ...string) *exec.Cmd
+	// NATSServer, if set, is a nats-server binary: the cluster workload
+	// runs its fixed-rate schedule against NATS JetStream at R3 too
+	// (nats.go), the peer of its latencies.
+	NATSServer string
 }
 
 // EnsureDefaults fills zero fields.

@@ -201,6 +201,9 @@ type procResults struct {
 	// rated and ratedDefaults are the fixed-rate runs (rate.go): the
 	// producer's linger at 0, and franz-go's defaults.
 	rated, ratedDefaults *rateRun
+	// nats is the same schedule against NATS JetStream at R3 (nil: not
+	// run).
+	nats *rateRun
 }
 
 // fixedRate is the fixed-rate runs' records a second (1 KiB each: 2 MB/s,
@@ -214,6 +217,21 @@ const (
 // runProcCluster runs the process cluster's measurements, n records per
 // produce run.
 func runProcCluster(o Options, dir, etcd string, n int) (*procResults, error) {
+	var r procResults
+	if o.NATSServer != "" { // (first, on its own: seglog's brokers are not started yet)
+		o.Progress(fmt.Sprintf("cluster: NATS JetStream R3 at %d records a second", fixedRate), 0, 1)
+		nc, err := startNATS(o.NATSServer, filepath.Join(dir, "nats"))
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		r.nats, err = natsRateLatencies(ctx, nc.urls, "bench", randomValues(o.RecordSize), fixedRate, fixedRate*fixedRateSeconds)
+		cancel()
+		nc.close()
+		if err != nil {
+			return nil, err
+		}
+	}
 	c := &procCluster{o: o, dir: dir, etcd: etcd, brokers: map[int32]*procBroker{}}
 	defer c.close()
 	for id := range int32(3) {
@@ -226,7 +244,6 @@ func runProcCluster(o Options, dir, etcd string, n int) (*procResults, error) {
 		return nil, err
 	}
 	defer done()
-	var r procResults
 	// The fixed-rate runs first, on a cluster that has had no fault.
 	o.Progress(fmt.Sprintf("cluster: acks=all at %d records a second", fixedRate), 0, 1)
 	for _, run := range []struct {
@@ -361,7 +378,7 @@ func (r *procResults) figures() []Figure {
 	one := func(name, unit string, v float64) Figure {
 		return Figure{Name: name, Unit: unit, Value: v, Min: v, Max: v}
 	}
-	return []Figure{
+	figs := []Figure{
 		one("cluster.failover.sigkill", "ms", r.failover).target(
 			"≤ broker.session.timeout.ms + 1 s (3,000 ms): the longest time without an acknowledgement from the SIGKILL on", r.failover <= 3000),
 		one(fmt.Sprintf("cluster.create.%dk-partitions", manyPartitions/1000), "s", r.create),
@@ -371,8 +388,15 @@ func (r *procResults) figures() []Figure {
 			"the same 3-partition topic before the 10,000 partitions", r.produceFew),
 		figure(fmt.Sprintf("cluster.produce.into-%dk-partitions", manyPartitions/1000), "MB/s", r.spread,
 			"a 3-partition topic beside them", r.produceBy),
-		latency("cluster.publish-latency.rate", r.rated.publish, "", nil),
-		latency("cluster.e2e-latency.rate", r.rated.e2e, "the publish latency", r.rated.publish),
 		latency("cluster.publish-latency.rate.client-defaults", r.ratedDefaults.publish, "the producer's linger at 0", r.rated.publish),
 	}
+	if r.nats == nil {
+		return append(figs, latency("cluster.publish-latency.rate", r.rated.publish, "", nil),
+			latency("cluster.e2e-latency.rate", r.rated.e2e, "the publish latency", r.rated.publish))
+	}
+	const nats = "NATS JetStream R3, the same schedule"
+	return append(figs, latency("cluster.publish-latency.rate", r.rated.publish, nats, r.nats.publish),
+		latency("cluster.e2e-latency.rate", r.rated.e2e, nats, r.nats.e2e),
+		latency("cluster.publish-latency.rate.nats", r.nats.publish, "", nil),
+		latency("cluster.e2e-latency.rate.nats", r.nats.e2e, "", nil))
 }

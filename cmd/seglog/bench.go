@@ -146,6 +146,7 @@ and SVG plots (throughput against record size, latency CDFs).`)
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	fl.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the run to this file")
 	fl.StringVar(&benchmarks, "benchmarks-md", "", "write the Markdown summary as this file (make bench: BENCHMARKS.md)")
+	fl.StringVar(&o.NATSServer, "nats-server", os.Getenv("SEGLOG_NATS_SERVER"), "cluster: a nats-server binary, to run the fixed-rate latencies against NATS JetStream at R3 too (make bench builds v2.15.3; default $SEGLOG_NATS_SERVER)")
 	return cmd
 }
 
