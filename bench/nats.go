@@ -165,9 +165,6 @@ func natsRateLatencies(ctx context.Context, urls []string, stream string, values
 	if err := natsStream(ctx, js, stream); err != nil {
 		return nil, err
 	}
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: stream + ".0", Data: values[0], Header: nats.Header{"Warm-Up": {"1"}}}); err != nil {
-		return nil, err
-	}
 	sjs, err := jetstream.New(sub)
 	if err != nil {
 		return nil, err
@@ -179,11 +176,17 @@ func natsRateLatencies(ctx context.Context, urls []string, stream string, values
 	run := &rateRun{publish: make([]float64, n), e2e: make([]float64, 0, n)}
 	var mu sync.Mutex
 	consumed := make(chan struct{})
+	ready := make(chan struct{}) // closed at the warm-up message's receipt
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		now := time.Now()
 		sent, err := strconv.ParseInt(m.Headers().Get(natsSent), 10, 64)
-		if err != nil {
-			return // (the warm-up message)
+		if err != nil { // (the warm-up message)
+			select {
+			case <-ready:
+			default:
+				close(ready)
+			}
+			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -195,6 +198,16 @@ func natsRateLatencies(ctx context.Context, urls []string, stream string, values
 		return nil, err
 	}
 	defer cc.Stop()
+	// A message first, consumed before the schedule starts: the clients'
+	// connections and the consumer's start are not timed.
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: stream + ".0", Data: values[0], Header: nats.Header{"Warm-Up": {"1"}}}); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("bench: the NATS consumer's start: %w", ctx.Err())
+	}
 	var wg sync.WaitGroup
 	var failed error
 	interval := time.Second / time.Duration(rate)

@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -17,7 +20,7 @@ import (
 // meanwhile takes each record's end-to-end latency, its receipt minus the
 // record's CreateTime (the producer's clock, the same machine's).
 
-// warmUp is the key of the record sent before the schedule.
+// warmUp begins the keys of the records sent before the schedule.
 var warmUp = []byte("warm-up")
 
 // rateRun is what a fixed-rate run measured, in µs.
@@ -44,14 +47,15 @@ func rateLatencies(ctx context.Context, seeds []string, topic string, values [][
 		return nil, err
 	}
 	defer producer.Close()
-	// A record first, answered before the schedule starts: the
-	// producer's metadata, connections and producer id are not timed.
-	if err := producer.ProduceSync(ctx, &kgo.Record{Key: warmUp, Value: values[0]}).FirstErr(); err != nil {
+	partitions, err := partitionCount(ctx, producer, topic)
+	if err != nil {
 		return nil, err
 	}
 	run := &rateRun{publish: make([]float64, n), e2e: make([]float64, 0, n)}
+	ready := make(chan struct{}) // closed once a warm-up record of every partition is consumed
 	consumed := make(chan error, 1)
 	go func() {
+		warmed := map[int32]bool{}
 		for len(run.e2e) < n {
 			fs := consumer.PollFetches(ctx)
 			now := time.Now()
@@ -64,13 +68,33 @@ func rateLatencies(ctx context.Context, seeds []string, topic string, values [][
 				return
 			}
 			fs.EachRecord(func(r *kgo.Record) {
-				if string(r.Key) != string(warmUp) {
+				if !bytes.HasPrefix(r.Key, warmUp) {
 					run.e2e = append(run.e2e, float64(now.Sub(r.Timestamp).Microseconds()))
+				} else if !warmed[r.Partition] {
+					if warmed[r.Partition] = true; len(warmed) == partitions {
+						close(ready)
+					}
 				}
 			})
 		}
 		consumed <- nil
 	}()
+	// Warm-up records first, until the consumer has one of every
+	// partition: the clients' metadata, connections, producer id and
+	// first fetches are not timed.
+	for i := 0; ; i++ {
+		if err := producer.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(slices.Clip(warmUp), "-%d", i), Value: values[0]}).FirstErr(); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ready:
+		case err := <-consumed:
+			return nil, errors.Join(err, errors.New("bench: the consumer ended before the schedule"))
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed error
@@ -100,4 +124,17 @@ func rateLatencies(ctx context.Context, seeds []string, topic string, values [][
 		return nil, err
 	}
 	return run, nil
+}
+
+// partitionCount is a topic's partition count, as cl's broker answers.
+func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	td, ok := topics[topic]
+	if !ok || td.Err != nil || len(td.Partitions) == 0 {
+		return 0, fmt.Errorf("bench: topic %s: no partitions (%v)", topic, td.Err)
+	}
+	return len(td.Partitions), nil
 }
