@@ -186,13 +186,15 @@ func (b *Broker) fetch(ctx context.Context, h header, r *kmsg.FetchRequest) *fet
 	remote, cancel := context.WithTimeout(ctx, max(wait, b.opts.RemoteFetchMaxWait))
 	defer cancel()
 	for {
-		// The channels are taken before the read: an append after it
-		// closes them, and the wait below wakes.
+		// The channels are taken before the read: a change after it
+		// closes them, and the wait below wakes — for a follower an
+		// append, for a consumer the high watermark's (or the last stable
+		// offset's) move: what each may read.
 		var waits []<-chan struct{}
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
 				if t, ok := b.m.Get(checkpoint.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); ok {
-					waits = append(waits, t.Changed())
+					waits = append(waits, t.ChangedFor(iso))
 				}
 			}
 		}

@@ -263,8 +263,12 @@ type Tablet struct {
 	pub struct {
 		sync.RWMutex
 		v view
-		// changed is closed at the next publish (nil until a reader asks).
-		changed chan struct{}
+		// changed is closed at the next publish; grew at the next that
+		// moves the log end or the log start (what a follower's fetch
+		// waits for); committed at the next that moves the high
+		// watermark, the last stable offset or the log start (what a
+		// consumer's waits for). Each is nil until a reader asks.
+		changed, grew, committed chan struct{}
 	}
 
 	mu struct {
@@ -686,12 +690,21 @@ func (t *Tablet) publishLocked(v view) {
 		v.segs, t.mu.segsChanged = t.mu.segs.Clone(), false
 	}
 	t.pub.Lock()
+	old := t.pub.v
 	t.pub.v = v
-	changed := t.pub.changed
+	changed, grew, committed := t.pub.changed, (chan struct{})(nil), (chan struct{})(nil)
 	t.pub.changed = nil
+	if old.leo.offset != v.leo.offset || old.logStart != v.logStart {
+		grew, t.pub.grew = t.pub.grew, nil
+	}
+	if old.hw.offset != v.hw.offset || old.lso.offset != v.lso.offset || old.logStart != v.logStart {
+		committed, t.pub.committed = t.pub.committed, nil
+	}
 	t.pub.Unlock()
-	if changed != nil {
-		close(changed) // wake every reader waiting for this change
+	for _, c := range [...]chan struct{}{changed, grew, committed} {
+		if c != nil {
+			close(c) // wake every reader waiting for this change
+		}
 	}
 }
 
@@ -701,12 +714,29 @@ func (t *Tablet) publishLocked(v view) {
 // MaxWaitMs) waits for data without polling: read, and if there is not
 // enough, wait on the channel taken before the read.
 func (t *Tablet) Changed() <-chan struct{} {
+	return t.changedOf(&t.pub.changed)
+}
+
+// ChangedFor is Changed for a reader up to iso's bound: closed at the next
+// change of what such a reader may read — for ReadLogEnd (a follower) the
+// log end or the log start moving, for ReadHighWatermark and
+// ReadCommitted (a consumer) the high watermark, the last stable offset or
+// the log start — so that an append not yet committed does not wake a
+// consumer's long poll, nor a high watermark's move a follower's.
+func (t *Tablet) ChangedFor(iso Isolation) <-chan struct{} {
+	if iso == ReadLogEnd {
+		return t.changedOf(&t.pub.grew)
+	}
+	return t.changedOf(&t.pub.committed)
+}
+
+func (t *Tablet) changedOf(ch *chan struct{}) <-chan struct{} {
 	t.pub.Lock()
 	defer t.pub.Unlock()
-	if t.pub.changed == nil {
-		t.pub.changed = make(chan struct{})
+	if *ch == nil {
+		*ch = make(chan struct{})
 	}
-	return t.pub.changed
+	return *ch
 }
 
 // putSegLocked adds g to the writer's tree (or replaces the one at its

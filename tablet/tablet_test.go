@@ -670,3 +670,43 @@ func TestCompressionType(t *testing.T) {
 		require.Equal(t, int64(1000+i%5), r.Timestamp)
 	}
 }
+
+// ChangedFor wakes a reader only for what it may read: an append (not
+// committed yet: the high watermark is a leader's, set by hand) wakes a
+// follower's wait and not a consumer's; the high watermark's move wakes
+// the consumer's and not the follower's; Changed wakes at both.
+func TestChangedForWakesOnlyWhatItsReaderMayRead(t *testing.T) {
+	e := newEnv(t, vfs.OS, t.TempDir())
+	tab := e.create(DefaultConfig())
+	require.NoError(t, tab.SetManualHighWatermark(true))
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	follower, consumer, committed, every := tab.ChangedFor(ReadLogEnd), tab.ChangedFor(ReadHighWatermark), tab.ChangedFor(ReadCommitted), tab.Changed()
+	_, err := tab.Append(batch(t, 3, 1_700_000_000_000, 10), AppendOptions{})
+	require.NoError(t, err)
+	require.True(t, closed(follower), "the log end moved")
+	require.False(t, closed(consumer), "nothing committed yet")
+	require.False(t, closed(committed))
+	require.True(t, closed(every))
+
+	follower, every = tab.ChangedFor(ReadLogEnd), tab.Changed()
+	require.NoError(t, tab.SetHighWatermark(3))
+	require.True(t, closed(consumer), "the high watermark moved")
+	require.True(t, closed(committed), "so did the last stable offset")
+	require.False(t, closed(follower), "the log end did not")
+	require.True(t, closed(every))
+
+	consumer = tab.ChangedFor(ReadHighWatermark)
+	require.NoError(t, tab.SetHighWatermark(3))
+	require.False(t, closed(consumer), "no move, no wake")
+	_, err = tab.DeleteRecordsBefore(1)
+	require.NoError(t, err)
+	require.True(t, closed(consumer), "the log start moved")
+	require.True(t, closed(follower))
+}
