@@ -210,18 +210,18 @@ func natsRateLatencies(ctx context.Context, urls []string, stream string, values
 	}
 	var wg sync.WaitGroup
 	var failed error
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	for i := range n {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
+	var published error
+	onSchedule(rate, n, func(i int) {
+		if published != nil {
+			return
 		}
 		sent := time.Now()
 		msg := &nats.Msg{Subject: fmt.Sprintf("%s.%d", stream, i%3), Data: values[i%len(values)],
 			Header: nats.Header{natsSent: {strconv.FormatInt(sent.UnixNano(), 10)}}}
 		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
-			return nil, fmt.Errorf("bench: publishing to NATS: %w", err)
+			published = fmt.Errorf("bench: publishing to NATS: %w", err)
+			return
 		}
 		wg.Add(1)
 		go func() {
@@ -236,8 +236,11 @@ func natsRateLatencies(ctx context.Context, urls []string, stream string, values
 			case <-ctx.Done():
 			}
 		}()
-	}
+	})
 	wg.Wait()
+	if published != nil {
+		return nil, published
+	}
 	if failed != nil {
 		return nil, fmt.Errorf("bench: publishing to NATS at %d/s: %w", rate, failed)
 	}

@@ -98,12 +98,7 @@ func rateLatencies(ctx context.Context, seeds []string, topic string, values [][
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed error
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	for i := range n {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
-		}
+	onSchedule(rate, n, func(i int) {
 		wg.Add(1)
 		sent := time.Now()
 		producer.Produce(ctx, &kgo.Record{Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
@@ -115,7 +110,7 @@ func rateLatencies(ctx context.Context, seeds []string, topic string, values [][
 				mu.Unlock()
 			}
 		})
-	}
+	})
 	wg.Wait()
 	if failed != nil {
 		return nil, fmt.Errorf("bench: producing to %s at %d/s: %w", topic, rate, failed)
@@ -137,4 +132,18 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, err
 		return 0, fmt.Errorf("bench: topic %s: no partitions (%v)", topic, td.Err)
 	}
 	return len(td.Partitions), nil
+}
+
+// onSchedule calls send(i) for i from 0 to n-1 at rate a second, each at
+// its slot: one late to its slot is sent at once, never a burst to catch
+// up.
+func onSchedule(rate, n int, send func(i int)) {
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := range n {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		send(i)
+	}
 }
