@@ -60,10 +60,14 @@ func (c *testCluster) createAssigned(ctx context.Context, name string, assignmen
 }
 
 // producer is an acks=all client of the cluster that learns leader
-// changes quickly, closed at the test's end; opts add to it.
+// changes quickly, closed at the test's end; opts add to it. It retries a
+// connection cut before its first response (kgo.AlwaysRetryEOF): the
+// tests stop brokers under it, and franz-go otherwise takes such a cut —
+// a broker closing its listener with a connection in its backlog — for a
+// TLS or SASL mistake and fails the record.
 func (c *testCluster) producer(opts ...kgo.Opt) *kgo.Client {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
+		kgo.MetadataMinAge(50 * time.Millisecond), kgo.AlwaysRetryEOF()}, opts...)...)
 	require.NoError(c.t, err)
 	c.t.Cleanup(cl.Close)
 	return cl
@@ -279,10 +283,9 @@ func TestClusterRollingRestart(t *testing.T) {
 			}
 		}
 	}()
-	// The producer's first record answered before the first restart: its
-	// producer id and connections are made (franz-go takes a connection
-	// closed before its first response — the broker stopping — for a
-	// missing SASL, and fails the record instead of retrying).
+	// The producer's first record answered before the first restart (its
+	// producer id and connections made): the restarts' stalls are measured
+	// from a producing client.
 	select {
 	case <-acked:
 	case err := <-done:
