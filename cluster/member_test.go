@@ -214,6 +214,9 @@ func TestControlledShutdownMovesLeaders(t *testing.T) {
 	defer cancel()
 	require.NoError(t, c.members[victim].Close(sctx))
 	delete(c.members, victim)
+	// (Another member's view catches up with the shutdown's writes: read
+	// it once it has.)
+	require.NoError(t, c.members[order[1]].Sync(sctx))
 	s := c.members[order[1]].Snapshot()
 	for _, st := range s.Topics["t"].Partitions {
 		require.NotEqual(t, victim, st.Leader)
