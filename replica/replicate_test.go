@@ -277,9 +277,9 @@ func TestFetchSessions(t *testing.T) {
 	// Once a record of each is acknowledged, every partition is followed:
 	// from then on a full fetch names all three (one before may have named
 	// those followed by then).
-	for _, p := range leaders {
+	for i, p := range leaders {
 		_, code := produce(t, p, "zero")
-		require.Zero(t, code)
+		require.Zero(t, code, "partition %d; the leader's fetches: %+v; the follower's state: %+v", i, n1.end.seen(), p.Followers())
 	}
 	before := len(n1.end.seen())
 	_, code := produce(t, leaders[1], "one")
