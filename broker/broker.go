@@ -397,10 +397,7 @@ func (f *Foundation) GroupOptions() group.Options {
 	gopts.LoadInBackground = !gopts.ReadOnly
 	if c := f.opts.Cluster; c != nil {
 		gopts.Cluster = clusterGroupHooks(c, gopts, f.opts.Logger)
-		gopts.TopicExists = func(topic string, partition int32) bool {
-			_, ok := c.Member.Snapshot().Partition(topic, partition)
-			return ok
-		}
+		gopts.TopicExists = partitionExists(c)
 	}
 	return gopts
 }
@@ -419,9 +416,18 @@ func (f *Foundation) TxnOptions(groups *group.Coordinator) txn.Options {
 	topts.OnMarker = groups.OnMarker // a transaction's offsets apply when it commits
 	if c := f.opts.Cluster; c != nil {
 		topts.Cluster = clusterTxnHooks(c, topts, f.markers)
-		topts.TopicExists = f.GroupOptions().TopicExists
+		topts.TopicExists = partitionExists(c)
 	}
 	return topts
+}
+
+// partitionExists reports whether a partition exists in the cluster's
+// metadata (the coordinators' check of a topic named in a request).
+func partitionExists(c *ClusterOptions) func(topic string, partition int32) bool {
+	return func(topic string, partition int32) bool {
+		_, ok := c.Member.Snapshot().Partition(topic, partition)
+		return ok
+	}
 }
 
 // Services are what a broker answers with besides its data directory,
