@@ -26,7 +26,7 @@ import (
 // from the page cache), under the same schedule as seglog's brokers
 // (rate.go): each message's publish latency is its send to its PubAck,
 // its end-to-end latency its receipt by an ordered consumer minus its send
-// time (a header: Kafka's CreateTime).
+// time (a header, as the seglog run's records carry it).
 
 // natsCluster is three nats-server processes.
 type natsCluster struct {
@@ -138,7 +138,8 @@ func natsStream(ctx context.Context, js jetstream.JetStream, name string) error 
 	return fmt.Errorf("bench: a JetStream stream at R3: %w", errors.Join(err, ctx.Err()))
 }
 
-// natsSent is the header that carries a message's send time (Unix ns).
+// natsSent is the header that carries a message's (and in rate.go a
+// record's) send time, Unix ns.
 const natsSent = "Bench-Sent"
 
 // natsRateLatencies is rateLatencies against the NATS cluster: n

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 // producer sends records on a schedule (a record late to its slot is sent
 // at once, never a burst to catch up), each one's publish latency the
 // time from its send to its acknowledgement; a consumer reading the topic
-// meanwhile takes each record's end-to-end latency, its receipt minus the
-// record's CreateTime (the producer's clock, the same machine's).
+// meanwhile takes each record's end-to-end latency, its receipt minus its
+// send time (the producer's clock, the same machine's; carried in a
+// header in nanoseconds, as the NATS run's: the record's CreateTime is in
+// milliseconds, which would add up to one).
 
 // warmUp begins the keys of the records sent before the schedule.
 var warmUp = []byte("warm-up")
@@ -69,7 +72,7 @@ func rateLatencies(ctx context.Context, seeds []string, topic string, values [][
 			}
 			fs.EachRecord(func(r *kgo.Record) {
 				if !bytes.HasPrefix(r.Key, warmUp) {
-					run.e2e = append(run.e2e, float64(now.Sub(r.Timestamp).Microseconds()))
+					run.e2e = append(run.e2e, float64(now.Sub(sentAt(r)).Microseconds()))
 				} else if !warmed[r.Partition] {
 					if warmed[r.Partition] = true; len(warmed) == partitions {
 						close(ready)
@@ -101,7 +104,9 @@ func rateLatencies(ctx context.Context, seeds []string, topic string, values [][
 	onSchedule(rate, n, func(i int) {
 		wg.Add(1)
 		sent := time.Now()
-		producer.Produce(ctx, &kgo.Record{Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
+		rec := &kgo.Record{Value: values[i%len(values)],
+			Headers: []kgo.RecordHeader{{Key: natsSent, Value: strconv.AppendInt(nil, sent.UnixNano(), 10)}}}
+		producer.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			run.publish[i] = float64(time.Since(sent).Microseconds())
 			if err != nil {
@@ -146,4 +151,18 @@ func onSchedule(rate, n int, send func(i int)) {
 		}
 		send(i)
 	}
+}
+
+// sentAt is a record's send time: its header's (ns), which the NATS run
+// carries the same way, else its CreateTime (ms: up to a millisecond
+// early).
+func sentAt(r *kgo.Record) time.Time {
+	for _, h := range r.Headers {
+		if h.Key == natsSent {
+			if ns, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+				return time.Unix(0, ns)
+			}
+		}
+	}
+	return r.Timestamp
 }
